@@ -1,0 +1,23 @@
+// The job spec contract: defaults, and validation that names the bad field.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/herd.pb.h"
+
+namespace herd {
+
+// Built-in model names; "torchscript" loads ModelSpec.path instead.
+const std::vector<std::string>& KnownModels();
+
+// Fills unset fields with herd's defaults (documented in docs/job-spec.md).
+void ApplyJobDefaults(v1::JobSpec* spec);
+
+// INVALID_ARGUMENT naming the first bad field ("optimizer.lr: must be > 0").
+// Expects defaults to have been applied. Does not touch the file system: the
+// coordinator may not see the workers' files; trainers check paths at start.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+}  // namespace herd

@@ -1,0 +1,97 @@
+#include "common/job_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "common/job_spec_yaml.h"
+
+namespace herd {
+namespace {
+
+constexpr char kGoodYaml[] = R"(
+name: fmnist
+model: mnist_cnn
+dataset: {kind: idx, path: /usr/share/datasets/fashion-mnist}
+batch_size: 64
+epochs: 2
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: cosine, warmup_steps: 10}
+min_workers: 2
+seed: 7
+eval: {interval_steps: 100}
+)";
+
+v1::JobSpec GoodSpec() {
+  auto spec = ParseJobSpecYaml(kGoodYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  ApplyJobDefaults(&*spec);
+  return *spec;
+}
+
+TEST(JobSpecYaml, ParsesFieldsAndShorthand) {
+  auto spec = GoodSpec();
+  EXPECT_EQ(spec.name(), "fmnist");
+  EXPECT_EQ(spec.model().name(), "mnist_cnn");
+  EXPECT_EQ(spec.dataset().path(), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(spec.batch_size(), 64);
+  EXPECT_DOUBLE_EQ(spec.optimizer().momentum(), 0.9);
+  EXPECT_EQ(spec.schedule().warmup_steps(), 10);
+  EXPECT_EQ(spec.seed(), 7u);
+  EXPECT_EQ(spec.max_workers(), 2);  // defaults to min_workers
+  EXPECT_EQ(spec.sync().mode(), "allreduce");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(JobSpecYaml, UnknownKeyIsNamed) {
+  auto spec = ParseJobSpecYaml("model: mlp\nbatchsize: 3\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("batchsize: unknown field"), std::string::npos) << spec.status();
+  auto nested = ParseJobSpecYaml("optimizer: {name: sgd, learning_rate: 1}\n");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("optimizer.learning_rate"), std::string::npos) << nested.status();
+}
+
+TEST(JobSpecYaml, WrongTypeIsNamed) {
+  auto spec = ParseJobSpecYaml("batch_size: lots\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("batch_size: expected an integer"), std::string::npos) << spec.status();
+}
+
+TEST(JobSpecYaml, MalformedYamlIsRejected) {
+  auto spec = ParseJobSpecYaml("model: [unclosed\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+struct BadCase {
+  const char* field;
+  void (*mutate)(v1::JobSpec*);
+};
+
+TEST(JobSpecValidate, NamesTheBadField) {
+  const BadCase cases[] = {
+      {"model.name", [](v1::JobSpec* s) { s->mutable_model()->set_name("gpt9"); }},
+      {"model.path", [](v1::JobSpec* s) { s->mutable_model()->set_name("torchscript"); }},
+      {"batch_size", [](v1::JobSpec* s) { s->set_batch_size(0); }},
+      {"dataset.kind", [](v1::JobSpec* s) { s->mutable_dataset()->set_kind("parquet"); }},
+      {"dataset.path", [](v1::JobSpec* s) { s->mutable_dataset()->clear_path(); }},
+      {"max_workers", [](v1::JobSpec* s) { s->set_max_workers(1); }},
+      {"optimizer.name", [](v1::JobSpec* s) { s->mutable_optimizer()->set_name("lbfgs"); }},
+      {"optimizer.lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_lr(-1); }},
+      {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode("gossip"); }},
+      {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int4"); }},
+      {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
+      {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
+      {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
+  };
+  for (const auto& c : cases) {
+    auto spec = GoodSpec();
+    c.mutate(&spec);
+    auto status = ValidateJobSpec(spec);
+    ASSERT_FALSE(status.ok()) << c.field;
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message().rfind(std::string(c.field) + ":", 0), 0u) << status;
+  }
+}
+
+}  // namespace
+}  // namespace herd
