@@ -1,0 +1,37 @@
+// ClusterService: the worker-facing API (membership, heartbeats, rendezvous,
+// KV store, progress, checkpoint commits).
+#pragma once
+
+#include "coordinator/coordinator.h"
+#include "coordinator/rpc_edge.h"
+#include "proto/herd.grpc.pb.h"
+
+namespace herd::coordinator {
+
+class ClusterServiceImpl final : public v1::ClusterService::Service {
+ public:
+  ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge) : coordinator_(coordinator), edge_(edge) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
+                              v1::RegisterWorkerResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status JoinGeneration(grpc::ServerContext* context, const v1::JoinGenerationRequest* request,
+                              v1::JoinGenerationResponse* response) override;
+  grpc::Status KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
+                     v1::KvSetResponse* response) override;
+  grpc::Status KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
+                     v1::KvGetResponse* response) override;
+  grpc::Status KvAdd(grpc::ServerContext* context, const v1::KvAddRequest* request,
+                     v1::KvAddResponse* response) override;
+  grpc::Status ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* request,
+                              v1::ReportProgressResponse* response) override;
+  grpc::Status CommitCheckpoint(grpc::ServerContext* context, const v1::CommitCheckpointRequest* request,
+                                v1::CommitCheckpointResponse* response) override;
+
+ private:
+  Coordinator* const coordinator_;
+  const RpcEdge* const edge_;
+};
+
+}  // namespace herd::coordinator

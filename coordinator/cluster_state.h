@@ -1,0 +1,123 @@
+// The coordinator's in-memory model of jobs, workers and checkpoints, and the
+// pure decisions taken on it. Every function here takes (state, now) and does
+// no I/O, so tests drive it with a FakeClock and no sockets or sleeps. Callers
+// persist what the returned ChangeSet names.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/herd.pb.h"
+
+namespace herd::coordinator {
+
+// One fixed member set of a job; a member's rank is its position in `members`.
+struct Generation {
+  int64_t number = 0;  // 0: the job has not started yet
+  std::vector<std::string> members;
+  std::set<std::string> finished;  // members whose trainer exited 0
+
+  // -1 when `worker_id` is not a member.
+  int64_t RankOf(const std::string& worker_id) const;
+};
+
+struct JobRecord {
+  // What people see. info.spec is the defaulted spec; info.generation and
+  // info.workers mirror `generation`.
+  v1::JobInfo info;
+  int64_t submit_seq = 0;  // FIFO order for scheduling
+  Generation generation;
+  int64_t next_generation = 1;
+  int64_t version = 0;  // bumped on every change (WatchJob waits on it); not persisted
+};
+
+struct WorkerRecord {
+  std::string id;
+  std::string address;
+  std::string device_kind;
+  int64_t device_count = 0;
+  v1::WorkerState state = v1::IDLE;
+  std::string job_id;  // set while BUSY
+  double last_heartbeat = 0;
+
+  v1::WorkerInfo ToInfo() const;
+};
+
+struct ClusterState {
+  std::map<std::string, JobRecord> jobs;
+  // Ordered by id: scheduling picks idle workers in this order.
+  std::map<std::string, WorkerRecord> workers;
+  // Per job, oldest commit first.
+  std::map<std::string, std::vector<v1::CheckpointInfo>> checkpoints;
+  int64_t next_submit_seq = 1;
+};
+
+struct StartedGeneration {
+  std::string job_id;
+  int64_t number = 0;
+  std::string reason;  // metrics label: why the generation started
+};
+
+// What a decision touched: the caller persists these records and wakes
+// watchers.
+struct ChangeSet {
+  std::set<std::string> jobs;
+  std::set<std::string> workers;
+  std::vector<StartedGeneration> generations_started;
+
+  bool empty() const { return jobs.empty() && workers.empty(); }
+  void Merge(const ChangeSet& other);
+};
+
+bool IsFinal(v1::JobState state);
+
+// Adds a PENDING job built from an already validated, defaulted spec.
+JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::JobSpec& spec, double now,
+                         ChangeSet* changes);
+
+// Starts PENDING jobs in submit order. A job starts once at least min_workers
+// IDLE workers of its device kind exist; it takes up to max_workers of them,
+// lowest ids first, as ranks 0..W-1 of a new generation. Jobs that do not fit
+// are skipped so later, smaller jobs can still start.
+ChangeSet Schedule(ClusterState& state, double now);
+
+// Marks workers silent for longer than the lease DEAD; a lost unfinished
+// member fails its job (see HandleMemberLost in the .cc).
+ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds);
+
+// A trainer exit reported in a heartbeat. Exit 0 marks the member finished and
+// the job SUCCEEDED once every member has; any other code fails the job.
+// Exits for another generation or for final jobs are ignored.
+ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now);
+
+// PENDING/RUNNING -> CANCELLED. NOT_FOUND for unknown ids, FAILED_PRECONDITION
+// for final jobs.
+absl::StatusOr<ChangeSet> CancelJob(ClusterState& state, const std::string& job_id, double now);
+
+// Inserts or refreshes a worker. It stays BUSY when it is an unfinished member
+// of a RUNNING job (re-registering after a coordinator restart), else IDLE.
+ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& request, double now);
+
+// What `worker_id` should be running: every RUNNING job whose current
+// generation has it as an unfinished member.
+std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std::string& worker_id);
+
+// Fencing: NOT_FOUND for an unknown job, FAILED_PRECONDITION when
+// `generation` is not the job's current one.
+absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation);
+
+// Applies a progress report (fields from rank 0 only, and only while RUNNING).
+// Returns true when the job is no longer RUNNING, i.e. the trainer should stop.
+bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes);
+
+// Adds a checkpoint to its job's catalog and drops the entries beyond the
+// newest `keep`; returns the dropped ones (oldest first).
+std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,
+                                                 int64_t keep);
+
+}  // namespace herd::coordinator

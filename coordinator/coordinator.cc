@@ -1,0 +1,393 @@
+#include "coordinator/coordinator.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "coordinator/validation.h"
+
+namespace herd::coordinator {
+namespace {
+
+absl::Status ShuttingDown() { return absl::UnavailableError("coordinator is shutting down"); }
+
+absl::Duration Millis(int64_t ms) { return absl::Milliseconds(std::max<int64_t>(ms, 0)); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options,
+                                                                 std::unique_ptr<StateStore> store, const Clock* clock,
+                                                                 Metrics* metrics) {
+  auto state = store->Load(clock->Now());
+  if (!state.ok()) return state.status();
+  std::unique_ptr<Coordinator> coordinator(
+      new Coordinator(options, std::move(store), clock, metrics, *std::move(state)));
+  if (options.run_ticker) coordinator->ticker_ = std::thread([c = coordinator.get()] { c->RunTicker(); });
+  return coordinator;
+}
+
+Coordinator::Coordinator(const CoordinatorOptions& options, std::unique_ptr<StateStore> store, const Clock* clock,
+                         Metrics* metrics, ClusterState state)
+    : options_(options),
+      store_(std::move(store)),
+      clock_(clock),
+      metrics_(metrics),
+      kv_(options.kv_limits),
+      state_(std::move(state)),
+      random_(std::random_device{}()) {
+  absl::MutexLock lock(&mu_);
+  PublishGauges();
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+void Coordinator::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    changed_.SignalAll();
+  }
+  kv_.Shutdown();
+  if (ticker_.joinable()) ticker_.join();
+  absl::MutexLock lock(&mu_);
+  FlushUnsavedJobs(clock_->Now(), /*all=*/true);
+}
+
+void Coordinator::RunTicker() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), options_.tick_interval)) return;
+    }
+    Tick();
+  }
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  const double now = clock_->Now();
+  ChangeSet changes = ExpireLeases(state_, now, options_.lease_seconds);
+  changes.Merge(Schedule(state_, now));
+  if (!changes.empty()) {
+    if (auto status = Commit(changes); !status.ok()) LOG(ERROR) << "persisting scheduler changes: " << status;
+  }
+  FlushUnsavedJobs(now, /*all=*/false);
+  PublishGauges();
+}
+
+// ---------------------------------------------------------------- changes
+
+absl::Status Coordinator::Commit(const ChangeSet& changes) {
+  absl::Status status = Persist(changes);
+  Publish(changes);
+  return status;
+}
+
+absl::Status Coordinator::Persist(const ChangeSet& changes) {
+  absl::Status status = store_->Save(state_, changes);
+  if (!status.ok()) {
+    unsaved_jobs_.insert(changes.jobs.begin(), changes.jobs.end());  // the ticker retries
+    return absl::InternalError(absl::StrCat("state change not persisted: ", status.message()));
+  }
+  const double now = clock_->Now();
+  for (const std::string& id : changes.jobs) {
+    progress_saved_at_[id] = now;
+    unsaved_jobs_.erase(id);
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Publish(const ChangeSet& changes) {
+  for (const std::string& id : changes.jobs) {
+    const JobRecord& job = state_.jobs.at(id);
+    kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
+  }
+  for (const StartedGeneration& started : changes.generations_started) {
+    metrics_->CountGenerationStarted(started.reason);
+    LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
+              << ") with " << state_.jobs.at(started.job_id).generation.members.size() << " workers";
+  }
+  if (!changes.jobs.empty()) changed_.SignalAll();
+}
+
+void Coordinator::FlushUnsavedJobs(double now, bool all) {
+  ChangeSet due;
+  for (const std::string& id : unsaved_jobs_) {
+    if (all || now - progress_saved_at_[id] >= options_.progress_persist_seconds) due.jobs.insert(id);
+  }
+  if (due.jobs.empty()) return;
+  if (auto status = Persist(due); !status.ok()) LOG(ERROR) << "persisting jobs: " << status;
+}
+
+void Coordinator::PublishGauges() {
+  std::map<v1::JobState, int64_t> jobs_by_state;
+  for (const auto& [id, job] : state_.jobs) ++jobs_by_state[job.info.state()];
+  metrics_->SetJobCounts(jobs_by_state);
+  int64_t alive = std::count_if(state_.workers.begin(), state_.workers.end(),
+                                [](const auto& entry) { return entry.second.state != v1::DEAD; });
+  metrics_->SetWorkersAlive(alive);
+}
+
+std::string Coordinator::RandomHex(int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex(digits, '0');
+  for (char& c : hex) c = kHex[random_() % 16];
+  return hex;
+}
+
+// ---------------------------------------------------------------- jobs
+
+absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec) {
+  ApplyJobDefaults(&spec);
+  if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
+  absl::MutexLock lock(&mu_);
+  std::string id;
+  do {
+    id = "job-" + RandomHex(8);
+  } while (state_.jobs.count(id));
+  ChangeSet changes;
+  JobRecord& job = AddPendingJob(state_, id, spec, clock_->Now(), &changes);
+  if (auto status = Persist(changes); !status.ok()) {
+    state_.jobs.erase(id);  // never acknowledge a job a restart would lose
+    unsaved_jobs_.erase(id);
+    return status;
+  }
+  Publish(changes);
+  LOG(INFO) << "job " << id << " submitted (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
+            << " " << spec.device() << " workers)";
+  return job.info;
+}
+
+absl::StatusOr<v1::JobInfo> Coordinator::GetJob(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = state_.jobs.find(id);
+  if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
+  return it->second.info;
+}
+
+std::vector<v1::JobInfo> Coordinator::ListJobs() {
+  absl::MutexLock lock(&mu_);
+  std::vector<const JobRecord*> jobs;
+  for (const auto& [id, job] : state_.jobs) jobs.push_back(&job);
+  std::sort(jobs.begin(), jobs.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq > b->submit_seq; });
+  std::vector<v1::JobInfo> infos;
+  infos.reserve(jobs.size());
+  for (const JobRecord* job : jobs) infos.push_back(job->info);
+  return infos;
+}
+
+absl::StatusOr<v1::JobInfo> Coordinator::CancelJob(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto changes = herd::coordinator::CancelJob(state_, id, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "job " << id << " cancelled";
+  return state_.jobs.at(id).info;
+}
+
+absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, int64_t seen_version,
+                                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = state_.jobs.find(id);
+    if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
+    const JobRecord& job = it->second;
+    if (job.version != seen_version || absl::Now() >= deadline) return JobSnapshot{job.info, job.version};
+    if (shutting_down_) return ShuttingDown();
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::WorkerInfo> workers;
+  for (const auto& [id, worker] : state_.workers) workers.push_back(worker.ToInfo());
+  return workers;
+}
+
+absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  if (!state_.jobs.count(job_id)) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+  auto it = state_.checkpoints.find(job_id);
+  if (it == state_.checkpoints.end()) return std::vector<v1::CheckpointInfo>{};
+  return std::vector<v1::CheckpointInfo>(it->second.rbegin(), it->second.rend());  // newest first
+}
+
+// ---------------------------------------------------------------- workers
+
+absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request) {
+  if (auto status = ValidateRegistration(request); !status.ok()) return status;
+  absl::MutexLock lock(&mu_);
+  ChangeSet changes = UpsertWorker(state_, request, clock_->Now());
+  if (auto status = Commit(changes); !status.ok()) return status;
+  const WorkerRecord& worker = state_.workers.at(request.worker_id());
+  LOG(INFO) << "worker " << worker.id << " registered (" << worker.address << ", " << worker.device_count << " "
+            << worker.device_kind << ", " << v1::WorkerState_Name(worker.state) << ")";
+  v1::RegisterWorkerResponse response;
+  response.set_lease_seconds(options_.lease_seconds);
+  response.set_heartbeat_interval_seconds(std::max(options_.lease_seconds / 5, 0.2));
+  return response;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+  metrics_->CountHeartbeat();
+  v1::HeartbeatResponse response;
+  absl::MutexLock lock(&mu_);
+  auto it = state_.workers.find(request.worker_id());
+  if (it == state_.workers.end() || it->second.state == v1::DEAD) {
+    response.set_reregister(true);
+    return response;
+  }
+  const double now = clock_->Now();
+  it->second.last_heartbeat = now;
+  ChangeSet changes;
+  for (const v1::TrainerExit& exit : request.exits()) {
+    changes.Merge(ApplyTrainerExit(state_, request.worker_id(), exit, now));
+  }
+  if (!changes.empty()) {
+    if (auto status = Commit(changes); !status.ok()) return status;
+  }
+  for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
+    *response.add_assignments() = std::move(assignment);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
+                                                                       const CancelledFn& cancelled) {
+  const double started = clock_->Now();
+  const absl::Time deadline = absl::Now() + std::min(Millis(request.wait_ms()), options_.max_join_wait);
+  absl::MutexLock lock(&mu_);
+  const JobRecord* job = nullptr;
+  while (true) {
+    auto it = state_.jobs.find(request.job_id());
+    if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", request.job_id(), " not found"));
+    job = &it->second;
+    if (IsFinal(job->info.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", request.job_id(), " is ", v1::JobState_Name(job->info.state())));
+    }
+    if (job->info.state() == v1::RUNNING) break;
+    if (shutting_down_) return ShuttingDown();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", request.job_id(), " is still ",
+                                                      v1::JobState_Name(job->info.state()), " after waiting ",
+                                                      request.wait_ms(), " ms"));
+    }
+    if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the join");
+    changed_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.cancel_poll));
+  }
+
+  const Generation& generation = job->generation;
+  const int64_t rank = generation.RankOf(request.worker_id());
+  if (rank < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", request.worker_id(), " is not a member of job ",
+                                                      request.job_id(), " generation ", generation.number));
+  }
+  v1::JoinGenerationResponse response;
+  response.set_generation(generation.number);
+  response.set_rank(rank);
+  response.set_world_size(static_cast<int64_t>(generation.members.size()));
+  for (size_t r = 0; r < generation.members.size(); ++r) {
+    v1::Peer* peer = response.add_peers();
+    peer->set_rank(static_cast<int64_t>(r));
+    peer->set_worker_id(generation.members[r]);
+    auto worker = state_.workers.find(generation.members[r]);
+    if (worker != state_.workers.end()) peer->set_address(worker->second.address);
+  }
+  *response.mutable_spec() = job->info.spec();
+  response.set_seed(job->info.spec().seed());
+  response.set_epoch(job->info.epoch());
+  response.set_samples_in_epoch(job->info.samples_in_epoch());
+  response.set_start_step(0);  // survivors resuming mid-run arrive with fault tolerance
+  response.set_kv_prefix(absl::StrCat(request.job_id(), "/", generation.number, "/"));
+  auto catalog = state_.checkpoints.find(request.job_id());
+  if (catalog != state_.checkpoints.end() && !catalog->second.empty()) {
+    response.set_checkpoint_path(catalog->second.back().path());
+  }
+  metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
+  return response;
+}
+
+absl::Status Coordinator::CheckGeneration(const std::string& job_id, int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  return CheckCurrentGeneration(state_, job_id, generation);
+}
+
+absl::Status Coordinator::KvSet(const v1::KvSetRequest& request) {
+  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) return status;
+  return kv_.Set(request.job_id(), request.generation(), request.key(), request.value());
+}
+
+absl::StatusOr<std::string> Coordinator::KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled) {
+  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) return status;
+  // The wait happens outside mu_: a blocked Get must not stall the coordinator.
+  return kv_.Get(request.job_id(), request.generation(), request.key(), Millis(request.wait_ms()), cancelled);
+}
+
+absl::StatusOr<int64_t> Coordinator::KvAdd(const v1::KvAddRequest& request) {
+  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) return status;
+  return kv_.Add(request.job_id(), request.generation(), request.key(), request.delta());
+}
+
+absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1::ReportProgressRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
+    return status;
+  }
+  const double now = clock_->Now();
+  ChangeSet changes;
+  v1::ReportProgressResponse response;
+  response.set_cancelled(ApplyProgress(state_, request, now, &changes));
+  if (changes.empty()) return response;
+  Publish(changes);
+  // Throttled: what is not written now is written by the ticker when due.
+  unsaved_jobs_.insert(request.job_id());
+  FlushUnsavedJobs(now, /*all=*/false);
+  return response;
+}
+
+absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
+  if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
+  if (request.step() < 0) return absl::InvalidArgumentError("step: must be >= 0");
+  absl::MutexLock lock(&mu_);
+  if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
+    return status;
+  }
+  std::vector<v1::CheckpointInfo>& catalog = state_.checkpoints[request.job_id()];
+  const std::vector<v1::CheckpointInfo> before = catalog;
+  v1::CheckpointInfo checkpoint;
+  do {
+    checkpoint.set_id(absl::StrCat("ckpt-", request.step(), "-", RandomHex(6)));
+  } while (std::any_of(catalog.begin(), catalog.end(),
+                       [&](const v1::CheckpointInfo& other) { return other.id() == checkpoint.id(); }));
+  checkpoint.set_job_id(request.job_id());
+  checkpoint.set_step(request.step());
+  checkpoint.set_epoch(request.epoch());
+  checkpoint.set_generation(request.generation());
+  checkpoint.set_path(request.path());
+  checkpoint.set_size_bytes(request.size_bytes());
+  checkpoint.set_sha256(request.sha256());
+  checkpoint.set_created_unix(clock_->Now());
+  const int64_t keep = state_.jobs.at(request.job_id()).info.spec().checkpoint().keep();
+  std::vector<v1::CheckpointInfo> dropped = RecordCheckpoint(state_, checkpoint, keep);
+  if (auto status = store_->SaveCheckpoint(checkpoint, dropped); !status.ok()) {
+    catalog = before;  // the catalog only lists what a restart would still list
+    return absl::InternalError(absl::StrCat("checkpoint not recorded: ", status.message()));
+  }
+  metrics_->CountCheckpointRecorded();
+  LOG(INFO) << "job " << request.job_id() << ": checkpoint " << checkpoint.id() << " at step " << request.step()
+            << " recorded (" << request.path() << ")";
+  v1::CommitCheckpointResponse response;
+  *response.mutable_checkpoint() = checkpoint;
+  for (const v1::CheckpointInfo& old : dropped) response.add_delete_paths(old.path());
+  return response;
+}
+
+}  // namespace herd::coordinator

@@ -1,0 +1,128 @@
+// The coordinator: owns the cluster state, its SQLite copy, the rendezvous KV
+// store and the clock behind one mutex. The gRPC services call these methods;
+// a background ticker expires leases and schedules pending jobs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/cluster_state.h"
+#include "coordinator/kv_store.h"
+#include "coordinator/metrics.h"
+#include "coordinator/state_store.h"
+#include "proto/herd.pb.h"
+
+namespace herd::coordinator {
+
+struct CoordinatorOptions {
+  double lease_seconds = 10;
+  absl::Duration tick_interval = absl::Milliseconds(200);
+  // Progress reports are frequent; they reach the database at most this often
+  // per job (state changes are always written at once).
+  double progress_persist_seconds = 1.0;
+  // Longest JoinGeneration wait a worker may ask for.
+  absl::Duration max_join_wait = absl::Seconds(120);
+  // How often long waits check whether their caller went away.
+  absl::Duration cancel_poll = absl::Milliseconds(250);
+  // Tests turn the ticker off and call Tick() themselves.
+  bool run_ticker = true;
+  KvLimits kv_limits;
+};
+
+// Returns true once the RPC's caller has gone (cancelled or past deadline).
+using CancelledFn = std::function<bool()>;
+
+struct JobSnapshot {
+  v1::JobInfo info;
+  int64_t version = 0;
+};
+
+class Coordinator {
+ public:
+  // Loads everything `store` holds and, if enabled, starts the ticker.
+  // `clock` and `metrics` must outlive the coordinator.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
+                                                             std::unique_ptr<StateStore> store, const Clock* clock,
+                                                             Metrics* metrics);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // ---- jobs (JobService)
+  absl::StatusOr<v1::JobInfo> SubmitJob(v1::JobSpec spec);
+  absl::StatusOr<v1::JobInfo> GetJob(const std::string& id);
+  std::vector<v1::JobInfo> ListJobs();  // newest first
+  absl::StatusOr<v1::JobInfo> CancelJob(const std::string& id);
+  // Returns as soon as the job's version differs from `seen_version`, or after
+  // `timeout` with the unchanged snapshot. Pass -1 to get the current one now.
+  absl::StatusOr<JobSnapshot> AwaitJobChange(const std::string& id, int64_t seen_version, absl::Duration timeout);
+  std::vector<v1::WorkerInfo> ListWorkers();
+  absl::StatusOr<std::vector<v1::CheckpointInfo>> ListCheckpoints(const std::string& job_id);
+
+  // ---- workers (ClusterService)
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(const v1::JoinGenerationRequest& request,
+                                                            const CancelledFn& cancelled);
+  absl::Status KvSet(const v1::KvSetRequest& request);
+  absl::StatusOr<std::string> KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled);
+  absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
+  absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+
+  // One ticker round: expire leases, start what fits, flush due progress,
+  // refresh gauges.
+  void Tick();
+
+  // Wakes every waiting call with UNAVAILABLE, stops the ticker and writes
+  // unsaved progress. Idempotent.
+  void Shutdown();
+
+ private:
+  Coordinator(const CoordinatorOptions& options, std::unique_ptr<StateStore> store, const Clock* clock,
+              Metrics* metrics, ClusterState state);
+  void RunTicker();
+
+  // Writes the changed records, then Publish()es them.
+  absl::Status Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Persist(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // In-memory effects of a change: fence old KV scopes, count generations,
+  // wake watchers.
+  void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes jobs whose latest record is not on disk yet (throttled progress,
+  // failed writes): all of them, or only those due.
+  void FlushUnsavedJobs(double now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckGeneration(const std::string& job_id, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string RandomHex(int digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  const std::unique_ptr<StateStore> store_;
+  const Clock* const clock_;
+  Metrics* const metrics_;
+  KvStore kv_;
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;  // signalled whenever any job changes
+  ClusterState state_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, double> progress_saved_at_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> unsaved_jobs_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread ticker_;
+};
+
+}  // namespace herd::coordinator

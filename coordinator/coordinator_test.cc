@@ -1,0 +1,416 @@
+#include "coordinator/coordinator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+
+// The value of the series of `name` whose labels include `labels`, or -1.
+double MetricValue(prometheus::Registry& registry, const std::string& name,
+                   const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& metric : family.metric) {
+      std::map<std::string, std::string> have;
+      for (const auto& label : metric.label) have[label.name] = label.value;
+      bool match = true;
+      for (const auto& [key, value] : labels) match = match && have[key] == value;
+      if (!match) continue;
+      switch (family.type) {
+        case prometheus::MetricType::Counter:
+          return metric.counter.value;
+        case prometheus::MetricType::Gauge:
+          return metric.gauge.value;
+        case prometheus::MetricType::Histogram:
+          return static_cast<double>(metric.histogram.sample_count);
+        default:
+          return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_path_ = ::testing::TempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db_path_ + suffix).c_str());
+    Restart();
+  }
+
+  // A fresh coordinator on the same database, as after a process restart.
+  void Restart() {
+    coordinator_.reset();
+    auto store = StateStore::Open(db_path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    CoordinatorOptions options;
+    options.lease_seconds = 10;
+    options.run_ticker = false;
+    auto coordinator = Coordinator::Create(options, *std::move(store), &clock_, &metrics_);
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
+  }
+
+  // What a restart would find: the database read by a second connection.
+  ClusterState Stored() {
+    auto store = StateStore::Open(db_path_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    auto state = (*store)->Load(clock_.Now());
+    EXPECT_TRUE(state.ok()) << state.status();
+    return *state;
+  }
+
+  static v1::JobSpec Spec(int64_t min_workers, int64_t max_workers) {
+    v1::JobSpec spec;
+    spec.mutable_model()->set_name("mlp");
+    spec.mutable_dataset()->set_kind("synthetic");
+    spec.set_batch_size(8);
+    spec.set_min_workers(min_workers);
+    spec.set_max_workers(max_workers);
+    spec.set_seed(1234);
+    spec.mutable_checkpoint()->set_keep(2);
+    return spec;
+  }
+
+  void Register(const std::string& id) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(id + ".example:29500");
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
+  }
+
+  v1::HeartbeatResponse Heartbeat(const std::string& id, std::vector<v1::TrainerExit> exits = {}) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(id);
+    for (auto& exit : exits) *request.add_exits() = exit;
+    auto response = coordinator_->Heartbeat(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return *response;
+  }
+
+  // w1 and w2 running a fresh two-worker job as generation 1.
+  std::string StartTwoWorkerJob() {
+    Register("w1");
+    Register("w2");
+    auto job = coordinator_->SubmitJob(Spec(2, 2));
+    EXPECT_TRUE(job.ok()) << job.status();
+    coordinator_->Tick();
+    EXPECT_EQ(coordinator_->GetJob(job->id())->state(), v1::RUNNING);
+    return job->id();
+  }
+
+  v1::ReportProgressRequest Progress(const std::string& job_id, int64_t step) {
+    v1::ReportProgressRequest report;
+    report.set_job_id(job_id);
+    report.set_generation(1);
+    report.set_rank(0);
+    report.set_step(step);
+    return report;
+  }
+
+  v1::CommitCheckpointRequest Checkpoint(const std::string& job_id, int64_t step) {
+    v1::CommitCheckpointRequest request;
+    request.set_job_id(job_id);
+    request.set_generation(1);
+    request.set_step(step);
+    request.set_path(job_id + "/step-" + std::to_string(step));
+    request.set_size_bytes(100);
+    request.set_sha256("feed");
+    return request;
+  }
+
+  std::string db_path_;
+  FakeClock clock_;
+  prometheus::Registry registry_;
+  Metrics metrics_{registry_};
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, SubmitDefaultsValidatesAndPersistsBeforeReturning) {
+  auto job = coordinator_->SubmitJob(Spec(1, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(job->id(), MatchesRegex("job-[0-9a-f]{8}"));
+  EXPECT_EQ(job->state(), v1::PENDING);
+  EXPECT_EQ(job->name(), "mlp");                     // defaulted from the model
+  EXPECT_EQ(job->spec().optimizer().name(), "sgd");  // defaults applied
+  EXPECT_EQ(Stored().jobs.at(job->id()).info.state(), v1::PENDING);
+
+  v1::JobSpec bad = Spec(1, 1);
+  bad.set_batch_size(0);
+  auto rejected = coordinator_->SubmitJob(bad);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rejected.status().message()), StartsWith("batch_size"));
+  EXPECT_EQ(coordinator_->ListJobs().size(), 1u);
+}
+
+TEST_F(CoordinatorTest, ListJobsNewestFirst) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(coordinator_->SubmitJob(Spec(1, 1))->id());
+  std::vector<std::string> listed;
+  for (const auto& job : coordinator_->ListJobs()) listed.push_back(job.id());
+  EXPECT_THAT(listed, ElementsAre(ids[2], ids[1], ids[0]));
+}
+
+TEST_F(CoordinatorTest, TickStartsJobAndHeartbeatsCarryAssignments) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto w1 = Heartbeat("w1");
+  ASSERT_EQ(w1.assignments_size(), 1);
+  EXPECT_EQ(w1.assignments(0).job_id(), job_id);
+  EXPECT_EQ(w1.assignments(0).generation(), 1);
+  EXPECT_EQ(w1.assignments(0).rank(), 0);
+  EXPECT_EQ(Heartbeat("w2").assignments(0).rank(), 1);
+  EXPECT_TRUE(Heartbeat("stranger").reregister());
+
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_jobs", {{"state", "running"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_workers_alive"), 2);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "start"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_heartbeats_total"), 3);
+}
+
+TEST_F(CoordinatorTest, CleanExitsInHeartbeatsFinishTheJob) {
+  const std::string job_id = StartTwoWorkerJob();
+  v1::TrainerExit exit;
+  exit.set_job_id(job_id);
+  exit.set_generation(1);
+  exit.set_exit_code(0);
+  EXPECT_EQ(Heartbeat("w1", {exit}).assignments_size(), 0);
+  EXPECT_EQ(coordinator_->GetJob(job_id)->state(), v1::RUNNING);
+  Heartbeat("w2", {exit});
+  EXPECT_EQ(coordinator_->GetJob(job_id)->state(), v1::SUCCEEDED);
+  EXPECT_EQ(Stored().jobs.at(job_id).info.state(), v1::SUCCEEDED);
+  for (const auto& worker : coordinator_->ListWorkers()) EXPECT_EQ(worker.state(), v1::IDLE) << worker.id();
+}
+
+TEST_F(CoordinatorTest, RestartKeepsRunningJobThenLeaseExpiryFailsIt) {
+  const std::string job_id = StartTwoWorkerJob();
+  Restart();
+  auto job = coordinator_->GetJob(job_id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::RUNNING);
+  EXPECT_THAT(job->workers(), ElementsAre("w1", "w2"));
+
+  Register("w1");  // the daemon re-registers after the restart
+  auto w1 = Heartbeat("w1");
+  ASSERT_EQ(w1.assignments_size(), 1);
+  EXPECT_EQ(w1.assignments(0).generation(), 1);
+
+  // w2 never comes back: a full lease after the restart it is dead.
+  clock_.Advance(6);
+  Heartbeat("w1");
+  clock_.Advance(5);
+  coordinator_->Tick();
+  job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->reason(), "worker w2 (rank 1) lost: lease expired");
+  EXPECT_EQ(Stored().jobs.at(job_id).info.state(), v1::FAILED);
+  EXPECT_EQ(Stored().workers.at("w2").state, v1::DEAD);
+  EXPECT_TRUE(Heartbeat("w2").reregister());
+}
+
+TEST_F(CoordinatorTest, ProgressReachesTheDatabaseAtMostOncePerSecond) {
+  const std::string job_id = StartTwoWorkerJob();
+  ASSERT_TRUE(coordinator_->ReportProgress(Progress(job_id, 1)).ok());
+  EXPECT_EQ(coordinator_->GetJob(job_id)->step(), 1);  // visible at once
+  EXPECT_EQ(Stored().jobs.at(job_id).info.step(), 0);  // written later
+
+  clock_.Advance(1);
+  ASSERT_TRUE(coordinator_->ReportProgress(Progress(job_id, 2)).ok());
+  EXPECT_EQ(Stored().jobs.at(job_id).info.step(), 2);
+
+  ASSERT_TRUE(coordinator_->ReportProgress(Progress(job_id, 3)).ok());
+  EXPECT_EQ(Stored().jobs.at(job_id).info.step(), 2);
+  clock_.Advance(1);
+  coordinator_->Tick();  // the ticker writes what is due
+  EXPECT_EQ(Stored().jobs.at(job_id).info.step(), 3);
+
+  ASSERT_TRUE(coordinator_->ReportProgress(Progress(job_id, 4)).ok());
+  coordinator_->Shutdown();  // and nothing is lost on a clean stop
+  EXPECT_EQ(Stored().jobs.at(job_id).info.step(), 4);
+}
+
+TEST_F(CoordinatorTest, ProgressAnswersCancelled) {
+  const std::string job_id = StartTwoWorkerJob();
+  EXPECT_FALSE(coordinator_->ReportProgress(Progress(job_id, 1))->cancelled());
+  ASSERT_TRUE(coordinator_->CancelJob(job_id).ok());
+  auto report = Progress(job_id, 2);
+  report.set_rank(1);
+  EXPECT_TRUE(coordinator_->ReportProgress(report)->cancelled());
+  EXPECT_EQ(coordinator_->GetJob(job_id)->step(), 1);
+}
+
+TEST_F(CoordinatorTest, OtherGenerationsAreFenced) {
+  const std::string job_id = StartTwoWorkerJob();
+  const std::string expected = "job " + job_id + ": generation 2 is not current (current: 1)";
+  v1::KvSetRequest set;
+  set.set_job_id(job_id);
+  set.set_generation(2);
+  set.set_key("k");
+  absl::Status status = coordinator_->KvSet(set);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.message(), expected);
+
+  v1::KvAddRequest add;
+  add.set_job_id(job_id);
+  add.set_generation(2);
+  add.set_key("k");
+  EXPECT_EQ(coordinator_->KvAdd(add).status().message(), expected);
+  v1::KvGetRequest get;
+  get.set_job_id(job_id);
+  get.set_generation(2);
+  get.set_key("k");
+  EXPECT_EQ(coordinator_->KvGet(get, nullptr).status().message(), expected);
+
+  auto progress = Progress(job_id, 1);
+  progress.set_generation(2);
+  EXPECT_EQ(coordinator_->ReportProgress(progress).status().message(), expected);
+  auto checkpoint = Checkpoint(job_id, 1);
+  checkpoint.set_generation(2);
+  EXPECT_EQ(coordinator_->CommitCheckpoint(checkpoint).status().message(), expected);
+
+  set.set_generation(1);
+  EXPECT_TRUE(coordinator_->KvSet(set).ok());
+  // A final job's KV scope is gone.
+  ASSERT_TRUE(coordinator_->CancelJob(job_id).ok());
+  EXPECT_EQ(coordinator_->KvSet(set).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, CheckpointCatalogKeepsNewestAndHandsBackOldPaths) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto first = coordinator_->CommitCheckpoint(Checkpoint(job_id, 100));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(first->checkpoint().id(), MatchesRegex("ckpt-100-[0-9a-f]{6}"));
+  EXPECT_TRUE(first->delete_paths().empty());
+  ASSERT_TRUE(coordinator_->CommitCheckpoint(Checkpoint(job_id, 200)).ok());
+  auto third = coordinator_->CommitCheckpoint(Checkpoint(job_id, 300));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_THAT(third->delete_paths(), ElementsAre(job_id + "/step-100"));
+
+  auto listed = coordinator_->ListCheckpoints(job_id);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].step(), 300);  // newest first
+  EXPECT_EQ((*listed)[1].step(), 200);
+  EXPECT_EQ(Stored().checkpoints.at(job_id).size(), 2u);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_checkpoints_recorded_total"), 3);
+
+  v1::JoinGenerationRequest join;
+  join.set_job_id(job_id);
+  join.set_worker_id("w2");
+  EXPECT_EQ(coordinator_->JoinGeneration(join, nullptr)->checkpoint_path(), job_id + "/step-300");
+
+  auto escaping = Checkpoint(job_id, 400);
+  escaping.set_path("../../etc");
+  EXPECT_EQ(coordinator_->CommitCheckpoint(escaping).status().code(), absl::StatusCode::kInvalidArgument);
+  escaping.set_path("/abs/path");
+  EXPECT_EQ(coordinator_->CommitCheckpoint(escaping).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_->ListCheckpoints("job-unknown").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, JoinGenerationWaitsForAPendingJobToStart) {
+  auto job = coordinator_->SubmitJob(Spec(1, 1));
+  ASSERT_TRUE(job.ok());
+  Register("w1");
+  v1::JoinGenerationRequest join;
+  join.set_job_id(job->id());
+  join.set_worker_id("w1");
+  join.set_wait_ms(0);
+  EXPECT_EQ(coordinator_->JoinGeneration(join, nullptr).status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  join.set_wait_ms(60000);
+  absl::Notification waiting;
+  std::thread scheduler([&] {
+    waiting.WaitForNotification();
+    coordinator_->Tick();
+  });
+  // The cancellation check runs just before each wait: the first call proves
+  // the join is waiting, and the Tick above then starts the job.
+  auto joined = coordinator_->JoinGeneration(join, [&] {
+    if (!waiting.HasBeenNotified()) waiting.Notify();
+    return false;
+  });
+  scheduler.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->generation(), 1);
+  EXPECT_EQ(joined->rank(), 0);
+  EXPECT_EQ(joined->world_size(), 1);
+  EXPECT_EQ(joined->seed(), 1234u);
+  EXPECT_EQ(joined->kv_prefix(), job->id() + "/1/");
+  ASSERT_EQ(joined->peers_size(), 1);
+  EXPECT_EQ(joined->peers(0).address(), "w1.example:29500");
+  EXPECT_EQ(joined->spec().batch_size(), 8);
+  EXPECT_EQ(joined->checkpoint_path(), "");
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_rendezvous_duration_seconds"), 1);
+
+  join.set_worker_id("w9");
+  auto outsider = coordinator_->JoinGeneration(join, nullptr);
+  EXPECT_EQ(outsider.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(coordinator_->CancelJob(job->id()).ok());
+  auto cancelled = coordinator_->JoinGeneration(join, nullptr);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cancelled.status().message(), "job " + job->id() + " is CANCELLED");
+}
+
+TEST_F(CoordinatorTest, ShutdownEndsWaitingCalls) {
+  auto job = coordinator_->SubmitJob(Spec(1, 1));
+  v1::JoinGenerationRequest join;
+  join.set_job_id(job->id());
+  join.set_worker_id("w1");
+  join.set_wait_ms(60000);
+  absl::Notification waiting;
+  std::thread stopper([&] {
+    waiting.WaitForNotification();
+    coordinator_->Shutdown();
+  });
+  auto joined = coordinator_->JoinGeneration(join, [&] {
+    if (!waiting.HasBeenNotified()) waiting.Notify();
+    return false;
+  });
+  stopper.join();
+  EXPECT_EQ(joined.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(CoordinatorTest, AwaitJobChangeReturnsNewVersions) {
+  auto job = coordinator_->SubmitJob(Spec(1, 1));
+  auto first = coordinator_->AwaitJobChange(job->id(), -1, absl::ZeroDuration());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->info.state(), v1::PENDING);
+  auto unchanged = coordinator_->AwaitJobChange(job->id(), first->version, absl::Milliseconds(10));
+  EXPECT_EQ(unchanged->version, first->version);
+  ASSERT_TRUE(coordinator_->CancelJob(job->id()).ok());
+  auto changed = coordinator_->AwaitJobChange(job->id(), first->version, absl::Seconds(60));
+  EXPECT_NE(changed->version, first->version);
+  EXPECT_EQ(changed->info.state(), v1::CANCELLED);
+  EXPECT_EQ(coordinator_->AwaitJobChange("job-nope", -1, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, RegistrationIsValidated) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id("bad id!");
+  request.set_address("a");
+  request.set_device_kind("cpu");
+  EXPECT_EQ(coordinator_->RegisterWorker(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_worker_id("w1");
+  auto response = coordinator_->RegisterWorker(request);
+  ASSERT_TRUE(response.ok());
+  EXPECT_DOUBLE_EQ(response->lease_seconds(), 10);
+  EXPECT_DOUBLE_EQ(response->heartbeat_interval_seconds(), 2);
+  EXPECT_EQ(Stored().workers.at("w1").state, v1::IDLE);
+}
+
+}  // namespace
+}  // namespace herd::coordinator

@@ -1,0 +1,43 @@
+// JobService: the client-facing API (submit, inspect, watch, cancel).
+#pragma once
+
+#include "absl/time/time.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/rpc_edge.h"
+#include "proto/herd.grpc.pb.h"
+
+namespace herd::coordinator {
+
+struct JobServiceOptions {
+  // How often WatchJob looks for a cancelled client between job changes.
+  absl::Duration watch_poll = absl::Milliseconds(500);
+};
+
+class JobServiceImpl final : public v1::JobService::Service {
+ public:
+  JobServiceImpl(Coordinator* coordinator, const RpcEdge* edge, JobServiceOptions options = {})
+      : coordinator_(coordinator), edge_(edge), options_(options) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override;
+  // Sends the job now, then once per change; ends after a final state.
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::WatchJobEvent>* writer) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
+  grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,
+                               v1::ListCheckpointsResponse* response) override;
+
+ private:
+  Coordinator* const coordinator_;
+  const RpcEdge* const edge_;
+  const JobServiceOptions options_;
+};
+
+}  // namespace herd::coordinator

@@ -1,0 +1,71 @@
+// A small in-memory key-value store for collective bootstrap (NCCL unique
+// ids, Gloo addresses, barriers). Keys live in one scope per (job,
+// generation); a scope disappears when its generation stops being current.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace herd::coordinator {
+
+struct KvLimits {
+  size_t max_key_bytes = 512;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_keys_per_generation = 10000;
+  absl::Duration max_wait = absl::Seconds(120);
+  // How often a waiting Get checks whether its caller gave up.
+  absl::Duration cancel_poll = absl::Milliseconds(250);
+};
+
+class KvStore {
+ public:
+  explicit KvStore(KvLimits limits = {}) : limits_(limits) {}
+
+  absl::Status Set(const std::string& job_id, int64_t generation, const std::string& key, std::string value);
+
+  // Waits up to `wait` (capped at limits.max_wait) for the key to appear;
+  // DEADLINE_EXCEEDED when it is still absent, CANCELLED when `cancelled`
+  // returns true, FAILED_PRECONDITION when the generation is dropped meanwhile.
+  absl::StatusOr<std::string> Get(const std::string& job_id, int64_t generation, const std::string& key,
+                                  absl::Duration wait, const std::function<bool()>& cancelled = nullptr);
+
+  // Atomically adds `delta` to the counter at `key` (absent counts as 0; the
+  // value is stored as a decimal string) and returns the new value.
+  absl::StatusOr<int64_t> Add(const std::string& job_id, int64_t generation, const std::string& key, int64_t delta);
+
+  // Removes the scopes of `job_id` below `first_live` and fences later calls
+  // for them. Pass INT64_MAX once the job is final.
+  void DropGenerationsBefore(const std::string& job_id, int64_t first_live);
+
+  // Wakes every waiter with UNAVAILABLE; later waits fail at once.
+  void Shutdown();
+
+  size_t KeyCount(const std::string& job_id, int64_t generation) const;
+
+ private:
+  using Scope = std::pair<std::string, int64_t>;
+
+  absl::Status CheckKey(const std::string& key) const;
+  absl::Status CheckDropped(const Scope& scope) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `value`, enforcing the per-generation key limit for new keys.
+  absl::Status Put(const Scope& scope, const std::string& key, std::string value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const KvLimits limits_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;
+  std::map<Scope, std::map<std::string, std::string>> scopes_ ABSL_GUARDED_BY(mu_);
+  // Per job: generations below this were dropped; their calls are fenced.
+  std::map<std::string, int64_t> first_live_generation_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace herd::coordinator

@@ -1,0 +1,142 @@
+#include "coordinator/kv_store.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+
+namespace herd::coordinator {
+namespace {
+
+// Get calls `cancelled` each time it is about to block, so the first call
+// proves the caller is waiting: tests use it to order a Set after the wait.
+std::function<bool()> NotifyWhenWaiting(absl::Notification* waiting) {
+  return [waiting] {
+    if (!waiting->HasBeenNotified()) waiting->Notify();
+    return false;
+  };
+}
+
+TEST(KvStore, SetThenGetWithinOneGenerationOnly) {
+  KvStore kv;
+  ASSERT_TRUE(kv.Set("j", 1, "nccl_id", "abc").ok());
+  auto value = kv.Get("j", 1, "nccl_id", absl::ZeroDuration());
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "abc");
+  ASSERT_TRUE(kv.Set("j", 1, "nccl_id", "overwritten").ok());
+  EXPECT_EQ(*kv.Get("j", 1, "nccl_id", absl::ZeroDuration()), "overwritten");
+  EXPECT_EQ(kv.Get("j", 2, "nccl_id", absl::ZeroDuration()).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(kv.Get("other", 1, "nccl_id", absl::ZeroDuration()).status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(KvStore, WaitingGetIsSatisfiedByLaterSetFromAnotherThread) {
+  KvStore kv;
+  absl::Notification waiting;
+  std::thread setter([&] {
+    waiting.WaitForNotification();
+    ASSERT_TRUE(kv.Set("j", 1, "addr/0", "10.0.0.1:4000").ok());
+  });
+  auto value = kv.Get("j", 1, "addr/0", absl::Seconds(60), NotifyWhenWaiting(&waiting));
+  setter.join();
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "10.0.0.1:4000");
+}
+
+TEST(KvStore, GetTimesOutWithDeadlineExceeded) {
+  KvStore kv;
+  auto value = kv.Get("j", 1, "never", absl::Milliseconds(30));
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(value.status().message().find("never"), absl::string_view::npos);
+}
+
+TEST(KvStore, CancelledCallerStopsWaiting) {
+  KvStore kv;
+  auto value = kv.Get("j", 1, "k", absl::Seconds(60), [] { return true; });
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(KvStore, AddIsAnAtomicDecimalCounter) {
+  KvStore kv;
+  EXPECT_EQ(*kv.Add("j", 1, "arrived", 1), 1);
+  EXPECT_EQ(*kv.Add("j", 1, "arrived", 5), 6);
+  EXPECT_EQ(*kv.Get("j", 1, "arrived", absl::ZeroDuration()), "6");
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) ASSERT_TRUE(kv.Add("j", 1, "count", 1).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(*kv.Add("j", 1, "count", 0), 1000);
+
+  ASSERT_TRUE(kv.Set("j", 1, "text", "hello").ok());
+  EXPECT_EQ(kv.Add("j", 1, "text", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(kv.Set("j", 1, "big", "9223372036854775807").ok());
+  EXPECT_EQ(kv.Add("j", 1, "big", 1).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(KvStore, EnforcesSizeLimits) {
+  KvLimits limits;
+  limits.max_keys_per_generation = 3;
+  KvStore kv(limits);
+  absl::Status long_key = kv.Set("j", 1, std::string(513, 'k'), "v");
+  EXPECT_EQ(long_key.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(long_key.message().find("513 bytes"), absl::string_view::npos) << long_key;
+  EXPECT_TRUE(kv.Set("j", 1, std::string(512, 'k'), "v").ok());
+  EXPECT_EQ(kv.Set("j", 1, "", "v").code(), absl::StatusCode::kInvalidArgument);
+
+  absl::Status big_value = kv.Set("j", 1, "v", std::string((1 << 20) + 1, 'x'));
+  EXPECT_EQ(big_value.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(kv.Set("j", 1, "v", std::string(1 << 20, 'x')).ok());
+
+  EXPECT_TRUE(kv.Set("j", 1, "third", "v").ok());
+  absl::Status full = kv.Set("j", 1, "fourth", "v");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("3 keys"), absl::string_view::npos) << full;
+  EXPECT_EQ(kv.Add("j", 1, "fourth", 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(kv.Set("j", 1, "third", "replacing is fine").ok());
+  EXPECT_TRUE(kv.Set("j", 2, "fourth", "another generation has its own budget").ok());
+}
+
+TEST(KvStore, DroppedGenerationsLoseKeysAndAreFenced) {
+  KvStore kv;
+  ASSERT_TRUE(kv.Set("j", 1, "k", "old").ok());
+  ASSERT_TRUE(kv.Set("j", 2, "k", "new").ok());
+  ASSERT_TRUE(kv.Set("other", 1, "k", "untouched").ok());
+  kv.DropGenerationsBefore("j", 2);
+  EXPECT_EQ(kv.KeyCount("j", 1), 0u);
+  EXPECT_EQ(kv.Set("j", 1, "k", "late").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(kv.Get("j", 1, "k", absl::ZeroDuration()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*kv.Get("j", 2, "k", absl::ZeroDuration()), "new");
+  EXPECT_EQ(*kv.Get("other", 1, "k", absl::ZeroDuration()), "untouched");
+}
+
+TEST(KvStore, DropWakesWaitersOfThatGeneration) {
+  KvStore kv;
+  absl::Notification waiting;
+  std::thread dropper([&] {
+    waiting.WaitForNotification();
+    kv.DropGenerationsBefore("j", INT64_MAX);
+  });
+  auto value = kv.Get("j", 1, "k", absl::Seconds(60), NotifyWhenWaiting(&waiting));
+  dropper.join();
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(KvStore, ShutdownWakesWaiters) {
+  KvStore kv;
+  absl::Notification waiting;
+  std::thread stopper([&] {
+    waiting.WaitForNotification();
+    kv.Shutdown();
+  });
+  auto value = kv.Get("j", 1, "k", absl::Seconds(60), NotifyWhenWaiting(&waiting));
+  stopper.join();
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace herd::coordinator

@@ -1,0 +1,84 @@
+#include "coordinator/metrics.h"
+
+#include "absl/strings/ascii.h"
+
+namespace herd::coordinator {
+namespace {
+
+// Rendezvous waits range from instant (the job already runs) to the KV cap.
+const prometheus::Histogram::BucketBoundaries& RendezvousBuckets() {
+  static const auto* buckets =
+      new prometheus::Histogram::BucketBoundaries{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  return *buckets;
+}
+
+}  // namespace
+
+Metrics::Metrics(prometheus::Registry& registry)
+    : jobs_(prometheus::BuildGauge()
+                .Name("herd_coordinator_jobs")
+                .Help("Jobs known to the coordinator, by state")
+                .Register(registry)),
+      workers_alive_(prometheus::BuildGauge()
+                         .Name("herd_coordinator_workers_alive")
+                         .Help("Registered workers whose lease has not expired")
+                         .Register(registry)
+                         .Add({})),
+      generations_started_(prometheus::BuildCounter()
+                               .Name("herd_coordinator_generations_started_total")
+                               .Help("Job generations started, by reason")
+                               .Register(registry)),
+      rendezvous_duration_(prometheus::BuildHistogram()
+                               .Name("herd_coordinator_rendezvous_duration_seconds")
+                               .Help("Time JoinGeneration waited for the job's generation to form")
+                               .Register(registry)
+                               .Add({}, RendezvousBuckets())),
+      rpcs_(prometheus::BuildCounter()
+                .Name("herd_coordinator_rpcs_total")
+                .Help("RPCs handled by the coordinator, by method and status code")
+                .Register(registry)),
+      checkpoints_recorded_(prometheus::BuildCounter()
+                                .Name("herd_coordinator_checkpoints_recorded_total")
+                                .Help("Checkpoints committed to the catalog")
+                                .Register(registry)
+                                .Add({})),
+      heartbeats_(prometheus::BuildCounter()
+                      .Name("herd_coordinator_heartbeats_total")
+                      .Help("Worker heartbeats received")
+                      .Register(registry)
+                      .Add({})) {
+  for (v1::JobState state : {v1::PENDING, v1::RUNNING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
+    jobs_by_state_[state] = &jobs_.Add({{"state", absl::AsciiStrToLower(v1::JobState_Name(state))}});
+  }
+}
+
+void Metrics::SetJobCounts(const std::map<v1::JobState, int64_t>& counts) {
+  for (auto& [state, gauge] : jobs_by_state_) {
+    auto it = counts.find(state);
+    gauge->Set(it == counts.end() ? 0 : static_cast<double>(it->second));
+  }
+}
+
+void Metrics::SetWorkersAlive(int64_t count) { workers_alive_.Set(static_cast<double>(count)); }
+
+void Metrics::CountGenerationStarted(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = generations_by_reason_[reason];
+  if (counter == nullptr) counter = &generations_started_.Add({{"reason", reason}});
+  counter->Increment();
+}
+
+void Metrics::ObserveRendezvousSeconds(double seconds) { rendezvous_duration_.Observe(seconds); }
+
+void Metrics::CountRpc(const std::string& method, absl::StatusCode code) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = rpcs_by_label_[{method, code}];
+  if (counter == nullptr) counter = &rpcs_.Add({{"method", method}, {"code", absl::StatusCodeToString(code)}});
+  counter->Increment();
+}
+
+void Metrics::CountCheckpointRecorded() { checkpoints_recorded_.Increment(); }
+
+void Metrics::CountHeartbeat() { heartbeats_.Increment(); }
+
+}  // namespace herd::coordinator

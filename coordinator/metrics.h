@@ -1,0 +1,51 @@
+// The coordinator's Prometheus metrics. Families are built once at start-up;
+// per-label series are created on first use and cached, so the RPC path does
+// one map lookup under a small mutex and no registry work.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/herd.pb.h"
+
+namespace herd::coordinator {
+
+class Metrics {
+ public:
+  explicit Metrics(prometheus::Registry& registry);
+
+  // Number of jobs in each state; states missing from `counts` read 0.
+  void SetJobCounts(const std::map<v1::JobState, int64_t>& counts);
+  void SetWorkersAlive(int64_t count);
+  void CountGenerationStarted(const std::string& reason);
+  void ObserveRendezvousSeconds(double seconds);
+  void CountRpc(const std::string& method, absl::StatusCode code);
+  void CountCheckpointRecorded();
+  void CountHeartbeat();
+
+ private:
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  std::map<v1::JobState, prometheus::Gauge*> jobs_by_state_;
+  prometheus::Gauge& workers_alive_;
+  prometheus::Family<prometheus::Counter>& generations_started_;
+  prometheus::Histogram& rendezvous_duration_;
+  prometheus::Family<prometheus::Counter>& rpcs_;
+  prometheus::Counter& checkpoints_recorded_;
+  prometheus::Counter& heartbeats_;
+
+  absl::Mutex mu_;
+  std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace herd::coordinator

@@ -1,0 +1,79 @@
+#include "coordinator/server.h"
+
+#include <grpcpp/server_builder.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd::coordinator {
+
+std::string WithPort(const std::string& address, int port) {
+  size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& options) {
+  if (options.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
+  std::error_code error;
+  std::filesystem::create_directories(options.state_dir, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot create state dir ", options.state_dir, ": ", error.message()));
+  }
+  auto store = StateStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string());
+  if (!store.ok()) return store.status();
+  auto credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  const Clock* clock = options.clock != nullptr ? options.clock : &server->system_clock_;
+  server->registry_ = std::make_shared<prometheus::Registry>();
+  server->metrics_ = std::make_unique<Metrics>(*server->registry_);
+  auto coordinator = Coordinator::Create(options.coordinator, *std::move(store), clock, server->metrics_.get());
+  if (!coordinator.ok()) return coordinator.status();
+  server->coordinator_ = *std::move(coordinator);
+  server->edge_ = std::make_unique<RpcEdge>(options.token, server->metrics_.get());
+  server->job_service_ =
+      std::make_unique<JobServiceImpl>(server->coordinator_.get(), server->edge_.get(), options.job_service);
+  server->cluster_service_ = std::make_unique<ClusterServiceImpl>(server->coordinator_.get(), server->edge_.get());
+
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *credentials, &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(server->job_service_.get());
+  builder.RegisterService(server->cluster_service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  server->listen_address_ = WithPort(options.listen, port);
+
+  if (!options.metrics_listen.empty()) {
+    try {
+      server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+    } catch (const std::exception& e) {  // CivetWeb reports a failed bind by throwing
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+    }
+    server->exposer_->RegisterCollectable(server->registry_);
+    std::vector<int> ports = server->exposer_->GetListeningPorts();
+    if (ports.empty()) return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", options.metrics_listen));
+    server->metrics_address_ = WithPort(options.metrics_listen, ports.front());
+  }
+  return server;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+void CoordinatorServer::Shutdown() {
+  // Waiting calls (WatchJob, JoinGeneration, KvGet) return first, so the
+  // gRPC shutdown below does not wait out their timeouts.
+  if (coordinator_ != nullptr) coordinator_->Shutdown();
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  exposer_.reset();
+}
+
+}  // namespace herd::coordinator

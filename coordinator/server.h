@@ -1,0 +1,67 @@
+// Assembles a serving coordinator: state database, Coordinator, both gRPC
+// services on one port, and the Prometheus /metrics endpoint.
+#pragma once
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/rpc_options.h"
+#include "coordinator/cluster_service.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/job_service.h"
+#include "coordinator/metrics.h"
+#include "coordinator/rpc_edge.h"
+
+namespace herd::coordinator {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7070";          // port 0 picks a free one
+  std::string metrics_listen = "127.0.0.1:7071";  // empty: no /metrics endpoint
+  std::string state_dir;                          // holds coordinator.db; created if missing
+  std::string token;                              // empty: auth disabled
+  TlsOptions tls;
+  CoordinatorOptions coordinator;
+  JobServiceOptions job_service;
+  const Clock* clock = nullptr;  // nullptr: the system clock
+};
+
+class CoordinatorServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(const ServerOptions& options);
+  ~CoordinatorServer();
+
+  // host:port actually bound (the real port when 0 was asked for).
+  const std::string& listen_address() const { return listen_address_; }
+  // "" when the metrics endpoint is disabled.
+  const std::string& metrics_address() const { return metrics_address_; }
+  Coordinator& coordinator() { return *coordinator_; }
+
+  // Ends waiting calls, stops serving and writes unsaved progress. Idempotent.
+  void Shutdown();
+
+ private:
+  CoordinatorServer() = default;
+
+  SystemClock system_clock_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<RpcEdge> edge_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string listen_address_;
+  std::string metrics_address_;
+};
+
+// `address` with its port replaced by `port` ("0.0.0.0:0", 7070 -> "0.0.0.0:7070").
+std::string WithPort(const std::string& address, int port);
+
+}  // namespace herd::coordinator

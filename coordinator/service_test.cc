@@ -1,0 +1,309 @@
+// The coordinator's gRPC services end to end, over real sockets on 127.0.0.1.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "common/rpc_options.h"
+#include "coordinator/server.h"
+#include "proto/herd.grpc.pb.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kToken[] = "s3cret-token";
+
+// A plain HTTP/1.0 GET, enough to scrape /metrics.
+std::string HttpGet(const std::string& address, const std::string& path) {
+  size_t colon = address.rfind(':');
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &target.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + address + "\r\n\r\n";
+  send(fd, request.data(), request.size(), 0);
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.metrics_listen = MetricsListen();
+    options.state_dir =
+        ::testing::TempDir() + "/service_test/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(options.state_dir);
+    options.token = kToken;
+    options.clock = &clock_;
+    options.coordinator.run_ticker = false;  // the test decides when scheduling happens
+    options.job_service.watch_poll = absl::Milliseconds(50);
+    auto server = CoordinatorServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = MakeChannel(server_->listen_address());
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    jobs_ = v1::JobService::NewStub(*channel);
+    cluster_ = v1::ClusterService::NewStub(*channel);
+  }
+
+  // Off unless a test scrapes it: stopping the HTTP server takes seconds.
+  virtual std::string MetricsListen() const { return ""; }
+
+  static std::unique_ptr<grpc::ClientContext> Call(const std::string& token = kToken) {
+    return NewCallContext(token, std::chrono::seconds(10));
+  }
+
+  static v1::JobSpec Spec(int64_t min_workers) {
+    v1::JobSpec spec;
+    spec.mutable_model()->set_name("mlp");
+    spec.mutable_dataset()->set_kind("synthetic");
+    spec.set_batch_size(16);
+    spec.set_min_workers(min_workers);
+    return spec;
+  }
+
+  std::string Submit(const v1::JobSpec& spec) {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitJobResponse response;
+    grpc::Status status = jobs_->SubmitJob(Call().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.job().id();
+  }
+
+  void Register(const std::string& id, const std::string& address) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(address);
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    v1::RegisterWorkerResponse response;
+    grpc::Status status = cluster_->RegisterWorker(Call().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_DOUBLE_EQ(response.lease_seconds(), 10);
+    EXPECT_DOUBLE_EQ(response.heartbeat_interval_seconds(), 2);
+  }
+
+  v1::HeartbeatResponse Heartbeat(const std::string& id) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(id);
+    v1::HeartbeatResponse response;
+    grpc::Status status = cluster_->Heartbeat(Call().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  v1::JoinGenerationResponse Join(const std::string& job_id, const std::string& worker_id) {
+    v1::JoinGenerationRequest request;
+    request.set_job_id(job_id);
+    request.set_worker_id(worker_id);
+    request.set_wait_ms(1000);
+    v1::JoinGenerationResponse response;
+    grpc::Status status = cluster_->JoinGeneration(Call().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::ClusterService::Stub> cluster_;
+};
+
+TEST_F(ServiceTest, MissingOrWrongTokenIsUnauthenticated) {
+  v1::ListJobsResponse jobs;
+  EXPECT_EQ(jobs_->ListJobs(Call("").get(), {}, &jobs).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(jobs_->ListJobs(Call("wrong").get(), {}, &jobs).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id("w1");
+  v1::HeartbeatResponse response;
+  EXPECT_EQ(cluster_->Heartbeat(Call("wrong").get(), heartbeat, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // Nothing an unauthenticated caller sent took effect.
+  v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = Spec(1);
+  v1::SubmitJobResponse submitted;
+  EXPECT_EQ(jobs_->SubmitJob(Call("").get(), submit, &submitted).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(jobs_->ListJobs(Call().get(), {}, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+TEST_F(ServiceTest, BadSpecIsInvalidArgumentNamingTheField) {
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = Spec(1);
+  request.mutable_spec()->mutable_optimizer()->set_lr(-1);
+  v1::SubmitJobResponse response;
+  grpc::Status status = jobs_->SubmitJob(Call().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), StartsWith("optimizer.lr"));
+}
+
+TEST_F(ServiceTest, UnknownJobIsNotFound) {
+  v1::GetJobRequest request;
+  request.set_id("job-00000000");
+  v1::GetJobResponse response;
+  EXPECT_EQ(jobs_->GetJob(Call().get(), request, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, TwoWorkersRendezvousAsRanksOfGenerationOne) {
+  Register("w1", "10.0.0.1");
+  Register("w2", "10.0.0.2");
+  const std::string job_id = Submit(Spec(2));
+  server_->coordinator().Tick();
+
+  v1::HeartbeatResponse w1 = Heartbeat("w1");
+  v1::HeartbeatResponse w2 = Heartbeat("w2");
+  ASSERT_EQ(w1.assignments_size(), 1);
+  ASSERT_EQ(w2.assignments_size(), 1);
+  EXPECT_EQ(w1.assignments(0).job_id(), job_id);
+  EXPECT_EQ(w1.assignments(0).generation(), 1);
+  EXPECT_EQ(w1.assignments(0).rank(), 0);
+  EXPECT_EQ(w2.assignments(0).generation(), 1);
+  EXPECT_EQ(w2.assignments(0).rank(), 1);
+
+  v1::JoinGenerationResponse join1 = Join(job_id, "w1");
+  v1::JoinGenerationResponse join2 = Join(job_id, "w2");
+  EXPECT_EQ(join1.generation(), 1);
+  EXPECT_EQ(join2.generation(), 1);
+  EXPECT_EQ(join1.kv_prefix(), job_id + "/1/");
+  EXPECT_EQ(join2.kv_prefix(), join1.kv_prefix());
+  EXPECT_EQ(join2.rank(), 1);
+  EXPECT_EQ(join2.world_size(), 2);
+  ASSERT_EQ(join2.peers_size(), 2);
+  EXPECT_EQ(join2.peers(0).address(), "10.0.0.1");
+  EXPECT_EQ(join2.peers(1).worker_id(), "w2");
+
+  // Rank 0 publishes, rank 1 reads it in the same generation.
+  v1::KvSetRequest set;
+  set.set_job_id(job_id);
+  set.set_generation(1);
+  set.set_key(join1.kv_prefix() + "nccl_id");
+  set.set_value(std::string("\x00\x01binary", 8));
+  v1::KvSetResponse set_response;
+  ASSERT_TRUE(cluster_->KvSet(Call().get(), set, &set_response).ok());
+  v1::KvGetRequest get;
+  get.set_job_id(job_id);
+  get.set_generation(1);
+  get.set_key(set.key());
+  get.set_wait_ms(1000);
+  v1::KvGetResponse got;
+  ASSERT_TRUE(cluster_->KvGet(Call().get(), get, &got).ok());
+  EXPECT_EQ(got.value(), set.value());
+
+  // A stale generation is fenced.
+  set.set_generation(2);
+  grpc::Status stale = cluster_->KvSet(Call().get(), set, &set_response);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(stale.error_message(), "job " + job_id + ": generation 2 is not current (current: 1)");
+
+  get.set_key("absent");
+  get.set_wait_ms(20);
+  EXPECT_EQ(cluster_->KvGet(Call().get(), get, &got).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  v1::KvAddRequest add;
+  add.set_job_id(job_id);
+  add.set_generation(1);
+  add.set_key("arrived");
+  add.set_delta(1);
+  v1::KvAddResponse added;
+  ASSERT_TRUE(cluster_->KvAdd(Call().get(), add, &added).ok());
+  ASSERT_TRUE(cluster_->KvAdd(Call().get(), add, &added).ok());
+  EXPECT_EQ(added.value(), 2);
+}
+
+TEST_F(ServiceTest, WatchJobStreamsChangesUntilCancelled) {
+  const std::string job_id = Submit(Spec(1));
+  auto watch_context = Call();
+  v1::WatchJobRequest request;
+  request.set_id(job_id);
+  auto stream = jobs_->WatchJob(watch_context.get(), request);
+  v1::WatchJobEvent event;
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.job().state(), v1::PENDING);
+
+  Register("w1", "10.0.0.1");
+  server_->coordinator().Tick();
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.job().state(), v1::RUNNING);
+  EXPECT_EQ(event.job().generation(), 1);
+
+  v1::ReportProgressRequest progress;
+  progress.set_job_id(job_id);
+  progress.set_generation(1);
+  progress.set_rank(0);
+  progress.set_step(7);
+  progress.set_loss(1.5);
+  v1::ReportProgressResponse progress_response;
+  ASSERT_TRUE(cluster_->ReportProgress(Call().get(), progress, &progress_response).ok());
+  EXPECT_FALSE(progress_response.cancelled());
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.job().step(), 7);
+
+  v1::CancelJobRequest cancel;
+  cancel.set_id(job_id);
+  v1::CancelJobResponse cancelled;
+  ASSERT_TRUE(jobs_->CancelJob(Call().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.job().state(), v1::CANCELLED);
+  ASSERT_TRUE(stream->Read(&event));
+  EXPECT_EQ(event.job().state(), v1::CANCELLED);
+  EXPECT_EQ(event.job().reason(), "cancelled by user");
+  EXPECT_FALSE(stream->Read(&event));
+  EXPECT_TRUE(stream->Finish().ok());
+
+  ASSERT_TRUE(cluster_->ReportProgress(Call().get(), progress, &progress_response).ok());
+  EXPECT_TRUE(progress_response.cancelled());
+  grpc::Status again = jobs_->CancelJob(Call().get(), cancel, &cancelled);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(again.error_message(), HasSubstr("CANCELLED"));
+}
+
+TEST_F(ServiceTest, WatchEndsWhenTheClientCancels) {
+  const std::string job_id = Submit(Spec(1));
+  auto watch_context = Call();
+  v1::WatchJobRequest request;
+  request.set_id(job_id);
+  auto stream = jobs_->WatchJob(watch_context.get(), request);
+  v1::WatchJobEvent event;
+  ASSERT_TRUE(stream->Read(&event));
+  watch_context->TryCancel();
+  EXPECT_FALSE(stream->Read(&event));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+class ServiceWithMetricsTest : public ServiceTest {
+ protected:
+  std::string MetricsListen() const override { return "127.0.0.1:0"; }
+};
+
+TEST_F(ServiceWithMetricsTest, MetricsEndpointCountsRpcsByMethodAndCode) {
+  Submit(Spec(1));
+  v1::ListJobsResponse jobs;
+  jobs_->ListJobs(Call("wrong").get(), {}, &jobs);
+  server_->coordinator().Tick();
+  ASSERT_FALSE(server_->metrics_address().empty());
+  std::string page = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"OK\",method=\"SubmitJob\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"ListJobs\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_jobs{state=\"pending\"} 1"));
+  EXPECT_THAT(page, HasSubstr("# HELP herd_coordinator_workers_alive "));
+}
+
+}  // namespace
+}  // namespace herd::coordinator

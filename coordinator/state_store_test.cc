@@ -1,0 +1,146 @@
+#include "coordinator/state_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "google/protobuf/util/message_differencer.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::string FreshDatabasePath(const std::string& name) {
+  std::string path = ::testing::TempDir() + "/" + name + ".db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+v1::CheckpointInfo Checkpoint(const std::string& id, int64_t step) {
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_id(id);
+  checkpoint.set_job_id("job-running");
+  checkpoint.set_step(step);
+  checkpoint.set_epoch(1);
+  checkpoint.set_generation(1);
+  checkpoint.set_path("job-running/step-" + std::to_string(step));
+  checkpoint.set_size_bytes(1234);
+  checkpoint.set_sha256("ab12");
+  checkpoint.set_created_unix(900.5);
+  return checkpoint;
+}
+
+// A state with one pending job, one running job (one member finished, progress
+// and eval reported), two workers and a checkpoint catalog.
+ClusterState SampleState(ChangeSet* changes) {
+  ClusterState state;
+  for (const char* id : {"w1", "w2"}) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(std::string(id) + ":29500");
+    request.set_device_kind("cuda");
+    request.set_device_count(8);
+    changes->Merge(UpsertWorker(state, request, 500));
+  }
+  v1::JobSpec spec;
+  spec.set_name("mnist");
+  spec.mutable_model()->set_name("mnist_cnn");
+  spec.set_batch_size(64);
+  spec.set_min_workers(2);
+  spec.set_max_workers(2);
+  spec.set_device("cuda");
+  JobRecord& running = AddPendingJob(state, "job-running", spec, 600, changes);
+  changes->Merge(Schedule(state, 601));
+  running.generation.finished.insert("w2");
+  running.info.set_step(42);
+  running.info.set_epoch(1);
+  running.info.set_samples_in_epoch(2688);
+  running.info.set_samples_per_second(1500.25);
+  running.info.set_loss(0.5);
+  running.info.set_total_steps(900);
+  (*running.info.mutable_eval())["accuracy"] = 0.875;
+  spec.set_name("later");
+  AddPendingJob(state, "job-pending", spec, 700, changes);
+  return state;
+}
+
+TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
+  const std::string path = FreshDatabasePath("reopen");
+  ChangeSet changes;
+  ClusterState saved = SampleState(&changes);
+  {
+    auto store = StateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Save(saved, changes).ok());
+    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-10-aaaaaa", 10), {}).ok());
+    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-20-bbbbbb", 20), {}).ok());
+    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-30-cccccc", 30), {Checkpoint("ckpt-10-aaaaaa", 10)}).ok());
+  }
+
+  auto reopened = StateStore::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto loaded = (*reopened)->Load(/*now=*/2000);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  ASSERT_EQ(loaded->jobs.size(), 2u);
+  for (const auto& [id, job] : saved.jobs) {
+    const JobRecord& back = loaded->jobs.at(id);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back.info, job.info))
+        << "saved:\n"
+        << job.info.DebugString() << "loaded:\n"
+        << back.info.DebugString();
+    EXPECT_EQ(back.submit_seq, job.submit_seq);
+    EXPECT_EQ(back.generation.number, job.generation.number);
+    EXPECT_EQ(back.generation.members, job.generation.members);
+    EXPECT_EQ(back.generation.finished, job.generation.finished);
+    EXPECT_EQ(back.next_generation, job.next_generation);
+  }
+  EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);
+  EXPECT_THAT(loaded->jobs.at("job-running").generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(loaded->next_submit_seq, saved.next_submit_seq);
+
+  ASSERT_EQ(loaded->workers.size(), 2u);
+  const WorkerRecord& w1 = loaded->workers.at("w1");
+  EXPECT_EQ(w1.address, "w1:29500");
+  EXPECT_EQ(w1.device_kind, "cuda");
+  EXPECT_EQ(w1.device_count, 8);
+  EXPECT_EQ(w1.state, v1::BUSY);
+  EXPECT_EQ(w1.job_id, "job-running");
+  EXPECT_DOUBLE_EQ(w1.last_heartbeat, 2000);  // a full lease to come back
+
+  const auto& catalog = loaded->checkpoints.at("job-running");
+  ASSERT_EQ(catalog.size(), 2u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(catalog[0], Checkpoint("ckpt-20-bbbbbb", 20)));
+  EXPECT_EQ(catalog[1].id(), "ckpt-30-cccccc");
+}
+
+TEST(StateStore, LaterSavesReplaceEarlierRows) {
+  const std::string path = FreshDatabasePath("replace");
+  ChangeSet changes;
+  ClusterState state = SampleState(&changes);
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Save(state, changes).ok());
+
+  auto cancelled = CancelJob(state, "job-running", 800);
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_TRUE((*store)->Save(state, *cancelled).ok());
+
+  auto loaded = (*StateStore::Open(path))->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::CANCELLED);
+  EXPECT_EQ(loaded->jobs.at("job-running").info.reason(), "cancelled by user");
+  EXPECT_EQ(loaded->workers.at("w1").state, v1::IDLE);
+  EXPECT_EQ(loaded->workers.at("w1").job_id, "");
+}
+
+TEST(StateStore, OpenFailsClearlyForAnUnwritablePath) {
+  auto store = StateStore::Open("/nonexistent-dir/for/sure/coordinator.db");
+  EXPECT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("/nonexistent-dir/for/sure/coordinator.db"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace herd::coordinator
