@@ -1,0 +1,117 @@
+#include "client/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "client/commands.h"
+#include "common/auth.h"
+#include "common/rpc_options.h"
+
+namespace herd::client {
+namespace {
+
+constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
+
+struct GlobalFlags {
+  std::string coordinator;
+  std::string token_file;
+  bool insecure_no_auth = false;
+  TlsOptions tls;
+  double timeout_seconds = 10;
+  std::string output = "table";
+};
+
+// The global options, accepted before the subcommand and after it (so that
+// `herd list -o json` works and `herd list --help` shows them).
+void AddGlobalOptions(CLI::App* app, GlobalFlags* flags) {
+  app->add_option("--coordinator", flags->coordinator, "Coordinator address host:port (else $HERD_COORDINATOR)")
+      ->capture_default_str();
+  app->add_option("--token-file", flags->token_file, "File holding the bearer token (else $HERD_TOKEN_FILE)")
+      ->expected(0, 1);
+  app->add_flag("--insecure-no-auth", flags->insecure_no_auth,
+                "Send no bearer token, even when $HERD_TOKEN_FILE is set");
+  app->add_option("--tls-ca", flags->tls.ca_file, "CA certificate to verify the coordinator (enables TLS)");
+  app->add_option("--tls-cert", flags->tls.cert_file, "Client certificate for mutual TLS");
+  app->add_option("--tls-key", flags->tls.key_file, "Client private key for mutual TLS");
+  app->add_option("--timeout", flags->timeout_seconds, "Deadline of each call to the coordinator, in seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("-o,--output", flags->output, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int RunCli(int argc, const char* const* argv, const CliEnvironment& environment) {
+  GlobalFlags flags;
+  flags.coordinator = environment.coordinator.empty() ? kDefaultCoordinator : environment.coordinator;
+  flags.token_file = environment.token_file;
+
+  CLI::App app("herd: submit, watch and manage data-parallel training jobs.", "herd");
+  app.require_subcommand(1);
+  AddGlobalOptions(&app, &flags);
+
+  std::string job_file;
+  std::string job_id;
+  bool watch_after_submit = false;
+  auto add_job_id = [&job_id](CLI::App* command) {
+    command->add_option("JOB", job_id, "Job id")->required();
+  };
+
+  CLI::App* submit = app.add_subcommand("submit", "Submit the job described by a YAML file; prints its id");
+  submit->add_option("FILE", job_file, "Job spec (YAML)")->required();
+  submit->add_flag("--watch", watch_after_submit, "Then follow the job like `herd watch`");
+  CLI::App* list = app.add_subcommand("list", "List jobs");
+  CLI::App* status = app.add_subcommand("status", "Show one job in detail");
+  add_job_id(status);
+  CLI::App* watch = app.add_subcommand("watch", "Follow a job's progress until it ends (exit 0 if it succeeded)");
+  add_job_id(watch);
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
+  add_job_id(cancel);
+  CLI::App* workers = app.add_subcommand("workers", "List worker daemons");
+  CLI::App* checkpoints = app.add_subcommand("checkpoints", "List a job's checkpoints");
+  add_job_id(checkpoints);
+  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints}) {
+    AddGlobalOptions(command, &flags);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e, *environment.out, *environment.err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  CommandOptions options;
+  options.coordinator = flags.coordinator;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_seconds * 1000));
+  options.output = flags.output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  options.tty = environment.stdout_is_tty && options.output == OutputFormat::kTable;
+  if (!flags.token_file.empty() && !flags.insecure_no_auth) {
+    absl::StatusOr<std::string> token = ReadTokenFile(flags.token_file);
+    if (!token.ok()) {
+      *environment.err << "herd: " << token.status().message() << "\n";
+      return kExitUsage;
+    }
+    options.token = *token;
+  }
+  auto channel = MakeChannel(flags.coordinator, flags.tls);
+  if (!channel.ok()) {
+    *environment.err << "herd: " << channel.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(*channel);
+  CommandContext context{stub.get(), options, environment.out, environment.err, environment.clock};
+
+  if (*submit) return SubmitCommand(context, job_file, watch_after_submit);
+  if (*list) return ListCommand(context);
+  if (*status) return StatusCommand(context, job_id);
+  if (*watch) return WatchCommand(context, job_id);
+  if (*cancel) return CancelCommand(context, job_id);
+  if (*workers) return WorkersCommand(context);
+  if (*checkpoints) return CheckpointsCommand(context, job_id);
+  return kExitUsage;  // unreachable: a subcommand is required
+}
+
+}  // namespace herd::client

@@ -1,0 +1,239 @@
+#include "client/commands.h"
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/format.h"
+#include "client/progress.h"
+#include "common/job_spec.h"
+#include "common/job_spec_yaml.h"
+#include "common/rpc_options.h"
+#include "common/status_convert.h"
+
+namespace herd::client {
+namespace {
+
+std::unique_ptr<grpc::ClientContext> CallContext(const CommandContext& context) {
+  return NewCallContext(context.options.token, context.options.timeout);
+}
+
+bool Json(const CommandContext& context) { return context.options.output == OutputFormat::kJson; }
+
+int PrintJson(const CommandContext& context, const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = ToJson(message);
+  if (!json.ok()) {
+    *context.err << "herd: " << json.status().message() << "\n";
+    return kExitFailed;
+  }
+  *context.out << *json << "\n";
+  return kExitOk;
+}
+
+absl::StatusOr<v1::JobInfo> GetJob(const CommandContext& context, const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_id(job_id);
+  v1::GetJobResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->GetJob(call.get(), request, &response));
+  if (!status.ok()) return status;
+  return response.job();
+}
+
+// Renders the jobs a watch sees: a line redrawn in place on a terminal, JSON
+// Lines, or plain lines at most once per period.
+class WatchPrinter {
+ public:
+  explicit WatchPrinter(const CommandContext& context) : context_(context) {}
+
+  int Show(const v1::JobInfo& job) {
+    if (seen_any_ && google::protobuf::util::MessageDifferencer::Equals(job, last_)) return kExitOk;
+    bool state_changed = !seen_any_ || job.state() != last_.state();
+    seen_any_ = true;
+    last_ = job;
+    double now = context_.clock->Now();
+    rate_.Observe(now, job.step());
+    if (Json(context_)) return PrintJson(context_, job);
+    if (IsFinalState(job.state())) return kExitOk;  // Finish() prints the summary
+    if (context_.options.tty) {
+      *context_.out << "\r" << TtyProgressLine(job, rate_.StepsPerSecond()) << "\x1b[K" << std::flush;
+      line_open_ = true;
+      return kExitOk;
+    }
+    bool due = !printed_any_ || now - last_print_ >= context_.options.plain_progress_period_seconds;
+    if (state_changed || due) {
+      *context_.out << PlainProgressLine(job, rate_.StepsPerSecond()) << "\n" << std::flush;
+      printed_any_ = true;
+      last_print_ = now;
+    }
+    return kExitOk;
+  }
+
+  // Ends an in-place line before anything else is printed.
+  void CloseLine() {
+    if (line_open_) *context_.out << "\n" << std::flush;
+    line_open_ = false;
+  }
+
+  int Finish(const v1::JobInfo& job) {
+    CloseLine();
+    if (!Json(context_)) *context_.out << FinalSummary(job) << "\n" << std::flush;
+    return job.state() == v1::SUCCEEDED ? kExitOk : kExitFailed;
+  }
+
+ private:
+  const CommandContext& context_;
+  StepRateTracker rate_;
+  v1::JobInfo last_;
+  bool seen_any_ = false;
+  bool printed_any_ = false;
+  bool line_open_ = false;
+  double last_print_ = 0;
+};
+
+int Watch(const CommandContext& context, const std::string& job_id) {
+  WatchPrinter printer(context);
+  absl::StatusOr<v1::JobInfo> job = GetJob(context, job_id);
+  if (!job.ok()) return ReportRpcError(context, job.status());
+  printer.Show(*job);
+  while (!IsFinalState(job->state())) {
+    v1::WatchJobRequest request;
+    request.set_id(job_id);
+    auto call = NewCallContext(context.options.token, context.options.watch_stream_period);
+    auto reader = context.stub->WatchJob(call.get(), request);
+    v1::WatchJobEvent event;
+    bool got_event = false;
+    while (reader->Read(&event)) {
+      got_event = true;
+      *job = event.job();
+      printer.Show(*job);
+      if (IsFinalState(job->state())) {
+        call->TryCancel();  // the server ends the stream anyway; do not wait for it
+        break;
+      }
+    }
+    if (IsFinalState(job->state())) {
+      while (reader->Read(&event)) {
+      }
+      reader->Finish();
+      break;
+    }
+    absl::Status status = FromGrpcStatus(reader->Finish());
+    if (!status.ok() && !absl::IsDeadlineExceeded(status)) {
+      printer.CloseLine();
+      return ReportRpcError(context, status);
+    }
+    // The stream ended or ran its period out: make sure the coordinator
+    // still answers (a silent one must not hang us), then watch again.
+    job = GetJob(context, job_id);
+    if (!job.ok()) {
+      printer.CloseLine();
+      return ReportRpcError(context, job.status());
+    }
+    printer.Show(*job);
+    // A server that closes streams at once must not make us spin.
+    if (!got_event && status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return printer.Finish(*job);
+}
+
+}  // namespace
+
+int ReportRpcError(const CommandContext& context, const absl::Status& status) {
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    *context.err << "herd: cannot reach coordinator at " << context.options.coordinator << ": "
+                 << status.message() << "\n";
+    return kExitUnreachable;
+  }
+  *context.err << "herd: " << absl::StatusCodeToString(status.code()) << ": " << status.message() << "\n";
+  return kExitFailed;
+}
+
+int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch) {
+  absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(job_file);
+  if (!spec.ok()) {
+    *context.err << "herd: " << spec.status().message() << "\n";
+    return kExitUsage;
+  }
+  // Check locally for a quick, precise error; the coordinator checks again
+  // and applies the same defaults to what we send.
+  v1::JobSpec checked = *spec;
+  ApplyJobDefaults(&checked);
+  if (absl::Status valid = ValidateJobSpec(checked); !valid.ok()) {
+    *context.err << "herd: " << job_file << ": " << valid.message() << "\n";
+    return kExitUsage;
+  }
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = *spec;
+  v1::SubmitJobResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->SubmitJob(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (watch) {
+    // JSON watch output starts with the job itself, so no separate document.
+    if (!Json(context)) *context.out << response.job().id() << "\n" << std::flush;
+    return Watch(context, response.job().id());
+  }
+  if (Json(context)) return PrintJson(context, response.job());
+  *context.out << response.job().id() << "\n";
+  return kExitOk;
+}
+
+int ListCommand(const CommandContext& context) {
+  v1::ListJobsResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->ListJobs(call.get(), v1::ListJobsRequest(), &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response);
+  *context.out << JobsTable({response.jobs().begin(), response.jobs().end()}, context.clock->Now());
+  return kExitOk;
+}
+
+int StatusCommand(const CommandContext& context, const std::string& job_id) {
+  absl::StatusOr<v1::JobInfo> job = GetJob(context, job_id);
+  if (!job.ok()) return ReportRpcError(context, job.status());
+  if (Json(context)) return PrintJson(context, *job);
+  *context.out << JobDetail(*job, context.clock->Now());
+  return kExitOk;
+}
+
+int WatchCommand(const CommandContext& context, const std::string& job_id) { return Watch(context, job_id); }
+
+int CancelCommand(const CommandContext& context, const std::string& job_id) {
+  v1::CancelJobRequest request;
+  request.set_id(job_id);
+  v1::CancelJobResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->CancelJob(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response.job());
+  *context.out << response.job().id() << " " << JobStateName(response.job().state()) << "\n";
+  return kExitOk;
+}
+
+int WorkersCommand(const CommandContext& context) {
+  v1::ListWorkersResponse response;
+  auto call = CallContext(context);
+  absl::Status status =
+      FromGrpcStatus(context.stub->ListWorkers(call.get(), v1::ListWorkersRequest(), &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response);
+  *context.out << WorkersTable({response.workers().begin(), response.workers().end()}, context.clock->Now());
+  return kExitOk;
+}
+
+int CheckpointsCommand(const CommandContext& context, const std::string& job_id) {
+  v1::ListCheckpointsRequest request;
+  request.set_job_id(job_id);
+  v1::ListCheckpointsResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->ListCheckpoints(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response);
+  *context.out << CheckpointsTable({response.checkpoints().begin(), response.checkpoints().end()},
+                                   context.clock->Now());
+  return kExitOk;
+}
+
+}  // namespace herd::client

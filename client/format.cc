@@ -1,0 +1,227 @@
+#include "client/format.h"
+
+#include <nlohmann/json.hpp>
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/table.h"
+
+namespace herd::client {
+
+std::string JobStateName(v1::JobState state) {
+  if (state == v1::JOB_STATE_UNSPECIFIED) return "UNKNOWN";
+  return v1::JobState_Name(state);
+}
+
+std::string WorkerStateName(v1::WorkerState state) {
+  if (state == v1::WORKER_STATE_UNSPECIFIED) return "UNKNOWN";
+  return v1::WorkerState_Name(state);
+}
+
+bool IsFinalState(v1::JobState state) {
+  return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+}
+
+std::string FormatDuration(double seconds) {
+  int64_t s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, (s % 86400) / 3600);
+}
+
+std::string FormatAge(double seconds) {
+  int64_t s = static_cast<int64_t>(std::max(0.0, seconds));
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrCat(s / 60, "m");
+  if (s < 86400) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, units[unit]);
+}
+
+std::string FormatEval(const google::protobuf::Map<std::string, double>& eval) {
+  std::map<std::string, double> sorted(eval.begin(), eval.end());
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : sorted) parts.push_back(absl::StrFormat("%s %.4g", name, value));
+  return absl::StrJoin(parts, " ");
+}
+
+std::string FormatLoss(double loss) { return absl::StrFormat("%.4f", loss); }
+
+std::string FormatStep(const v1::JobInfo& job) {
+  if (job.total_steps() > 0) return absl::StrCat(job.step(), "/", job.total_steps());
+  return absl::StrCat(job.step());
+}
+
+namespace {
+
+// Proto3's JSON mapping quotes 64-bit integers ("step": "420"). Counters in
+// herd stay far below 2^53, so print them as plain numbers: what jq users and
+// scripts expect from `-o json`.
+void UnquoteInt64Fields(const google::protobuf::Descriptor* descriptor, nlohmann::json& json) {
+  using google::protobuf::FieldDescriptor;
+  if (!json.is_object()) return;
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    auto it = json.find(field->name());
+    if (it == json.end()) continue;
+    const FieldDescriptor* element = field->is_map() ? field->message_type()->map_value() : field;
+    auto convert = [&](nlohmann::json& value) {
+      if (element->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        UnquoteInt64Fields(element->message_type(), value);
+      } else if (value.is_string() && (element->cpp_type() == FieldDescriptor::CPPTYPE_INT64 ||
+                                       element->cpp_type() == FieldDescriptor::CPPTYPE_UINT64)) {
+        const std::string text = value.get<std::string>();
+        if (element->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+          value = std::stoll(text);
+        } else {
+          value = std::stoull(text);
+        }
+      }
+    };
+    if (field->is_map()) {
+      for (auto& entry : it->items()) convert(entry.value());
+    } else if (field->is_repeated()) {
+      for (auto& entry : *it) convert(entry);
+    } else {
+      convert(*it);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
+  nlohmann::json parsed = nlohmann::json::parse(json);
+  UnquoteInt64Fields(message.GetDescriptor(), parsed);
+  return parsed.dump();
+}
+
+std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::JobInfo& job : jobs) {
+    bool started = job.step() > 0;
+    rows.push_back({
+        job.id(),
+        job.name(),
+        JobStateName(job.state()),
+        FormatStep(job),
+        absl::StrCat(job.epoch()),
+        absl::StrCat(job.world_size()),
+        absl::StrCat(job.generation()),
+        started ? absl::StrFormat("%.0f", job.samples_per_second()) : "-",
+        started ? FormatLoss(job.loss()) : "-",
+        job.created_unix() > 0 ? FormatAge(now - job.created_unix()) : "-",
+    });
+  }
+  return FormatTable({"ID", "NAME", "STATE", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
+}
+
+std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::WorkerInfo& worker : workers) {
+    rows.push_back({
+        worker.id(),
+        worker.address(),
+        absl::StrCat(worker.device_kind(), " x", worker.device_count()),
+        WorkerStateName(worker.state()),
+        worker.job_id().empty() ? "-" : worker.job_id(),
+        worker.last_heartbeat_unix() > 0 ? FormatAge(now - worker.last_heartbeat_unix()) + " ago" : "never",
+    });
+  }
+  return FormatTable({"ID", "ADDRESS", "DEVICE", "STATE", "JOB", "HEARTBEAT"}, rows);
+}
+
+std::string CheckpointsTable(const std::vector<v1::CheckpointInfo>& checkpoints, double now) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::CheckpointInfo& checkpoint : checkpoints) {
+    rows.push_back({
+        checkpoint.id(),
+        absl::StrCat(checkpoint.step()),
+        absl::StrCat(checkpoint.epoch()),
+        absl::StrCat(checkpoint.generation()),
+        FormatBytes(checkpoint.size_bytes()),
+        checkpoint.sha256().substr(0, 12),
+        checkpoint.created_unix() > 0 ? FormatAge(now - checkpoint.created_unix()) : "-",
+        checkpoint.path(),
+    });
+  }
+  return FormatTable({"ID", "STEP", "EPOCH", "GEN", "SIZE", "SHA256", "AGE", "PATH"}, rows);
+}
+
+namespace {
+
+std::string FormatTime(double unix_seconds, double now) {
+  if (unix_seconds <= 0) return "-";
+  absl::Time time = absl::FromUnixMicros(static_cast<int64_t>(unix_seconds * 1e6));
+  return absl::StrCat(absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", time, absl::UTCTimeZone()), " (",
+                      FormatDuration(now - unix_seconds), " ago)");
+}
+
+}  // namespace
+
+std::string JobDetail(const v1::JobInfo& job, double now) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  lines.push_back({"ID", job.id()});
+  lines.push_back({"Name", job.name()});
+  lines.push_back({"State", JobStateName(job.state())});
+  if (!job.reason().empty()) lines.push_back({"Reason", job.reason()});
+  std::string progress = absl::StrCat("step ", FormatStep(job));
+  if (job.total_steps() > 0) {
+    absl::StrAppend(&progress, absl::StrFormat(" (%.0f%%)", 100.0 * job.step() / job.total_steps()));
+  }
+  absl::StrAppend(&progress, ", epoch ", job.epoch(), ", ", job.samples_in_epoch(), " samples into the epoch");
+  lines.push_back({"Progress", progress});
+  lines.push_back({"World size", absl::StrCat(job.world_size(), " (generation ", job.generation(), ")")});
+  if (job.workers_size() > 0) lines.push_back({"Workers", absl::StrJoin(job.workers(), ", ")});
+  lines.push_back({"Samples/s", absl::StrFormat("%.1f", job.samples_per_second())});
+  lines.push_back({"Loss", job.step() > 0 ? FormatLoss(job.loss()) : "-"});
+  lines.push_back({"Eval", job.eval().empty() ? "-" : FormatEval(job.eval())});
+  if (job.has_spec()) {
+    const v1::JobSpec& spec = job.spec();
+    std::string model = spec.model().name();
+    if (!spec.model().path().empty()) absl::StrAppend(&model, " ", spec.model().path());
+    lines.push_back({"Model", model});
+    lines.push_back({"Dataset", absl::StrCat(spec.dataset().kind(),
+                                             spec.dataset().path().empty() ? "" : " " + spec.dataset().path())});
+    lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
+    lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
+  }
+  lines.push_back({"Created", FormatTime(job.created_unix(), now)});
+  lines.push_back({"Updated", FormatTime(job.updated_unix(), now)});
+
+  size_t width = 0;
+  for (const auto& [label, value] : lines) width = std::max(width, label.size());
+  std::string text;
+  for (const auto& [label, value] : lines) {
+    absl::StrAppend(&text, label, ":", std::string(width - label.size() + 2, ' '), value, "\n");
+  }
+  return text;
+}
+
+}  // namespace herd::client

@@ -1,0 +1,45 @@
+// How the CLI shows jobs, workers and checkpoints: tables, a detail block,
+// JSON, durations. Pure functions of their inputs.
+#pragma once
+
+#include <google/protobuf/map.h>
+#include <google/protobuf/message.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/herd.pb.h"
+
+namespace herd::client {
+
+// "RUNNING", "SUCCEEDED", ...
+std::string JobStateName(v1::JobState state);
+std::string WorkerStateName(v1::WorkerState state);
+bool IsFinalState(v1::JobState state);
+
+// "45s", "1m05s", "2h03m", "3d04h"; negative counts as zero.
+std::string FormatDuration(double seconds);
+// Coarse age for tables: "45s", "3m", "2h", "4d".
+std::string FormatAge(double seconds);
+// "512 B", "1.5 KiB", "12.3 MiB", ...
+std::string FormatBytes(int64_t bytes);
+// "accuracy 0.86 loss 0.412", keys sorted; "" when empty.
+std::string FormatEval(const google::protobuf::Map<std::string, double>& eval);
+std::string FormatLoss(double loss);
+// "420/1000", or "420" when the total is unknown.
+std::string FormatStep(const v1::JobInfo& job);
+
+// One JSON object on one line, with the proto's field names, every
+// primitive field present even when zero, enums by name.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+
+// Tables with aligned columns; `now` (Unix seconds) for the AGE column.
+std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now);
+std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now);
+std::string CheckpointsTable(const std::vector<v1::CheckpointInfo>& checkpoints, double now);
+
+// A readable multi-line block for `herd status`.
+std::string JobDetail(const v1::JobInfo& job, double now);
+
+}  // namespace herd::client

@@ -1,0 +1,164 @@
+#include "client/format.h"
+
+#include <nlohmann/json.hpp>
+
+#include "client/table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace herd::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::JobInfo SampleJob() {
+  v1::JobInfo job;
+  job.set_id("job-7");
+  job.set_name("mnist");
+  job.set_state(v1::RUNNING);
+  job.set_step(420);
+  job.set_total_steps(1000);
+  job.set_epoch(1);
+  job.set_world_size(2);
+  job.set_generation(3);
+  job.set_samples_per_second(5321.4);
+  job.set_loss(0.41234);
+  (*job.mutable_eval())["accuracy"] = 0.86;
+  job.set_created_unix(1000);
+  job.set_updated_unix(1290);
+  job.add_workers("w1");
+  job.add_workers("w2");
+  return job;
+}
+
+TEST(FormatTest, Durations) {
+  EXPECT_EQ(FormatDuration(0), "0s");
+  EXPECT_EQ(FormatDuration(45.4), "45s");
+  EXPECT_EQ(FormatDuration(65), "1m05s");
+  EXPECT_EQ(FormatDuration(3600 * 2 + 180), "2h03m");
+  EXPECT_EQ(FormatDuration(86400 * 3 + 3600 * 4), "3d04h");
+  EXPECT_EQ(FormatDuration(-5), "0s");
+  EXPECT_EQ(FormatAge(59), "59s");
+  EXPECT_EQ(FormatAge(125), "2m");
+  EXPECT_EQ(FormatAge(7300), "2h");
+  EXPECT_EQ(FormatAge(90000), "1d");
+}
+
+TEST(FormatTest, BytesAndEval) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(5 * 1024 * 1024), "5.0 MiB");
+  google::protobuf::Map<std::string, double> eval;
+  eval["loss"] = 0.41234;
+  eval["accuracy"] = 0.86;
+  EXPECT_EQ(FormatEval(eval), "accuracy 0.86 loss 0.4123");
+}
+
+TEST(FormatTest, JsonUsesProtoFieldNamesAndPrintsZeros) {
+  v1::JobInfo job;
+  job.set_id("job-1");
+  job.set_state(v1::PENDING);
+  job.set_samples_per_second(12.5);
+  auto json = ToJson(job);
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, Not(HasSubstr("\n")));  // one line: JSON Lines in watch
+  nlohmann::json parsed = nlohmann::json::parse(*json);
+  EXPECT_EQ(parsed["id"], "job-1");
+  EXPECT_EQ(parsed["state"], "PENDING");
+  EXPECT_EQ(parsed["samples_per_second"], 12.5);
+  for (const char* field : {"name", "reason", "step", "epoch", "world_size", "generation", "loss", "eval",
+                            "total_steps", "samples_in_epoch", "created_unix", "updated_unix", "workers"}) {
+    EXPECT_TRUE(parsed.contains(field)) << field;
+  }
+  EXPECT_FALSE(parsed.contains("worldSize"));
+}
+
+TEST(FormatTest, JsonPrintsSixtyFourBitCountersAsNumbers) {
+  v1::ListJobsResponse response;
+  v1::JobInfo* job = response.add_jobs();
+  job->set_step(420);
+  job->set_world_size(2);
+  job->mutable_spec()->set_seed(7);
+  job->mutable_spec()->set_batch_size(64);
+  nlohmann::json parsed = nlohmann::json::parse(*ToJson(response));
+  EXPECT_EQ(parsed["jobs"][0]["step"], 420);
+  EXPECT_TRUE(parsed["jobs"][0]["step"].is_number_integer());
+  EXPECT_EQ(parsed["jobs"][0]["world_size"], 2);
+  EXPECT_EQ(parsed["jobs"][0]["spec"]["seed"], 7u);
+  EXPECT_EQ(parsed["jobs"][0]["spec"]["batch_size"], 64);
+}
+
+TEST(FormatTest, ListResponsesWrapTheirItems) {
+  v1::ListJobsResponse response;
+  *response.add_jobs() = SampleJob();
+  nlohmann::json parsed = nlohmann::json::parse(*ToJson(response));
+  ASSERT_TRUE(parsed["jobs"].is_array());
+  EXPECT_EQ(parsed["jobs"][0]["id"], "job-7");
+  EXPECT_EQ(parsed["jobs"][0]["eval"]["accuracy"], 0.86);
+}
+
+TEST(FormatTest, TableColumnsAreAligned) {
+  std::string table = FormatTable({"ID", "NAME"}, {{"a", "first"}, {"longer-id", "x"}});
+  EXPECT_EQ(table,
+            "ID         NAME\n"
+            "a          first\n"
+            "longer-id  x\n");
+}
+
+TEST(FormatTest, JobsTable) {
+  v1::JobInfo pending;
+  pending.set_id("job-8");
+  pending.set_name("new");
+  pending.set_state(v1::PENDING);
+  pending.set_created_unix(1290);
+  std::string table = JobsTable({SampleJob(), pending}, 1300);
+  EXPECT_EQ(table,
+            "ID     NAME   STATE    STEP      EPOCH  WORLD  GEN  SAMPLES/S  LOSS    AGE\n"
+            "job-7  mnist  RUNNING  420/1000  1      2      3    5321       0.4123  5m\n"
+            "job-8  new    PENDING  0         0      0      0    -          -       10s\n");
+}
+
+TEST(FormatTest, WorkersAndCheckpointsTables) {
+  v1::WorkerInfo worker;
+  worker.set_id("w1");
+  worker.set_address("10.0.0.1");
+  worker.set_device_kind("cuda");
+  worker.set_device_count(8);
+  worker.set_state(v1::BUSY);
+  worker.set_job_id("job-7");
+  worker.set_last_heartbeat_unix(1298);
+  std::string workers = WorkersTable({worker}, 1300);
+  EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT\n"));
+  EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago\n"));
+
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_id("ckpt-1");
+  checkpoint.set_step(200);
+  checkpoint.set_size_bytes(3 * 1024 * 1024);
+  checkpoint.set_sha256("0123456789abcdef0123");
+  checkpoint.set_path("job-7/step-200");
+  checkpoint.set_created_unix(1240);
+  std::string checkpoints = CheckpointsTable({checkpoint}, 1300);
+  EXPECT_THAT(checkpoints, HasSubstr("ckpt-1  200   0      0    3.0 MiB  0123456789ab  1m   job-7/step-200"));
+}
+
+TEST(FormatTest, DetailShowsReasonAndEval) {
+  v1::JobInfo job = SampleJob();
+  job.set_state(v1::FAILED);
+  job.set_reason("restart budget exhausted");
+  job.mutable_spec()->mutable_model()->set_name("mnist_cnn");
+  std::string detail = JobDetail(job, 1300);
+  EXPECT_THAT(detail, HasSubstr("State:"));
+  EXPECT_THAT(detail, HasSubstr("FAILED"));
+  EXPECT_THAT(detail, HasSubstr("Reason:"));
+  EXPECT_THAT(detail, HasSubstr("restart budget exhausted"));
+  EXPECT_THAT(detail, HasSubstr("step 420/1000 (42%)"));
+  EXPECT_THAT(detail, HasSubstr("accuracy 0.86"));
+  EXPECT_THAT(detail, HasSubstr("w1, w2"));
+  EXPECT_THAT(detail, HasSubstr("mnist_cnn"));
+  EXPECT_THAT(detail, HasSubstr("1970-01-01 00:16:40 UTC (5m00s ago)"));
+}
+
+}  // namespace
+}  // namespace herd::client

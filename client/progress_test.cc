@@ -1,0 +1,98 @@
+#include "client/progress.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace herd::client {
+namespace {
+
+v1::JobInfo RunningJob() {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  job.set_step(420);
+  job.set_total_steps(1000);
+  job.set_epoch(1);
+  job.set_world_size(2);
+  job.set_samples_per_second(5321);
+  job.set_loss(0.41234);
+  (*job.mutable_eval())["accuracy"] = 0.86;
+  return job;
+}
+
+TEST(ProgressTest, TtyLineWithBarPercentAndEta) {
+  // 580 steps left at 10 steps/s observed: 58 s.
+  EXPECT_EQ(TtyProgressLine(RunningJob(), 10, 10),
+            "[####......] 42% step 420/1000 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86 | ETA 58s");
+}
+
+TEST(ProgressTest, EtaIsUnknownWithoutARate) {
+  v1::JobInfo job = RunningJob();
+  job.set_samples_per_second(0);
+  job.clear_eval();
+  EXPECT_EQ(TtyProgressLine(job, 0, 10), "[####......] 42% step 420/1000 epoch 1 | 0 samples/s | loss 0.4123 | ETA ?");
+  EXPECT_FALSE(EstimateEtaSeconds(job, 0).has_value());
+}
+
+TEST(ProgressTest, EtaFromSamplesPerSecondAndBatch) {
+  v1::JobInfo job = RunningJob();
+  job.set_samples_per_second(640);  // 2 workers x batch 32: 10 steps/s
+  job.mutable_spec()->set_batch_size(32);
+  ASSERT_TRUE(EstimateEtaSeconds(job, 0).has_value());
+  EXPECT_DOUBLE_EQ(*EstimateEtaSeconds(job, 0), 58);
+  // The observed step rate wins when there is one.
+  EXPECT_DOUBLE_EQ(*EstimateEtaSeconds(job, 5.8), 100);
+  EXPECT_THAT(TtyProgressLine(job, 0), ::testing::EndsWith("| ETA 58s"));
+}
+
+TEST(ProgressTest, UnknownTotalOmitsBarPercentAndEta) {
+  v1::JobInfo job = RunningJob();
+  job.set_total_steps(0);
+  EXPECT_EQ(TtyProgressLine(job, 10), "step 420 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86");
+  EXPECT_EQ(PlainProgressLine(job, 10), "RUNNING step 420 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86");
+}
+
+TEST(ProgressTest, PlainLineNamesTheState) {
+  EXPECT_EQ(PlainProgressLine(RunningJob(), 10),
+            "RUNNING 42% step 420/1000 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86 | ETA 58s");
+}
+
+TEST(ProgressTest, PendingShowsTheReason) {
+  v1::JobInfo job;
+  job.set_state(v1::PENDING);
+  job.set_reason("waiting for 2 workers (have 1)");
+  EXPECT_EQ(TtyProgressLine(job, 0), "PENDING: waiting for 2 workers (have 1)");
+  EXPECT_EQ(PlainProgressLine(job, 0), "PENDING: waiting for 2 workers (have 1)");
+}
+
+TEST(ProgressTest, ProgressBar) {
+  EXPECT_EQ(ProgressBar(0, 4), "[....]");
+  EXPECT_EQ(ProgressBar(0.5, 4), "[##..]");
+  EXPECT_EQ(ProgressBar(1.5, 4), "[####]");
+}
+
+TEST(ProgressTest, FinalSummary) {
+  v1::JobInfo job = RunningJob();
+  job.set_state(v1::SUCCEEDED);
+  job.set_step(1000);
+  EXPECT_EQ(FinalSummary(job), "SUCCEEDED | 1000 steps | epoch 1 | final loss 0.4123 | eval accuracy 0.86");
+  job.set_state(v1::FAILED);
+  job.set_reason("no workers left");
+  EXPECT_THAT(FinalSummary(job), ::testing::EndsWith("| reason: no workers left"));
+}
+
+TEST(StepRateTrackerTest, RateOverTheWindowAndResetOnRollback) {
+  StepRateTracker tracker(30);
+  EXPECT_EQ(tracker.StepsPerSecond(), 0);
+  tracker.Observe(100, 10);
+  tracker.Observe(100.5, 15);
+  EXPECT_EQ(tracker.StepsPerSecond(), 0);  // under a second: too noisy
+  tracker.Observe(102, 30);
+  EXPECT_DOUBLE_EQ(tracker.StepsPerSecond(), 10);
+  tracker.Observe(103, 25);  // rolled back to a commit
+  EXPECT_EQ(tracker.StepsPerSecond(), 0);
+  tracker.Observe(105, 45);
+  EXPECT_DOUBLE_EQ(tracker.StepsPerSecond(), 10);
+}
+
+}  // namespace
+}  // namespace herd::client

@@ -1,0 +1,80 @@
+// The worker daemon's control loop: register with the coordinator, heartbeat,
+// and keep the trainer processes in line with the assignments it returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/herd.grpc.pb.h"
+#include "worker/daemon/trainer_supervisor.h"
+#include "worker/daemon/worker_metrics.h"
+
+namespace herd::worker {
+
+struct DaemonOptions {
+  std::string worker_id;
+  std::string address;  // host peers use to reach this worker's trainers
+  std::string device_kind = "cpu";
+  int64_t device_count = 1;
+  std::string token;  // bearer token; empty when auth is off
+  std::chrono::milliseconds rpc_timeout{5000};
+  std::chrono::milliseconds min_backoff{200};
+  std::chrono::milliseconds max_backoff{5000};
+  std::chrono::milliseconds reap_interval{100};
+  // Used when the coordinator's register response names no interval.
+  std::chrono::milliseconds default_heartbeat_interval{1000};
+  std::string ready_file;       // written after the first registration; "" for none
+  std::string metrics_address;  // host:port the ready file advertises
+};
+
+class Daemon {
+ public:
+  // `supervisor` and `metrics` must outlive the daemon.
+  Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub,
+         TrainerSupervisor* supervisor, WorkerMetrics* metrics);
+  ~Daemon();
+
+  // Runs until Stop(), then stops every trainer and reports their exits in
+  // a last best-effort heartbeat. Trainers keep running while the
+  // coordinator is unreachable: the data path does not need it.
+  void Run();
+
+  // Thread-safe; Run() returns soon after.
+  void Stop();
+
+ private:
+  enum class HeartbeatOutcome { kOk, kReregister };
+
+  absl::Status Register();
+  absl::StatusOr<HeartbeatOutcome> Heartbeat(bool apply_assignments);
+  // Waits up to `delay`; returns early when stopping (then false) or, with
+  // `wake_on_exit`, when a trainer exited (its exit should be reported now).
+  bool WaitFor(std::chrono::milliseconds delay, bool wake_on_exit);
+  // Runs one RPC with a fresh deadline-bound context. With `cancel_on_stop`,
+  // Stop() cancels it, so a stop signal never waits for a silent coordinator.
+  grpc::Status Call(std::chrono::milliseconds timeout, bool cancel_on_stop,
+                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc);
+  void ReapLoop();
+
+  const DaemonOptions options_;
+  std::unique_ptr<v1::ClusterService::StubInterface> stub_;
+  TrainerSupervisor* const supervisor_;
+  WorkerMetrics* const metrics_;
+  std::chrono::milliseconds heartbeat_interval_;
+  bool ready_file_written_ = false;
+  std::thread reap_thread_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool trainer_exited_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace herd::worker

@@ -1,0 +1,126 @@
+// herd-worker: wires the flags to the daemon; the work happens in daemon.cc.
+#include <glog/logging.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "common/auth.h"
+#include "common/rpc_options.h"
+#include "proto/herd.grpc.pb.h"
+#include "worker/daemon/daemon.h"
+#include "worker/daemon/ready_file.h"
+#include "worker/daemon/trainer_supervisor.h"
+#include "worker/daemon/worker_config.h"
+#include "worker/daemon/worker_metrics.h"
+
+namespace {
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "worker";
+  return name;
+}
+
+std::chrono::milliseconds SecondsToMillis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+
+  // Block the stop signals before any thread exists, so every thread inherits
+  // the mask and only the waiter below receives them. Trainers get a clean
+  // mask (see trainer_process.cc).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  using namespace herd::worker;
+  int exit_code = 0;
+  std::optional<WorkerConfig> config = ParseWorkerFlags(argc, argv, std::cout, std::cerr, &exit_code);
+  if (!config.has_value()) return exit_code;
+  std::error_code error;
+  std::string self_path = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (absl::Status s = FinishWorkerConfig(&*config, HostName(), self_path); !s.ok()) {
+    std::cerr << "herd-worker: " << s.message() << "\n";
+    return 2;
+  }
+  std::string token;
+  if (!config->insecure_no_auth) {
+    auto read = herd::ReadTokenFile(config->token_file);
+    if (!read.ok()) {
+      std::cerr << "herd-worker: --token-file: " << read.status().message() << "\n";
+      return 2;
+    }
+    token = *read;
+  }
+  auto channel = herd::MakeChannel(config->coordinator, config->tls);
+  if (!channel.ok()) {
+    std::cerr << "herd-worker: " << channel.status().message() << "\n";
+    return 2;
+  }
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string metrics_address;
+  if (!config->metrics_listen.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(config->metrics_listen);
+    } catch (const std::exception& e) {
+      std::cerr << "herd-worker: --metrics-listen " << config->metrics_listen << ": " << e.what() << "\n";
+      return 1;
+    }
+    exposer->RegisterCollectable(registry);
+    metrics_address = AdvertisedMetricsAddress(config->metrics_listen, exposer->GetListeningPorts().at(0));
+    LOG(INFO) << "metrics on http://" << metrics_address << "/metrics";
+  }
+  WorkerMetrics metrics(*registry, config->worker_id, config->device);
+
+  SupervisorOptions supervisor_options;
+  supervisor_options.work_dir = config->work_dir;
+  supervisor_options.command.trainer_binary = config->trainer_binary;
+  supervisor_options.command.coordinator = config->coordinator;
+  supervisor_options.command.worker_id = config->worker_id;
+  supervisor_options.command.device = config->device;
+  supervisor_options.command.token_file = config->token_file;
+  supervisor_options.command.insecure_no_auth = config->insecure_no_auth;
+  supervisor_options.command.tls = config->tls;
+  supervisor_options.gpus = config->gpu_indices;
+  supervisor_options.kill_grace = SecondsToMillis(config->trainer_kill_grace_seconds);
+  TrainerSupervisor supervisor(supervisor_options, &metrics);
+
+  DaemonOptions daemon_options;
+  daemon_options.worker_id = config->worker_id;
+  daemon_options.address = config->listen;
+  daemon_options.device_kind = config->device;
+  daemon_options.device_count = config->device_count();
+  daemon_options.token = token;
+  daemon_options.ready_file = config->ready_file;
+  daemon_options.metrics_address = metrics_address;
+  Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
+
+  std::thread signal_waiter([&daemon, &stop_signals] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    LOG(INFO) << "received " << strsignal(signal_number);
+    daemon.Stop();
+  });
+  LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator
+            << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
+  daemon.Run();  // returns only after Stop(), i.e. after a signal
+  signal_waiter.join();
+  return 0;
+}

@@ -1,0 +1,32 @@
+// The command line a daemon gives each trainer it starts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/rpc_options.h"
+
+namespace herd::worker {
+
+// What every trainer of this daemon shares.
+struct TrainerCommand {
+  std::string trainer_binary;
+  std::string coordinator;
+  std::string worker_id;
+  std::string device = "cpu";  // cpu, cuda
+  std::string token_file;      // empty with insecure_no_auth
+  bool insecure_no_auth = false;
+  TlsOptions tls;
+};
+
+// argv for one job's trainer (argv[0] is the trainer binary). `gpu` is
+// passed only for cuda.
+std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const std::string& job_id,
+                                          const std::string& job_dir, std::optional<int> gpu);
+
+// Where the trainer writes why it exited, inside its job dir.
+std::string TerminationMessagePath(const std::string& job_dir);
+std::string TrainerLogPath(const std::string& job_dir);
+
+}  // namespace herd::worker

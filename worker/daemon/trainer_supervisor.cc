@@ -1,0 +1,177 @@
+#include "worker/daemon/trainer_supervisor.h"
+
+#include <glog/logging.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/daemon/exit_message.h"
+#include "worker/daemon/identifiers.h"
+
+namespace herd::worker {
+
+TrainerSupervisor::TrainerSupervisor(SupervisorOptions options, WorkerMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
+
+TrainerSupervisor::~TrainerSupervisor() { StopAll(); }
+
+HeartbeatReport TrainerSupervisor::PrepareReport() {
+  absl::MutexLock lock(&mu_);
+  HeartbeatReport report;
+  for (const auto& [job_id, trainer] : trainers_) report.running_jobs.push_back(job_id);
+  for (const PendingExit& pending : pending_exits_) {
+    report.exits.push_back(pending.exit);
+    report.last_exit_sequence = pending.sequence;
+  }
+  return report;
+}
+
+void TrainerSupervisor::ApplyAssignments(const HeartbeatReport& report,
+                                         const std::vector<v1::Assignment>& assignments) {
+  absl::MutexLock lock(&mu_);
+  while (!pending_exits_.empty() && pending_exits_.front().sequence <= report.last_exit_sequence) {
+    pending_exits_.pop_front();
+  }
+  std::map<std::string, const v1::Assignment*> assigned;
+  for (const v1::Assignment& assignment : assignments) assigned[assignment.job_id()] = &assignment;
+
+  for (auto& [job_id, trainer] : trainers_) {
+    auto it = assigned.find(job_id);
+    if (it == assigned.end()) {
+      if (!trainer.process->stopping()) {
+        LOG(INFO) << "job " << job_id << " is no longer assigned: stopping its trainer (pid "
+                  << trainer.process->pid() << ")";
+        trainer.process->BeginStop(options_.kill_grace);
+      }
+    } else {
+      trainer.generation = it->second->generation();
+    }
+  }
+
+  std::set<std::string> unreported_exits;
+  for (const PendingExit& pending : pending_exits_) unreported_exits.insert(pending.exit.job_id());
+  for (const auto& [job_id, assignment] : assigned) {
+    if (trainers_.count(job_id) > 0 || unreported_exits.count(job_id) > 0) continue;
+    StartLocked(*assignment);
+  }
+  if (metrics_ != nullptr) metrics_->SetTrainersRunning(trainers_.size());
+}
+
+void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
+  const std::string& job_id = assignment.job_id();
+  if (!IsValidJobId(job_id)) {
+    if (rejected_job_ids_.insert(job_id).second) {
+      LOG(ERROR) << "refusing assignment with invalid job id '" << job_id << "' (want [a-z0-9-]{1,64})";
+      RecordExitLocked(job_id, assignment.generation(), kSpawnFailedExitCode,
+                       "worker refused the assignment: invalid job id");
+    }
+    return;
+  }
+  std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", job_id);
+  std::error_code error;
+  std::filesystem::create_directories(job_dir, error);
+  if (error) {
+    LOG(ERROR) << "cannot create " << job_dir << ": " << error.message();
+    RecordExitLocked(job_id, assignment.generation(), kSpawnFailedExitCode,
+                     absl::StrCat("cannot create job dir ", job_dir, ": ", error.message()));
+    return;
+  }
+  // A message left by an earlier trainer of this job must not explain this one's exit.
+  std::filesystem::remove(TerminationMessagePath(job_dir), error);
+
+  std::optional<int> gpu = PickGpuLocked();
+  SpawnOptions spawn;
+  spawn.argv = BuildTrainerArgv(options_.command, job_id, job_dir, gpu);
+  spawn.log_path = TrainerLogPath(job_dir);
+  auto process = TrainerProcess::Spawn(spawn);
+  if (!process.ok()) {
+    LOG(ERROR) << "job " << job_id << ": " << process.status().message();
+    RecordExitLocked(job_id, assignment.generation(), kSpawnFailedExitCode,
+                     std::string(process.status().message()));
+    return;
+  }
+  LOG(INFO) << "job " << job_id << " generation " << assignment.generation() << " rank " << assignment.rank()
+            << ": started trainer pid " << (*process)->pid() << ": " << absl::StrJoin(spawn.argv, " ");
+  Trainer& trainer = trainers_[job_id];
+  trainer.process = std::move(*process);
+  trainer.generation = assignment.generation();
+  trainer.gpu = gpu;
+  trainer.job_dir = job_dir;
+}
+
+void TrainerSupervisor::RecordExitLocked(const std::string& job_id, int64_t generation, int exit_code,
+                                         std::string message) {
+  PendingExit pending;
+  pending.sequence = next_exit_sequence_++;
+  pending.exit.set_job_id(job_id);
+  pending.exit.set_generation(generation);
+  pending.exit.set_exit_code(exit_code);
+  pending.exit.set_message(SanitizeUtf8(message, kMaxExitMessageBytes));
+  pending_exits_.push_back(std::move(pending));
+  if (metrics_ != nullptr) metrics_->RecordTrainerExit(exit_code);
+}
+
+std::optional<int> TrainerSupervisor::PickGpuLocked() const {
+  if (options_.command.device != "cuda" || options_.gpus.empty()) return std::nullopt;
+  // The GPU with the fewest trainers, lowest index first.
+  std::map<int, int> load;
+  for (int gpu : options_.gpus) load[gpu] = 0;
+  for (const auto& [job_id, trainer] : trainers_) {
+    if (trainer.gpu.has_value() && load.count(*trainer.gpu) > 0) ++load[*trainer.gpu];
+  }
+  int best = options_.gpus.front();
+  for (int gpu : options_.gpus) {
+    if (load[gpu] < load[best]) best = gpu;
+  }
+  return best;
+}
+
+int TrainerSupervisor::ReapLocked() {
+  int exited = 0;
+  for (auto it = trainers_.begin(); it != trainers_.end();) {
+    std::optional<int> code = it->second.process->Poll();
+    if (!code.has_value()) {
+      ++it;
+      continue;
+    }
+    const std::string& job_id = it->first;
+    const Trainer& trainer = it->second;
+    std::string message = ReadExitMessage(TerminationMessagePath(trainer.job_dir), TrainerLogPath(trainer.job_dir));
+    LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
+              << (message.empty() ? "" : ": ") << message;
+    RecordExitLocked(job_id, trainer.generation, *code, std::move(message));
+    it = trainers_.erase(it);
+    ++exited;
+  }
+  if (exited > 0 && metrics_ != nullptr) metrics_->SetTrainersRunning(trainers_.size());
+  return exited;
+}
+
+int TrainerSupervisor::Poll() {
+  absl::MutexLock lock(&mu_);
+  return ReapLocked();
+}
+
+void TrainerSupervisor::StopAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [job_id, trainer] : trainers_) trainer.process->BeginStop(options_.kill_grace);
+  while (!trainers_.empty()) {
+    ReapLocked();
+    if (trainers_.empty()) break;
+    mu_.Unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    mu_.Lock();
+  }
+}
+
+std::vector<std::string> TrainerSupervisor::RunningJobs() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> jobs;
+  for (const auto& [job_id, trainer] : trainers_) jobs.push_back(job_id);
+  return jobs;
+}
+
+}  // namespace herd::worker
+
