@@ -1,0 +1,73 @@
+// A real herd cluster on loopback for tests: herd-coordinator and
+// herd-worker processes (which start real herd-trainer processes), driven
+// through the real `herd` CLI binary.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/harness/process.h"
+
+namespace herd::testing {
+
+struct ClusterOptions {
+  int workers = 2;
+  bool auth = true;
+  double lease_seconds = 4;
+  // 0 picks a free port once; restarts reuse it so workers find the new
+  // coordinator at the old address.
+  int coordinator_port = 0;
+};
+
+class LocalCluster {
+ public:
+  explicit LocalCluster(ClusterOptions options = {});
+  ~LocalCluster();
+
+  // Absolute path of a herd binary from the test's runfiles.
+  static std::string Binary(const std::string& package_path);
+
+  void StartCoordinator();
+  void StartWorker(int index);
+  Process& coordinator() { return *coordinator_; }
+  Process& worker(int index) { return *workers_.at(index); }
+  void StopCoordinator(int signal);
+
+  const std::string& root() const { return root_; }
+  const std::string& address() const { return address_; }
+  const std::string& token_file() const { return token_file_; }
+  std::string worker_id(int index) const { return "worker-" + std::to_string(index); }
+  std::string worker_dir(int index) const;
+  std::string job_dir(int worker_index, const std::string& job_id) const;
+  std::string coordinator_metrics_address() const;
+
+  // Runs `herd ARGS...` against this cluster (address and token added).
+  CommandResult Herd(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // `herd ARGS... -o json`, parsed; fails the test on a non-zero exit.
+  nlohmann::json HerdJson(std::vector<std::string> args);
+  // Writes `yaml` to a file and submits it; returns the job id.
+  std::string Submit(const std::string& yaml);
+  // Polls `herd status` until the job's state is one of `states`.
+  nlohmann::json WaitForState(const std::string& job_id, const std::set<std::string>& states,
+                              std::chrono::milliseconds timeout);
+  // Polls `herd workers` until `count` workers are IDLE or BUSY.
+  bool WaitForAliveWorkers(int count, std::chrono::milliseconds timeout);
+  // All logs, for failure messages.
+  std::string Logs() const;
+
+ private:
+  ClusterOptions options_;
+  std::string root_;
+  std::string address_;
+  std::string token_file_;
+  std::unique_ptr<Process> coordinator_;
+  std::vector<std::unique_ptr<Process>> workers_;
+  int submitted_ = 0;
+};
+
+}  // namespace herd::testing

@@ -1,0 +1,54 @@
+// Runs collectives in issue order on the communicator's own threads and
+// enforces the failure rule every backend shares: once an op fails, the
+// communicator is broken, and every later op fails fast with ABORTED quoting
+// that first error (peers have diverged; only a new rendezvous can recover).
+// Knows nothing about Gloo, so the rule is tested on its own.
+//
+// A caller that waits on the op at the head of the queue while no op is
+// running runs it itself: blocking calls then cost no thread hand-off, which
+// on a loaded machine can take longer than a small all-reduce.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+class CollectiveQueue {
+ public:
+  // Receives the op's issue sequence number (0, 1, ...), the same on every
+  // rank, which backends use to tag messages.
+  using Op = std::function<absl::Status(uint64_t sequence)>;
+
+  // Up to `threads` ops may run at once; they still start in issue order.
+  explicit CollectiveQueue(int threads = 1);
+  ~CollectiveQueue();  // Shutdown()
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+
+  // Queues `op`. `what` names the op in errors. Safe from any thread.
+  std::shared_ptr<Work> Submit(std::string what, Op op);
+
+  // Fails the ops that have not started with ABORTED and waits for the
+  // running ones (each bounded by its own timeout). Idempotent.
+  void Shutdown();
+
+  // OK until the first failure; then that failure.
+  absl::Status first_error() const;
+
+ private:
+  class PendingWork;
+  struct State;  // shared with the Work handles, which may outlive the queue
+
+  std::shared_ptr<State> state_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace herd

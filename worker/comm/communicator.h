@@ -1,0 +1,77 @@
+// The collectives interface every trainer uses. Implementations (Gloo for CPU,
+// NCCL for GPU) live in separate targets; trainer code sees only this.
+//
+// Buffers are raw pointers so this header (and the Gloo target) stays free of
+// LibTorch: it compiles fast and is testable on its own. For NCCL they are
+// device pointers.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace herd {
+
+enum class DataType { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kUInt8 };
+
+size_t DataTypeSize(DataType type);
+const char* DataTypeName(DataType type);
+
+// Handle to an operation in flight. Collectives run in issue order on the
+// communicator's own thread(s) and each carries the communicator's timeout,
+// so Wait() returns within that timeout even when a peer hangs or dies.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // OK, or the op's failure: DEADLINE_EXCEEDED (a peer did not answer in
+  // time), UNAVAILABLE (a peer closed its connection), ABORTED (the
+  // communicator was already broken by an earlier failure).
+  virtual absl::Status Wait() = 0;
+  // Non-blocking: has the op finished (successfully or not)?
+  virtual bool Done() const = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+  virtual std::string backend() const = 0;  // "gloo", "nccl"
+
+  // Every rank must issue the same collectives in the same order.
+
+  // In-place elementwise sum across ranks (callers divide for averages).
+  // kFloat16/kBFloat16 are summed in that precision: the wire compression.
+  virtual std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) = 0;
+  // Copies `bytes` bytes from `root`'s buffer into every other rank's.
+  virtual std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) = 0;
+  // Each rank contributes `bytes` bytes; `out` receives size()*bytes, rank order.
+  virtual std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) = 0;
+  virtual std::shared_ptr<Work> BarrierAsync() = 0;
+
+  // Blocking conveniences.
+  absl::Status AllReduce(void* data, size_t count, DataType type) {
+    return AllReduceAsync(data, count, type)->Wait();
+  }
+  absl::Status Broadcast(void* data, size_t bytes, int root) { return BroadcastAsync(data, bytes, root)->Wait(); }
+  absl::Status AllGather(const void* in, size_t bytes, void* out) { return AllGatherAsync(in, bytes, out)->Wait(); }
+  absl::Status Barrier() { return BarrierAsync()->Wait(); }
+};
+
+// Where ranks publish and find each other's connection details during
+// rendezvous: the coordinator's per-generation key-value store in production,
+// an in-memory map in tests.
+class RendezvousStore {
+ public:
+  virtual ~RendezvousStore() = default;
+  virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
+  // Waits up to `timeout` for the key; DEADLINE_EXCEEDED if it never appears.
+  virtual absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) = 0;
+};
+
+}  // namespace herd

@@ -1,0 +1,373 @@
+// Ranks are threads of this process sharing an InMemoryStore; traffic goes
+// over real TCP sockets on the loopback interface.
+#include "worker/comm/gloo_communicator.h"
+
+#include <gloo/types.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/comm/bfloat16.h"
+#include "worker/comm/in_memory_store.h"
+
+namespace herd {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+GlooOptions OptionsFor(int rank, int size, milliseconds timeout, const std::string& prefix = "test/",
+                       int threads = 1) {
+  GlooOptions options;
+  options.threads = threads;
+  options.rank = rank;
+  options.size = size;
+  options.timeout = timeout;
+  options.key_prefix = prefix;
+  return options;
+}
+
+// Connects `size` ranks concurrently (rendezvous blocks until all arrive).
+std::vector<std::unique_ptr<Communicator>> ConnectAll(int size, milliseconds timeout = milliseconds(10000),
+                                                      std::shared_ptr<InMemoryStore> store = nullptr,
+                                                      const std::string& prefix = "test/", int collective_threads = 1) {
+  if (store == nullptr) store = std::make_shared<InMemoryStore>();
+  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> results(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back(
+        [&, rank] { results[rank] = CreateGlooCommunicator(OptionsFor(rank, size, timeout, prefix, collective_threads), store); });
+  }
+  for (auto& thread : threads) thread.join();
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_TRUE(results[rank].ok()) << results[rank].status();
+    if (!results[rank].ok()) return {};
+    comms.push_back(std::move(*results[rank]));
+  }
+  return comms;
+}
+
+void OnEachRank(const std::vector<std::unique_ptr<Communicator>>& comms,
+                const std::function<void(Communicator&)>& body) {
+  std::vector<std::thread> threads;
+  for (auto& comm : comms) threads.emplace_back([&] { body(*comm); });
+  for (auto& thread : threads) thread.join();
+}
+
+class GlooWorldTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooWorldTest, ReportsItsShape) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_EQ(comms[rank]->rank(), rank);
+    EXPECT_EQ(comms[rank]->size(), world);
+    EXPECT_EQ(comms[rank]->backend(), "gloo");
+    EXPECT_EQ(comms[rank]->timeout(), milliseconds(10000));
+  }
+}
+
+TEST_P(GlooWorldTest, AllReduceFloat32SumsExactly) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  // Over 1 MiB per rank so the ring splits the buffer into several segments;
+  // small integers keep float sums exact.
+  for (size_t count : {size_t{1}, size_t{7}, size_t{(1 << 19) + 3}}) {
+    OnEachRank(comms, [&](Communicator& comm) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(comm.rank() * 1000 + i % 1000);
+      ASSERT_TRUE(comm.AllReduce(data.data(), count, DataType::kFloat32).ok());
+      for (size_t i = 0; i < count; ++i) {
+        const float expected = static_cast<float>(1000 * world * (world - 1) / 2 + world * (i % 1000));
+        ASSERT_EQ(data[i], expected) << "rank " << comm.rank() << " index " << i << " count " << count;
+      }
+    });
+  }
+}
+
+TEST_P(GlooWorldTest, AllReduceInt64AndFloat64SumExactly) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  OnEachRank(comms, [&](Communicator& comm) {
+    const size_t count = 1000;
+    std::vector<int64_t> ints(count);
+    std::vector<double> doubles(count);
+    for (size_t i = 0; i < count; ++i) {
+      ints[i] = (int64_t{1} << 40) * (comm.rank() + 1) - static_cast<int64_t>(i);
+      doubles[i] = 0.5 * (comm.rank() + 1) + static_cast<double>(i);
+    }
+    ASSERT_TRUE(comm.AllReduce(ints.data(), count, DataType::kInt64).ok());
+    ASSERT_TRUE(comm.AllReduce(doubles.data(), count, DataType::kFloat64).ok());
+    const int64_t rank_sum = world * (world + 1) / 2;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(ints[i], (int64_t{1} << 40) * rank_sum - world * static_cast<int64_t>(i));
+      ASSERT_EQ(doubles[i], 0.5 * rank_sum + world * static_cast<double>(i));
+    }
+  });
+}
+
+TEST_P(GlooWorldTest, AllReduceFloat16WithinHalfPrecision) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  auto value = [](int rank, size_t i) { return 0.013f * (rank + 1) * static_cast<float>(i % 97) - 0.4f; };
+  OnEachRank(comms, [&](Communicator& comm) {
+    const size_t count = 100000;
+    std::vector<gloo::float16> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = gloo::cpu_float2half_rn(value(comm.rank(), i));
+    ASSERT_TRUE(comm.AllReduce(data.data(), count, DataType::kFloat16).ok());
+    for (size_t i = 0; i < count; ++i) {
+      float expected = 0;
+      for (int r = 0; r < world; ++r) expected += value(r, i);
+      // Inputs and each partial sum round once to 11 significant bits.
+      const float got = gloo::cpu_half2float(data[i]);
+      ASSERT_NEAR(got, expected, 3e-3f * world * std::max(1.0f, std::fabs(expected))) << i;
+    }
+  });
+}
+
+TEST_P(GlooWorldTest, AllReduceBFloat16WithinItsPrecision) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  auto value = [](int rank, size_t i) { return 0.37f * (rank + 1) * static_cast<float>(i % 89) - 3.0f; };
+  OnEachRank(comms, [&](Communicator& comm) {
+    const size_t count = 100000;
+    std::vector<uint16_t> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = FloatToBFloat16(value(comm.rank(), i));
+    ASSERT_TRUE(comm.AllReduce(data.data(), count, DataType::kBFloat16).ok());
+    for (size_t i = 0; i < count; ++i) {
+      float expected = 0;
+      for (int r = 0; r < world; ++r) expected += value(r, i);
+      // 8 significant bits: each rounding is within 2^-8 relative.
+      const float got = BFloat16ToFloat(data[i]);
+      ASSERT_NEAR(got, expected, 8e-3f * world * std::max(1.0f, std::fabs(expected))) << i;
+    }
+    // The sum really happened in bf16 (not left as the input).
+    EXPECT_NE(BFloat16ToFloat(data[5]), value(comm.rank(), 5));
+  });
+}
+
+TEST_P(GlooWorldTest, BroadcastFromANonZeroRoot) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const int root = world - 1;
+  OnEachRank(comms, [&](Communicator& comm) {
+    std::vector<uint8_t> data(3000001, 0);
+    if (comm.rank() == root) {
+      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+    }
+    ASSERT_TRUE(comm.Broadcast(data.data(), data.size(), root).ok());
+    for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<uint8_t>(i * 7 + 3)) << i;
+  });
+}
+
+TEST_P(GlooWorldTest, AllGatherIsInRankOrder) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  OnEachRank(comms, [&](Communicator& comm) {
+    const size_t bytes = 13;
+    std::vector<uint8_t> mine(bytes);
+    for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(comm.rank() * 100 + i);
+    std::vector<uint8_t> all(bytes * world, 255);
+    ASSERT_TRUE(comm.AllGather(mine.data(), bytes, all.data()).ok());
+    for (int r = 0; r < world; ++r) {
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(all[r * bytes + i], static_cast<uint8_t>(r * 100 + i));
+    }
+  });
+}
+
+TEST_P(GlooWorldTest, BarrierWaitsForTheLastRank) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  std::atomic<bool> late_rank_arrived{false};
+  OnEachRank(comms, [&](Communicator& comm) {
+    if (comm.rank() == world - 1) {
+      std::this_thread::sleep_for(milliseconds(300));
+      late_rank_arrived = true;
+      ASSERT_TRUE(comm.Barrier().ok());
+    } else {
+      ASSERT_TRUE(comm.Barrier().ok());
+      EXPECT_TRUE(late_rank_arrived) << "rank " << comm.rank() << " left the barrier early";
+    }
+  });
+}
+
+TEST_P(GlooWorldTest, ManyOpsInFlightCompleteInIssueOrder) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  OnEachRank(comms, [&](Communicator& comm) {
+    const int ops = 40;
+    std::vector<std::vector<float>> buffers(ops);
+    std::vector<std::vector<uint8_t>> broadcasts(ops);
+    std::vector<std::shared_ptr<Work>> works;
+    for (int k = 0; k < ops; ++k) {
+      buffers[k].assign(1000 + 4000 * k, static_cast<float>(k + comm.rank()));
+      works.push_back(comm.AllReduceAsync(buffers[k].data(), buffers[k].size(), DataType::kFloat32));
+      broadcasts[k].assign(100, comm.rank() == k % world ? static_cast<uint8_t>(k) : 0);
+      works.push_back(comm.BroadcastAsync(broadcasts[k].data(), broadcasts[k].size(), k % world));
+    }
+    for (auto& work : works) ASSERT_TRUE(work->Wait().ok());
+    for (auto& work : works) EXPECT_TRUE(work->Done());
+    for (int k = 0; k < ops; ++k) {
+      const float expected = static_cast<float>(world * k + world * (world - 1) / 2);
+      for (float v : buffers[k]) ASSERT_EQ(v, expected) << "op " << k;
+      for (uint8_t b : broadcasts[k]) ASSERT_EQ(b, k) << "broadcast " << k;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorldTest, ::testing::Values(2, 3));
+
+TEST(GlooCommunicatorTest, SeveralThreadsOverlapOpsWithoutMixingThemUp) {
+  auto comms = ConnectAll(3, milliseconds(10000), nullptr, "threads/", /*threads=*/3);
+  ASSERT_EQ(comms.size(), 3u);
+  OnEachRank(comms, [&](Communicator& comm) {
+    const int ops = 30;
+    std::vector<std::vector<int64_t>> buffers(ops);
+    std::vector<std::shared_ptr<Work>> works;
+    for (int k = 0; k < ops; ++k) {
+      buffers[k].assign(500 + 20000 * (k % 4), k * 10 + comm.rank());
+      works.push_back(comm.AllReduceAsync(buffers[k].data(), buffers[k].size(), DataType::kInt64));
+    }
+    for (auto& work : works) ASSERT_TRUE(work->Wait().ok());
+    for (int k = 0; k < ops; ++k) {
+      for (int64_t v : buffers[k]) ASSERT_EQ(v, 3 * k * 10 + 3) << "op " << k;
+    }
+  });
+}
+
+TEST(GlooCommunicatorTest, SingleRankIsANoOp) {
+  auto comms = ConnectAll(1);
+  ASSERT_EQ(comms.size(), 1u);
+  std::vector<float> data = {1.5f, 2.5f};
+  ASSERT_TRUE(comms[0]->AllReduce(data.data(), 2, DataType::kFloat32).ok());
+  EXPECT_EQ(data, (std::vector<float>{1.5f, 2.5f}));
+  const char in[3] = {'a', 'b', 'c'};
+  char out[3] = {};
+  ASSERT_TRUE(comms[0]->AllGather(in, 3, out).ok());
+  EXPECT_EQ(std::string(out, 3), "abc");
+  EXPECT_TRUE(comms[0]->Barrier().ok());
+}
+
+TEST(GlooCommunicatorTest, BadOptionsAreRejected) {
+  auto store = std::make_shared<InMemoryStore>();
+  auto bad_rank = CreateGlooCommunicator(OptionsFor(2, 2, milliseconds(1000)), store);
+  EXPECT_EQ(bad_rank.status().code(), absl::StatusCode::kInvalidArgument);
+  auto no_store = CreateGlooCommunicator(OptionsFor(0, 2, milliseconds(1000)), nullptr);
+  EXPECT_EQ(no_store.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GlooCommunicatorTest, RankThatNeverJoinsMakesCreationTimeOut) {
+  auto store = std::make_shared<InMemoryStore>();
+  const auto start = Clock::now();
+  auto result = CreateGlooCommunicator(OptionsFor(0, 2, milliseconds(1000)), store);
+  const auto elapsed = Clock::now() - start;
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_NE(result.status().message().find("rank 0 of 2"), std::string::npos) << result.status();
+  EXPECT_NE(result.status().message().find("test/"), std::string::npos) << result.status();
+  EXPECT_LT(elapsed, milliseconds(2000));
+}
+
+TEST(GlooCommunicatorTest, KeyPrefixSeparatesGenerations) {
+  auto store = std::make_shared<InMemoryStore>();
+  auto first = ConnectAll(2, milliseconds(10000), store, "gen1/");
+  ASSERT_EQ(first.size(), 2u);
+  // gen1's addresses are in the store, but a gen2 rank must not use them.
+  auto lonely = CreateGlooCommunicator(OptionsFor(0, 2, milliseconds(500), "gen2/"), store);
+  EXPECT_EQ(lonely.status().code(), absl::StatusCode::kDeadlineExceeded) << lonely.status();
+  auto second = ConnectAll(2, milliseconds(10000), store, "gen3/");
+  ASSERT_EQ(second.size(), 2u);
+  OnEachRank(second, [](Communicator& comm) {
+    int64_t value = comm.rank() + 1;
+    ASSERT_TRUE(comm.AllReduce(&value, 1, DataType::kInt64).ok());
+    EXPECT_EQ(value, 3);
+  });
+}
+
+TEST(GlooCommunicatorTest, SilentPeerTimesOutThenEveryLaterOpAbortsFast) {
+  const milliseconds timeout(1000);
+  auto comms = ConnectAll(2, timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  // Rank 1 is alive but never issues the op.
+  std::vector<float> data(1000, 1.0f);
+  auto start = Clock::now();
+  absl::Status status = comms[0]->AllReduce(data.data(), data.size(), DataType::kFloat32);
+  auto elapsed = Clock::now() - start;
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_GE(elapsed, milliseconds(900));
+  EXPECT_LT(elapsed, milliseconds(2000));
+
+  start = Clock::now();
+  absl::Status later = comms[0]->Barrier();
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  EXPECT_NE(later.message().find(std::string(status.message())), std::string::npos) << later;
+  EXPECT_LT(Clock::now() - start, milliseconds(100));
+
+  // The timed-out rank closed its connections, so the silent peer's next op
+  // fails too instead of waiting for a partner that has given up.
+  start = Clock::now();
+  absl::Status peer = comms[1]->AllReduce(data.data(), data.size(), DataType::kFloat32);
+  EXPECT_FALSE(peer.ok());
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+
+  start = Clock::now();
+  comms.clear();
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+}
+
+TEST(GlooCommunicatorTest, DestroyedPeerFailsTheOtherRanksOp) {
+  const milliseconds timeout(1000);
+  auto comms = ConnectAll(2, timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  comms[1].reset();
+  std::vector<float> data(100000, 1.0f);
+  auto start = Clock::now();
+  absl::Status status = comms[0]->AllReduce(data.data(), data.size(), DataType::kFloat32);
+  EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(status.code() == absl::StatusCode::kUnavailable ||
+              status.code() == absl::StatusCode::kDeadlineExceeded)
+      << status;
+  EXPECT_LT(Clock::now() - start, milliseconds(1500));
+
+  start = Clock::now();
+  float one = 1;
+  absl::Status later = comms[0]->AllReduce(&one, 1, DataType::kFloat32);
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  EXPECT_LT(Clock::now() - start, milliseconds(100));
+}
+
+TEST(GlooCommunicatorTest, DestructionWithAnOpInFlightIsBoundedByTheTimeout) {
+  const milliseconds timeout(1000);
+  auto comms = ConnectAll(2, timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<float> in_flight(1000, 1.0f);
+  std::vector<float> queued(1000, 1.0f);
+  auto first = comms[0]->AllReduceAsync(in_flight.data(), in_flight.size(), DataType::kFloat32);
+  auto second = comms[0]->AllReduceAsync(queued.data(), queued.size(), DataType::kFloat32);
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto start = Clock::now();
+  comms[0].reset();  // rank 1 never joins the op
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  // The handles outlive the communicator and report what happened.
+  EXPECT_TRUE(first->Done());
+  EXPECT_FALSE(first->Wait().ok());
+  EXPECT_EQ(second->Wait().code(), absl::StatusCode::kAborted);
+}
+
+}  // namespace
+}  // namespace herd

@@ -1,0 +1,25 @@
+// Factories for the built-in models, one per .cc so they compile in
+// parallel. Each checks that it can take the dataset's inputs.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/models/model.h"
+#include "worker/models/module_model.h"
+
+namespace herd {
+
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMlp(const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const ModelInputInfo& info);
+
+// Loads spec.path; its parameters come from the file, identical on every rank.
+absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path);
+
+// "{1, 28, 28}", for error messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
+}  // namespace herd

@@ -1,0 +1,47 @@
+// mnist_cnn: the pytorch/examples MNIST network without dropout, exactly as
+// in the PyTorch DDP baseline (shared/bench/ddp_baseline.py): conv 1->32 k3,
+// ReLU, conv 32->64 k3, ReLU, maxpool 2, flatten (9216), fc 128, ReLU, fc.
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/models/builtin_models.h"
+
+namespace herd {
+namespace {
+
+class MnistCnn : public LogitsModule {
+ public:
+  explicit MnistCnn(int64_t classes) {
+    c1_ = register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).stride(1)));
+    c2_ = register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).stride(1)));
+    f1_ = register_module("f1", torch::nn::Linear(9216, 128));
+    f2_ = register_module("f2", torch::nn::Linear(128, classes));
+  }
+
+  torch::Tensor forward(const torch::Tensor& inputs) override {
+    torch::Tensor x = at::relu(c1_->forward(inputs));
+    x = at::max_pool2d(at::relu(c2_->forward(x)), {2, 2});
+    x = at::relu(f1_->forward(x.flatten(1)));
+    return f2_->forward(x);
+  }
+
+ private:
+  torch::nn::Conv2d c1_{nullptr};
+  torch::nn::Conv2d c2_{nullptr};
+  torch::nn::Linear f1_{nullptr};
+  torch::nn::Linear f2_{nullptr};
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const ModelInputInfo& info) {
+  if (info.sample_shape != std::vector<int64_t>{1, 28, 28}) {
+    return absl::InvalidArgumentError(absl::StrCat("model.name mnist_cnn needs 1x28x28 images (sample shape {1, 28, 28}); "
+                                                   "the dataset gives ",
+                                                   ShapeString(info.sample_shape)));
+  }
+  return std::make_shared<MnistCnn>(info.num_classes);
+}
+
+}  // namespace herd

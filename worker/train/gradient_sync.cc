@@ -1,0 +1,183 @@
+#include "worker/train/gradient_sync.h"
+
+#include <algorithm>
+
+namespace herd {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+DataType WireType(const std::string& compression) {
+  if (compression == "fp16") return DataType::kFloat16;
+  if (compression == "bf16") return DataType::kBFloat16;
+  return DataType::kFloat32;
+}
+
+torch::ScalarType TorchType(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+      return torch::kHalf;
+    case DataType::kBFloat16:
+      return torch::kBFloat16;
+    default:
+      return torch::kFloat;
+  }
+}
+
+}  // namespace
+
+GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm, GradientSyncOptions options)
+    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(WireType(options_.compression)) {
+  slots_.resize(params_.size());
+  filled_.assign(params_.size(), false);
+
+  // Reverse registration order approximates the order backward finishes
+  // gradients, so early buckets fill (and launch) while backward still runs.
+  int64_t cap = static_cast<int64_t>(options_.first_bucket_mib * kMiB / sizeof(float));
+  int64_t used = 0;
+  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
+    const auto& p = params_[i];
+    if (!p.requires_grad()) continue;
+    TORCH_CHECK(p.scalar_type() == torch::kFloat, "gradient sync needs float32 parameters");
+    const int64_t numel = p.numel();
+    if (buckets_.empty() || (used > 0 && used + numel > cap)) {
+      if (!buckets_.empty()) cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
+      buckets_.emplace_back();
+      used = 0;
+    }
+    slots_[i] = Slot{static_cast<int>(buckets_.size()) - 1, used, numel};
+    buckets_.back().params.push_back(i);
+    used += numel;
+  }
+  for (auto& bucket : buckets_) {
+    int64_t elements = 0;
+    for (int i : bucket.params) elements += slots_[i].numel;
+    auto options = params_[bucket.params.front()].options().requires_grad(false);
+    bucket.flat = torch::zeros({elements}, options);
+    if (wire_type_ != DataType::kFloat32) bucket.wire = torch::zeros({elements}, options.dtype(TorchType(wire_type_)));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) continue;
+    const int index = static_cast<int>(i);
+    hook_handles_.push_back(params_[i].register_hook([this, index](torch::Tensor grad) {
+      OnGradient(index, grad);
+      return grad;
+    }));
+  }
+}
+
+GradientSync::~GradientSync() {
+  size_t h = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].requires_grad()) params_[i].remove_hook(hook_handles_[h++]);
+  }
+  // A bucket still in flight references our buffers: let it finish first.
+  for (auto& bucket : buckets_) {
+    if (bucket.work) bucket.work->Wait().IgnoreError();
+  }
+}
+
+std::vector<int64_t> GradientSync::bucket_elements() const {
+  std::vector<int64_t> out;
+  for (const auto& bucket : buckets_) out.push_back(bucket.flat.numel());
+  return out;
+}
+
+double GradientSync::SecondsSinceArm() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - armed_at_).count();
+}
+
+void GradientSync::ArmForBackward() {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_ = true;
+  next_launch_ = 0;
+  std::fill(filled_.begin(), filled_.end(), false);
+  for (auto& bucket : buckets_) {
+    bucket.pending = static_cast<int>(bucket.params.size());
+    bucket.ready = false;
+    bucket.work.reset();
+  }
+  stats_ = GradientSyncStats{};
+  stats_.buckets = static_cast<int>(buckets_.size());
+  armed_at_ = std::chrono::steady_clock::now();
+}
+
+void GradientSync::FillSlot(int param_index, const torch::Tensor* incoming) {
+  const Slot& slot = slots_[param_index];
+  auto out = buckets_[slot.bucket].flat.narrow(0, slot.offset, slot.numel);
+  const auto& accumulated = params_[param_index].grad();
+  if (incoming != nullptr && accumulated.defined()) {
+    // Earlier micro-batches of this step left their sum in .grad.
+    torch::add_out(out, accumulated.reshape({-1}), incoming->reshape({-1}));
+  } else if (incoming != nullptr) {
+    out.copy_(incoming->reshape({-1}));
+  } else if (accumulated.defined()) {
+    out.copy_(accumulated.reshape({-1}));
+  } else {
+    out.zero_();
+  }
+  filled_[param_index] = true;
+  if (--buckets_[slot.bucket].pending == 0) buckets_[slot.bucket].ready = true;
+}
+
+void GradientSync::OnGradient(int param_index, const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!armed_ || filled_[param_index]) return;
+  torch::NoGradGuard no_grad;
+  FillSlot(param_index, &grad);
+  const int before = static_cast<int>(next_launch_);
+  LaunchReadyBucketsLocked();
+  stats_.launched_during_backward += static_cast<int>(next_launch_) - before;
+}
+
+void GradientSync::LaunchReadyBucketsLocked() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready) {
+    if (stats_.first_launch_seconds < 0) stats_.first_launch_seconds = SecondsSinceArm();
+    Launch(buckets_[next_launch_]);
+    ++next_launch_;
+  }
+}
+
+void GradientSync::Launch(Bucket& bucket) {
+  torch::Tensor& send = wire_type_ == DataType::kFloat32 ? bucket.flat : bucket.wire;
+  if (wire_type_ != DataType::kFloat32) bucket.wire.copy_(bucket.flat);
+  stats_.wire_bytes += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
+  bucket.work = comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_);
+}
+
+absl::Status GradientSync::Finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!armed_) return absl::FailedPreconditionError("GradientSync::Finish without ArmForBackward");
+  stats_.backward_seconds = SecondsSinceArm();
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].requires_grad() && !filled_[i]) FillSlot(static_cast<int>(i), nullptr);
+    }
+    LaunchReadyBucketsLocked();
+  }
+  armed_ = false;
+  lock.unlock();
+
+  const auto wait_start = std::chrono::steady_clock::now();
+  absl::Status status = absl::OkStatus();
+  for (auto& bucket : buckets_) {
+    absl::Status s = bucket.work->Wait();
+    if (!s.ok() && status.ok()) status = s;
+  }
+  stats_.exposed_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  if (!status.ok()) return status;
+
+  torch::NoGradGuard no_grad;
+  for (auto& bucket : buckets_) {
+    if (wire_type_ != DataType::kFloat32) bucket.flat.copy_(bucket.wire);
+    for (int i : bucket.params) {
+      const Slot& slot = slots_[i];
+      // The synchronized gradient is a view into the bucket: no copy back.
+      params_[i].mutable_grad() = bucket.flat.narrow(0, slot.offset, slot.numel).view(params_[i].sizes());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace herd

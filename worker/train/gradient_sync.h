@@ -1,0 +1,102 @@
+// Bucketed, overlapped gradient all-reduce (DDP-style) over a Communicator.
+//
+// Parameters are grouped into buckets in reverse registration order (the
+// order backward produces their gradients): the first bucket holds up to
+// `first_bucket_mib`, the rest up to `bucket_cap_mib`. A gradient hook copies
+// each gradient into its bucket's flat buffer as autograd produces it; when a
+// bucket is complete its all-reduce is launched at once, so communication
+// overlaps the rest of backward. Buckets launch strictly in index order so
+// every rank issues the same collective sequence.
+//
+// The all-reduce is a SUM: the trainer scales each rank's loss by
+// local_samples / global_samples, so the sum is the global-batch mean even
+// when ranks hold different numbers of samples (the last step of an epoch).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+struct GradientSyncOptions {
+  double first_bucket_mib = 1;
+  double bucket_cap_mib = 25;
+  std::string compression = "none";  // none, fp16, bf16: the wire format
+};
+
+// What one synchronized step did; the overlap proof reads these.
+struct GradientSyncStats {
+  int buckets = 0;
+  int launched_during_backward = 0;  // launched from hooks, before Finish()
+  double first_launch_seconds = -1;  // since ArmForBackward()
+  double backward_seconds = 0;       // ArmForBackward() .. Finish()
+  double exposed_wait_seconds = 0;   // blocked in Finish() waiting for the network
+  int64_t wire_bytes = 0;            // bytes all-reduced by this rank
+};
+
+class GradientSync {
+ public:
+  GradientSync(std::vector<torch::Tensor> params, Communicator* comm, GradientSyncOptions options);
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // The next backward pass launches buckets from its gradient hooks. Call
+  // before the backward of a step's last micro-batch only; earlier
+  // micro-batches accumulate locally.
+  void ArmForBackward();
+
+  // Launches the buckets backward did not complete (unused parameters, or a
+  // rank with an empty batch, contribute zeros or their accumulated gradient),
+  // waits for all, and makes each parameter's .grad the synchronized sum.
+  absl::Status Finish();
+
+  const GradientSyncStats& last_stats() const { return stats_; }
+  std::vector<int64_t> bucket_elements() const;
+
+ private:
+  struct Slot {
+    int bucket;
+    int64_t offset;
+    int64_t numel;
+  };
+  struct Bucket {
+    torch::Tensor flat;  // float32 sums, one slice per parameter
+    torch::Tensor wire;  // compressed copy sent on the wire (if compressing)
+    std::vector<int> params;
+    int pending = 0;
+    bool ready = false;
+    std::shared_ptr<Work> work;
+  };
+
+  void OnGradient(int param_index, const torch::Tensor& grad);
+  void FillSlot(int param_index, const torch::Tensor* incoming);
+  void LaunchReadyBucketsLocked();
+  void Launch(Bucket& bucket);
+  double SecondsSinceArm() const;
+
+  std::vector<torch::Tensor> params_;
+  Communicator* comm_;
+  GradientSyncOptions options_;
+  DataType wire_type_ = DataType::kFloat32;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::vector<unsigned> hook_handles_;
+  std::vector<bool> filled_;
+
+  std::mutex mu_;  // hooks may run on autograd worker threads
+  bool armed_ = false;
+  size_t next_launch_ = 0;
+  std::chrono::steady_clock::time_point armed_at_;
+  GradientSyncStats stats_;
+};
+
+}  // namespace herd

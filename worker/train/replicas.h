@@ -1,0 +1,31 @@
+// Keeping replicas identical: the initial broadcast, the cheap hash compared
+// at commit points, and the full bitwise comparison at the end of training.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+// Copies `root`'s parameter values into every rank's parameters.
+absl::Status BroadcastParameters(Communicator* comm, const std::vector<torch::Tensor>& params, int root);
+
+// FNV-1a over the raw bytes of every parameter, in order.
+uint64_t ParameterHash(const std::vector<torch::Tensor>& params);
+
+// All-gathers each rank's hash; INTERNAL naming the diverged ranks if any differ.
+absl::Status CompareReplicaHashes(Communicator* comm, uint64_t local_hash, int64_t step);
+
+// All-gathers every rank's full parameters and compares them bitwise with
+// rank 0's: the definitive check, run once at the end of training.
+absl::Status VerifyReplicasBitwise(Communicator* comm, const std::vector<torch::Tensor>& params);
+
+// All parameters flattened into one contiguous float32 CPU tensor.
+torch::Tensor FlattenParameters(const std::vector<torch::Tensor>& params);
+
+}  // namespace herd

@@ -1,0 +1,81 @@
+// herd-trainer: one job's training process, started by herd-worker. It joins
+// the job's current generation at the coordinator and trains until done.
+#include <glog/logging.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+
+#include "common/auth.h"
+#include "common/rpc_options.h"
+#include "worker/train/cluster_client.h"
+#include "worker/train/trainer.h"
+
+namespace {
+
+// The daemon reads this file and reports it as the job's failure reason.
+void WriteTerminationMessage(const std::string& path, const std::string& message) {
+  if (path.empty()) return;
+  std::ofstream(path, std::ios::trunc) << message << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"herd-trainer: runs one job's training steps (started by herd-worker, not by hand)"};
+  std::string coordinator = "127.0.0.1:7070", job, worker_id, work_dir, token_file, termination_file;
+  std::string device = "cpu", tls_ca, tls_cert, tls_key;
+  bool insecure = false;
+  int gpu = -1;
+  double join_timeout = 300, collective_timeout = 30;
+  app.add_option("--coordinator", coordinator, "coordinator address host:port")->capture_default_str();
+  app.add_option("--job", job, "job id")->required();
+  app.add_option("--worker-id", worker_id, "this worker's id")->required();
+  app.add_option("--work-dir", work_dir, "this job's folder on the worker")->required();
+  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--gpu", gpu, "GPU index for device cuda");
+  app.add_option("--token-file", token_file, "bearer token file");
+  app.add_flag("--insecure-no-auth", insecure, "call the coordinator without a token");
+  app.add_option("--tls-ca", tls_ca, "CA certificate to verify the coordinator");
+  app.add_option("--tls-cert", tls_cert, "client certificate (mutual TLS)");
+  app.add_option("--tls-key", tls_key, "client key (mutual TLS)");
+  app.add_option("--termination-message-file", termination_file, "where to write the failure reason");
+  app.add_option("--join-timeout-seconds", join_timeout, "how long to wait for the generation")->capture_default_str();
+  app.add_option("--collective-timeout-seconds", collective_timeout, "timeout of every collective")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  auto fail = [&](const absl::Status& status) {
+    LOG(ERROR) << status;
+    WriteTerminationMessage(termination_file, std::string(status.message()));
+    return 1;
+  };
+
+  std::string token;
+  if (!token_file.empty()) {
+    auto read = herd::ReadTokenFile(token_file);
+    if (!read.ok()) return fail(read.status());
+    token = *read;
+  } else if (!insecure) {
+    return fail(absl::InvalidArgumentError("need --token-file or --insecure-no-auth"));
+  }
+  auto channel = herd::MakeChannel(coordinator, herd::TlsOptions{tls_ca, tls_cert, tls_key});
+  if (!channel.ok()) return fail(channel.status());
+
+  herd::ClusterClient client(*channel, herd::ClusterClientOptions{job, worker_id, token});
+  auto join = client.JoinGeneration(std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000)));
+  if (!join.ok()) return fail(join.status());
+
+  herd::TrainerOptions options;
+  options.work_dir = work_dir;
+  options.device = device;
+  options.gpu = gpu;
+  options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
+  herd::Trainer trainer(&client, *join, options);
+  absl::Status status = trainer.Run();
+  if (!status.ok()) return fail(status);
+  LOG(INFO) << "training finished";
+  return 0;
+}
