@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""herd against PyTorch DDP, side by side, in one run.
+
+For each model (mnist_cnn, mlp) and world size (1, 2) it alternates a herd run
+(a real local coordinator + W worker daemons + trainers over Gloo) and a
+PyTorch DDP run (../shared/bench/ddp_baseline.py, gloo, CPU), several times,
+with the same model, per-worker batch, optimizer (SGD lr 0.05 momentum 0.9),
+one intra-op thread per worker, the same warmup and timed steps, on
+Fashion-MNIST. Each side's samples/s is measured the same way: wall time over
+the timed steps only (herd: between rank 0's commit-point log lines at the
+first and last timed step; DDP: between barriers).
+
+Prints one line per run, a summary table, and a final JSON line with the
+medians, the herd/DDP ratio, and each side's scaling efficiency
+(samples/s at W=2 divided by twice the samples/s at W=1).
+
+Usage: bench/compare_ddp.py [--models mnist_cnn,mlp] [--worlds 1,2]
+                            [--steps 100] [--warmup 10] [--batch 64] [--reps 3]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DDP_SCRIPT = os.path.join(ROOT, "..", "shared", "bench", "ddp_baseline.py")
+DDP_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
+DATA = "/usr/share/datasets/fashion-mnist"
+DDP_MODEL = {"mnist_cnn": "cnn", "mlp": "mlp"}
+
+
+def build():
+    subprocess.run([os.path.join(ROOT, "scripts", "bazel.sh"), "build", "//coordinator:herd-coordinator",
+                    "//worker/daemon:herd-worker", "//worker/train:herd-trainer", "//client:herd"],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.run(["bazel", "info", "bazel-bin"], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_file(path, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {path}")
+
+
+class LocalCluster:
+    """A coordinator and `world` worker daemons on loopback."""
+
+    def __init__(self, bin_dir, world):
+        self.bin = bin_dir
+        self.dir = tempfile.mkdtemp(prefix="herd-bench-")
+        self.procs = []
+        self.address = f"127.0.0.1:{free_port()}"
+        self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}",
+                     "--metrics-listen=", f"--state-dir={self.dir}/state", "--insecure-no-auth",
+                     f"--ready-file={self.dir}/coordinator.json"], "coordinator")
+        wait_file(f"{self.dir}/coordinator.json")
+        for i in range(world):
+            self._start([f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
+                         f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", "--metrics-listen=",
+                         "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
+                         f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
+        for i in range(world):
+            wait_file(f"{self.dir}/worker-{i}.json")
+
+    def _start(self, argv, name):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def herd(self, *args):
+        out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.address, "--insecure-no-auth",
+                              *args], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
+        return out.stdout
+
+    def stop(self):
+        for p in self.procs:
+            os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            p.wait(timeout=30)
+
+
+LOG_TIME = re.compile(r"^I\d{8} (\d\d):(\d\d):(\d\d\.\d+) .* step (\d+)/\d+ ")
+
+
+def step_times(trainer_log):
+    """{step: seconds-of-day} from rank 0's commit-point log lines."""
+    times = {}
+    with open(trainer_log) as f:
+        for line in f:
+            m = LOG_TIME.match(line)
+            if m:
+                h, mi, s, step = int(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))
+                times[step] = h * 3600 + mi * 60 + s
+    return times
+
+
+def run_herd(cluster, model, world, args):
+    spec = (f"name: bench-{model}-w{world}\nmodel: {model}\n"
+            f"dataset: {{kind: idx, path: {DATA}}}\n"
+            f"batch_size: {args.batch}\nmax_steps: {args.warmup + args.steps}\n"
+            f"optimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
+            f"threads: 1\nlog_interval_steps: {args.warmup}\neval: {{max_samples: 256}}\n"
+            f"min_workers: {world}\nmax_workers: {world}\nseed: 1\n")
+    path = os.path.join(cluster.dir, f"job-{model}-{world}.yaml")
+    with open(path, "w") as f:
+        f.write(spec)
+    job = json.loads(cluster.herd("submit", path, "-o", "json"))["id"]
+    deadline = time.time() + 1800
+    while True:
+        info = json.loads(cluster.herd("status", job, "-o", "json"))
+        if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        if time.time() > deadline:
+            raise RuntimeError(f"herd job {job} did not finish")
+        time.sleep(0.5)
+    if info["state"] != "SUCCEEDED":
+        raise RuntimeError(f"herd job {job} {info['state']}: {info.get('reason')}")
+    rank0 = info["workers"][0]
+    times = step_times(os.path.join(cluster.dir, rank0, "jobs", job, "trainer.log"))
+    start, end = times[args.warmup], times[args.warmup + args.steps]
+    if end < start:
+        end += 86400  # crossed midnight
+    return args.steps * args.batch * world / (end - start), info.get("loss", 0.0)
+
+
+def run_ddp(model, world, args):
+    out = subprocess.run([DDP_PYTHON, DDP_SCRIPT, "--world", str(world), "--model", DDP_MODEL[model],
+                          "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
+                          "--threads", "1", "--port", str(free_port())], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"ddp_baseline failed: {out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["samples_per_s"], result["loss"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="mnist_cnn,mlp")
+    p.add_argument("--worlds", default="1,2")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--reps", type=int, default=3)
+    args = p.parse_args()
+    if args.steps % args.warmup:
+        p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
+    bin_dir = build()
+    models = args.models.split(",")
+    worlds = [int(w) for w in args.worlds.split(",")]
+    samples = {}  # (model, world, side) -> [samples/s]
+    print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, "
+          f"batch {args.batch}/worker, {args.warmup} warmup + {args.steps} timed steps, {args.reps} reps")
+    for world in worlds:
+        cluster = LocalCluster(bin_dir, world)
+        try:
+            for rep in range(args.reps):
+                for model in models:
+                    # Alternate the order so neither side always runs second.
+                    sides = ["herd", "ddp"] if rep % 2 == 0 else ["ddp", "herd"]
+                    for side in sides:
+                        sps, loss = run_herd(cluster, model, world, args) if side == "herd" else \
+                            run_ddp(model, world, args)
+                        samples.setdefault((model, world, side), []).append(sps)
+                        print(f"rep {rep} {model:10s} W={world} {side:5s} {sps:9.1f} samples/s  loss {loss:.3f}",
+                              flush=True)
+        finally:
+            cluster.stop()
+
+    summary = {}
+    print(f"\n{'model':10s} {'W':>2s} {'herd':>10s} {'ddp':>10s} {'herd/ddp':>9s}")
+    for model in models:
+        summary[model] = {}
+        for world in worlds:
+            herd = statistics.median(samples[(model, world, "herd")])
+            ddp = statistics.median(samples[(model, world, "ddp")])
+            summary[model][f"w{world}"] = {"herd_samples_per_s": round(herd, 1), "ddp_samples_per_s": round(ddp, 1),
+                                           "ratio": round(herd / ddp, 3)}
+            print(f"{model:10s} {world:2d} {herd:10.1f} {ddp:10.1f} {herd / ddp:9.3f}")
+        if 1 in worlds and 2 in worlds:
+            for side in ("herd", "ddp"):
+                eff = summary[model]["w2"][f"{side}_samples_per_s"] / (2 * summary[model]["w1"][f"{side}_samples_per_s"])
+                summary[model][f"{side}_scaling_efficiency"] = round(eff, 3)
+            print(f"{model:10s} scaling efficiency W=2 vs W=1: herd {summary[model]['herd_scaling_efficiency']:.3f}"
+                  f"  ddp {summary[model]['ddp_scaling_efficiency']:.3f}")
+    print(json.dumps({"benchmark": "herd_vs_ddp", "batch": args.batch, "steps": args.steps, "reps": args.reps,
+                      "results": summary}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
