@@ -14,7 +14,7 @@ PACKAGES=(
   dataset-fashion-mnist prometheus python3 python3-torch
   # deploy/test: Helm's template engine rebuilt from Debian's Go packages,
   # Kubernetes schema checks in Node, certificates for the TLS case
-  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev
+  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
   golang-github-xeipuuv-gojsonschema-dev nodejs openssl
 )
 # Debian packages npm apart from nodejs; other nodejs builds bundle it (and

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Checks the chart against the real binaries: every flag the chart renders
+# is one herd-coordinator / herd-worker accepts (from their --help), and
+# the rendered pods run: pod_command.js plays the kubelet (environment,
+# volumes, $(VAR) expansion), the test moves addresses to loopback port 0,
+# starts the coordinator and a worker with those command lines and waits
+# until the worker has registered, in plain and in mutual-TLS setups.
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
+
+COORDINATOR_BIN="$RUNFILES/coordinator/herd-coordinator"
+WORKER_BIN="$RUNFILES/worker/daemon/herd-worker"
+TOKEN=0123456789abcdef0123456789abcdef
+TLS_VALUES=(--set tls.enabled=true,tls.secretName=herd-tls,tls.requireClientCert=true,tls.clientSecretName=herd-client)
+
+# The --flags a binary documents in its --help.
+help_flags() {
+  "$1" --help | grep -oE '^ +(-[a-zA-Z],)?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+' | sort -u
+}
+
+# flags_known BINARY RENDERING COMPONENT CONTAINER
+flags_known() {
+  local known rendered flag
+  known="$(help_flags "$1")"
+  [ -n "$known" ] || die "no flags in $1 --help"
+  rendered="$(node "$TEST_DIR/print_args.js" "$CASE_TMP/$2.json" "$3" "$4")"
+  [ -n "$rendered" ] || die "$3 renders no args"
+  for flag in $(sed 's/=.*//' <<<"$rendered"); do
+    grep -qxF -- "$flag" <<<"$known" || die "$3 ($2): $flag is not a flag of $(basename "$1")"
+    echo "$3 ($2): $flag ok"
+  done
+}
+
+render_all() {
+  render default --set auth.token=$TOKEN
+  render gpu --set auth.token=$TOKEN,worker.gpu.enabled=true,worker.gpu.count=2
+  render tls --set auth.token=$TOKEN "${TLS_VALUES[@]}"
+  render extra --set auth.token=$TOKEN --set 'coordinator.extraArgs={--tls-require-client-cert}' \
+    --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
+}
+
+coordinator_flags_are_known() {
+  for rendering in default tls extra; do
+    flags_known "$COORDINATOR_BIN" "$rendering" coordinator coordinator
+  done
+}
+
+worker_flags_are_known() {
+  for rendering in default gpu tls extra; do
+    flags_known "$WORKER_BIN" "$rendering" worker worker
+  done
+}
+
+wait_for_file() {
+  local file="$1" pid="$2" what="$3"
+  for _ in $(seq 150); do
+    [ -s "$file" ] && return 0
+    kill -0 "$pid" 2>/dev/null || die "$what exited before it was ready"
+    sleep 0.2
+  done
+  die "$what not ready after 30 s"
+}
+
+json_field() {
+  node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))[process.argv[2]])' "$1" "$2"
+}
+
+# stop PID WHAT: SIGTERM must end it cleanly.
+stop() {
+  kill -TERM "$1"
+  local rc=0
+  wait "$1" || rc=$?
+  [ "$rc" -eq 0 ] || die "$2 exited with $rc after SIGTERM"
+}
+
+# run_rendered_pods RENDERING [pod_command options for both pods...]
+run_rendered_pods() {
+  local rendering="$1"
+  shift
+  local dir="$CASE_TMP/pods-$rendering"
+  mkdir -p "$dir"
+  # Globals: the EXIT trap (this case's subshell ending early) needs them.
+  POD_PIDS=()
+  POD_DIR="$dir"
+  trap 'kill "${POD_PIDS[@]}" 2>/dev/null; tail -n 30 "$POD_DIR"/*.log 2>/dev/null' EXIT
+
+  node "$TEST_DIR/pod_command.js" "$CASE_TMP/$rendering.json" coordinator coordinator "$dir/coordinator" \
+    --pod-name herd-coordinator-0 --writes --state-dir "$@" \
+    --set --listen=127.0.0.1:0 --set --metrics-listen=127.0.0.1:0 \
+    --add --ready-file="$dir/coordinator-ready.json" >"$dir/coordinator.argv"
+  mapfile -d '' argv <"$dir/coordinator.argv"
+  [ "${argv[0]}" = herd-coordinator ] || die "the coordinator container runs ${argv[0]}"
+  echo "coordinator: ${argv[*]:1}"
+  "$COORDINATOR_BIN" "${argv[@]:1}" >"$dir/coordinator.log" 2>&1 &
+  local coordinator=$!
+  POD_PIDS+=("$coordinator")
+  wait_for_file "$dir/coordinator-ready.json" "$coordinator" herd-coordinator
+  local address
+  address="$(json_field "$dir/coordinator-ready.json" listen)"
+
+  # The trainer is only started for a job; any executable does here.
+  printf '#!/bin/sh\nexit 0\n' >"$dir/herd-trainer"
+  chmod +x "$dir/herd-trainer"
+  node "$TEST_DIR/pod_command.js" "$CASE_TMP/$rendering.json" worker worker "$dir/worker" \
+    --pod-name herd-worker-0 --pod-ip 127.0.0.1 --writes --work-dir --writes --ready-file "$@" \
+    --set --coordinator="$address" --set --metrics-listen=127.0.0.1:0 \
+    --set --trainer-binary="$dir/herd-trainer" >"$dir/worker.argv"
+  mapfile -d '' argv <"$dir/worker.argv"
+  [ "${argv[0]}" = herd-worker ] || die "the worker container runs ${argv[0]}"
+  echo "worker: ${argv[*]:1}"
+  "$WORKER_BIN" "${argv[@]:1}" >"$dir/worker.log" 2>&1 &
+  local worker=$!
+  POD_PIDS+=("$worker")
+  # The worker writes its ready file once the coordinator has registered it.
+  wait_for_file "$dir/worker/tmp/herd-worker-ready.json" "$worker" herd-worker
+  [ "$(json_field "$dir/worker/tmp/herd-worker-ready.json" worker_id)" = herd-worker-0 ] ||
+    die "the worker did not register as its pod name"
+
+  stop "$worker" herd-worker
+  stop "$coordinator" herd-coordinator
+  trap - EXIT
+}
+
+rendered_pods_run() {
+  run_rendered_pods default
+}
+
+existing_secret_pods_run() {
+  render existing --set auth.existingSecret=ml-token,auth.existingSecretKey=bearer
+  printf '{"ml-token": {"bearer": "%s\\n"}}' "$TOKEN" >"$CASE_TMP/existing-secrets.json"
+  run_rendered_pods existing --secrets "$CASE_TMP/existing-secrets.json"
+}
+
+# A CA, a server certificate for 127.0.0.1 and a client certificate, as the
+# Secrets tls.secretName and tls.clientSecretName would hold them.
+make_tls_secrets() {
+  local d="$CASE_TMP/pki"
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=herd-test-ca -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  for who in server client; do
+    local usage=serverAuth
+    [ "$who" = client ] && usage=clientAuth
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=herd-$who" -keyout "$d/$who.key" -out "$d/$who.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=%s\n' "$usage" >"$d/$who.ext"
+    openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile "$d/$who.ext" -out "$d/$who.crt" 2>/dev/null
+  done
+  node -e '
+    const fs = require("fs"), d = process.argv[1], read = (f) => fs.readFileSync(`${d}/${f}`, "utf8");
+    fs.writeFileSync(process.argv[2], JSON.stringify({
+      "herd-tls": {"tls.crt": read("server.crt"), "tls.key": read("server.key"), "ca.crt": read("ca.crt")},
+      "herd-client": {"tls.crt": read("client.crt"), "tls.key": read("client.key")},
+    }));' "$d" "$CASE_TMP/tls-secrets.json"
+}
+
+mutual_tls_pods_run() {
+  make_tls_secrets
+  run_rendered_pods tls --secrets "$CASE_TMP/tls-secrets.json"
+}
+
+[ -x "$COORDINATOR_BIN" ] && [ -x "$WORKER_BIN" ] || die "missing binaries under $RUNFILES"
+render_all || die "rendering failed"
+run_case coordinator_flags_are_known coordinator_flags_are_known
+run_case worker_flags_are_known worker_flags_are_known
+run_case rendered_pods_run rendered_pods_run
+run_case existing_secret_pods_run existing_secret_pods_run
+run_case mutual_tls_pods_run mutual_tls_pods_run
+finish

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Renders the Helm chart (deploy/helm/herd) with helm-render in the
+# configurations people install, validates every object against the
+# Kubernetes schemas and checks what the objects must do (check_chart.js);
+# checks that bad values are refused with the chart's messages.
+source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
+
+TOKEN=0123456789abcdef0123456789abcdef
+
+# The schema packages, from the committed lock file, into the ignored
+# deploy/test/node_modules of the checkout; again only when the lock changed.
+ensure_node_modules() {
+  local dir="$SOURCE_ROOT/deploy/test"
+  local stamp="$dir/node_modules/.installed-package-lock.json"
+  command -v node >/dev/null || die "node is missing (scripts/setup.sh installs it)"
+  command -v npm >/dev/null || die "npm is missing (scripts/setup.sh installs it)"
+  cmp -s "$dir/package-lock.json" "$stamp" && return 0
+  (
+    flock 9 # one install at a time
+    cmp -s "$dir/package-lock.json" "$stamp" && exit 0
+    echo "installing the Kubernetes schema packages into $dir/node_modules"
+    # In the folder rather than --prefix, which would also move npm's
+    # global config (and with it a configured cafile).
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+      die "npm ci in $dir failed: the tests need the npm registry once to install kubernetes-models"
+    cp "$dir/package-lock.json" "$stamp"
+  ) 9<"$dir/package.json" || exit 1
+}
+
+# valid NAME SCENARIO [FACTS...]: schema-validates and checks a rendering.
+valid() {
+  local name="$1" scenario="$2"
+  shift 2
+  NODE_PATH="$SOURCE_ROOT/deploy/test/node_modules" node "$TEST_DIR/validate_k8s.js" "$CASE_TMP/$name.json"
+  node "$TEST_DIR/check_chart.js" "$scenario" "$CASE_TMP/$name.json" "$@"
+}
+
+# refused EXPECTED_MESSAGE HELM_RENDER_ARGS...: rendering must fail with it.
+refused() {
+  local expected="$1"
+  shift
+  if "$HELM_RENDER" --chart "$CHART" "$@" >"$CASE_TMP/refused.out" 2>"$CASE_TMP/refused.err"; then
+    die "rendering with $* succeeded; expected: $expected"
+  fi
+  cat "$CASE_TMP/refused.err"
+  grep -qF -- "$expected" "$CASE_TMP/refused.err" || die "the error does not say: $expected"
+}
+
+default_values() {
+  render default --set auth.token=$TOKEN
+  valid default default token=$TOKEN
+}
+
+release_name_and_namespace() {
+  render named --release ml --namespace training --set auth.token=$TOKEN
+  valid named default token=$TOKEN release=ml-herd namespace=training
+}
+
+gpu_workers() {
+  render gpu --set auth.token=$TOKEN --set worker.gpu.enabled=true,worker.gpu.count=4 \
+    --set worker.gpu.nodeSelector.accelerator=h100
+  valid gpu gpu gpus=4 nodeLabel=accelerator=h100
+}
+
+tls_and_mutual_tls() {
+  render tls --set auth.token=$TOKEN --set tls.enabled=true,tls.secretName=herd-tls \
+    --set tls.requireClientCert=true,tls.clientSecretName=herd-client
+  valid tls tls secret=herd-tls clientSecret=herd-client
+}
+
+existing_token_secret() {
+  render existing --set auth.existingSecret=ml-token,auth.existingSecretKey=bearer
+  valid existing existing-secret secret=ml-token key=bearer
+}
+
+service_monitor_instead_of_annotations() {
+  local values="$CASE_TMP/monitoring-values.yaml"
+  printf '%s\n' "auth: {token: $TOKEN}" "metrics:" "  scrapeAnnotations: false" \
+    "  serviceMonitor: {enabled: true, labels: {release: prometheus}}" "networkPolicy: {enabled: false}" >"$values"
+  render monitoring -f "$values"
+  valid monitoring monitoring
+}
+
+no_token_is_refused() {
+  refused "auth.token or auth.existingSecret is required: every herd RPC carries a bearer token"
+}
+
+token_and_existing_secret_conflict() {
+  refused "set either auth.token or auth.existingSecret, not both" \
+    --set auth.token=$TOKEN,auth.existingSecret=ml-token
+}
+
+tls_without_secret_is_refused() {
+  refused "tls.secretName is required when tls.enabled is true" --set auth.token=$TOKEN,tls.enabled=true
+  refused "tls.clientSecretName is required when tls.requireClientCert is true" \
+    --set auth.token=$TOKEN,tls.enabled=true,tls.secretName=herd-tls,tls.requireClientCert=true
+}
+
+schema_rejects_bad_values() {
+  refused "worker: Additional property replica is not allowed" --set auth.token=$TOKEN,worker.replica=3
+  refused "worker.replicas: Invalid type. Expected: integer, given: string" --set auth.token=$TOKEN,worker.replicas=two
+  refused "worker.gpu.count: Must be greater than or equal to 1" --set auth.token=$TOKEN,worker.gpu.count=0
+  refused "podSecurity.runAsUser: Must be greater than or equal to 1" --set auth.token=$TOKEN,podSecurity.runAsUser=0
+  refused "auth.token: Does not match pattern" --set auth.token=short
+  refused "coordinator.extraArgs.0: Does not match pattern" --set auth.token=$TOKEN --set 'coordinator.extraArgs={-v}'
+}
+
+images_provide_what_the_pods_run() {
+  render images --set auth.token=$TOKEN
+  node "$TEST_DIR/check_images.js" "$CASE_TMP/images.json" "$RUNFILES/deploy/docker"
+}
+
+values_are_documented() {
+  node "$TEST_DIR/check_values_doc.js" "$CHART/values.yaml"
+}
+
+notes_explain_how_to_connect() {
+  "$HELM_RENDER" --chart "$CHART" --set auth.token=$TOKEN --notes "$CASE_TMP/NOTES.txt" >/dev/null
+  cat "$CASE_TMP/NOTES.txt"
+  grep -qF "herd-coordinator.default.svc:7070" "$CASE_TMP/NOTES.txt"
+  grep -qF "get secret herd-auth -o jsonpath='{.data.token}'" "$CASE_TMP/NOTES.txt"
+  grep -qF "port-forward svc/herd-coordinator 7070:7070" "$CASE_TMP/NOTES.txt"
+}
+
+ensure_node_modules
+run_case default_values default_values
+run_case release_name_and_namespace release_name_and_namespace
+run_case gpu_workers gpu_workers
+run_case tls_and_mutual_tls tls_and_mutual_tls
+run_case existing_token_secret existing_token_secret
+run_case service_monitor_instead_of_annotations service_monitor_instead_of_annotations
+run_case no_token_is_refused no_token_is_refused
+run_case token_and_existing_secret_conflict token_and_existing_secret_conflict
+run_case tls_without_secret_is_refused tls_without_secret_is_refused
+run_case schema_rejects_bad_values schema_rejects_bad_values
+run_case images_provide_what_the_pods_run images_provide_what_the_pods_run
+run_case values_are_documented values_are_documented
+run_case notes_explain_how_to_connect notes_explain_how_to_connect
+finish

@@ -1,0 +1,232 @@
+// Asserts what the rendered chart must do, beyond schema validity.
+//   node check_chart.js SCENARIO RENDERED.json [key=value...]
+// SCENARIO: default | gpu | tls | existing-secret | monitoring. The
+// key=value pairs are the facts the scenario expects (token=..., gpus=...).
+"use strict";
+const assert = require("assert/strict");
+const { Rendered, labels, selects, podSpec, container, flags, mountFor } = require("./lib/rendered");
+
+const [scenario, renderedPath, ...facts] = process.argv.slice(2);
+const expected = Object.fromEntries(facts.map((f) => [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)]));
+const r = new Rendered(renderedPath);
+const coordinator = r.workload("coordinator");
+const worker = r.workload("worker");
+const coordinatorArgs = flags(container(coordinator, "coordinator").args);
+const workerArgs = flags(container(worker, "worker").args);
+const workerContainer = container(worker, "worker");
+
+function podLabels(workload) {
+  return workload.spec.template.metadata.labels;
+}
+
+// The Secret volume a file argument reads from: {secretName, key}.
+function secretFileSource(workload, containerName, file) {
+  const held = mountFor(workload, containerName, file);
+  assert.ok(held, `${file} is on no volume`);
+  assert.ok(held.volume.secret, `${file} is not on a Secret volume`);
+  const items = held.volume.secret.items || [];
+  const item = items.find((i) => i.path === held.relative);
+  return { secretName: held.volume.secret.secretName, key: item ? item.key : held.relative, items };
+}
+
+function checkCommonLabels() {
+  for (const o of r.objects) {
+    const l = labels(o);
+    for (const key of ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+      "app.kubernetes.io/managed-by", "helm.sh/chart"]) {
+      assert.ok(l[key], `${o.kind}/${o.metadata.name} lacks label ${key}`);
+    }
+  }
+}
+
+function checkSecurity(workload, containerName) {
+  const spec = podSpec(workload);
+  const name = workload.metadata.name;
+  assert.equal(spec.securityContext.runAsNonRoot, true, `${name}: runAsNonRoot`);
+  assert.ok(spec.securityContext.runAsUser > 0, `${name}: runAsUser must not be root`);
+  assert.equal(spec.securityContext.seccompProfile.type, "RuntimeDefault");
+  assert.equal(spec.automountServiceAccountToken, false, `${name}: automountServiceAccountToken`);
+  const sc = container(workload, containerName).securityContext;
+  assert.equal(sc.allowPrivilegeEscalation, false, `${name}: allowPrivilegeEscalation`);
+  assert.equal(sc.readOnlyRootFilesystem, true, `${name}: readOnlyRootFilesystem`);
+  assert.deepEqual(sc.capabilities.drop, ["ALL"], `${name}: capabilities`);
+  const tmp = mountFor(workload, containerName, "/tmp/x");
+  assert.ok(tmp && tmp.volume.emptyDir, `${name}: /tmp must be a writable emptyDir`);
+  // Every mount has a volume and every volume is mounted.
+  const mounted = new Set(container(workload, containerName).volumeMounts.map((m) => m.name));
+  const volumes = new Set(spec.volumes.map((v) => v.name));
+  assert.deepEqual([...mounted].sort(), [...volumes].sort(), `${name}: volumes vs mounts`);
+}
+
+function checkCoordinator() {
+  assert.equal(coordinator.kind, "Deployment");
+  assert.equal(coordinator.spec.replicas, 1, "one coordinator: SQLite has one writer");
+  assert.equal(coordinator.spec.strategy.type, "Recreate");
+  assert.ok(selects(coordinator.spec.selector.matchLabels, podLabels(coordinator)));
+  const c = container(coordinator, "coordinator");
+  const grpcPort = c.ports.find((p) => p.name === "grpc").containerPort;
+  const metricsPort = c.ports.find((p) => p.name === "metrics").containerPort;
+  assert.equal(coordinatorArgs.get("--listen"), `0.0.0.0:${grpcPort}`);
+  assert.equal(coordinatorArgs.get("--metrics-listen"), `0.0.0.0:${metricsPort}`);
+  for (const probe of [c.readinessProbe, c.livenessProbe]) {
+    assert.equal(probe.tcpSocket.port, "grpc", "probes dial the gRPC port");
+  }
+  // The Service reaches the named ports, and only coordinator pods.
+  const service = r.get("Service", coordinator.metadata.name);
+  assert.ok(selects(service.spec.selector, podLabels(coordinator)));
+  assert.ok(!selects(service.spec.selector, podLabels(worker)));
+  assert.deepEqual(service.spec.ports.map((p) => [p.name, p.targetPort]).sort(), [["grpc", "grpc"], ["metrics", "metrics"]]);
+  // State on a PVC, writable.
+  const state = mountFor(coordinator, "coordinator", coordinatorArgs.get("--state-dir"));
+  assert.ok(state.volume.persistentVolumeClaim, "--state-dir must be on a PVC");
+  assert.ok(!state.mount.readOnly);
+  r.get("PersistentVolumeClaim", state.volume.persistentVolumeClaim.claimName);
+  checkSecurity(coordinator, "coordinator");
+}
+
+function checkWorkers() {
+  assert.equal(worker.kind, "StatefulSet");
+  assert.ok(selects(worker.spec.selector.matchLabels, podLabels(worker)));
+  const headless = r.get("Service", worker.spec.serviceName);
+  assert.equal(headless.spec.clusterIP, "None", "the workers' Service must be headless");
+  assert.equal(headless.spec.publishNotReadyAddresses, true);
+  assert.ok(selects(headless.spec.selector, podLabels(worker)));
+  assert.ok(!selects(headless.spec.selector, podLabels(coordinator)));
+  // Peers reach a worker at its pod IP; its id is the (stable) pod name.
+  const env = Object.fromEntries((workerContainer.env || []).map((e) => [e.name, e]));
+  assert.equal(workerArgs.get("--listen"), "$(POD_IP)");
+  assert.equal(env.POD_IP.valueFrom.fieldRef.fieldPath, "status.podIP");
+  assert.equal(workerArgs.get("--worker-id"), "$(POD_NAME)");
+  assert.equal(env.POD_NAME.valueFrom.fieldRef.fieldPath, "metadata.name");
+  assert.match(workerArgs.get("--metrics-listen"), /^\$\(POD_IP\):\d+$/);
+  // --coordinator comes from the ConfigMap and names the coordinator Service.
+  assert.equal(workerArgs.get("--coordinator"), "$(HERD_COORDINATOR)");
+  const configName = workerContainer.envFrom[0].configMapRef.name;
+  const address = r.get("ConfigMap", configName).data.HERD_COORDINATOR;
+  const grpcPort = r.get("Service", coordinator.metadata.name).spec.ports.find((p) => p.name === "grpc").port;
+  assert.equal(address, `${coordinator.metadata.name}.${expected.namespace || "default"}.svc:${grpcPort}`);
+  assert.ok(mountFor(worker, "worker", workerArgs.get("--work-dir")).volume.emptyDir);
+  // The token file comes from the same Secret key as the coordinator's.
+  assert.deepEqual(
+    secretFileSource(worker, "worker", workerArgs.get("--token-file")),
+    secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--token-file")));
+  // Checkpoints: one shared claim in both, at the advertised root.
+  const root = r.get("ConfigMap", configName).data.HERD_CHECKPOINT_ROOT;
+  const inWorker = mountFor(worker, "worker", root + "/x");
+  const inCoordinator = mountFor(coordinator, "coordinator", root + "/x");
+  assert.equal(inWorker.volume.persistentVolumeClaim.claimName, inCoordinator.volume.persistentVolumeClaim.claimName);
+  const claim = r.get("PersistentVolumeClaim", inWorker.volume.persistentVolumeClaim.claimName);
+  assert.ok(claim.spec.accessModes.includes("ReadWriteMany"), "workers share the checkpoint volume");
+  checkSecurity(worker, "worker");
+}
+
+function checkNetworkPolicies() {
+  const coordinatorPolicy = r.all("NetworkPolicy").find((p) => selects(p.spec.podSelector.matchLabels, podLabels(coordinator)));
+  const workerPolicy = r.all("NetworkPolicy").find((p) => selects(p.spec.podSelector.matchLabels, podLabels(worker)));
+  assert.ok(coordinatorPolicy && workerPolicy, "both components have a NetworkPolicy");
+  for (const policy of [coordinatorPolicy, workerPolicy]) {
+    assert.deepEqual(policy.spec.policyTypes, ["Ingress"]);
+    for (const rule of policy.spec.ingress) assert.ok(rule.from && rule.from.length > 0, "no rule may admit everyone");
+  }
+  const ruleFor = (policy, port) => policy.spec.ingress.find((rule) => (rule.ports || []).some((p) => p.port === port));
+  // gRPC: workers and labelled clients; nothing else.
+  const grpc = ruleFor(coordinatorPolicy, "grpc");
+  assert.ok(grpc.from.some((f) => f.podSelector && selects(f.podSelector.matchLabels, podLabels(worker)) && !f.namespaceSelector));
+  assert.ok(grpc.from.some((f) => f.podSelector && selects(f.podSelector.matchLabels, { "herd-client": "true" })));
+  assert.ok(!grpc.from.some((f) => f.podSelector && selects(f.podSelector.matchLabels, {})));
+  // Metrics: only from the scraper's namespace, on both.
+  for (const policy of [coordinatorPolicy, workerPolicy]) {
+    const metrics = ruleFor(policy, "metrics");
+    assert.deepEqual(metrics.from, [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }]);
+  }
+  // Worker data ports (any): from the other workers only.
+  const data = workerPolicy.spec.ingress.filter((rule) => !rule.ports);
+  assert.equal(data.length, 1);
+  assert.equal(data[0].from.length, 1);
+  assert.ok(selects(data[0].from[0].podSelector.matchLabels, podLabels(worker)));
+  assert.ok(!selects(data[0].from[0].podSelector.matchLabels, podLabels(coordinator)));
+  assert.equal(data[0].from[0].namespaceSelector, undefined, "data ports: this namespace's workers only");
+}
+
+function checkTokenSecret(secretName, key, token) {
+  const source = secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--token-file"));
+  assert.equal(source.secretName, secretName);
+  assert.equal(source.key, key);
+  if (token !== undefined) {
+    const secret = r.get("Secret", secretName);
+    assert.equal(Buffer.from(secret.data[key], "base64").toString(), token);
+  }
+}
+
+function checkCpuWorkers() {
+  assert.equal(workerArgs.get("--device"), "cpu");
+  assert.ok(!workerArgs.has("--gpus"));
+  assert.match(workerContainer.image, /^herd-worker:/);
+  const resources = JSON.stringify(workerContainer.resources);
+  assert.ok(!resources.includes("nvidia.com/gpu"), "CPU workers request no GPU");
+}
+
+const scenarios = {
+  default() {
+    checkCpuWorkers();
+    checkTokenSecret(`${expected.release || "herd"}-auth`, "token", expected.token);
+    assert.ok(!coordinatorArgs.has("--tls-cert") && !workerArgs.has("--tls-ca"), "no TLS by default");
+    for (const w of [coordinator, worker]) {
+      assert.equal(w.spec.template.metadata.annotations["prometheus.io/scrape"], "true");
+    }
+    assert.equal(r.all("ServiceMonitor").length, 0);
+    checkNetworkPolicies();
+  },
+  gpu() {
+    const count = Number(expected.gpus);
+    // The GPUs join the configured requests and limits; nothing else moves.
+    assert.deepEqual(workerContainer.resources, {
+      requests: { cpu: "1", memory: "2Gi", "nvidia.com/gpu": count },
+      limits: { memory: "8Gi", "nvidia.com/gpu": count },
+    });
+    assert.equal(workerArgs.get("--device"), "cuda");
+    assert.equal(workerArgs.get("--gpus"), [...Array(count).keys()].join(","));
+    assert.match(workerContainer.image, /^herd-worker-cuda:/);
+    const spec = podSpec(worker);
+    assert.ok(spec.tolerations.some((t) => t.key === "nvidia.com/gpu" && t.operator === "Exists"));
+    assert.equal(spec.nodeSelector[expected.nodeLabel.split("=")[0]], expected.nodeLabel.split("=")[1]);
+    const shm = mountFor(worker, "worker", "/dev/shm/x");
+    assert.equal(shm.volume.emptyDir.medium, "Memory", "NCCL needs a real /dev/shm");
+  },
+  tls() {
+    const server = ["--tls-cert", "--tls-key", "--tls-ca"].map((f) => secretFileSource(coordinator, "coordinator", coordinatorArgs.get(f)));
+    assert.deepEqual(server.map((s) => [s.secretName, s.key]),
+      [[expected.secret, "tls.crt"], [expected.secret, "tls.key"], [expected.secret, "ca.crt"]]);
+    assert.equal(coordinatorArgs.get("--tls-require-client-cert"), true);
+    const ca = secretFileSource(worker, "worker", workerArgs.get("--tls-ca"));
+    assert.deepEqual([ca.secretName, ca.key], [expected.secret, "ca.crt"]);
+    assert.deepEqual(ca.items.map((i) => i.key), ["ca.crt"], "workers must not get the server key");
+    const client = ["--tls-cert", "--tls-key"].map((f) => secretFileSource(worker, "worker", workerArgs.get(f)));
+    assert.deepEqual(client.map((s) => [s.secretName, s.key]), [[expected.clientSecret, "tls.crt"], [expected.clientSecret, "tls.key"]]);
+  },
+  "existing-secret"() {
+    assert.equal(r.all("Secret").length, 0, "no Secret when one exists already");
+    checkTokenSecret(expected.secret, expected.key);
+    assert.deepEqual(
+      secretFileSource(worker, "worker", workerArgs.get("--token-file")).secretName, expected.secret);
+  },
+  monitoring() {
+    const [monitor] = r.all("ServiceMonitor");
+    assert.ok(monitor, "a ServiceMonitor");
+    const services = r.all("Service").filter((s) => selects(monitor.spec.selector.matchLabels, labels(s)));
+    assert.deepEqual(services.map((s) => s.metadata.name).sort(), [coordinator.metadata.name, worker.spec.serviceName].sort());
+    for (const s of services) assert.ok(s.spec.ports.some((p) => p.name === "metrics"), `${s.metadata.name} has a metrics port`);
+    assert.deepEqual(monitor.spec.endpoints.map((e) => [e.port, e.honorLabels]), [["metrics", true]]);
+    for (const w of [coordinator, worker]) {
+      assert.ok(!("prometheus.io/scrape" in (w.spec.template.metadata.annotations || {})));
+    }
+    assert.equal(r.all("NetworkPolicy").length, 0, "networkPolicy.enabled=false renders none");
+  },
+};
+
+checkCommonLabels();
+checkCoordinator();
+checkWorkers();
+if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);
+scenarios[scenario]();
+console.log(`check_chart ${scenario}: ok`);
