@@ -160,10 +160,11 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
     args = p.parse_args()
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
-    bin_dir = build()
+    bin_dir = args.bin_dir or build()
     models = args.models.split(",")
     worlds = [int(w) for w in args.worlds.split(",")]
     samples = {}  # (model, world, side) -> [samples/s]

@@ -10,6 +10,10 @@ PACKAGES=(
   prometheus-cpp-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   libsqlite3-dev libgoogle-glog-dev libgflags-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev
+  # Debian's LibTorch calls whatever libblas.so.3 the alternatives system
+  # provides; the reference BLAS is ~40x slower than OpenBLAS. The serial
+  # build keeps one thread per trainer, as `threads: 1` promises.
+  libopenblas0-serial
   # data, tests and benchmarks
   dataset-fashion-mnist prometheus python3 python3-torch
   # deploy/test: Helm's template engine rebuilt from Debian's Go packages,
