@@ -61,4 +61,9 @@ grpc::Status ClusterServiceImpl::CommitCheckpoint(grpc::ServerContext* context,
                        [&] { return AssignTo(coordinator_->CommitCheckpoint(*request), response); });
 }
 
+grpc::Status ClusterServiceImpl::ReportFailure(grpc::ServerContext* context, const v1::ReportFailureRequest* request,
+                                               v1::ReportFailureResponse* response) {
+  return edge_->Handle("ReportFailure", *context, [&] { return coordinator_->ReportFailure(*request); });
+}
+
 }  // namespace herd::coordinator

@@ -1,5 +1,5 @@
 // ClusterService: the worker-facing API (membership, heartbeats, rendezvous,
-// KV store, progress, checkpoint commits).
+// KV store, progress, checkpoint commits, failure reports).
 #pragma once
 
 #include "coordinator/coordinator.h"
@@ -28,6 +28,8 @@ class ClusterServiceImpl final : public v1::ClusterService::Service {
                               v1::ReportProgressResponse* response) override;
   grpc::Status CommitCheckpoint(grpc::ServerContext* context, const v1::CommitCheckpointRequest* request,
                                 v1::CommitCheckpointResponse* response) override;
+  grpc::Status ReportFailure(grpc::ServerContext* context, const v1::ReportFailureRequest* request,
+                             v1::ReportFailureResponse* response) override;
 
  private:
   Coordinator* const coordinator_;

@@ -3,70 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
 namespace {
-
-// Records that a job changed: WatchJob sees the new version, the caller
-// persists it.
-void Touch(JobRecord& job, double now, ChangeSet* changes) {
-  ++job.version;
-  job.info.set_updated_unix(now);
-  changes->jobs.insert(job.info.id());
-}
-
-void SetWorker(WorkerRecord& worker, v1::WorkerState worker_state, const std::string& job_id, ChangeSet* changes) {
-  worker.state = worker_state;
-  worker.job_id = job_id;
-  changes->workers.insert(worker.id);
-}
-
-// Frees the live members still assigned to `job`.
-void ReleaseMembers(ClusterState& state, const JobRecord& job, ChangeSet* changes) {
-  for (const std::string& member : job.generation.members) {
-    auto it = state.workers.find(member);
-    if (it == state.workers.end()) continue;
-    WorkerRecord& worker = it->second;
-    if (worker.state == v1::DEAD || worker.job_id != job.info.id()) continue;
-    SetWorker(worker, v1::IDLE, "", changes);
-  }
-}
-
-void FinishJob(ClusterState& state, JobRecord& job, v1::JobState final_state, const std::string& reason, double now,
-               ChangeSet* changes) {
-  job.info.set_state(final_state);
-  job.info.set_reason(reason);
-  ReleaseMembers(state, job, changes);
-  Touch(job, now, changes);
-}
-
-// The one place a generation begins: numbering, ranks, the JobInfo mirror and
-// the members' BUSY state all change together.
-void StartGeneration(ClusterState& state, JobRecord& job, const std::vector<std::string>& members,
-                     const std::string& reason, double now, ChangeSet* changes) {
-  job.generation.number = job.next_generation++;
-  job.generation.members = members;
-  job.generation.finished.clear();
-  job.info.set_generation(job.generation.number);
-  job.info.set_world_size(static_cast<int64_t>(members.size()));
-  job.info.clear_workers();
-  for (const std::string& member : members) {
-    job.info.add_workers(member);
-    SetWorker(state.workers.at(member), v1::BUSY, job.info.id(), changes);
-  }
-  job.info.set_state(v1::RUNNING);
-  job.info.set_reason("");
-  Touch(job, now, changes);
-  changes->generations_started.push_back({job.info.id(), job.generation.number, reason});
-}
-
-// An unfinished member of the current generation is gone. For now the job
-// fails; re-forming a generation from the survivors belongs here.
-void HandleMemberLost(ClusterState& state, JobRecord& job, const std::string& worker_id, int64_t rank,
-                      const std::string& cause, double now, ChangeSet* changes) {
-  FinishJob(state, job, v1::FAILED, absl::StrCat("worker ", worker_id, " (rank ", rank, ") lost: ", cause), now,
-            changes);
-}
 
 // The RUNNING job whose current generation has `worker_id` as a member.
 const JobRecord* RunningJobOf(const ClusterState& state, const WorkerRecord& worker) {
@@ -119,69 +59,6 @@ JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::J
   return job;
 }
 
-ChangeSet Schedule(ClusterState& state, double now) {
-  ChangeSet changes;
-  std::vector<JobRecord*> pending;
-  for (auto& [id, job] : state.jobs) {
-    if (job.info.state() == v1::PENDING) pending.push_back(&job);
-  }
-  std::sort(pending.begin(), pending.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
-  for (JobRecord* job : pending) {
-    const v1::JobSpec& spec = job->info.spec();
-    std::vector<std::string> idle;
-    for (const auto& [id, worker] : state.workers) {
-      if (worker.state == v1::IDLE && worker.device_kind == spec.device()) idle.push_back(id);
-    }
-    if (static_cast<int64_t>(idle.size()) < spec.min_workers()) continue;
-    if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
-    StartGeneration(state, *job, idle, "start", now, &changes);
-  }
-  return changes;
-}
-
-ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds) {
-  ChangeSet changes;
-  for (auto& [id, worker] : state.workers) {
-    if (worker.state == v1::DEAD || now - worker.last_heartbeat <= lease_seconds) continue;
-    const std::string job_id = worker.job_id;
-    SetWorker(worker, v1::DEAD, "", &changes);
-    auto it = state.jobs.find(job_id);
-    if (it == state.jobs.end() || it->second.info.state() != v1::RUNNING) continue;
-    JobRecord& job = it->second;
-    int64_t rank = job.generation.RankOf(id);
-    // A member that already finished cleanly is not needed any more.
-    if (rank < 0 || job.generation.finished.count(id)) continue;
-    HandleMemberLost(state, job, id, rank, "lease expired", now, &changes);
-  }
-  return changes;
-}
-
-ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now) {
-  ChangeSet changes;
-  auto it = state.jobs.find(exit.job_id());
-  if (it == state.jobs.end()) return changes;
-  JobRecord& job = it->second;
-  if (job.info.state() != v1::RUNNING || exit.generation() != job.generation.number) return changes;
-  int64_t rank = job.generation.RankOf(worker_id);
-  if (rank < 0) return changes;
-
-  if (exit.exit_code() != 0) {
-    std::string reason =
-        absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
-    if (!exit.message().empty()) absl::StrAppend(&reason, ": ", exit.message());
-    FinishJob(state, job, v1::FAILED, reason, now, &changes);
-    return changes;
-  }
-  if (!job.generation.finished.insert(worker_id).second) return changes;  // a repeated report
-  if (job.generation.finished.size() == job.generation.members.size()) {
-    FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
-  } else {
-    Touch(job, now, &changes);
-  }
-  return changes;
-}
-
 absl::StatusOr<ChangeSet> CancelJob(ClusterState& state, const std::string& job_id, double now) {
   auto it = state.jobs.find(job_id);
   if (it == state.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
@@ -217,6 +94,8 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
   if (worker == state.workers.end()) return assignments;
   const JobRecord* job = RunningJobOf(state, worker->second);
   if (job == nullptr || job->generation.finished.count(worker_id)) return assignments;
+  // Survivors of a generation still forming stay assigned, so their daemon
+  // keeps the trainer (and the state it holds in memory) alive.
   v1::Assignment& assignment = assignments.emplace_back();
   assignment.set_job_id(job->info.id());
   assignment.set_generation(job->generation.number);
@@ -227,10 +106,14 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation) {
   auto it = state.jobs.find(job_id);
   if (it == state.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
-  int64_t current = it->second.generation.number;
-  if (generation != current) {
+  const Generation& current = it->second.generation;
+  if (generation != current.number) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id, ": generation ", generation, " is not current (current: ", current, ")"));
+        absl::StrCat("job ", job_id, ": generation ", generation, " is not current (current: ", current.number, ")"));
+  }
+  if (!current.formed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, ": generation ", generation, " has not formed yet (waiting for workers)"));
   }
   return absl::OkStatus();
 }
@@ -249,8 +132,15 @@ bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report,
   if (!report.eval().empty()) *info.mutable_eval() = report.eval();
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
+  job.generation.committed = true;
   Touch(job, now, changes);
   return false;
+}
+
+const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std::string& job_id) {
+  auto it = state.checkpoints.find(job_id);
+  if (it == state.checkpoints.end() || it->second.empty()) return nullptr;
+  return &it->second.back();
 }
 
 std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,

@@ -21,6 +21,18 @@ struct Generation {
   int64_t number = 0;  // 0: the job has not started yet
   std::vector<std::string> members;
   std::set<std::string> finished;  // members whose trainer exited 0
+  // False while the job waits for enough workers to form this generation:
+  // `members` then holds only the survivors of the previous one, and nobody
+  // may join or use it yet.
+  bool formed = true;
+  std::string reason;     // why it started: start, member_lost, failure_reported, join, coordinator_restart
+  double started_at = 0;  // when it formed
+  // Where its trainers start (see JoinGenerationResponse).
+  int64_t start_step = 0;
+  int64_t epoch = 0;
+  int64_t samples_in_epoch = 0;
+  int64_t heal_from_rank = -1;
+  bool committed = false;  // rank 0 reported progress in it
 
   // -1 when `worker_id` is not a member.
   int64_t RankOf(const std::string& worker_id) const;
@@ -28,11 +40,18 @@ struct Generation {
 
 struct JobRecord {
   // What people see. info.spec is the defaulted spec; info.generation and
-  // info.workers mirror `generation`.
+  // info.workers mirror `generation`; info.step, epoch and samples_in_epoch
+  // are the committed state (rank 0's last progress report).
   v1::JobInfo info;
   int64_t submit_seq = 0;  // FIFO order for scheduling
   Generation generation;
   int64_t next_generation = 1;
+  int64_t restarts_used = 0;  // generations started after failures (spec.restart_budget)
+  std::string last_failure;
+  double waiting_since = 0;  // while !generation.formed: when the wait began
+  // Loaded by a restarted coordinator and not yet confirmed by its members'
+  // heartbeats. Not persisted: every restart sets it again.
+  bool recovering = false;
   int64_t version = 0;  // bumped on every change (WatchJob waits on it); not persisted
 };
 
@@ -44,6 +63,10 @@ struct WorkerRecord {
   v1::WorkerState state = v1::IDLE;
   std::string job_id;  // set while BUSY
   double last_heartbeat = 0;
+  // From heartbeats since this coordinator started (not persisted): whether
+  // one arrived, and the jobs the worker's trainers were running then.
+  bool heard = false;
+  std::set<std::string> running_jobs;
 
   v1::WorkerInfo ToInfo() const;
 };
@@ -80,21 +103,6 @@ bool IsFinal(v1::JobState state);
 JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::JobSpec& spec, double now,
                          ChangeSet* changes);
 
-// Starts PENDING jobs in submit order. A job starts once at least min_workers
-// IDLE workers of its device kind exist; it takes up to max_workers of them,
-// lowest ids first, as ranks 0..W-1 of a new generation. Jobs that do not fit
-// are skipped so later, smaller jobs can still start.
-ChangeSet Schedule(ClusterState& state, double now);
-
-// Marks workers silent for longer than the lease DEAD; a lost unfinished
-// member fails its job (see HandleMemberLost in the .cc).
-ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds);
-
-// A trainer exit reported in a heartbeat. Exit 0 marks the member finished and
-// the job SUCCEEDED once every member has; any other code fails the job.
-// Exits for another generation or for final jobs are ignored.
-ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now);
-
 // PENDING/RUNNING -> CANCELLED. NOT_FOUND for unknown ids, FAILED_PRECONDITION
 // for final jobs.
 absl::StatusOr<ChangeSet> CancelJob(ClusterState& state, const std::string& job_id, double now);
@@ -108,12 +116,16 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
 std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std::string& worker_id);
 
 // Fencing: NOT_FOUND for an unknown job, FAILED_PRECONDITION when
-// `generation` is not the job's current one.
+// `generation` is not the job's current one or has not formed yet.
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation);
 
 // Applies a progress report (fields from rank 0 only, and only while RUNNING).
+// Rank 0 reports at commit points, so its report is the job's committed state.
 // Returns true when the job is no longer RUNNING, i.e. the trainer should stop.
 bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes);
+
+// The newest complete checkpoint of a job, or nullptr.
+const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std::string& job_id);
 
 // Adds a checkpoint to its job's catalog and drops the entries beyond the
 // newest `keep`; returns the dropped ones (oldest first).

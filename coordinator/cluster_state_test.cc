@@ -4,14 +4,18 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "coordinator/generations.h"
 
 namespace herd::coordinator {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::SizeIs;
 
 constexpr double kLease = 10;
+constexpr double kMinWorkersWait = 60;
 
 v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, const std::string& device = "cpu") {
   v1::JobSpec spec;
@@ -19,6 +23,7 @@ v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, const std::string& de
   spec.set_max_workers(max_workers);
   spec.set_device(device);
   spec.mutable_checkpoint()->set_keep(2);
+  spec.set_restart_budget(3);  // the default ApplyJobDefaults gives
   return spec;
 }
 
@@ -53,6 +58,61 @@ class ClusterStateTest : public ::testing::Test {
     Submit("j", Spec(2, 2));
     Schedule(state_, clock_.Now());
     ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
+  }
+  // Workers w1..wN running job "j" (min_workers..N workers) as generation 1.
+  void StartJob(int workers, int64_t min_workers, int64_t restart_budget = 3) {
+    for (int i = 1; i <= workers; ++i) AddWorker("w" + std::to_string(i));
+    v1::JobSpec spec = Spec(min_workers, workers);
+    spec.set_restart_budget(restart_budget);
+    Submit("j", spec);
+    Schedule(state_, clock_.Now());
+    ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
+    ASSERT_EQ(Job("j").generation.members.size(), static_cast<size_t>(workers));
+  }
+  // Everyone but `silent` heartbeats now.
+  void AllBeatExcept(const std::set<std::string>& silent) {
+    for (auto& [id, worker] : state_.workers) {
+      if (!silent.count(id)) worker.last_heartbeat = clock_.Now();
+    }
+  }
+  // Rank 0 of the current generation commits (reports progress).
+  void Commit(int64_t step, int64_t epoch, int64_t samples_in_epoch) {
+    v1::ReportProgressRequest report;
+    report.set_job_id("j");
+    report.set_generation(Job("j").generation.number);
+    report.set_rank(0);
+    report.set_step(step);
+    report.set_epoch(epoch);
+    report.set_samples_in_epoch(samples_in_epoch);
+    ChangeSet changes;
+    ASSERT_FALSE(ApplyProgress(state_, report, clock_.Now(), &changes));
+  }
+  absl::StatusOr<ChangeSet> ReportFailure(const std::string& worker_id, int64_t generation, int64_t rank,
+                                          const std::string& message = "allreduce timed out") {
+    v1::ReportFailureRequest report;
+    report.set_job_id("j");
+    report.set_generation(generation);
+    report.set_rank(rank);
+    report.set_worker_id(worker_id);
+    report.set_message(message);
+    return ApplyFailureReport(state_, report, clock_.Now());
+  }
+  ChangeSet Advance() {
+    GenerationOptions options;
+    options.lease_seconds = kLease;
+    options.min_workers_wait_seconds = kMinWorkersWait;
+    return AdvanceGenerations(state_, clock_.Now(), options);
+  }
+  ChangeSet Heartbeat(const std::string& id, const std::vector<std::string>& running_jobs) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(id);
+    for (const auto& job : running_jobs) request.add_running_jobs(job);
+    return ApplyHeartbeat(state_, request, clock_.Now());
+  }
+  static std::vector<std::string> Reasons(const ChangeSet& changes) {
+    std::vector<std::string> reasons;
+    for (const auto& started : changes.generations_started) reasons.push_back(started.reason);
+    return reasons;
   }
 
   FakeClock clock_;
@@ -128,7 +188,9 @@ TEST_F(ClusterStateTest, FirstInFirstOutWithBackfill) {
   EXPECT_THAT(Job("small").generation.members, ElementsAre("w2"));
 }
 
-TEST_F(ClusterStateTest, LeaseExpiryFailsJobAndFreesOtherMembers) {
+// Before generations, losing a member failed the job; now the survivor waits
+// (below min_workers) for a replacement, keeping its trainer assigned.
+TEST_F(ClusterStateTest, LeaseExpiryBelowMinWorkersKeepsTheSurvivorWaiting) {
   StartTwoWorkerJob();
   clock_.Advance(kLease);
   state_.workers.at("w1").last_heartbeat = clock_.Now();
@@ -139,13 +201,23 @@ TEST_F(ClusterStateTest, LeaseExpiryFailsJobAndFreesOtherMembers) {
   ChangeSet changes = ExpireLeases(state_, clock_.Now(), kLease);
   EXPECT_EQ(Worker("w2").state, v1::DEAD);
   EXPECT_EQ(Worker("w2").job_id, "");
-  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
-  EXPECT_EQ(Job("j").info.reason(), "worker w2 (rank 1) lost: lease expired");
-  EXPECT_EQ(Worker("w1").state, v1::IDLE);
-  EXPECT_EQ(Worker("w1").job_id, "");
-  EXPECT_EQ(changes.workers.size(), 2u);
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.info.state(), v1::RUNNING);
+  EXPECT_EQ(job.info.reason(), "waiting for workers: have 1, need 2");
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_FALSE(job.generation.formed);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1"));
+  EXPECT_THAT(job.info.workers(), ElementsAre("w1"));
+  EXPECT_EQ(job.last_failure, "worker w2 (rank 1) lost: lease expired");
+  EXPECT_EQ(Worker("w1").state, v1::BUSY);
+  EXPECT_TRUE(changes.generations_started.empty());  // counted once it forms
   EXPECT_EQ(changes.jobs.count("j"), 1u);
-  EXPECT_THAT(AssignmentsFor(state_, "w1"), IsEmpty());
+  ASSERT_THAT(AssignmentsFor(state_, "w1"), SizeIs(1));
+  EXPECT_EQ(AssignmentsFor(state_, "w1")[0].generation(), 2);
+  // Nobody can use the unformed generation, nor the old one.
+  EXPECT_EQ(CheckCurrentGeneration(state_, "j", 2).message(),
+            "job j: generation 2 has not formed yet (waiting for workers)");
+  EXPECT_EQ(CheckCurrentGeneration(state_, "j", 1).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ClusterStateTest, IdleWorkerExpiresWithoutTouchingJobs) {
@@ -178,13 +250,32 @@ TEST_F(ClusterStateTest, CleanExitsSucceedOnceEveryMemberFinished) {
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
 }
 
-TEST_F(ClusterStateTest, NonZeroExitFailsJobWithReason) {
-  StartTwoWorkerJob();
-  ApplyTrainerExit(state_, "w2", Exit("j", 1, 3, "CUDA out of memory"), clock_.Now());
-  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
-  EXPECT_EQ(Job("j").info.reason(), "worker w2 (rank 1) trainer exited with code 3: CUDA out of memory");
-  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+// Before generations a non-zero exit failed the job; now it is a member
+// failure: the next generation goes on without that member.
+TEST_F(ClusterStateTest, NonZeroExitStartsGenerationWithoutTheMember) {
+  StartJob(3, 1);
+  Commit(10, 0, 480);
+  ChangeSet changes = ApplyTrainerExit(state_, "w2", Exit("j", 1, 3, "CUDA out of memory"), clock_.Now());
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.info.state(), v1::RUNNING);
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_TRUE(job.generation.formed);
+  // The failed worker is free, but not taken straight back.
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.generation.start_step, 10);
+  EXPECT_EQ(job.restarts_used, 1);
+  EXPECT_EQ(job.last_failure, "worker w2 (rank 1) trainer exited with code 3: CUDA out of memory");
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+
+  // The same trainer's exit, or any, for generation 1 changes nothing now.
+  EXPECT_TRUE(ApplyTrainerExit(state_, "w1", Exit("j", 1, 1), clock_.Now()).empty());
+  EXPECT_EQ(Job("j").generation.number, 2);
+  // Exit 0 of every member of the current generation still succeeds.
+  ApplyTrainerExit(state_, "w1", Exit("j", 2, 0), clock_.Now());
+  ApplyTrainerExit(state_, "w3", Exit("j", 2, 0), clock_.Now());
+  EXPECT_EQ(Job("j").info.state(), v1::SUCCEEDED);
 }
 
 TEST_F(ClusterStateTest, StaleGenerationAndFinalJobExitsAreIgnored) {
@@ -284,6 +375,366 @@ TEST_F(ClusterStateTest, CheckpointRetentionDropsOldest) {
   EXPECT_EQ(dropped[0].path(), "ckpt/10");
   ASSERT_EQ(state_.checkpoints.at("j").size(), 2u);
   EXPECT_EQ(state_.checkpoints.at("j").back().step(), 30);
+}
+
+// ---------------------------------------------------------------- generations
+
+TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommittedState) {
+  StartJob(3, 2);
+  Commit(30, 1, 960);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ChangeSet changes = ExpireLeases(state_, clock_.Now(), kLease);
+
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.info.state(), v1::RUNNING);
+  EXPECT_EQ(job.info.reason(), "");
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_TRUE(job.generation.formed);
+  EXPECT_EQ(job.generation.reason, "member_lost");
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
+  EXPECT_THAT(job.info.workers(), ElementsAre("w1", "w3"));
+  EXPECT_EQ(job.info.world_size(), 2);
+  EXPECT_EQ(job.info.generation(), 2);
+  // The committed state carries over and rank 0 (a survivor) heals the rest.
+  EXPECT_EQ(job.generation.start_step, 30);
+  EXPECT_EQ(job.generation.epoch, 1);
+  EXPECT_EQ(job.generation.samples_in_epoch, 960);
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.restarts_used, 1);
+  ASSERT_EQ(changes.generations_started.size(), 1u);
+  EXPECT_EQ(changes.generations_started[0].number, 2);
+  EXPECT_EQ(changes.generations_started[0].reason, "member_lost");
+  EXPECT_EQ(Worker("w2").state, v1::DEAD);
+  ASSERT_THAT(AssignmentsFor(state_, "w3"), SizeIs(1));
+  EXPECT_EQ(AssignmentsFor(state_, "w3")[0].generation(), 2);
+  EXPECT_EQ(AssignmentsFor(state_, "w3")[0].rank(), 1);
+  // Generation 1 is fenced from now on.
+  EXPECT_EQ(CheckCurrentGeneration(state_, "j", 1).message(), "job j: generation 1 is not current (current: 2)");
+  EXPECT_TRUE(CheckCurrentGeneration(state_, "j", 2).ok());
+}
+
+TEST_F(ClusterStateTest, WorkersLostTogetherCostOneGeneration) {
+  StartJob(4, 2);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w1", "w3"});
+  ChangeSet changes = ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w2", "w4"));
+  EXPECT_EQ(Job("j").generation.number, 2);
+  EXPECT_EQ(Job("j").restarts_used, 1);
+  EXPECT_EQ(Job("j").last_failure, "workers w1 (rank 0), w3 (rank 2) lost: lease expired");
+}
+
+TEST_F(ClusterStateTest, ReportedFailureStartsGenerationKeepingTheReporter) {
+  StartJob(3, 3);
+  Commit(20, 0, 960);
+  auto changes = ReportFailure("w3", 1, 2);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_THAT(Reasons(*changes), ElementsAre("failure_reported"));
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w2", "w3"));
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.generation.start_step, 20);
+  EXPECT_EQ(job.restarts_used, 1);
+  EXPECT_EQ(job.last_failure, "worker w3 (rank 2) reported a failure: allreduce timed out");
+
+  // The other ranks report the same failure for generation 1: fenced, no
+  // further generation.
+  auto late = ReportFailure("w1", 1, 0);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(late.status().message(), "job j: generation 1 is not current (current: 2)");
+  EXPECT_EQ(Job("j").generation.number, 2);
+
+  auto wrong_rank = ReportFailure("w1", 2, 1);
+  EXPECT_EQ(wrong_rank.status().code(), absl::StatusCode::kInvalidArgument);
+  AddWorker("stranger");
+  EXPECT_EQ(ReportFailure("stranger", 2, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+  v1::ReportFailureRequest unknown;
+  unknown.set_job_id("nope");
+  EXPECT_EQ(ApplyFailureReport(state_, unknown, clock_.Now()).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(CancelJob(state_, "j", clock_.Now()).ok());
+  EXPECT_EQ(ReportFailure("w1", 2, 0).status().message(), "job j is CANCELLED");
+}
+
+TEST_F(ClusterStateTest, LeaseExpiryConfirmingAnUncommittedReportedFailureIsNotChargedAgain) {
+  StartJob(3, 1);
+  // w3 hangs: the others' collective times out before its lease runs out.
+  ASSERT_TRUE(ReportFailure("w1", 1, 0).ok());
+  EXPECT_EQ(Job("j").restarts_used, 1);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w3"});
+  ChangeSet changes = ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(Job("j").restarts_used, 1);
+
+  // Once a generation has committed, the next loss is a new failure.
+  Commit(10, 0, 320);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1"));
+  EXPECT_EQ(Job("j").restarts_used, 2);
+}
+
+TEST_F(ClusterStateTest, IdleWorkersJoinBelowMaxLastAndRateLimited) {
+  AddWorker("w1");
+  v1::JobSpec spec = Spec(1, 3);
+  Submit("j", spec);
+  Schedule(state_, clock_.Now());
+  Commit(5, 0, 40);
+  // "a0" sorts before w1 but joins after it: joiners go last.
+  AddWorker("a0");
+  EXPECT_TRUE(Advance().empty());  // generation 1 has just started
+  clock_.Advance(kLease);
+  AllBeatExcept({});
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("join"));
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "a0"));
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.generation.start_step, 5);
+  EXPECT_EQ(job.restarts_used, 0);  // joins are free
+  EXPECT_EQ(Worker("a0").state, v1::BUSY);
+
+  // A second joiner right away waits a lease for the next join generation.
+  AddWorker("b0");
+  clock_.Advance(kLease / 2);
+  AllBeatExcept({});
+  EXPECT_TRUE(Advance().empty());
+  EXPECT_EQ(Worker("b0").state, v1::IDLE);
+  clock_.Advance(kLease / 2);
+  AllBeatExcept({});
+  EXPECT_THAT(Reasons(Advance()), ElementsAre("join"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "a0", "b0"));
+
+  // At max_workers nobody else joins.
+  AddWorker("c0");
+  clock_.Advance(kLease * 3);
+  AllBeatExcept({});
+  EXPECT_TRUE(Advance().empty());
+  EXPECT_EQ(Job("j").generation.number, 3);
+}
+
+TEST_F(ClusterStateTest, WorkersOfOtherDevicesDoNotJoin) {
+  StartJob(1, 1);
+  state_.jobs.at("j").info.mutable_spec()->set_max_workers(2);
+  AddWorker("g1", "cuda");
+  clock_.Advance(kLease);
+  AllBeatExcept({});
+  EXPECT_TRUE(Advance().empty());
+}
+
+TEST_F(ClusterStateTest, RestartBudgetExhaustedFailsTheJob) {
+  StartJob(2, 1, /*restart_budget=*/1);
+  ASSERT_TRUE(ReportFailure("w2", 1, 1, "gloo: connection reset").ok());
+  EXPECT_EQ(Job("j").generation.number, 2);
+  EXPECT_EQ(Job("j").restarts_used, 1);
+  auto exhausted = ReportFailure("w1", 2, 0, "nccl watchdog timeout");
+  ASSERT_TRUE(exhausted.ok()) << exhausted.status();
+  EXPECT_TRUE(exhausted->generations_started.empty());
+  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
+  EXPECT_EQ(Job("j").info.reason(),
+            "restart budget (1) exhausted; last failure: worker w1 (rank 0) reported a failure: nccl watchdog "
+            "timeout");
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  EXPECT_EQ(Worker("w2").state, v1::IDLE);
+  EXPECT_THAT(AssignmentsFor(state_, "w1"), IsEmpty());
+}
+
+TEST_F(ClusterStateTest, BelowMinWorkersWaitsThenFailsAfterTheTimeout) {
+  StartJob(2, 2);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_EQ(Job("j").info.reason(), "waiting for workers: have 1, need 2");
+  const int64_t version = Job("j").version;
+
+  clock_.Advance(kMinWorkersWait);
+  AllBeatExcept({});
+  EXPECT_TRUE(Advance().empty());  // exactly the timeout: still waiting
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+  EXPECT_EQ(Job("j").version, version);
+
+  clock_.Advance(0.5);
+  AllBeatExcept({});
+  ChangeSet changes = Advance();
+  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
+  EXPECT_EQ(Job("j").info.reason(), "fewer than min_workers (2) workers for 60 seconds");
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  EXPECT_EQ(changes.jobs.count("j"), 1u);
+}
+
+TEST_F(ClusterStateTest, BelowMinWorkersFormsOnceAWorkerArrives) {
+  StartJob(2, 2);
+  Commit(8, 0, 128);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w1"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_EQ(Job("j").generation.number, 2);
+  EXPECT_FALSE(Job("j").generation.formed);
+
+  clock_.Advance(30);
+  AllBeatExcept({});
+  AddWorker("w0");
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  const JobRecord& job = Job("j");
+  EXPECT_TRUE(job.generation.formed);
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_THAT(job.generation.members, ElementsAre("w2", "w0"));
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.generation.start_step, 8);
+  EXPECT_EQ(job.info.reason(), "");
+  EXPECT_EQ(job.restarts_used, 1);
+  EXPECT_TRUE(CheckCurrentGeneration(state_, "j", 2).ok());
+}
+
+TEST_F(ClusterStateTest, SurvivorWhoseTrainerEndsWhileWaitingIsNoSurvivor) {
+  StartJob(2, 2);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  ChangeSet changes = ApplyTrainerExit(state_, "w1", Exit("j", 2, 1, "peer gone"), clock_.Now());
+  EXPECT_THAT(Job("j").generation.members, IsEmpty());
+  EXPECT_EQ(Job("j").info.reason(), "waiting for workers: have 0, need 2");
+  EXPECT_EQ(Job("j").restarts_used, 1);  // no new generation: not charged again
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  EXPECT_TRUE(changes.generations_started.empty());
+}
+
+TEST_F(ClusterStateTest, NoSurvivorRestartsFromTheNewestCheckpointOnceWorkersExist) {
+  StartJob(2, 2);
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_job_id("j");
+  checkpoint.set_step(20);
+  checkpoint.set_epoch(1);
+  checkpoint.set_samples_in_epoch(640);
+  checkpoint.set_path("j/step-20");
+  RecordCheckpoint(state_, checkpoint, 2);
+  Commit(30, 1, 960);
+
+  clock_.Advance(kLease + 1);
+  ChangeSet lost = ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_TRUE(lost.generations_started.empty());
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+  EXPECT_EQ(Job("j").info.reason(), "waiting for workers: have 0, need 2");
+  EXPECT_EQ(Job("j").restarts_used, 1);
+
+  AddWorker("w3");
+  EXPECT_TRUE(Advance().empty());  // one is not enough
+  AddWorker("w4");
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  const JobRecord& job = Job("j");
+  EXPECT_THAT(job.generation.members, ElementsAre("w3", "w4"));
+  EXPECT_EQ(job.generation.heal_from_rank, -1);
+  EXPECT_EQ(job.generation.start_step, 20);
+  EXPECT_EQ(job.generation.epoch, 1);
+  EXPECT_EQ(job.generation.samples_in_epoch, 640);
+  // The job's committed state rolls back to the checkpoint it resumes from.
+  EXPECT_EQ(job.info.step(), 20);
+  EXPECT_EQ(job.info.samples_in_epoch(), 640);
+  EXPECT_EQ(NewestCheckpoint(state_, "j")->path(), "j/step-20");
+}
+
+TEST_F(ClusterStateTest, NoSurvivorAndNoCheckpointStartsFromScratch) {
+  StartJob(1, 1);
+  Commit(30, 1, 960);
+  ApplyTrainerExit(state_, "w1", Exit("j", 1, -9, "killed"), clock_.Now());
+  // The crashed worker was not taken back at once...
+  EXPECT_FALSE(Job("j").generation.formed);
+  // ...but it is the only one there is on the next round.
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1"));
+  EXPECT_EQ(Job("j").generation.heal_from_rank, -1);
+  EXPECT_EQ(Job("j").generation.start_step, 0);
+  EXPECT_EQ(Job("j").info.step(), 0);
+  EXPECT_EQ(Job("j").info.epoch(), 0);
+}
+
+TEST_F(ClusterStateTest, FirstGenerationStartsFromScratchWithNobodyToHealFrom) {
+  StartTwoWorkerJob();
+  EXPECT_EQ(Job("j").generation.reason, "start");
+  EXPECT_EQ(Job("j").generation.heal_from_rank, -1);
+  EXPECT_EQ(Job("j").generation.start_step, 0);
+  EXPECT_TRUE(Job("j").generation.formed);
+}
+
+TEST_F(ClusterStateTest, RestartKeepsGenerationWhenEveryMemberStillRunsItsTrainer) {
+  StartJob(2, 2);
+  MarkRestarted(state_, clock_.Now());
+  EXPECT_TRUE(Job("j").recovering);
+  Heartbeat("w1", {"j"});
+  EXPECT_TRUE(Advance().empty());  // w2 not heard yet
+  EXPECT_TRUE(Job("j").recovering);
+  Heartbeat("w2", {"j"});
+  EXPECT_TRUE(Advance().empty());
+  EXPECT_FALSE(Job("j").recovering);
+  EXPECT_EQ(Job("j").generation.number, 1);
+}
+
+TEST_F(ClusterStateTest, RestartStartsNewGenerationWhenAMemberLostItsTrainer) {
+  StartJob(3, 3);
+  Commit(12, 0, 576);
+  MarkRestarted(state_, clock_.Now());
+  Heartbeat("w1", {});  // its daemon restarted too: no trainer
+  Heartbeat("w2", {"j"});
+  Heartbeat("w3", {"j"});
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("coordinator_restart"));
+  const JobRecord& job = Job("j");
+  EXPECT_FALSE(job.recovering);
+  EXPECT_EQ(job.generation.number, 2);
+  // Trainers holding the state first; the one without rejoins last.
+  EXPECT_THAT(job.generation.members, ElementsAre("w2", "w3", "w1"));
+  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.generation.start_step, 12);
+  EXPECT_EQ(job.restarts_used, 0);  // not a failure
+}
+
+TEST_F(ClusterStateTest, RestartedMemberThatNeverReturnsIsLostByLease) {
+  StartJob(2, 1);
+  MarkRestarted(state_, clock_.Now());
+  Heartbeat("w1", {"j"});
+  EXPECT_TRUE(Advance().empty());
+  clock_.Advance(kLease + 1);
+  Heartbeat("w1", {"j"});
+  ChangeSet changes = ExpireLeases(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1"));
+  EXPECT_FALSE(Job("j").recovering);
+}
+
+TEST_F(ClusterStateTest, RestartGivesAWaitingJobAFreshWait) {
+  StartJob(2, 2);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  clock_.Advance(kMinWorkersWait - 1);
+  MarkRestarted(state_, clock_.Now());
+  clock_.Advance(10);
+  AllBeatExcept({});
+  Advance();
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+}
+
+TEST_F(ClusterStateTest, StaleGenerationsAreFenced) {
+  StartJob(2, 1);
+  ASSERT_TRUE(ReportFailure("w1", 1, 0).ok());
+  // Generation 1 (stale) is refused; generation 2 is current.
+  for (int64_t stale : {int64_t{1}, int64_t{3}}) {
+    absl::Status status = CheckCurrentGeneration(state_, "j", stale);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("is not current (current: 2)"));
+    EXPECT_EQ(ReportFailure("w1", stale, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_TRUE(CheckCurrentGeneration(state_, "j", 2).ok());
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const Coordinat
                                                                  Metrics* metrics) {
   auto state = store->Load(clock->Now());
   if (!state.ok()) return state.status();
+  MarkRestarted(*state, clock->Now());
   std::unique_ptr<Coordinator> coordinator(
       new Coordinator(options, std::move(store), clock, metrics, *std::move(state)));
   if (options.run_ticker) coordinator->ticker_ = std::thread([c = coordinator.get()] { c->RunTicker(); });
@@ -69,8 +70,11 @@ void Coordinator::RunTicker() {
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
   const double now = clock_->Now();
+  GenerationOptions generations;
+  generations.lease_seconds = options_.lease_seconds;
+  generations.min_workers_wait_seconds = options_.min_workers_wait_seconds;
   ChangeSet changes = ExpireLeases(state_, now, options_.lease_seconds);
-  changes.Merge(Schedule(state_, now));
+  changes.Merge(AdvanceGenerations(state_, now, generations));
   if (!changes.empty()) {
     if (auto status = Commit(changes); !status.ok()) LOG(ERROR) << "persisting scheduler changes: " << status;
   }
@@ -107,8 +111,10 @@ void Coordinator::Publish(const ChangeSet& changes) {
   }
   for (const StartedGeneration& started : changes.generations_started) {
     metrics_->CountGenerationStarted(started.reason);
+    const JobRecord& job = state_.jobs.at(started.job_id);
     LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
-              << ") with " << state_.jobs.at(started.job_id).generation.members.size() << " workers";
+              << ") with " << job.generation.members.size() << " workers from step " << job.generation.start_step
+              << ", healing from rank " << job.generation.heal_from_rank;
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }
@@ -243,12 +249,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     response.set_reregister(true);
     return response;
   }
-  const double now = clock_->Now();
-  it->second.last_heartbeat = now;
-  ChangeSet changes;
-  for (const v1::TrainerExit& exit : request.exits()) {
-    changes.Merge(ApplyTrainerExit(state_, request.worker_id(), exit, now));
-  }
+  ChangeSet changes = ApplyHeartbeat(state_, request, clock_->Now());
   if (!changes.empty()) {
     if (auto status = Commit(changes); !status.ok()) return status;
   }
@@ -272,13 +273,17 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
       return absl::FailedPreconditionError(
           absl::StrCat("job ", request.job_id(), " is ", v1::JobState_Name(job->info.state())));
     }
-    if (job->info.state() == v1::RUNNING) break;
+    if (job->info.state() == v1::RUNNING) {
+      if (job->generation.formed) break;
+      // Waiting for workers: only its survivors will be members.
+      if (job->generation.RankOf(request.worker_id()) < 0) break;
+    }
     if (shutting_down_) return ShuttingDown();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("job ", request.job_id(), " is still ",
-                                                      v1::JobState_Name(job->info.state()), " after waiting ",
-                                                      request.wait_ms(), " ms"));
+                                                      v1::JobState_Name(job->info.state()), " (", job->info.reason(),
+                                                      ") after waiting ", request.wait_ms(), " ms"));
     }
     if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the join");
     changed_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.cancel_poll));
@@ -286,7 +291,7 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
 
   const Generation& generation = job->generation;
   const int64_t rank = generation.RankOf(request.worker_id());
-  if (rank < 0) {
+  if (rank < 0 || !generation.formed) {
     return absl::FailedPreconditionError(absl::StrCat("worker ", request.worker_id(), " is not a member of job ",
                                                       request.job_id(), " generation ", generation.number));
   }
@@ -303,13 +308,13 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
   }
   *response.mutable_spec() = job->info.spec();
   response.set_seed(job->info.spec().seed());
-  response.set_epoch(job->info.epoch());
-  response.set_samples_in_epoch(job->info.samples_in_epoch());
-  response.set_start_step(0);  // survivors resuming mid-run arrive with fault tolerance
+  response.set_epoch(generation.epoch);
+  response.set_samples_in_epoch(generation.samples_in_epoch);
+  response.set_start_step(generation.start_step);
+  response.set_heal_from_rank(generation.heal_from_rank);
   response.set_kv_prefix(absl::StrCat(request.job_id(), "/", generation.number, "/"));
-  auto catalog = state_.checkpoints.find(request.job_id());
-  if (catalog != state_.checkpoints.end() && !catalog->second.empty()) {
-    response.set_checkpoint_path(catalog->second.back().path());
+  if (const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state_, request.job_id())) {
+    response.set_checkpoint_path(checkpoint->path());
   }
   metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
   return response;
@@ -356,6 +361,7 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1:
 absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
   if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
   if (request.step() < 0) return absl::InvalidArgumentError("step: must be >= 0");
+  if (request.samples_in_epoch() < 0) return absl::InvalidArgumentError("samples_in_epoch: must be >= 0");
   absl::MutexLock lock(&mu_);
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
@@ -370,6 +376,7 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   checkpoint.set_job_id(request.job_id());
   checkpoint.set_step(request.step());
   checkpoint.set_epoch(request.epoch());
+  checkpoint.set_samples_in_epoch(request.samples_in_epoch());
   checkpoint.set_generation(request.generation());
   checkpoint.set_path(request.path());
   checkpoint.set_size_bytes(request.size_bytes());
@@ -388,6 +395,16 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   *response.mutable_checkpoint() = checkpoint;
   for (const v1::CheckpointInfo& old : dropped) response.add_delete_paths(old.path());
   return response;
+}
+
+absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request) {
+  absl::MutexLock lock(&mu_);
+  auto changes = ApplyFailureReport(state_, request, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (changes->empty()) return absl::OkStatus();
+  LOG(WARNING) << "job " << request.job_id() << ": rank " << request.rank() << " (" << request.worker_id()
+               << ") reported a failure in generation " << request.generation() << ": " << request.message();
+  return Commit(*changes);
 }
 
 }  // namespace herd::coordinator

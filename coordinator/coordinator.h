@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/cluster_state.h"
+#include "coordinator/generations.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/metrics.h"
 #include "coordinator/state_store.h"
@@ -28,7 +29,11 @@
 namespace herd::coordinator {
 
 struct CoordinatorOptions {
+  // A worker silent this long is dead; also the least time between a job's
+  // generation start and a join generation.
   double lease_seconds = 10;
+  // A job with fewer than min_workers available waits this long, then fails.
+  double min_workers_wait_seconds = 60;
   absl::Duration tick_interval = absl::Milliseconds(200);
   // Progress reports are frequent; they reach the database at most this often
   // per job (state changes are always written at once).
@@ -52,7 +57,8 @@ struct JobSnapshot {
 
 class Coordinator {
  public:
-  // Loads everything `store` holds and, if enabled, starts the ticker.
+  // Loads everything `store` holds (RUNNING jobs then recover, see
+  // MarkRestarted) and, if enabled, starts the ticker.
   // `clock` and `metrics` must outlive the coordinator.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(const CoordinatorOptions& options,
                                                              std::unique_ptr<StateStore> store, const Clock* clock,
@@ -82,9 +88,10 @@ class Coordinator {
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request);
 
-  // One ticker round: expire leases, start what fits, flush due progress,
-  // refresh gauges.
+  // One ticker round: expire leases, form, re-form and start generations,
+  // flush due progress, refresh gauges.
   void Tick();
 
   // Wakes every waiting call with UNAVAILABLE, stops the ticker and writes

@@ -93,10 +93,12 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
   }
 
-  v1::HeartbeatResponse Heartbeat(const std::string& id, std::vector<v1::TrainerExit> exits = {}) {
+  v1::HeartbeatResponse Heartbeat(const std::string& id, std::vector<v1::TrainerExit> exits = {},
+                                  std::vector<std::string> running_jobs = {}) {
     v1::HeartbeatRequest request;
     request.set_worker_id(id);
     for (auto& exit : exits) *request.add_exits() = exit;
+    for (auto& job : running_jobs) request.add_running_jobs(job);
     auto response = coordinator_->Heartbeat(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return *response;
@@ -113,13 +115,31 @@ class CoordinatorTest : public ::testing::Test {
     return job->id();
   }
 
-  v1::ReportProgressRequest Progress(const std::string& job_id, int64_t step) {
+  v1::ReportProgressRequest Progress(const std::string& job_id, int64_t step, int64_t generation = 1) {
     v1::ReportProgressRequest report;
     report.set_job_id(job_id);
-    report.set_generation(1);
+    report.set_generation(generation);
     report.set_rank(0);
     report.set_step(step);
     return report;
+  }
+
+  v1::ReportFailureRequest Failure(const std::string& job_id, int64_t generation, const std::string& worker_id,
+                                   int64_t rank) {
+    v1::ReportFailureRequest report;
+    report.set_job_id(job_id);
+    report.set_generation(generation);
+    report.set_worker_id(worker_id);
+    report.set_rank(rank);
+    report.set_message("allreduce timed out after 5 s");
+    return report;
+  }
+
+  absl::StatusOr<v1::JoinGenerationResponse> Join(const std::string& job_id, const std::string& worker_id) {
+    v1::JoinGenerationRequest join;
+    join.set_job_id(job_id);
+    join.set_worker_id(worker_id);
+    return coordinator_->JoinGeneration(join, nullptr);
   }
 
   v1::CommitCheckpointRequest Checkpoint(const std::string& job_id, int64_t step) {
@@ -195,7 +215,9 @@ TEST_F(CoordinatorTest, CleanExitsInHeartbeatsFinishTheJob) {
   for (const auto& worker : coordinator_->ListWorkers()) EXPECT_EQ(worker.state(), v1::IDLE) << worker.id();
 }
 
-TEST_F(CoordinatorTest, RestartKeepsRunningJobThenLeaseExpiryFailsIt) {
+// Before generations, the lost member failed the job; now the survivor waits
+// for a replacement and the job goes on in a new generation.
+TEST_F(CoordinatorTest, RestartKeepsRunningJobThenALostMemberIsReplaced) {
   const std::string job_id = StartTwoWorkerJob();
   Restart();
   auto job = coordinator_->GetJob(job_id);
@@ -204,21 +226,35 @@ TEST_F(CoordinatorTest, RestartKeepsRunningJobThenLeaseExpiryFailsIt) {
   EXPECT_THAT(job->workers(), ElementsAre("w1", "w2"));
 
   Register("w1");  // the daemon re-registers after the restart
-  auto w1 = Heartbeat("w1");
+  auto w1 = Heartbeat("w1", {}, {job_id});
   ASSERT_EQ(w1.assignments_size(), 1);
   EXPECT_EQ(w1.assignments(0).generation(), 1);
 
   // w2 never comes back: a full lease after the restart it is dead.
   clock_.Advance(6);
-  Heartbeat("w1");
+  Heartbeat("w1", {}, {job_id});
   clock_.Advance(5);
   coordinator_->Tick();
   job = coordinator_->GetJob(job_id);
-  EXPECT_EQ(job->state(), v1::FAILED);
-  EXPECT_EQ(job->reason(), "worker w2 (rank 1) lost: lease expired");
-  EXPECT_EQ(Stored().jobs.at(job_id).info.state(), v1::FAILED);
-  EXPECT_EQ(Stored().workers.at("w2").state, v1::DEAD);
+  EXPECT_EQ(job->state(), v1::RUNNING);
+  EXPECT_EQ(job->reason(), "waiting for workers: have 1, need 2");
+  EXPECT_EQ(job->generation(), 2);
+  EXPECT_THAT(job->workers(), ElementsAre("w1"));
+  ClusterState stored = Stored();
+  EXPECT_EQ(stored.jobs.at(job_id).generation.number, 2);
+  EXPECT_FALSE(stored.jobs.at(job_id).generation.formed);
+  EXPECT_EQ(stored.jobs.at(job_id).restarts_used, 1);
+  EXPECT_EQ(stored.workers.at("w2").state, v1::DEAD);
   EXPECT_TRUE(Heartbeat("w2").reregister());
+  EXPECT_EQ(Heartbeat("w1").assignments(0).generation(), 2);
+
+  Register("w3");
+  coordinator_->Tick();
+  job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->reason(), "");
+  EXPECT_THAT(job->workers(), ElementsAre("w1", "w3"));
+  EXPECT_TRUE(Stored().jobs.at(job_id).generation.formed);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "member_lost"}}), 1);
 }
 
 TEST_F(CoordinatorTest, ProgressReachesTheDatabaseAtMostOncePerSecond) {
@@ -410,6 +446,160 @@ TEST_F(CoordinatorTest, RegistrationIsValidated) {
   EXPECT_DOUBLE_EQ(response->lease_seconds(), 10);
   EXPECT_DOUBLE_EQ(response->heartbeat_interval_seconds(), 2);
   EXPECT_EQ(Stored().workers.at("w1").state, v1::IDLE);
+}
+
+TEST_F(CoordinatorTest, ReportedFailureStartsAPersistedGenerationThatJoinsResumeFrom) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto progress = Progress(job_id, 7);
+  progress.set_epoch(1);
+  progress.set_samples_in_epoch(112);
+  ASSERT_TRUE(coordinator_->ReportProgress(progress).ok());
+
+  ASSERT_TRUE(coordinator_->ReportFailure(Failure(job_id, 1, "w2", 1)).ok());
+  // Persisted at once, with the committed state it resumes from.
+  const JobRecord stored = Stored().jobs.at(job_id);
+  EXPECT_EQ(stored.generation.number, 2);
+  EXPECT_EQ(stored.generation.reason, "failure_reported");
+  EXPECT_EQ(stored.generation.start_step, 7);
+  EXPECT_EQ(stored.info.step(), 7);
+  EXPECT_EQ(stored.restarts_used, 1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "failure_reported"}}), 1);
+
+  auto joined = Join(job_id, "w2");
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->generation(), 2);
+  EXPECT_EQ(joined->rank(), 1);
+  EXPECT_EQ(joined->start_step(), 7);
+  EXPECT_EQ(joined->epoch(), 1);
+  EXPECT_EQ(joined->samples_in_epoch(), 112);
+  EXPECT_EQ(joined->heal_from_rank(), 0);
+  EXPECT_EQ(joined->kv_prefix(), job_id + "/2/");
+  EXPECT_EQ(Heartbeat("w1").assignments(0).generation(), 2);
+
+  // The other rank's report of the same failure is fenced, and so is the
+  // rest of generation 1.
+  absl::Status late = coordinator_->ReportFailure(Failure(job_id, 1, "w1", 0));
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(late.message(), "job " + job_id + ": generation 1 is not current (current: 2)");
+  EXPECT_EQ(coordinator_->ReportProgress(Progress(job_id, 8)).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(coordinator_->ReportProgress(Progress(job_id, 8, 2)).ok());
+}
+
+TEST_F(CoordinatorTest, FirstJoinStartsFromScratchWithNobodyToHealFrom) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto joined = Join(job_id, "w1");
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->heal_from_rank(), -1);
+  EXPECT_EQ(joined->start_step(), 0);
+}
+
+TEST_F(CoordinatorTest, JoinWaitsWhileTheGenerationFormsAndRefusesFormerMembers) {
+  const std::string job_id = StartTwoWorkerJob();
+  clock_.Advance(6);
+  Heartbeat("w1");
+  clock_.Advance(5);
+  coordinator_->Tick();  // w2 lost: w1 waits for a second worker
+  ASSERT_EQ(coordinator_->GetJob(job_id)->generation(), 2);
+
+  v1::JoinGenerationRequest join;
+  join.set_job_id(job_id);
+  join.set_worker_id("w1");
+  join.set_wait_ms(0);
+  auto waiting = coordinator_->JoinGeneration(join, nullptr);
+  EXPECT_EQ(waiting.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(waiting.status().message()), ::testing::HasSubstr("waiting for workers: have 1, need 2"));
+  auto former = Join(job_id, "w2");
+  EXPECT_EQ(former.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  Register("w3");
+  join.set_wait_ms(60000);
+  absl::Notification waiting_started;
+  std::thread ticker([&] {
+    waiting_started.WaitForNotification();
+    coordinator_->Tick();
+  });
+  auto joined = coordinator_->JoinGeneration(join, [&] {
+    if (!waiting_started.HasBeenNotified()) waiting_started.Notify();
+    return false;
+  });
+  ticker.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->generation(), 2);
+  EXPECT_EQ(joined->world_size(), 2);
+  EXPECT_EQ(joined->heal_from_rank(), 0);
+}
+
+TEST_F(CoordinatorTest, JobWaitingTooLongBelowMinWorkersFails) {
+  const std::string job_id = StartTwoWorkerJob();
+  clock_.Advance(11);
+  Heartbeat("w1");
+  coordinator_->Tick();
+  clock_.Advance(61);
+  Heartbeat("w1");
+  coordinator_->Tick();
+  auto job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->state(), v1::FAILED);
+  EXPECT_EQ(job->reason(), "fewer than min_workers (2) workers for 60 seconds");
+  EXPECT_EQ(Stored().jobs.at(job_id).info.state(), v1::FAILED);
+}
+
+TEST_F(CoordinatorTest, RestartKeepsTheGenerationWhenEveryTrainerStillRuns) {
+  const std::string job_id = StartTwoWorkerJob();
+  Restart();
+  Heartbeat("w1", {}, {job_id});
+  Heartbeat("w2", {}, {job_id});
+  coordinator_->Tick();
+  EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "coordinator_restart"}}),
+            -1);
+}
+
+TEST_F(CoordinatorTest, RestartStartsANewGenerationWhenATrainerIsGone) {
+  const std::string job_id = StartTwoWorkerJob();
+  Restart();
+  Heartbeat("w1", {}, {job_id});
+  Heartbeat("w2");  // its trainer did not survive
+  coordinator_->Tick();
+  auto job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->generation(), 2);
+  EXPECT_THAT(job->workers(), ElementsAre("w1", "w2"));
+  EXPECT_EQ(Stored().jobs.at(job_id).restarts_used, 0);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "coordinator_restart"}}),
+            1);
+}
+
+TEST_F(CoordinatorTest, NonZeroExitIsAMemberFailureAndAStaleExitIsIgnored) {
+  Register("w1");
+  Register("w2");
+  auto submitted = coordinator_->SubmitJob(Spec(1, 2));
+  ASSERT_TRUE(submitted.ok());
+  const std::string job_id = submitted->id();
+  coordinator_->Tick();
+  v1::TrainerExit crash;
+  crash.set_job_id(job_id);
+  crash.set_generation(1);
+  crash.set_exit_code(134);
+  crash.set_message("SIGABRT");
+  EXPECT_EQ(Heartbeat("w2", {crash}).assignments_size(), 0);
+  auto job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->state(), v1::RUNNING);
+  EXPECT_EQ(job->generation(), 2);
+  EXPECT_THAT(job->workers(), ElementsAre("w1"));
+  // Reported again (or late) for generation 1: ignored.
+  Heartbeat("w2", {crash});
+  EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 2);
+  EXPECT_EQ(Stored().jobs.at(job_id).restarts_used, 1);
+}
+
+TEST_F(CoordinatorTest, CheckpointsCarryTheSamplerPosition) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto request = Checkpoint(job_id, 50);
+  request.set_samples_in_epoch(800);
+  ASSERT_TRUE(coordinator_->CommitCheckpoint(request).ok());
+  EXPECT_EQ(coordinator_->ListCheckpoints(job_id)->at(0).samples_in_epoch(), 800);
+  EXPECT_EQ(Stored().checkpoints.at(job_id).at(0).samples_in_epoch(), 800);
+  request.set_samples_in_epoch(-1);
+  EXPECT_EQ(coordinator_->CommitCheckpoint(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

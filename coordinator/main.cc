@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--lease-seconds", options.coordinator.lease_seconds, "a worker silent for this long is dead")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--min-workers-wait-seconds", options.coordinator.min_workers_wait_seconds,
+                 "a running job with fewer than min_workers available waits this long for workers, then fails")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--tls-cert", options.tls.cert_file, "server certificate (PEM); enables TLS");
   app.add_option("--tls-key", options.tls.key_file, "server private key (PEM)");
   app.add_option("--tls-ca", options.tls.ca_file, "CA (PEM) that client certificates must chain to");

@@ -228,6 +228,104 @@ TEST_F(ServiceTest, TwoWorkersRendezvousAsRanksOfGenerationOne) {
   EXPECT_EQ(added.value(), 2);
 }
 
+TEST_F(ServiceTest, ReportedFailureStartsNextGenerationAndFencesEveryCallOfTheOldOne) {
+  Register("w1", "10.0.0.1");
+  Register("w2", "10.0.0.2");
+  const std::string job_id = Submit(Spec(2));
+  server_->coordinator().Tick();
+  ASSERT_EQ(Join(job_id, "w1").generation(), 1);
+  ASSERT_EQ(Join(job_id, "w2").generation(), 1);
+
+  v1::ReportProgressRequest progress;
+  progress.set_job_id(job_id);
+  progress.set_generation(1);
+  progress.set_rank(0);
+  progress.set_step(40);
+  progress.set_epoch(2);
+  progress.set_samples_in_epoch(1280);
+  v1::ReportProgressResponse progress_response;
+  ASSERT_TRUE(cluster_->ReportProgress(Call().get(), progress, &progress_response).ok());
+
+  v1::ReportFailureRequest failure;
+  failure.set_job_id(job_id);
+  failure.set_generation(1);
+  failure.set_rank(1);
+  failure.set_worker_id("w2");
+  failure.set_message("gloo allreduce: timed out after 5000 ms");
+  v1::ReportFailureResponse failure_response;
+  grpc::Status reported = cluster_->ReportFailure(Call().get(), failure, &failure_response);
+  ASSERT_TRUE(reported.ok()) << reported.error_message();
+
+  // Every generation-scoped call for generation 1 is now refused.
+  const std::string fenced = "job " + job_id + ": generation 1 is not current (current: 2)";
+  auto expect_fenced = [&](const grpc::Status& status, const char* rpc) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << rpc;
+    EXPECT_EQ(status.error_message(), fenced) << rpc;
+  };
+  v1::KvSetRequest set;
+  set.set_job_id(job_id);
+  set.set_generation(1);
+  set.set_key("k");
+  v1::KvSetResponse set_response;
+  expect_fenced(cluster_->KvSet(Call().get(), set, &set_response), "KvSet");
+  v1::KvGetRequest get;
+  get.set_job_id(job_id);
+  get.set_generation(1);
+  get.set_key("k");
+  v1::KvGetResponse get_response;
+  expect_fenced(cluster_->KvGet(Call().get(), get, &get_response), "KvGet");
+  v1::KvAddRequest add;
+  add.set_job_id(job_id);
+  add.set_generation(1);
+  add.set_key("n");
+  add.set_delta(1);
+  v1::KvAddResponse add_response;
+  expect_fenced(cluster_->KvAdd(Call().get(), add, &add_response), "KvAdd");
+  expect_fenced(cluster_->ReportProgress(Call().get(), progress, &progress_response), "ReportProgress");
+  v1::CommitCheckpointRequest checkpoint;
+  checkpoint.set_job_id(job_id);
+  checkpoint.set_generation(1);
+  checkpoint.set_step(40);
+  checkpoint.set_path(job_id + "/step-40");
+  v1::CommitCheckpointResponse checkpoint_response;
+  expect_fenced(cluster_->CommitCheckpoint(Call().get(), checkpoint, &checkpoint_response), "CommitCheckpoint");
+  failure.set_worker_id("w1");
+  failure.set_rank(0);
+  expect_fenced(cluster_->ReportFailure(Call().get(), failure, &failure_response), "ReportFailure");
+
+  // Both members (the reporter included) join generation 2 and resume from
+  // the committed state, healed from rank 0.
+  v1::JoinGenerationResponse join1 = Join(job_id, "w1");
+  v1::JoinGenerationResponse join2 = Join(job_id, "w2");
+  EXPECT_EQ(join1.generation(), 2);
+  EXPECT_EQ(join2.generation(), 2);
+  EXPECT_EQ(join2.rank(), 1);
+  EXPECT_EQ(join2.kv_prefix(), job_id + "/2/");
+  EXPECT_EQ(join2.start_step(), 40);
+  EXPECT_EQ(join2.epoch(), 2);
+  EXPECT_EQ(join2.samples_in_epoch(), 1280);
+  EXPECT_EQ(join2.heal_from_rank(), 0);
+  EXPECT_EQ(Heartbeat("w1").assignments(0).generation(), 2);
+  set.set_generation(2);
+  EXPECT_TRUE(cluster_->KvSet(Call().get(), set, &set_response).ok());
+
+  // A worker that is not a member is refused a place.
+  Register("w9", "10.0.0.9");
+  v1::JoinGenerationRequest outsider;
+  outsider.set_job_id(job_id);
+  outsider.set_worker_id("w9");
+  v1::JoinGenerationResponse outsider_response;
+  EXPECT_EQ(cluster_->JoinGeneration(Call().get(), outsider, &outsider_response).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  v1::GetJobRequest get_job;
+  get_job.set_id(job_id);
+  v1::GetJobResponse job;
+  ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+  EXPECT_EQ(job.job().generation(), 2);
+  EXPECT_EQ(job.job().state(), v1::RUNNING);
+}
+
 TEST_F(ServiceTest, WatchJobStreamsChangesUntilCancelled) {
   const std::string job_id = Submit(Spec(1));
   auto watch_context = Call();

@@ -56,6 +56,28 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 CREATE INDEX IF NOT EXISTS checkpoints_by_job ON checkpoints (job_id, commit_seq);
 )sql";
 
+// Columns added after the first schema: ALTER TABLE adds them to databases
+// created before, with defaults that describe those older rows.
+struct AddedColumn {
+  const char* table;
+  const char* name;
+  const char* definition;
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"jobs", "gen_formed", "INTEGER NOT NULL DEFAULT 1"},
+    {"jobs", "gen_reason", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "gen_started_unix", "REAL NOT NULL DEFAULT 0"},
+    {"jobs", "gen_start_step", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "gen_epoch", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "gen_samples_in_epoch", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "gen_heal_from_rank", "INTEGER NOT NULL DEFAULT -1"},
+    {"jobs", "gen_committed", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "restarts_used", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "last_failure", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "waiting_since", "REAL NOT NULL DEFAULT 0"},
+    {"checkpoints", "samples_in_epoch", "INTEGER NOT NULL DEFAULT 0"},
+};
+
 // A prepared statement that binds by position (1-based, in call order) and
 // finalizes itself.
 class Statement {
@@ -141,11 +163,26 @@ void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, do
   }
 }
 
+absl::Status AddMissingColumns(sqlite3* db) {
+  for (const AddedColumn& column : kAddedColumns) {
+    Statement existing(db, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?");
+    existing.Bind(std::string(column.table)).Bind(std::string(column.name));
+    if (!existing.Next()) return existing.status();
+    if (existing.Int(0) > 0) continue;
+    const std::string sql =
+        absl::StrCat("ALTER TABLE ", column.table, " ADD COLUMN ", column.name, " ", column.definition);
+    if (auto status = Statement(db, sql.c_str()).Run(); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
   Statement select(db,
                    "SELECT id, submit_seq, spec, state, reason, step, epoch, world_size, samples_in_epoch, "
                    "samples_per_second, loss, eval, total_steps, generation, next_generation, members, "
-                   "finished, created_unix, updated_unix FROM jobs");
+                   "finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
+                   "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
+                   "restarts_used, last_failure, waiting_since FROM jobs");
   while (select.Next()) {
     JobRecord& job = state->jobs[select.Text(0)];
     v1::JobInfo& info = job.info;
@@ -173,6 +210,18 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
     for (const auto& member : SplitIds(select.Text(16))) job.generation.finished.insert(member);
     info.set_created_unix(select.Real(17));
     info.set_updated_unix(select.Real(18));
+    Generation& generation = job.generation;
+    generation.formed = select.Int(19) != 0;
+    generation.reason = select.Text(20);
+    generation.started_at = select.Real(21);
+    generation.start_step = select.Int(22);
+    generation.epoch = select.Int(23);
+    generation.samples_in_epoch = select.Int(24);
+    generation.heal_from_rank = select.Int(25);
+    generation.committed = select.Int(26) != 0;
+    job.restarts_used = select.Int(27);
+    job.last_failure = select.Text(28);
+    job.waiting_since = select.Real(29);
     state->next_submit_seq = std::max(state->next_submit_seq, job.submit_seq + 1);
   }
   return select.status();
@@ -195,8 +244,8 @@ absl::Status LoadWorkers(sqlite3* db, double now, ClusterState* state) {
 
 absl::Status LoadCheckpoints(sqlite3* db, ClusterState* state) {
   Statement select(db,
-                   "SELECT id, job_id, step, epoch, generation, path, size_bytes, sha256, created_unix "
-                   "FROM checkpoints ORDER BY commit_seq");
+                   "SELECT id, job_id, step, epoch, generation, path, size_bytes, sha256, created_unix, "
+                   "samples_in_epoch FROM checkpoints ORDER BY commit_seq");
   while (select.Next()) {
     v1::CheckpointInfo& checkpoint = state->checkpoints[select.Text(1)].emplace_back();
     checkpoint.set_id(select.Text(0));
@@ -208,6 +257,7 @@ absl::Status LoadCheckpoints(sqlite3* db, ClusterState* state) {
     checkpoint.set_size_bytes(select.Int(6));
     checkpoint.set_sha256(select.Text(7));
     checkpoint.set_created_unix(select.Real(8));
+    checkpoint.set_samples_in_epoch(select.Int(9));
   }
   return select.status();
 }
@@ -230,6 +280,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
     if (auto status = store->Exec(pragma); !status.ok()) return status;
   }
   if (auto status = store->Exec(kSchema); !status.ok()) return status;
+  if (auto status = AddMissingColumns(db); !status.ok()) return status;
   return store;
 }
 
@@ -264,12 +315,16 @@ absl::StatusOr<ClusterState> StateStore::Load(double now) {
 
 absl::Status StateStore::WriteJob(const JobRecord& job) {
   const v1::JobInfo& info = job.info;
-  std::vector<std::string> finished(job.generation.finished.begin(), job.generation.finished.end());
+  const Generation& generation = job.generation;
+  std::vector<std::string> finished(generation.finished.begin(), generation.finished.end());
   return Statement(db_,
                    "INSERT OR REPLACE INTO jobs (id, submit_seq, spec, state, reason, step, epoch, world_size, "
                    "samples_in_epoch, samples_per_second, loss, eval, total_steps, generation, next_generation, "
-                   "members, finished, created_unix, updated_unix) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                   "members, finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
+                   "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
+                   "restarts_used, last_failure, waiting_since) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                   "?)")
       .Bind(info.id())
       .Bind(job.submit_seq)
       .BindBlob(info.spec().SerializeAsString())
@@ -289,6 +344,17 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
       .Bind(JoinIds(finished))
       .Bind(info.created_unix())
       .Bind(info.updated_unix())
+      .Bind(static_cast<int64_t>(generation.formed))
+      .Bind(generation.reason)
+      .Bind(generation.started_at)
+      .Bind(generation.start_step)
+      .Bind(generation.epoch)
+      .Bind(generation.samples_in_epoch)
+      .Bind(generation.heal_from_rank)
+      .Bind(static_cast<int64_t>(generation.committed))
+      .Bind(job.restarts_used)
+      .Bind(job.last_failure)
+      .Bind(job.waiting_since)
       .Run();
 }
 
@@ -328,8 +394,8 @@ absl::Status StateStore::SaveCheckpoint(const v1::CheckpointInfo& added,
     absl::Status inserted =
         Statement(db_,
                   "INSERT INTO checkpoints (id, job_id, commit_seq, step, epoch, generation, path, size_bytes, "
-                  "sha256, created_unix) VALUES (?, ?, (SELECT IFNULL(MAX(commit_seq), 0) + 1 FROM checkpoints), "
-                  "?, ?, ?, ?, ?, ?, ?)")
+                  "sha256, created_unix, samples_in_epoch) VALUES (?, ?, (SELECT IFNULL(MAX(commit_seq), 0) + 1 "
+                  "FROM checkpoints), ?, ?, ?, ?, ?, ?, ?, ?)")
             .Bind(added.id())
             .Bind(added.job_id())
             .Bind(added.step())
@@ -339,6 +405,7 @@ absl::Status StateStore::SaveCheckpoint(const v1::CheckpointInfo& added,
             .Bind(added.size_bytes())
             .Bind(added.sha256())
             .Bind(added.created_unix())
+            .Bind(added.samples_in_epoch())
             .Run();
     if (!inserted.ok()) return inserted;
     for (const v1::CheckpointInfo& old : dropped) {

@@ -2,9 +2,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cstdio>
 
+#include "coordinator/generations.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace herd::coordinator {
@@ -29,6 +31,7 @@ v1::CheckpointInfo Checkpoint(const std::string& id, int64_t step) {
   checkpoint.set_size_bytes(1234);
   checkpoint.set_sha256("ab12");
   checkpoint.set_created_unix(900.5);
+  checkpoint.set_samples_in_epoch(step * 64);
   return checkpoint;
 }
 
@@ -61,6 +64,16 @@ ClusterState SampleState(ChangeSet* changes) {
   running.info.set_loss(0.5);
   running.info.set_total_steps(900);
   (*running.info.mutable_eval())["accuracy"] = 0.875;
+  // Fault-tolerance state as after a failure that healed from rank 0.
+  running.generation.reason = "failure_reported";
+  running.generation.started_at = 650.5;
+  running.generation.start_step = 40;
+  running.generation.epoch = 1;
+  running.generation.samples_in_epoch = 2560;
+  running.generation.heal_from_rank = 0;
+  running.generation.committed = true;
+  running.restarts_used = 2;
+  running.last_failure = "worker w3 (rank 2) lost: lease expired";
   spec.set_name("later");
   AddPendingJob(state, "job-pending", spec, 700, changes);
   return state;
@@ -96,7 +109,20 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
     EXPECT_EQ(back.generation.members, job.generation.members);
     EXPECT_EQ(back.generation.finished, job.generation.finished);
     EXPECT_EQ(back.next_generation, job.next_generation);
+    EXPECT_EQ(back.generation.formed, job.generation.formed);
+    EXPECT_EQ(back.generation.reason, job.generation.reason);
+    EXPECT_DOUBLE_EQ(back.generation.started_at, job.generation.started_at);
+    EXPECT_EQ(back.generation.start_step, job.generation.start_step);
+    EXPECT_EQ(back.generation.epoch, job.generation.epoch);
+    EXPECT_EQ(back.generation.samples_in_epoch, job.generation.samples_in_epoch);
+    EXPECT_EQ(back.generation.heal_from_rank, job.generation.heal_from_rank);
+    EXPECT_EQ(back.generation.committed, job.generation.committed);
+    EXPECT_EQ(back.restarts_used, job.restarts_used);
+    EXPECT_EQ(back.last_failure, job.last_failure);
+    EXPECT_DOUBLE_EQ(back.waiting_since, job.waiting_since);
   }
+  EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
+  EXPECT_EQ(loaded->jobs.at("job-running").generation.heal_from_rank, 0);
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);
   EXPECT_THAT(loaded->jobs.at("job-running").generation.members, ElementsAre("w1", "w2"));
   EXPECT_EQ(loaded->next_submit_seq, saved.next_submit_seq);
@@ -134,6 +160,73 @@ TEST(StateStore, LaterSavesReplaceEarlierRows) {
   EXPECT_EQ(loaded->jobs.at("job-running").info.reason(), "cancelled by user");
   EXPECT_EQ(loaded->workers.at("w1").state, v1::IDLE);
   EXPECT_EQ(loaded->workers.at("w1").job_id, "");
+}
+
+TEST(StateStore, WaitingGenerationSurvivesAReopen) {
+  const std::string path = FreshDatabasePath("waiting");
+  ChangeSet changes;
+  ClusterState state = SampleState(&changes);
+  JobRecord& job = state.jobs.at("job-running");
+  job.generation.formed = false;
+  job.generation.members = {"w1"};
+  job.waiting_since = 777.25;
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Save(state, changes).ok());
+
+  auto loaded = (*StateStore::Open(path))->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const JobRecord& back = loaded->jobs.at("job-running");
+  EXPECT_FALSE(back.generation.formed);
+  EXPECT_THAT(back.generation.members, ElementsAre("w1"));
+  EXPECT_DOUBLE_EQ(back.waiting_since, 777.25);
+  EXPECT_TRUE(loaded->jobs.at("job-pending").generation.formed);
+}
+
+// A database written before generations carried fault-tolerance state gains
+// the new columns on open, with defaults that fit its rows.
+TEST(StateStore, OpensADatabaseFromBeforeTheFaultToleranceColumns) {
+  const std::string path = FreshDatabasePath("old_schema");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* old_schema = R"sql(
+CREATE TABLE jobs (id TEXT PRIMARY KEY, submit_seq INTEGER NOT NULL, spec BLOB NOT NULL, state INTEGER NOT NULL,
+  reason TEXT NOT NULL, step INTEGER NOT NULL, epoch INTEGER NOT NULL, world_size INTEGER NOT NULL,
+  samples_in_epoch INTEGER NOT NULL, samples_per_second REAL NOT NULL, loss REAL NOT NULL, eval TEXT NOT NULL,
+  total_steps INTEGER NOT NULL, generation INTEGER NOT NULL, next_generation INTEGER NOT NULL,
+  members TEXT NOT NULL, finished TEXT NOT NULL, created_unix REAL NOT NULL, updated_unix REAL NOT NULL);
+CREATE TABLE checkpoints (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, commit_seq INTEGER NOT NULL,
+  step INTEGER NOT NULL, epoch INTEGER NOT NULL, generation INTEGER NOT NULL, path TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, created_unix REAL NOT NULL);
+INSERT INTO jobs VALUES ('job-old', 1, x'', 2, '', 7, 0, 2, 448, 0, 0, '{}', 0, 3, 4, 'w1,w2', '', 1, 2);
+INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old/step-5', 10, 'ff', 3);
+)sql";
+    ASSERT_EQ(sqlite3_exec(db, old_schema, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const JobRecord& job = loaded->jobs.at("job-old");
+  EXPECT_EQ(job.generation.number, 3);
+  EXPECT_TRUE(job.generation.formed);
+  EXPECT_EQ(job.generation.heal_from_rank, -1);
+  EXPECT_EQ(job.restarts_used, 0);
+  EXPECT_EQ(loaded->checkpoints.at("job-old").at(0).samples_in_epoch(), 0);
+
+  // And the new columns are written from now on.
+  ClusterState state = *loaded;
+  state.jobs.at("job-old").restarts_used = 1;
+  ChangeSet changes;
+  changes.jobs.insert("job-old");
+  ASSERT_TRUE((*store)->Save(state, changes).ok());
+  ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-9-aaaaaa", 9), {}).ok());
+  auto again = (*StateStore::Open(path))->Load(900);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->jobs.at("job-old").restarts_used, 1);
+  EXPECT_EQ(again->checkpoints.at("job-running").at(0).samples_in_epoch(), 9 * 64);
 }
 
 TEST(StateStore, OpenFailsClearlyForAnUnwritablePath) {

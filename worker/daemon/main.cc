@@ -16,6 +16,7 @@
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/ready_file.h"
+#include "worker/daemon/trainer_metrics_collector.h"
 #include "worker/daemon/trainer_supervisor.h"
 #include "worker/daemon/worker_config.h"
 #include "worker/daemon/worker_metrics.h"
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
     LOG(INFO) << "metrics on http://" << metrics_address << "/metrics";
   }
   WorkerMetrics metrics(*registry, config->worker_id, config->device);
+  // The trainers' metrics join this daemon's at scrape time (one target per worker).
+  auto trainer_metrics = std::make_shared<TrainerMetricsCollector>();
+  if (exposer) exposer->RegisterCollectable(trainer_metrics);
 
   SupervisorOptions supervisor_options;
   supervisor_options.work_dir = config->work_dir;
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
   supervisor_options.command.tls = config->tls;
   supervisor_options.gpus = config->gpu_indices;
   supervisor_options.kill_grace = SecondsToMillis(config->trainer_kill_grace_seconds);
-  TrainerSupervisor supervisor(supervisor_options, &metrics);
+  TrainerSupervisor supervisor(supervisor_options, &metrics, exposer ? trainer_metrics.get() : nullptr);
 
   DaemonOptions daemon_options;
   daemon_options.worker_id = config->worker_id;

@@ -12,8 +12,9 @@
 
 namespace herd::worker {
 
-TrainerSupervisor::TrainerSupervisor(SupervisorOptions options, WorkerMetrics* metrics)
-    : options_(std::move(options)), metrics_(metrics) {}
+TrainerSupervisor::TrainerSupervisor(SupervisorOptions options, WorkerMetrics* metrics,
+                                     TrainerMetricsCollector* trainer_metrics)
+    : options_(std::move(options)), metrics_(metrics), trainer_metrics_(trainer_metrics) {}
 
 TrainerSupervisor::~TrainerSupervisor() { StopAll(); }
 
@@ -80,6 +81,7 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   }
   // A message left by an earlier trainer of this job must not explain this one's exit.
   std::filesystem::remove(TerminationMessagePath(job_dir), error);
+  if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerStarting(job_id, job_dir);
 
   std::optional<int> gpu = PickGpuLocked();
   SpawnOptions spawn;
@@ -87,6 +89,7 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   spawn.log_path = TrainerLogPath(job_dir);
   auto process = TrainerProcess::Spawn(spawn);
   if (!process.ok()) {
+    if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerExited(job_id);
     LOG(ERROR) << "job " << job_id << ": " << process.status().message();
     RecordExitLocked(job_id, assignment.generation(), kSpawnFailedExitCode,
                      std::string(process.status().message()));
@@ -142,6 +145,7 @@ int TrainerSupervisor::ReapLocked() {
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
               << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, trainer.generation, *code, std::move(message));
+    if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerExited(job_id);
     it = trainers_.erase(it);
     ++exited;
   }

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/herd.pb.h"
 #include "worker/daemon/trainer_command.h"
+#include "worker/daemon/trainer_metrics_collector.h"
 #include "worker/daemon/trainer_process.h"
 #include "worker/daemon/worker_metrics.h"
 
@@ -39,8 +40,9 @@ constexpr int kSpawnFailedExitCode = 127;
 
 class TrainerSupervisor {
  public:
-  // `metrics` must outlive the supervisor.
-  TrainerSupervisor(SupervisorOptions options, WorkerMetrics* metrics);
+  // `metrics` and `trainer_metrics` (if any) must outlive the supervisor.
+  TrainerSupervisor(SupervisorOptions options, WorkerMetrics* metrics,
+                    TrainerMetricsCollector* trainer_metrics = nullptr);
   ~TrainerSupervisor();
 
   HeartbeatReport PrepareReport();
@@ -81,6 +83,7 @@ class TrainerSupervisor {
 
   const SupervisorOptions options_;
   WorkerMetrics* const metrics_;
+  TrainerMetricsCollector* const trainer_metrics_;
   absl::Mutex mu_;
   std::map<std::string, Trainer> trainers_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingExit> pending_exits_ ABSL_GUARDED_BY(mu_);

@@ -7,11 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/optimizer_factory.h"
+#include "worker/train/parameter_averaging.h"
 #include "worker/train/replicas.h"
+#include "worker/train/checkpoint_files.h"
+#include "worker/train/training_state.h"
 
 namespace herd {
 namespace {
@@ -24,8 +28,10 @@ absl::Status TorchError(const char* what, const std::exception& e) {
 
 }  // namespace
 
-Trainer::Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options)
+Trainer::Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options,
+                 TrainerMetrics* metrics)
     : client_(client),
+      metrics_(metrics),
       join_(std::move(join)),
       spec_(join_.spec()),
       options_(std::move(options)),
@@ -69,6 +75,20 @@ absl::Status Trainer::Setup() {
   sync.bucket_cap_mib = spec_.sync().bucket_cap_mib();
   sync.compression = spec_.sync().compression();
   sync_ = std::make_unique<GradientSync>(params_, comm_.get(), sync);
+  if (spec_.sync().mode() == "average") {
+    ParameterAveragingOptions averaging;
+    averaging.first_bucket_mib = sync.first_bucket_mib;
+    averaging.bucket_cap_mib = sync.bucket_cap_mib;
+    averaging.compression = sync.compression;
+    averaging.outer = spec_.sync().outer().kind();
+    averaging.outer_lr = spec_.sync().outer().lr();
+    averaging.outer_momentum = spec_.sync().outer().momentum();
+    auto created = ParameterAveraging::Create(params_, comm_.get(), averaging);
+    if (!created.ok()) return created.status();
+    averaging_ = std::move(*created);
+    LOG(INFO) << "sync average: a round every " << spec_.sync().every() << " local steps after "
+              << spec_.sync().warmup_steps() << " all-reduce steps, outer " << averaging.outer;
+  }
 
   auto optimizer = MakeOptimizer(spec_.optimizer(), params_);
   if (!optimizer.ok()) return optimizer.status();
@@ -78,11 +98,20 @@ absl::Status Trainer::Setup() {
   step_ = join_.start_step();
   epoch_ = join_.epoch();
   position_ = join_.samples_in_epoch();
+  // A generation that starts over from storage (no member kept the state in
+  // memory) resumes from the newest checkpoint that verifies.
+  if (!join_.checkpoint_path().empty()) {
+    if (auto s = RestoreFromCheckpoint(); !s.ok()) return s;
+  }
+  last_commit_step_ = step_;
+  // Averaging starts from the parameters training starts from (restored or broadcast).
+  if (averaging_ != nullptr) averaging_->ResetAnchor();
 
   const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
   const int64_t steps_per_epoch = CeilDiv(train_->size(), per_step);
   total_steps_ = spec_.epochs() > 0 ? spec_.epochs() * steps_per_epoch : 0;
   if (spec_.max_steps() > 0) total_steps_ = total_steps_ > 0 ? std::min(total_steps_, spec_.max_steps()) : spec_.max_steps();
+  if (metrics_ != nullptr) metrics_->SetMembership(join_.world_size(), join_.generation());
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << ": " << spec_.model().name() << " with " << FlattenParameters(params_).numel() << " parameters, "
             << train_->size() << " training samples, " << steps_per_epoch << " steps per epoch, "
@@ -117,38 +146,144 @@ absl::Status Trainer::TrainStep() {
     global += micros.back().global_count;
   }
 
+  // Mode average after warmup: no gradient sync, each rank steps on the
+  // mean loss of its own samples, and rounds average the parameters.
+  const bool local = LocalStep();
+  int64_t mine = 0;
+  for (const auto& micro : micros) mine += static_cast<int64_t>(micro.indices.size());
+  const auto step_start = std::chrono::steady_clock::now();
+  const int64_t wire_bytes_before = traffic_.wire_bytes;
+  const int64_t rounds_before = traffic_.averaging_rounds;
+  StepTimer timer;  // for metrics: a few clock reads per micro-batch
+  StepStats stats;
   ZeroGrads();
   for (size_t m = 0; m < micros.size(); ++m) {
-    if (m + 1 == micros.size()) sync_->ArmForBackward();
+    if (m + 1 == micros.size() && !local) sync_->ArmForBackward();
     const auto& indices = micros[m].indices;
     if (indices.empty()) continue;  // a short last step leaves some ranks idle
     Batch batch = train_->Get(indices);
     batch.inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     batch.targets = batch.targets.to(device_, /*non_blocking=*/true);
+    timer.Lap();  // loading the batch is neither forward nor backward
     ModelOutput out = model_->Forward(batch);
-    // Scaled so that summing gradients over ranks yields the global-batch mean.
-    const double share = static_cast<double>(indices.size()) / static_cast<double>(global);
+    stats.forward_seconds += timer.Lap();
+    // Scaled so that summing gradients over ranks yields the global-batch
+    // mean; a local step takes the mean over this rank's samples instead.
+    const double share = static_cast<double>(indices.size()) / static_cast<double>(local ? mine : global);
     (out.loss * share).backward();
+    stats.backward_seconds += timer.Lap();
+    stats.local_samples += static_cast<int64_t>(indices.size());
     loss_sum_ += out.loss.item<double>() * static_cast<double>(indices.size());
     loss_count_ += static_cast<int64_t>(indices.size());
   }
-  if (auto s = sync_->Finish(); !s.ok()) {
+  if (auto s = local ? absl::OkStatus() : sync_->Finish(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", step_, ": ", s.message()));
   }
+  timer.Lap();  // GradientSync measures its own wait
   if (spec_.grad_clip_norm() > 0) torch::nn::utils::clip_grad_norm_(params_, spec_.grad_clip_norm());
   SetLearningRate(optimizer_.get(),
                   LearningRateAt(spec_.schedule(), spec_.optimizer().lr(), step_, std::max<int64_t>(1, total_steps_)));
   optimizer_->step();
+  stats.optimizer_seconds = timer.Lap();
+  stats.step_seconds = timer.Total();
+  traffic_.samples += mine;
+  if (local) {
+    ++traffic_.local_steps;
+    ++local_steps_since_round_;
+  } else {
+    ++traffic_.allreduce_steps;
+    traffic_.wire_bytes += sync_->last_stats().wire_bytes;
+    // Replicas are identical after an all-reduce step: averaging (after
+    // warmup) starts from here.
+    if (averaging_ != nullptr) averaging_->ResetAnchor();
+  }
+  replicas_in_sync_ = !local;
 
   samples_since_report_ += global;
   position_ += global;
   ++step_;
+  if (local && AveragingDue()) {
+    if (auto s = AverageRound(); !s.ok()) return s;
+  }
+  traffic_.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
   if (position_ >= n) {
     ++epoch_;
     position_ = 0;
     if (auto s = RunEval(); !s.ok()) return s;
   }
+  if (metrics_ != nullptr) {
+    // A local step leaves last_stats() at the last all-reduce step's values.
+    const GradientSyncStats sync = local ? GradientSyncStats{} : sync_->last_stats();
+    const bool averaged = traffic_.averaging_rounds > rounds_before;
+    stats.allreduce_wait_seconds = sync.exposed_wait_seconds + (averaged ? traffic_.last_round_seconds : 0);
+    stats.allreduce_bytes = traffic_.wire_bytes - wire_bytes_before;
+    stats.buckets_launched_during_backward = sync.launched_during_backward;
+    stats.step = step_;
+    stats.epoch = epoch_;
+    metrics_->ObserveStep(stats);
+  }
   return absl::OkStatus();
+}
+
+bool Trainer::LocalStep() const { return averaging_ != nullptr && step_ >= spec_.sync().warmup_steps(); }
+
+// Mode average: a round after `every` local steps, and wherever replicas must
+// agree: before an evaluation (epoch end, eval interval), at a checkpoint step
+// and at the last step, so evaluations, checkpoints and the final bitwise
+// check see the averaged model.
+bool Trainer::AveragingDue() const {
+  if (local_steps_since_round_ >= spec_.sync().every()) return true;
+  if (position_ >= train_->size()) return true;
+  const int64_t eval_interval = spec_.eval().interval_steps();
+  if (eval_interval > 0 && step_ % eval_interval == 0) return true;
+  const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
+  if (checkpoint_interval > 0 && step_ % checkpoint_interval == 0) return true;
+  return Done();
+}
+
+absl::Status Trainer::AverageRound() {
+  if (auto s = averaging_->Round(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", step_, ": ", s.message()));
+  }
+  const AveragingRoundStats& round = averaging_->last_round();
+  traffic_.wire_bytes += round.wire_bytes;
+  ++traffic_.averaging_rounds;
+  traffic_.last_round_seconds = round.seconds;
+  traffic_.last_round_interval_seconds = round.interval_seconds;
+  local_steps_since_round_ = 0;
+  replicas_in_sync_ = true;
+  VLOG(1) << absl::StrFormat("averaging round %d at step %d: %d bytes, %.4f s, %.3f s since the previous round",
+                             traffic_.averaging_rounds, step_, round.wire_bytes, round.seconds, round.interval_seconds);
+  return absl::OkStatus();
+}
+
+// Commits (replica hash check, progress report, checkpoint) need identical
+// replicas: in mode average they fall on the first round at least
+// log_interval_steps after the previous commit, and on checkpoint steps.
+bool Trainer::CommitDue() const {
+  if (!replicas_in_sync_) return false;
+  if (Done()) return true;
+  const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
+  if (LocalStep()) {
+    return step_ - last_commit_step_ >= spec_.log_interval_steps() ||
+           (checkpoint_interval > 0 && step_ % checkpoint_interval == 0);
+  }
+  return step_ % spec_.log_interval_steps() == 0;
+}
+
+void Trainer::LogSyncTraffic() const {
+  const SyncTraffic& t = traffic_;
+  const std::string rate = absl::StrFormat("%d samples in %.1f s of training (%.1f samples/s)", t.samples,
+                                           t.train_seconds, t.SamplesPerSecond());
+  if (averaging_ != nullptr) {
+    LOG(INFO) << absl::StrFormat("averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, "
+                                 "%d all-reduce steps, %s",
+                                 t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps,
+                                 t.allreduce_steps, rate);
+  } else {
+    LOG(INFO) << absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s", t.allreduce_steps,
+                                 t.wire_bytes, t.BytesPerSample(), rate);
+  }
 }
 
 absl::Status Trainer::RunEval() {
@@ -157,6 +292,7 @@ absl::Status Trainer::RunEval() {
   auto metrics = Evaluate(model_.get(), *eval_, comm_.get(), options);
   if (!metrics.ok()) return metrics.status();
   eval_metrics_ = *metrics;
+  if (metrics_ != nullptr) metrics_->SetEval(eval_metrics_);
   if (join_.rank() == 0) {
     std::string line = absl::StrFormat("eval at step %d (epoch %d):", step_, epoch_);
     for (const auto& [name, value] : eval_metrics_) absl::StrAppendFormat(&line, " %s %.4f", name, value);
@@ -168,11 +304,22 @@ absl::Status Trainer::RunEval() {
 absl::Status Trainer::CommitPoint(bool final) {
   // Replicas must agree at every commit point; a mismatch fails loudly.
   if (auto s = CompareReplicaHashes(comm_.get(), ParameterHash(params_), step_); !s.ok()) return s;
+  last_commit_step_ = step_;
+  const int64_t interval = spec_.checkpoint().interval_steps();
+  if (interval > 0 && step_ % interval == 0 && step_ != last_checkpoint_step_ && join_.rank() == 0) {
+    if (auto s = SaveCheckpoint(); !s.ok()) return s;
+  }
 
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - last_report_time_).count();
-  const double samples_per_second = seconds > 0 ? static_cast<double>(samples_since_report_) / seconds : 0;
+  // A report with no steps since the last one (the final report after
+  // evaluation) keeps the last measured throughput.
+  if (samples_since_report_ > 0 && seconds > 0) {
+    samples_per_second_ = static_cast<double>(samples_since_report_) / seconds;
+  }
+  const double samples_per_second = samples_per_second_;
   if (loss_count_ > 0) last_loss_ = loss_sum_ / static_cast<double>(loss_count_);
+  if (metrics_ != nullptr) metrics_->SetLoss(last_loss_);
   loss_sum_ = 0;
   loss_count_ = 0;
   samples_since_report_ = 0;
@@ -227,7 +374,9 @@ absl::Status Trainer::Run() {
       if (eval_interval > 0 && step_ % eval_interval == 0 && position_ != 0) {
         if (auto s = RunEval(); !s.ok()) return s;
       }
-      if (step_ % spec_.log_interval_steps() == 0 && !Done()) {
+      // The last step is a commit point too, so its report (and log line)
+      // marks the end of training before the final evaluation starts.
+      if (CommitDue()) {
         if (auto s = CommitPoint(false); !s.ok()) return s;
       }
     }
@@ -236,6 +385,7 @@ absl::Status Trainer::Run() {
     }
     if (auto s = VerifyReplicasBitwise(comm_.get(), params_); !s.ok()) return s;
     LOG(INFO) << "replicas verified bitwise across " << join_.world_size() << " ranks (all-gather of all parameters)";
+    LogSyncTraffic();
     if (auto s = SaveFinalModel(); !s.ok()) return s;
     return CommitPoint(true);
   } catch (const c10::Error& e) {
@@ -243,6 +393,71 @@ absl::Status Trainer::Run() {
   } catch (const std::exception& e) {
     return TorchError(absl::StrCat("training step ", step_).c_str(), e);
   }
+}
+
+}  // namespace herd
+
+namespace herd {
+
+absl::Status Trainer::SaveCheckpoint() {
+  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_});
+  if (!files.ok()) return files.status();
+  auto folder = WriteCheckpointFolder(options_.checkpoint_root, client_->options().job_id, step_, *files);
+  if (!folder.ok()) return folder.status();
+  last_checkpoint_step_ = step_;
+  // Recorded only now that it is complete on disk.
+  v1::CommitCheckpointRequest request;
+  request.set_job_id(client_->options().job_id);
+  request.set_generation(join_.generation());
+  request.set_step(step_);
+  request.set_epoch(epoch_);
+  request.set_samples_in_epoch(position_);
+  request.set_path(folder->relative_path);
+  request.set_size_bytes(folder->size_bytes);
+  request.set_sha256(folder->manifest_sha256);
+  auto committed = client_->CommitCheckpoint(request);
+  if (!committed.ok()) {
+    // Not fatal: the files stay, the catalog misses one entry.
+    LOG(WARNING) << "checkpoint at step " << step_ << " written but not recorded: " << committed.status();
+    return absl::OkStatus();
+  }
+  for (const auto& old : committed->delete_paths()) {
+    if (auto s = DeleteCheckpointFolder(options_.checkpoint_root, old); !s.ok()) LOG(WARNING) << s;
+  }
+  if (metrics_ != nullptr) metrics_->SetLastCheckpoint(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  LOG(INFO) << "checkpoint " << committed->checkpoint().id() << " at step " << step_ << " (" << folder->size_bytes
+            << " bytes) in " << folder->relative_path;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreFromCheckpoint() {
+  // The catalog's newest first, then older ones on disk: a corrupt or
+  // truncated checkpoint is skipped for the previous complete one.
+  std::vector<std::string> candidates = {join_.checkpoint_path()};
+  for (const auto& folder : ListCheckpointFolders(options_.checkpoint_root, client_->options().job_id)) {
+    if (folder.relative_path != join_.checkpoint_path()) candidates.push_back(folder.relative_path);
+  }
+  for (const auto& path : candidates) {
+    auto files = ReadCheckpointFolder(options_.checkpoint_root, path);
+    if (!files.ok()) {
+      LOG(WARNING) << "skipping checkpoint " << path << ": " << files.status();
+      continue;
+    }
+    TrainingPosition position;
+    if (auto s = RestoreTrainingState(*files, model_.get(), optimizer_.get(), &position); !s.ok()) {
+      LOG(WARNING) << "skipping checkpoint " << path << ": " << s;
+      continue;
+    }
+    step_ = position.step;
+    epoch_ = position.epoch;
+    position_ = position.samples_in_epoch;
+    last_checkpoint_step_ = step_;
+    LOG(INFO) << "resumed from checkpoint " << path << " at step " << step_ << " (epoch " << epoch_ << ", "
+              << position_ << " samples into it)";
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat("no usable checkpoint for job ", client_->options().job_id, " under ",
+                                          options_.checkpoint_root, " (tried ", candidates.size(), ")"));
 }
 
 }  // namespace herd

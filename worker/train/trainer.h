@@ -17,7 +17,10 @@
 #include "worker/models/model.h"
 #include "worker/train/cluster_client.h"
 #include "worker/train/gradient_sync.h"
+#include "worker/train/parameter_averaging.h"
 #include "worker/train/sampler.h"
+#include "worker/train/sync_traffic.h"
+#include "worker/train/trainer_metrics.h"
 
 namespace herd {
 
@@ -26,6 +29,8 @@ struct TrainerOptions {
   std::string device = "cpu";
   int gpu = -1;
   std::chrono::milliseconds collective_timeout{30000};
+  // Root of the checkpoint storage (shared by all workers of a cluster).
+  std::string checkpoint_root;
 };
 
 // Where the trained parameters go: every rank writes its own copy, so
@@ -34,10 +39,15 @@ constexpr char kFinalModelFile[] = "model-final.pt";
 
 class Trainer {
  public:
-  Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options);
+  // `metrics`, when given, must outlive the trainer.
+  Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options,
+          TrainerMetrics* metrics = nullptr);
   ~Trainer();
 
   absl::Status Run();
+
+  // Synchronization spent so far (bytes, samples, averaging rounds).
+  const SyncTraffic& sync_traffic() const { return traffic_; }
 
  private:
   absl::Status Setup();
@@ -45,10 +55,19 @@ class Trainer {
   absl::Status CommitPoint(bool final);
   absl::Status RunEval();
   absl::Status SaveFinalModel();
+  absl::Status SaveCheckpoint();
+  absl::Status RestoreFromCheckpoint();
   bool Done() const;
   void ZeroGrads();
+  // Mode average: steps without gradient sync, rounds, and where commits may fall.
+  bool LocalStep() const;
+  bool AveragingDue() const;
+  absl::Status AverageRound();
+  bool CommitDue() const;
+  void LogSyncTraffic() const;
 
   ClusterClient* client_;
+  TrainerMetrics* metrics_;
   v1::JoinGenerationResponse join_;
   const v1::JobSpec& spec_;
   TrainerOptions options_;
@@ -60,6 +79,7 @@ class Trainer {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<ParameterAveraging> averaging_;  // mode average only
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<EpochSampler> sampler_;
 
@@ -67,6 +87,11 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t position_ = 0;  // samples of the current epoch already consumed
   int64_t total_steps_ = 0;
+  int64_t last_commit_step_ = 0;
+  // Mode average: replicas differ between rounds; commits wait for a round.
+  int64_t local_steps_since_round_ = 0;
+  bool replicas_in_sync_ = true;
+  SyncTraffic traffic_;
 
   // Since the last commit point, for progress reports.
   double loss_sum_ = 0;
@@ -74,6 +99,8 @@ class Trainer {
   int64_t samples_since_report_ = 0;
   std::chrono::steady_clock::time_point last_report_time_;
   double last_loss_ = 0;
+  double samples_per_second_ = 0;
+  int64_t last_checkpoint_step_ = -1;
   std::map<std::string, double> eval_metrics_;
 };
 

@@ -1,14 +1,19 @@
 // herd-trainer: one job's training process, started by herd-worker. It joins
 // the job's current generation at the coordinator and trains until done.
 #include <glog/logging.h>
+#include <prometheus/registry.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/auth.h"
 #include "common/rpc_options.h"
 #include "worker/train/cluster_client.h"
+#include "worker/train/metrics_snapshot.h"
+#include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/trainer.h"
+#include "worker/train/trainer_metrics.h"
 
 namespace {
 
@@ -40,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", tls_key, "client key (mutual TLS)");
   app.add_option("--termination-message-file", termination_file, "where to write the failure reason");
   app.add_option("--join-timeout-seconds", join_timeout, "how long to wait for the generation")->capture_default_str();
+  std::string checkpoint_root;
+  app.add_option("--checkpoint-root", checkpoint_root,
+                 "checkpoint storage, shared by the job's workers (default: $HERD_CHECKPOINT_ROOT, else "
+                 "WORK_DIR/../../checkpoints, i.e. beside the daemon's jobs folder)");
   app.add_option("--collective-timeout-seconds", collective_timeout, "timeout of every collective")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -68,12 +77,22 @@ int main(int argc, char** argv) {
   auto join = client.JoinGeneration(std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000)));
   if (!join.ok()) return fail(join.status());
 
+  // The worker daemon exposes these from the snapshot file (one scrape target per worker).
+  prometheus::Registry registry;
+  herd::TrainerMetrics metrics(registry, {job, join->rank(), worker_id});
+  herd::MetricsSnapshotWriter snapshots(registry, {herd::MetricsSnapshotPath(work_dir)});
+
   herd::TrainerOptions options;
   options.work_dir = work_dir;
   options.device = device;
   options.gpu = gpu;
+  if (checkpoint_root.empty()) {
+    const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
+    checkpoint_root = env != nullptr && *env != '\0' ? env : work_dir + "/../../checkpoints";
+  }
+  options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
-  herd::Trainer trainer(&client, *join, options);
+  herd::Trainer trainer(&client, *join, options, &metrics);
   absl::Status status = trainer.Run();
   if (!status.ok()) return fail(status);
   LOG(INFO) << "training finished";

@@ -1,0 +1,206 @@
+#include "bench/allreduce_rank.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "bench/file_store.h"
+#include "bench/gloo_direct.h"
+#include "bench/tcp_pump.h"
+#include "worker/comm/gloo_communicator.h"
+
+namespace herd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// User + system time of every thread of this process (Gloo's I/O threads included).
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// One timed batch of `reps` ops of one variant; returns seconds per op
+// (0 on ranks that take no part, i.e. the pump's idle ranks).
+using Batch = std::function<absl::StatusOr<double>(size_t count, int reps)>;
+
+struct Rank {
+  int world = 0;
+  int rank = 0;
+  std::unique_ptr<Communicator> herd;
+  std::unique_ptr<DirectGloo> direct;
+  std::unique_ptr<TcpPump> pump;
+  std::vector<float> buffer;
+};
+
+absl::StatusOr<double> TimeOps(int reps, const std::function<absl::Status()>& op) {
+  const auto start = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    if (auto status = op(); !status.ok()) return status;
+  }
+  return SecondsSince(start) / reps;
+}
+
+Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& options) {
+  float* data = r.buffer.data();
+  if (variant == kPump) {
+    return [&r, data](size_t count, int reps) -> absl::StatusOr<double> {
+      auto seconds = r.pump->Run(reinterpret_cast<char*>(data), count * sizeof(float), reps);
+      if (!seconds.ok()) return seconds.status();
+      return *seconds / reps;
+    };
+  }
+  if (variant == kHerd) {
+    return [&r, data](size_t count, int reps) {
+      return TimeOps(reps, [&] { return r.herd->AllReduce(data, count, DataType::kFloat32); });
+    };
+  }
+  if (variant == kGloo || variant.rfind(kGlooSegmentPrefix, 0) == 0) {
+    // "gloo_ring@BYTES": the direct ring with that max segment, for sweeps.
+    const size_t segment = variant == kGloo ? options.gloo_segment_bytes
+                                            : std::stoull(variant.substr(sizeof(kGlooSegmentPrefix) - 1));
+    return [&r, data, segment](size_t count, int reps) {
+      return TimeOps(reps, [&] { return r.direct->Ring(data, count, segment); });
+    };
+  }
+  if (variant.rfind(kGlooStripedPrefix, 0) == 0) {
+    // "gloo_ring_x<K>[@BYTES]": K rings at once on K connections per peer.
+    const std::string spec = variant.substr(sizeof(kGlooStripedPrefix) - 1);
+    const int stripes = std::stoi(spec);
+    const size_t at = spec.find('@');
+    const size_t segment = at == std::string::npos ? 0 : std::stoull(spec.substr(at + 1));
+    return [&r, data, stripes, segment](size_t count, int reps) {
+      return TimeOps(reps, [&] { return r.direct->StripedRing(data, count, stripes, segment); });
+    };
+  }
+  return [&r, data](size_t count, int reps) {
+    return TimeOps(reps, [&] { return r.direct->RingChunked(data, count); });
+  };
+}
+
+// One all-reduce of (rank + 1) everywhere must give world*(world+1)/2 in
+// every element; checked on a spread of elements.
+absl::StatusOr<bool> CheckSum(Rank& r, const Batch& batch, size_t count) {
+  std::fill(r.buffer.begin(), r.buffer.begin() + count, static_cast<float>(r.rank + 1));
+  if (auto seconds = batch(count, 1); !seconds.ok()) return seconds.status();
+  const float want = r.world * (r.world + 1) / 2.0f;
+  bool ok = true;
+  for (size_t i = 0; i < count; i += std::max<size_t>(1, count / 97)) ok = ok && r.buffer[i] == want;
+  ok = ok && r.buffer[count - 1] == want;
+  std::fill(r.buffer.begin(), r.buffer.begin() + count, 0.0f);  // zeros stay zeros: no overflow later
+  return ok;
+}
+
+absl::Status Connect(Rank& r, const AllreduceCaseOptions& options, const std::string& store_dir) {
+  auto store = std::make_shared<FileStore>(store_dir);
+  GlooOptions gloo;
+  gloo.rank = r.rank;
+  gloo.size = r.world;
+  gloo.timeout = options.timeout;
+  gloo.key_prefix = "herd/";
+  auto herd = CreateGlooCommunicator(gloo, store);
+  if (!herd.ok()) return herd.status();
+  r.herd = *std::move(herd);
+  int stripes = 1;
+  for (const std::string& variant : options.variants) {
+    if (variant.rfind(kGlooStripedPrefix, 0) == 0) {
+      stripes = std::max(stripes, std::stoi(variant.substr(sizeof(kGlooStripedPrefix) - 1)));
+    }
+  }
+  auto direct = DirectGloo::Connect(r.rank, r.world, store, "direct/", options.timeout, stripes);
+  if (!direct.ok()) return direct.status();
+  r.direct = *std::move(direct);
+  auto pump = TcpPump::Connect(r.rank, *store, "pump/port", options.timeout);
+  if (!pump.ok()) return pump.status();
+  r.pump = std::make_unique<TcpPump>(*std::move(pump));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int BatchFor(const AllreduceCaseOptions& options, size_t bytes) {
+  const size_t by_bytes = (options.batch_bytes + bytes - 1) / std::max<size_t>(bytes, 1);
+  return static_cast<int>(std::clamp<size_t>(by_bytes, 1, static_cast<size_t>(std::max(options.max_batch, 1))));
+}
+
+absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, int rank, const std::string& store_dir,
+                              const std::string& result_path) {
+  Rank r;
+  r.world = world;
+  r.rank = rank;
+  if (auto status = Connect(r, options, store_dir); !status.ok()) return status;
+  const size_t max_bytes = *std::max_element(options.sizes.begin(), options.sizes.end());
+  r.buffer.assign(max_bytes / sizeof(float), 0.0f);  // touches every page before any timing
+
+  nlohmann::json cases = nlohmann::json::array();
+  for (size_t bytes : options.sizes) {
+    const size_t count = bytes / sizeof(float);
+    const int reps = BatchFor(options, bytes);
+    std::map<std::string, Batch> batches;
+    std::map<std::string, bool> correct;
+    double slowest_batch = 0;
+    for (const std::string& variant : options.variants) {
+      batches[variant] = BatchOf(variant, r, options);
+      if (variant == kPump) {
+        correct[variant] = true;
+      } else {
+        auto ok = CheckSum(r, batches[variant], count);
+        if (!ok.ok()) return ok.status();
+        correct[variant] = *ok;
+      }
+      for (int i = 0; i < options.warmup; ++i) {
+        if (auto status = r.herd->Barrier(); !status.ok()) return status;
+        const auto start = Clock::now();
+        if (auto seconds = batches[variant](count, reps); !seconds.ok()) return seconds.status();
+        slowest_batch = std::max(slowest_batch, SecondsSince(start));
+      }
+    }
+    // Rank 0 sizes the run from its warmup so huge messages fit the budget;
+    // every rank must loop the same number of times.
+    int64_t iterations = options.iterations;
+    if (rank == 0 && slowest_batch > 0) {
+      iterations = std::clamp<int64_t>(static_cast<int64_t>(options.max_case_seconds / slowest_batch),
+                                       options.min_iterations, options.iterations);
+    }
+    if (auto status = r.herd->Broadcast(&iterations, sizeof(iterations), 0); !status.ok()) return status;
+
+    std::map<std::string, std::vector<double>> seconds;
+    std::map<std::string, std::vector<double>> cpu;
+    // Variants take turns within each iteration, so a burst of load from the
+    // rest of the machine hits them alike rather than one of them.
+    for (int64_t i = 0; i < iterations; ++i) {
+      for (const std::string& variant : options.variants) {
+        if (auto status = r.herd->Barrier(); !status.ok()) return status;
+        const double cpu_before = ProcessCpuSeconds();
+        auto per_op = batches[variant](count, reps);
+        if (!per_op.ok()) return per_op.status();
+        cpu[variant].push_back((ProcessCpuSeconds() - cpu_before) / reps);
+        if (variant != kPump || rank == 0) seconds[variant].push_back(*per_op);
+      }
+    }
+    for (const std::string& variant : options.variants) {
+      cases.push_back({{"variant", variant},
+                       {"bytes", bytes},
+                       {"reps", reps},
+                       {"correct", correct[variant]},
+                       {"seconds", seconds[variant]},
+                       {"cpu_seconds", cpu[variant]}});
+    }
+  }
+  std::ofstream out(result_path);
+  out << nlohmann::json{{"rank", rank}, {"cases", cases}}.dump() << "\n";
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", result_path));
+  return absl::OkStatus();
+}
+
+}  // namespace herd::bench

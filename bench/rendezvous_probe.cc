@@ -1,0 +1,97 @@
+#include "bench/rendezvous_probe.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct Join {
+  grpc::ClientContext context;
+  v1::JoinGenerationResponse response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::JoinGenerationResponse>> reader;
+  SteadyClock::time_point sent;
+};
+
+}  // namespace
+
+v1::JobSpec RendezvousJobSpec(int members) {
+  v1::JobSpec spec;
+  spec.set_name("bench-rendezvous");
+  spec.mutable_model()->set_name("mlp");
+  spec.mutable_dataset()->set_kind("synthetic");
+  spec.set_batch_size(32);
+  spec.set_max_steps(1);
+  spec.set_min_workers(members);
+  spec.set_max_workers(members);
+  spec.set_device("cpu");
+  return spec;
+}
+
+absl::StatusOr<RendezvousResult> RunRendezvous(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                                               const std::vector<std::string>& member_ids,
+                                               std::chrono::milliseconds wait) {
+  RendezvousResult result;
+  auto jobs = v1::JobService::NewStub(channels.front());
+  std::vector<std::unique_ptr<v1::ClusterService::Stub>> stubs;
+  for (const auto& channel : channels) stubs.push_back(v1::ClusterService::NewStub(channel));
+  const auto deadline = std::chrono::system_clock::now() + wait + std::chrono::seconds(10);
+
+  grpc::ClientContext submit_context;
+  submit_context.set_deadline(deadline);
+  v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = RendezvousJobSpec(static_cast<int>(member_ids.size()));
+  v1::SubmitJobResponse submitted;
+  const auto start = SteadyClock::now();
+  grpc::Status status = jobs->SubmitJob(&submit_context, submit, &submitted);
+  result.submit_s = Seconds(SteadyClock::now() - start);
+  if (!status.ok()) return absl::UnavailableError(absl::StrCat("SubmitJob: ", status.error_message()));
+  result.job_id = submitted.job().id();
+
+  // All joins go out at once, as the members' trainers would start together.
+  grpc::CompletionQueue queue;
+  std::vector<std::unique_ptr<Join>> joins;
+  for (size_t i = 0; i < member_ids.size(); ++i) {
+    auto join = std::make_unique<Join>();
+    join->context.set_deadline(deadline);
+    v1::JoinGenerationRequest request;
+    request.set_job_id(result.job_id);
+    request.set_worker_id(member_ids[i]);
+    request.set_wait_ms(wait.count());
+    join->sent = SteadyClock::now();
+    join->reader = stubs[i % stubs.size()]->AsyncJoinGeneration(&join->context, request, &queue);
+    join->reader->Finish(&join->response, &join->status, join.get());
+    joins.push_back(std::move(join));
+  }
+  std::set<int64_t> ranks;
+  std::set<int64_t> generations;
+  bool sizes_ok = true;
+  for (size_t answered = 0; answered < joins.size(); ++answered) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!queue.Next(&tag, &ok)) break;
+    Join* join = static_cast<Join*>(tag);
+    const auto now = SteadyClock::now();
+    result.join_s.push_back(Seconds(now - join->sent));
+    result.all_joined_s = Seconds(now - start);
+    if (!join->status.ok()) {
+      if (result.failed++ == 0) result.first_error = join->status.error_message();
+      continue;
+    }
+    ranks.insert(join->response.rank());
+    generations.insert(join->response.generation());
+    sizes_ok = sizes_ok && join->response.world_size() == static_cast<int64_t>(member_ids.size()) &&
+               join->response.peers_size() == static_cast<int>(member_ids.size());
+  }
+  result.ranks_ok = result.failed == 0 && sizes_ok && generations.size() == 1 && ranks.size() == member_ids.size() &&
+                    *ranks.begin() == 0 && *ranks.rbegin() == static_cast<int64_t>(member_ids.size()) - 1;
+  return result;
+}
+
+}  // namespace herd::bench

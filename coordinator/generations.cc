@@ -1,0 +1,353 @@
+#include "coordinator/generations.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/state_edits.h"
+
+namespace herd::coordinator {
+namespace {
+
+// A reported failure message is kept in the job's reason; bound its size.
+constexpr size_t kMaxFailureMessage = 512;
+
+bool Contains(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// Generations started by a failure are the ones that cost restart budget.
+bool FailureReason(const std::string& reason) {
+  return reason == kReasonMemberLost || reason == kReasonFailureReported;
+}
+
+// IDLE workers of the spec's device kind, lowest ids first.
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const v1::JobSpec& spec,
+                                        const std::string& excluded = "") {
+  std::vector<std::string> idle;
+  for (const auto& [id, worker] : state.workers) {
+    if (worker.state == v1::IDLE && worker.device_kind == spec.device() && id != excluded) idle.push_back(id);
+  }
+  return idle;
+}
+
+std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
+  std::vector<std::string> members;
+  for (const std::string& member : generation.members) {
+    if (member != except && !generation.finished.count(member)) members.push_back(member);
+  }
+  return members;
+}
+
+std::string Described(const Generation& generation, const std::vector<std::string>& workers) {
+  std::vector<std::string> parts;
+  for (const std::string& id : workers) parts.push_back(absl::StrCat(id, " (rank ", generation.RankOf(id), ")"));
+  return absl::StrCat(workers.size() == 1 ? "worker " : "workers ", absl::StrJoin(parts, ", "));
+}
+
+void MirrorGeneration(JobRecord& job) {
+  job.info.set_generation(job.generation.number);
+  job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
+  job.info.clear_workers();
+  for (const std::string& member : job.generation.members) job.info.add_workers(member);
+}
+
+// The one place a generation forms: the current members (survivors of the
+// previous generation, possibly none) plus `joiners` become ranks 0..W-1, and
+// the start state, mirrors and BUSY states change together.
+void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& joiners, double now,
+          ChangeSet* changes) {
+  Generation& generation = job.generation;
+  v1::JobInfo& info = job.info;
+  if (!generation.members.empty()) {
+    // Survivors hold the committed state in memory; rank 0 is one of them.
+    generation.heal_from_rank = 0;
+  } else {
+    // Nobody holds it: resume from the newest checkpoint, or from scratch.
+    generation.heal_from_rank = -1;
+    const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, info.id());
+    info.set_step(checkpoint != nullptr ? checkpoint->step() : 0);
+    info.set_epoch(checkpoint != nullptr ? checkpoint->epoch() : 0);
+    info.set_samples_in_epoch(checkpoint != nullptr ? checkpoint->samples_in_epoch() : 0);
+  }
+  generation.members.insert(generation.members.end(), joiners.begin(), joiners.end());
+  generation.finished.clear();
+  generation.formed = true;
+  generation.started_at = now;
+  generation.committed = false;
+  generation.start_step = info.step();
+  generation.epoch = info.epoch();
+  generation.samples_in_epoch = info.samples_in_epoch();
+  for (const std::string& member : generation.members) {
+    SetWorker(state.workers.at(member), v1::BUSY, info.id(), changes);
+  }
+  MirrorGeneration(job);
+  info.set_state(v1::RUNNING);
+  info.set_reason("");
+  job.waiting_since = 0;
+  job.recovering = false;
+  Touch(job, now, changes);
+  changes->generations_started.push_back({info.id(), generation.number, generation.reason});
+}
+
+// Forms the job's unformed generation when its survivors plus idle workers
+// reach min_workers; false (and nothing changed) otherwise.
+bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, double now, ChangeSet* changes) {
+  const v1::JobSpec& spec = job.info.spec();
+  std::vector<std::string> idle = IdleWorkersFor(state, spec, excluded);
+  const int64_t have = static_cast<int64_t>(job.generation.members.size());
+  if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
+  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(spec.max_workers() - have, 0))));
+  Form(state, job, idle, now, changes);
+  return true;
+}
+
+// The job stays RUNNING with an unformed generation until workers come.
+void Wait(JobRecord& job, double now, ChangeSet* changes) {
+  MirrorGeneration(job);
+  job.info.set_reason(absl::StrCat("waiting for workers: have ", job.generation.members.size(), ", need ",
+                                   job.info.spec().min_workers()));
+  Touch(job, now, changes);
+}
+
+// Begins the job's next generation. `keep` are members of the current one
+// that stay, in rank order, because their trainers hold the committed state;
+// the other members are released. A failure (`charge`) first spends one unit
+// of the restart budget, or fails the job when none is left. `excluded` (the
+// worker whose trainer just failed) is not taken back at once.
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, const std::string& reason,
+                    const std::string& cause, bool charge, const std::string& excluded, double now,
+                    ChangeSet* changes) {
+  if (charge) {
+    const int64_t budget = job.info.spec().restart_budget();
+    if (job.restarts_used >= budget) {
+      FinishJob(state, job, v1::FAILED, absl::StrCat("restart budget (", budget, ") exhausted; last failure: ", cause),
+                now, changes);
+      return;
+    }
+    ++job.restarts_used;
+    job.last_failure = cause;
+  }
+  for (const std::string& member : job.generation.members) {
+    if (!Contains(keep, member)) ReleaseWorker(state, member, job.info.id(), changes);
+  }
+  Generation& generation = job.generation;
+  generation.number = job.next_generation++;
+  generation.members = std::move(keep);
+  generation.finished.clear();
+  generation.formed = false;
+  generation.reason = reason;
+  generation.started_at = 0;
+  generation.heal_from_rank = -1;
+  generation.committed = false;
+  job.recovering = false;
+  job.waiting_since = now;
+  if (!TryForm(state, job, excluded, now, changes)) Wait(job, now, changes);
+}
+
+// Unfinished members of a RUNNING job are gone (lease expired).
+void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::string>& lost, double now,
+                 ChangeSet* changes) {
+  Generation& generation = job.generation;
+  std::vector<std::string> gone;
+  for (const std::string& id : lost) {
+    if (generation.RankOf(id) >= 0 && !generation.finished.count(id)) gone.push_back(id);
+  }
+  if (gone.empty()) return;
+  const std::string cause = absl::StrCat(Described(generation, gone), " lost: lease expired");
+  std::vector<std::string> keep;
+  for (const std::string& member : UnfinishedMembers(generation)) {
+    if (!Contains(gone, member)) keep.push_back(member);
+  }
+  if (!generation.formed) {
+    // Still waiting: fewer survivors, no new generation, nothing charged.
+    generation.members = keep;
+    Wait(job, now, changes);
+    return;
+  }
+  const bool already_paid = FailureReason(generation.reason) && !generation.committed;
+  NextGeneration(state, job, keep, kReasonMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+}
+
+// A RUNNING job loaded by a restarted coordinator, once every unfinished
+// member has heartbeated: keep the generation if all still run the trainer.
+void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet* changes) {
+  const std::vector<std::string> members = UnfinishedMembers(job.generation);
+  std::vector<std::string> running;
+  for (const std::string& member : members) {
+    auto worker = state.workers.find(member);
+    if (worker == state.workers.end() || !worker->second.heard) return;
+    if (worker->second.running_jobs.count(job.info.id())) running.push_back(member);
+  }
+  job.recovering = false;
+  if (running.size() == members.size()) return;
+  NextGeneration(state, job, running, kReasonCoordinatorRestart, "coordinator restarted", /*charge=*/false, "", now,
+                 changes);
+}
+
+std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
+  std::vector<JobRecord*> running;
+  for (auto& [id, job] : state.jobs) {
+    if (job.info.state() == v1::RUNNING) running.push_back(&job);
+  }
+  std::sort(running.begin(), running.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
+  return running;
+}
+
+}  // namespace
+
+ChangeSet Schedule(ClusterState& state, double now) {
+  ChangeSet changes;
+  std::vector<JobRecord*> pending;
+  for (auto& [id, job] : state.jobs) {
+    if (job.info.state() == v1::PENDING) pending.push_back(&job);
+  }
+  std::sort(pending.begin(), pending.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
+  for (JobRecord* job : pending) {
+    const v1::JobSpec& spec = job->info.spec();
+    std::vector<std::string> idle = IdleWorkersFor(state, spec);
+    if (static_cast<int64_t>(idle.size()) < spec.min_workers()) continue;
+    if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
+    job->generation = Generation{};
+    job->generation.number = job->next_generation++;
+    job->generation.reason = kReasonStart;
+    Form(state, *job, idle, now, &changes);
+  }
+  return changes;
+}
+
+ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds) {
+  ChangeSet changes;
+  // All expired workers are marked first, so a job that lost several at once
+  // moves to one new generation, not one per worker.
+  std::map<std::string, std::vector<std::string>> lost_by_job;
+  for (auto& [id, worker] : state.workers) {
+    if (worker.state == v1::DEAD || now - worker.last_heartbeat <= lease_seconds) continue;
+    if (!worker.job_id.empty()) lost_by_job[worker.job_id].push_back(id);
+    SetWorker(worker, v1::DEAD, "", &changes);
+  }
+  for (const auto& [job_id, lost] : lost_by_job) {
+    auto it = state.jobs.find(job_id);
+    if (it == state.jobs.end() || it->second.info.state() != v1::RUNNING) continue;
+    MembersLost(state, it->second, lost, now, &changes);
+  }
+  return changes;
+}
+
+ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& request, double now) {
+  WorkerRecord& worker = state.workers.at(request.worker_id());
+  worker.last_heartbeat = now;
+  worker.heard = true;
+  worker.running_jobs = std::set<std::string>(request.running_jobs().begin(), request.running_jobs().end());
+  ChangeSet changes;
+  for (const v1::TrainerExit& exit : request.exits()) {
+    changes.Merge(ApplyTrainerExit(state, request.worker_id(), exit, now));
+  }
+  return changes;
+}
+
+ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now) {
+  ChangeSet changes;
+  auto it = state.jobs.find(exit.job_id());
+  if (it == state.jobs.end()) return changes;
+  JobRecord& job = it->second;
+  Generation& generation = job.generation;
+  if (job.info.state() != v1::RUNNING || exit.generation() != generation.number) return changes;
+  const int64_t rank = generation.RankOf(worker_id);
+  if (rank < 0) return changes;
+
+  if (!generation.formed) {
+    // A survivor's trainer ended while the job waits: it no longer holds the
+    // committed state, so it is no survivor (it may come back as a joiner).
+    generation.members.erase(generation.members.begin() + rank);
+    ReleaseWorker(state, worker_id, job.info.id(), &changes);
+    Wait(job, now, &changes);
+    return changes;
+  }
+  if (exit.exit_code() != 0) {
+    std::string cause =
+        absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
+    if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonMemberLost, cause, /*charge=*/true,
+                   worker_id, now, &changes);
+    return changes;
+  }
+  if (!generation.finished.insert(worker_id).second) return changes;  // a repeated report
+  if (generation.finished.size() == generation.members.size()) {
+    FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
+  } else {
+    Touch(job, now, &changes);
+  }
+  return changes;
+}
+
+absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::ReportFailureRequest& report, double now) {
+  if (auto status = CheckCurrentGeneration(state, report.job_id(), report.generation()); !status.ok()) return status;
+  JobRecord& job = state.jobs.at(report.job_id());
+  if (job.info.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", report.job_id(), " is ", v1::JobState_Name(job.info.state())));
+  }
+  Generation& generation = job.generation;
+  const int64_t rank = generation.RankOf(report.worker_id());
+  if (rank < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", report.worker_id(), " is not a member of job ",
+                                                      report.job_id(), " generation ", generation.number));
+  }
+  if (rank != report.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: worker ", report.worker_id(), " is rank ", rank,
+                                                   " of generation ", generation.number, ", not ", report.rank()));
+  }
+  ChangeSet changes;
+  if (generation.finished.count(report.worker_id())) return changes;  // its trainer is done: nothing to heal
+  const std::string cause = absl::StrCat("worker ", report.worker_id(), " (rank ", rank,
+                                         ") reported a failure: ", report.message().substr(0, kMaxFailureMessage));
+  NextGeneration(state, job, UnfinishedMembers(generation), kReasonFailureReported, cause, /*charge=*/true, "", now,
+                 &changes);
+  return changes;
+}
+
+ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOptions& options) {
+  ChangeSet changes;
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    if (job->generation.formed || TryForm(state, *job, "", now, &changes)) continue;
+    if (now - job->waiting_since > options.min_workers_wait_seconds) {
+      FinishJob(state, *job, v1::FAILED,
+                absl::StrCat("fewer than min_workers (", job->info.spec().min_workers(), ") workers for ",
+                             options.min_workers_wait_seconds, " seconds"),
+                now, &changes);
+    }
+  }
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    if (job->recovering && job->generation.formed) ResolveRecovery(state, *job, now, &changes);
+  }
+  changes.Merge(Schedule(state, now));
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    const Generation& generation = job->generation;
+    const v1::JobSpec& spec = job->info.spec();
+    if (!generation.formed || job->recovering || !generation.finished.empty()) continue;
+    if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
+    if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
+    if (IdleWorkersFor(state, spec).empty()) continue;
+    NextGeneration(state, *job, generation.members, kReasonJoin, "", /*charge=*/false, "", now, &changes);
+  }
+  return changes;
+}
+
+void MarkRestarted(ClusterState& state, double now) {
+  for (auto& [id, job] : state.jobs) {
+    if (job.info.state() != v1::RUNNING) continue;
+    if (job.generation.formed) {
+      job.recovering = true;
+    } else {
+      job.waiting_since = now;  // the workers need time to come back first
+    }
+  }
+}
+
+}  // namespace herd::coordinator

@@ -1,0 +1,84 @@
+// Decisions that start, re-form or end a job's generations: scheduling,
+// lost members, trainer exits, reported collective failures, joins below
+// max_workers and recovery after a coordinator restart. Pure functions of
+// (state, now) like the rest of cluster_state; callers persist the ChangeSet.
+//
+// A RUNNING job moves to its next generation when a member is lost (lease
+// expiry or a non-zero trainer exit), a trainer reports a failure, idle
+// workers can join below max_workers, or a restarted coordinator finds a
+// member without its trainer. Survivors keep their relative order and come
+// first, joiners follow; the new generation starts from the committed state,
+// healed from rank 0 when anyone survived and from the newest checkpoint (or
+// scratch) otherwise. With fewer than min_workers available the generation
+// waits unformed for idle workers, and the job fails after
+// min_workers_wait_seconds.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/cluster_state.h"
+#include "proto/herd.pb.h"
+
+namespace herd::coordinator {
+
+// Why a generation started: the metrics label and Generation::reason.
+inline constexpr char kReasonStart[] = "start";
+inline constexpr char kReasonMemberLost[] = "member_lost";
+inline constexpr char kReasonFailureReported[] = "failure_reported";
+inline constexpr char kReasonJoin[] = "join";
+inline constexpr char kReasonCoordinatorRestart[] = "coordinator_restart";
+
+struct GenerationOptions {
+  // Also the least time between the start of a generation and a join
+  // generation of the same job, so a flapping worker cannot thrash it.
+  double lease_seconds = 10;
+  // How long a job may wait with fewer than min_workers before it fails.
+  double min_workers_wait_seconds = 60;
+};
+
+// Starts PENDING jobs in submit order. A job starts once at least min_workers
+// IDLE workers of its device kind exist; it takes up to max_workers of them,
+// lowest ids first, as ranks 0..W-1 of a new generation. Jobs that do not fit
+// are skipped so later, smaller jobs can still start.
+ChangeSet Schedule(ClusterState& state, double now);
+
+// Marks workers silent for longer than the lease DEAD. A RUNNING job that
+// lost unfinished members moves to its next generation without them
+// (member_lost), which costs one unit of its restart budget, except when the
+// current generation itself followed a failure and never committed: the lease
+// then only confirms the failure already paid for (typically a collective
+// timeout reported before the dead peer's lease ran out).
+ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds);
+
+// A heartbeat from a known worker: refreshes its lease, records which jobs its
+// trainers run and applies the trainer exits it carries.
+ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& request, double now);
+
+// A trainer exit reported in a heartbeat. Exit 0 marks the member finished and
+// the job SUCCEEDED once every member has. Any other code is a member failure:
+// the next generation starts without it (member_lost, budget charged). Exits
+// for another generation or for final jobs are ignored.
+ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now);
+
+// ReportFailure: a member saw a collective fail in the current generation.
+// The next generation keeps every member, the reporter included
+// (failure_reported, budget charged). Fenced like every generation-scoped
+// call; FAILED_PRECONDITION for final jobs and non-members.
+absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::ReportFailureRequest& report, double now);
+
+// One round of generation upkeep, in priority order for idle workers: jobs
+// waiting for workers form their generation (or fail after the wait), jobs
+// recovering from a coordinator restart are confirmed or re-formed, PENDING
+// jobs are scheduled, and RUNNING jobs below max_workers take idle workers.
+ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOptions& options);
+
+// Call once on a state loaded by a (re)started coordinator. A RUNNING job
+// keeps its generation if every unfinished member heartbeats with its trainer
+// still running; as soon as all have heartbeated and one has not, the job
+// starts a coordinator_restart generation (no budget charged) with the
+// members that still run it as survivors. Members that never come back are
+// lost by lease expiry as usual. Jobs waiting for workers get a fresh wait.
+void MarkRestarted(ClusterState& state, double now);
+
+}  // namespace herd::coordinator

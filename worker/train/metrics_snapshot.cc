@@ -1,0 +1,189 @@
+#include "worker/train/metrics_snapshot.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd {
+namespace {
+
+namespace pb = metrics::v1;
+
+pb::MetricType ToProto(prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return pb::COUNTER;
+    case prometheus::MetricType::Gauge:
+      return pb::GAUGE;
+    case prometheus::MetricType::Summary:
+      return pb::SUMMARY;
+    case prometheus::MetricType::Histogram:
+      return pb::HISTOGRAM;
+    case prometheus::MetricType::Untyped:
+      break;
+  }
+  return pb::UNTYPED;
+}
+
+prometheus::MetricType FromProto(pb::MetricType type) {
+  switch (type) {
+    case pb::COUNTER:
+      return prometheus::MetricType::Counter;
+    case pb::GAUGE:
+      return prometheus::MetricType::Gauge;
+    case pb::SUMMARY:
+      return prometheus::MetricType::Summary;
+    case pb::HISTOGRAM:
+      return prometheus::MetricType::Histogram;
+    default:
+      return prometheus::MetricType::Untyped;
+  }
+}
+
+// The one value field that matters for the family's type.
+double ScalarValue(prometheus::MetricType type, const prometheus::ClientMetric& metric) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return metric.counter.value;
+    case prometheus::MetricType::Gauge:
+      return metric.gauge.value;
+    default:
+      return metric.untyped.value;
+  }
+}
+
+void SetScalarValue(prometheus::MetricType type, double value, prometheus::ClientMetric* metric) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      metric->counter.value = value;
+      break;
+    case prometheus::MetricType::Gauge:
+      metric->gauge.value = value;
+      break;
+    default:
+      metric->untyped.value = value;
+  }
+}
+
+}  // namespace
+
+std::string MetricsSnapshotPath(const std::string& work_dir) {
+  return absl::StrCat(work_dir, "/", kMetricsSnapshotFile);
+}
+
+pb::MetricsSnapshot ToSnapshot(const std::vector<prometheus::MetricFamily>& families) {
+  pb::MetricsSnapshot snapshot;
+  for (const prometheus::MetricFamily& family : families) {
+    pb::Family* out = snapshot.add_families();
+    out->set_name(family.name);
+    out->set_help(family.help);
+    out->set_type(ToProto(family.type));
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      pb::Metric* m = out->add_metrics();
+      for (const auto& label : metric.label) {
+        pb::Label* l = m->add_labels();
+        l->set_name(label.name);
+        l->set_value(label.value);
+      }
+      m->set_timestamp_ms(metric.timestamp_ms);
+      switch (family.type) {
+        case prometheus::MetricType::Histogram:
+          m->set_sample_count(metric.histogram.sample_count);
+          m->set_sample_sum(metric.histogram.sample_sum);
+          for (const auto& bucket : metric.histogram.bucket) {
+            pb::Bucket* b = m->add_buckets();
+            b->set_cumulative_count(bucket.cumulative_count);
+            b->set_upper_bound(bucket.upper_bound);
+          }
+          break;
+        case prometheus::MetricType::Summary:
+          m->set_sample_count(metric.summary.sample_count);
+          m->set_sample_sum(metric.summary.sample_sum);
+          for (const auto& quantile : metric.summary.quantile) {
+            pb::Quantile* q = m->add_quantiles();
+            q->set_quantile(quantile.quantile);
+            q->set_value(quantile.value);
+          }
+          break;
+        default:
+          m->set_value(ScalarValue(family.type, metric));
+      }
+    }
+  }
+  return snapshot;
+}
+
+std::vector<prometheus::MetricFamily> FromSnapshot(const pb::MetricsSnapshot& snapshot) {
+  std::vector<prometheus::MetricFamily> families;
+  families.reserve(snapshot.families_size());
+  for (const pb::Family& in : snapshot.families()) {
+    prometheus::MetricFamily& family = families.emplace_back();
+    family.name = in.name();
+    family.help = in.help();
+    family.type = FromProto(in.type());
+    for (const pb::Metric& m : in.metrics()) {
+      prometheus::ClientMetric& metric = family.metric.emplace_back();
+      for (const pb::Label& l : m.labels()) metric.label.push_back({l.name(), l.value()});
+      metric.timestamp_ms = m.timestamp_ms();
+      switch (family.type) {
+        case prometheus::MetricType::Histogram:
+          metric.histogram.sample_count = m.sample_count();
+          metric.histogram.sample_sum = m.sample_sum();
+          for (const pb::Bucket& b : m.buckets())
+            metric.histogram.bucket.push_back({b.cumulative_count(), b.upper_bound()});
+          break;
+        case prometheus::MetricType::Summary:
+          metric.summary.sample_count = m.sample_count();
+          metric.summary.sample_sum = m.sample_sum();
+          for (const pb::Quantile& q : m.quantiles()) metric.summary.quantile.push_back({q.quantile(), q.value()});
+          break;
+        default:
+          SetScalarValue(family.type, m.value(), &metric);
+      }
+    }
+  }
+  return families;
+}
+
+absl::Status WriteMetricsSnapshot(const std::string& path, const std::vector<prometheus::MetricFamily>& families) {
+  std::string bytes;
+  if (!ToSnapshot(families).SerializeToString(&bytes)) {
+    return absl::InternalError("cannot serialize the metrics snapshot");
+  }
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<prometheus::MetricFamily>> ReadMetricsSnapshot(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("no metrics snapshot at ", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  pb::MetricsSnapshot snapshot;
+  if (!snapshot.ParseFromString(bytes.str())) {
+    return absl::DataLossError(absl::StrCat("the metrics snapshot ", path, " does not parse"));
+  }
+  return FromSnapshot(snapshot);
+}
+
+}  // namespace herd

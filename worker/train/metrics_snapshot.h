@@ -1,0 +1,30 @@
+// The file a trainer leaves its Prometheus metrics in for its worker daemon:
+// prometheus-cpp MetricFamily values <-> proto/metrics_snapshot.proto, and
+// atomic file writes (a reader never sees a half-written snapshot).
+#pragma once
+
+#include <prometheus/metric_family.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/metrics_snapshot.pb.h"
+
+namespace herd {
+
+// The snapshot's name inside the trainer's work dir (<work-dir>/jobs/<job>).
+constexpr char kMetricsSnapshotFile[] = "metrics.snapshot";
+
+std::string MetricsSnapshotPath(const std::string& work_dir);
+
+metrics::v1::MetricsSnapshot ToSnapshot(const std::vector<prometheus::MetricFamily>& families);
+std::vector<prometheus::MetricFamily> FromSnapshot(const metrics::v1::MetricsSnapshot& snapshot);
+
+// Writes `families` to `path` through a temporary file and a rename.
+absl::Status WriteMetricsSnapshot(const std::string& path, const std::vector<prometheus::MetricFamily>& families);
+// NotFound when there is no snapshot (yet); DataLoss when it does not parse.
+absl::StatusOr<std::vector<prometheus::MetricFamily>> ReadMetricsSnapshot(const std::string& path);
+
+}  // namespace herd

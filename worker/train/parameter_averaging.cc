@@ -1,0 +1,157 @@
+#include "worker/train/parameter_averaging.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace herd {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+absl::StatusOr<DataType> WireType(const std::string& compression) {
+  if (compression == "none") return DataType::kFloat32;
+  if (compression == "fp16") return DataType::kFloat16;
+  if (compression == "bf16") return DataType::kBFloat16;
+  return absl::InvalidArgumentError(absl::StrCat("sync.compression: unknown value \"", compression, "\""));
+}
+
+torch::ScalarType TorchType(DataType type) {
+  if (type == DataType::kFloat16) return torch::kHalf;
+  if (type == DataType::kBFloat16) return torch::kBFloat16;
+  return torch::kFloat;
+}
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, torch::Tensor& anchor,
+               torch::Tensor& momentum) {
+  torch::NoGradGuard no_grad;
+  if (config.kind == OuterKind::kNone) {
+    anchor.sub_(pseudo_grad);
+    return;
+  }
+  momentum.mul_(config.momentum).add_(pseudo_grad);
+  // Nesterov: step along the gradient plus the momentum it will have next.
+  anchor.sub_(pseudo_grad.add(momentum, config.momentum), config.lr);
+}
+
+absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(std::vector<torch::Tensor> params,
+                                                                              Communicator* comm,
+                                                                              ParameterAveragingOptions options) {
+  auto wire = WireType(options.compression);
+  if (!wire.ok()) return wire.status();
+  OuterStepConfig outer;
+  if (options.outer == "nesterov") {
+    outer = OuterStepConfig{OuterKind::kNesterov, options.outer_lr, options.outer_momentum};
+  } else if (options.outer != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("sync.outer.kind: unknown value \"", options.outer, "\""));
+  }
+  if (options.first_bucket_mib <= 0 || options.bucket_cap_mib <= 0) {
+    return absl::InvalidArgumentError("sync bucket sizes must be > 0");
+  }
+  for (const auto& p : params) {
+    if (p.scalar_type() != torch::kFloat) return absl::InvalidArgumentError("parameter averaging needs float32 parameters");
+  }
+  return std::unique_ptr<ParameterAveraging>(
+      new ParameterAveraging(std::move(params), comm, std::move(options), outer, *wire));
+}
+
+ParameterAveraging::ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm,
+                                       ParameterAveragingOptions options, OuterStepConfig outer, DataType wire_type)
+    : params_(std::move(params)), comm_(comm), options_(std::move(options)), outer_(outer), wire_type_(wire_type) {
+  // The gradient buckets' layout (reverse registration order, a small first
+  // bucket), so the same sync.* sizes mean the same messages in both modes.
+  int64_t cap = static_cast<int64_t>(options_.first_bucket_mib * kMiB / sizeof(float));
+  int64_t used = 0;
+  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
+    const int64_t numel = params_[i].numel();
+    if (buckets_.empty() || (used > 0 && used + numel > cap)) {
+      if (!buckets_.empty()) cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
+      buckets_.emplace_back();
+      used = 0;
+    }
+    buckets_.back().params.push_back(i);
+    buckets_.back().offsets.push_back(used);
+    used += numel;
+  }
+  for (auto& bucket : buckets_) {
+    int64_t elements = 0;
+    for (int i : bucket.params) elements += params_[i].numel();
+    auto flat = params_[bucket.params.front()].options().requires_grad(false);
+    bucket.anchor = torch::empty({elements}, flat);
+    bucket.delta = torch::empty({elements}, flat);
+    if (outer_.kind == OuterKind::kNesterov) bucket.momentum = torch::zeros({elements}, flat);
+    if (wire_type_ != DataType::kFloat32) bucket.wire = torch::empty({elements}, flat.dtype(TorchType(wire_type_)));
+  }
+  ResetAnchor();
+}
+
+ParameterAveraging::~ParameterAveraging() = default;
+
+std::vector<int64_t> ParameterAveraging::bucket_elements() const {
+  std::vector<int64_t> out;
+  for (const auto& bucket : buckets_) out.push_back(bucket.anchor.numel());
+  return out;
+}
+
+void ParameterAveraging::ResetAnchor() {
+  torch::NoGradGuard no_grad;
+  for (auto& bucket : buckets_) {
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const auto& p = params_[bucket.params[j]];
+      bucket.anchor.narrow(0, bucket.offsets[j], p.numel()).copy_(p.detach().reshape({-1}));
+    }
+  }
+  last_round_end_ = std::chrono::steady_clock::now();
+}
+
+absl::Status ParameterAveraging::Round() {
+  torch::NoGradGuard no_grad;
+  const auto start = std::chrono::steady_clock::now();
+  int64_t wire_bytes = 0;
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(buckets_.size());
+  // Launch every bucket before waiting on any: the communicator runs them in
+  // order while later buckets are still being filled.
+  for (auto& bucket : buckets_) {
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const auto& p = params_[bucket.params[j]];
+      const int64_t n = p.numel();
+      auto out = bucket.delta.narrow(0, bucket.offsets[j], n);
+      torch::sub_out(out, bucket.anchor.narrow(0, bucket.offsets[j], n), p.detach().reshape({-1}));
+    }
+    torch::Tensor& send = wire_type_ == DataType::kFloat32 ? bucket.delta : bucket.wire;
+    if (wire_type_ != DataType::kFloat32) bucket.wire.copy_(bucket.delta);
+    wire_bytes += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
+    works.push_back(comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_));
+  }
+  absl::Status status = absl::OkStatus();
+  for (auto& work : works) {
+    absl::Status s = work->Wait();
+    if (!s.ok() && status.ok()) status = s;
+  }
+  if (!status.ok()) return status;
+
+  // Every rank now holds the same sum and the same anchor, so the outer step
+  // below produces bitwise-identical parameters everywhere.
+  const double world = static_cast<double>(comm_->size());
+  for (auto& bucket : buckets_) {
+    if (wire_type_ != DataType::kFloat32) bucket.delta.copy_(bucket.wire);
+    bucket.delta.div_(world);
+    OuterStep(outer_, bucket.delta, bucket.anchor, bucket.momentum);
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      auto& p = params_[bucket.params[j]];
+      p.detach().copy_(bucket.anchor.narrow(0, bucket.offsets[j], p.numel()).view(p.sizes()));
+    }
+  }
+  const auto end = std::chrono::steady_clock::now();
+  stats_.rounds += 1;
+  stats_.wire_bytes = wire_bytes;
+  stats_.seconds = Seconds(end - start);
+  stats_.interval_seconds = Seconds(end - last_round_end_);
+  last_round_end_ = end;
+  return absl::OkStatus();
+}
+
+}  // namespace herd

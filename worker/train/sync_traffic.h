@@ -1,0 +1,27 @@
+// What a trainer spent on synchronization, in either sync mode, as plain
+// fields: the trainer logs them and the metrics exporter reads them. Plain
+// C++ (no LibTorch) so readers compile fast.
+#pragma once
+
+#include <cstdint>
+
+namespace herd {
+
+struct SyncTraffic {
+  // Bytes this rank handed to all-reduce (buffer sizes in the wire format),
+  // counted the same way for gradient buckets and parameter averaging so the
+  // two modes compare directly.
+  int64_t wire_bytes = 0;
+  int64_t samples = 0;           // samples this rank trained on
+  double train_seconds = 0;      // wall time in training steps (evaluation excluded)
+  int64_t allreduce_steps = 0;   // steps whose gradients were all-reduced
+  int64_t local_steps = 0;       // steps without gradient sync (mode average)
+  int64_t averaging_rounds = 0;
+  double last_round_seconds = 0;           // the last round's all-reduce + update
+  double last_round_interval_seconds = 0;  // wall time between the last two rounds
+
+  double BytesPerSample() const { return samples > 0 ? static_cast<double>(wire_bytes) / samples : 0; }
+  double SamplesPerSecond() const { return train_seconds > 0 ? samples / train_seconds : 0; }
+};
+
+}  // namespace herd

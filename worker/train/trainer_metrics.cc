@@ -1,0 +1,98 @@
+#include "worker/train/trainer_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace herd {
+namespace {
+
+using Labels = std::map<std::string, std::string>;
+
+// Steps take from about a millisecond (a small MLP) to seconds (a ResNet on
+// a CPU).
+prometheus::Histogram::BucketBoundaries StepBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+prometheus::Counter& Counter(prometheus::Registry& registry, const char* name, const char* help, const Labels& labels) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+prometheus::Gauge& Gauge(prometheus::Registry& registry, const char* name, const char* help, const Labels& labels) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+}  // namespace
+
+TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetricsLabels& labels)
+    : labels_{{"job", labels.job}, {"rank", absl::StrCat(labels.rank)}, {"worker", labels.worker}},
+      samples_(Counter(registry, "herd_train_samples_total",
+                       "Training samples this rank processed; summed over ranks, the job's samples.", labels_)),
+      steps_(Counter(registry, "herd_train_steps_total", "Optimizer steps this rank completed.", labels_)),
+      step_duration_(prometheus::BuildHistogram()
+                         .Name("herd_train_step_duration_seconds")
+                         .Help("Wall time of one optimizer step: forward, backward, all-reduce wait and optimizer.")
+                         .Register(registry)
+                         .Add(labels_, StepBuckets())),
+      forward_(Counter(registry, "herd_train_forward_seconds_total", "Time spent in forward passes.", labels_)),
+      backward_(Counter(registry, "herd_train_backward_seconds_total",
+                        "Time spent in backward passes (including launching gradient buckets).", labels_)),
+      optimizer_(Counter(registry, "herd_train_optimizer_seconds_total",
+                         "Time spent in gradient clipping, learning rate updates and optimizer steps.", labels_)),
+      allreduce_wait_(Counter(
+          registry, "herd_train_allreduce_wait_seconds_total",
+          "Time blocked on all-reduce outside backward: the exposed wait for gradient buckets, or parameter-averaging "
+          "rounds (sync mode average).",
+          labels_)),
+      allreduce_bytes_(Counter(
+          registry, "herd_train_allreduce_bytes_total",
+          "Bytes this rank all-reduced (gradient buckets or averaged parameters, in the wire format).", labels_)),
+      buckets_during_backward_(Counter(registry, "herd_train_buckets_launched_during_backward_total",
+                                       "Gradient buckets whose all-reduce started before backward finished.", labels_)),
+      loss_(Gauge(registry, "herd_train_loss", "Mean training loss of this rank since its last progress report.",
+                  labels_)),
+      epoch_(Gauge(registry, "herd_train_epoch", "Current epoch (completed passes over the training set).", labels_)),
+      step_(Gauge(registry, "herd_train_step", "Optimizer steps the job has completed (all generations).", labels_)),
+      world_size_(Gauge(registry, "herd_train_world_size", "Ranks in the job's current generation.", labels_)),
+      generation_(Gauge(registry, "herd_train_generation", "The job's current generation number.", labels_)),
+      last_checkpoint_(
+          Gauge(registry, "herd_train_last_checkpoint_timestamp_seconds",
+                "Unix time of the newest checkpoint this trainer committed (rank 0 writes them); 0 until there is one.",
+                labels_)),
+      eval_(prometheus::BuildGauge()
+                .Name("herd_train_eval")
+                .Help("The latest held-out evaluation, by metric (accuracy, loss).")
+                .Register(registry)) {}
+
+void TrainerMetrics::ObserveStep(const StepStats& stats) {
+  samples_.Increment(static_cast<double>(stats.local_samples));
+  steps_.Increment();
+  step_duration_.Observe(stats.step_seconds);
+  forward_.Increment(stats.forward_seconds);
+  backward_.Increment(stats.backward_seconds);
+  optimizer_.Increment(stats.optimizer_seconds);
+  allreduce_wait_.Increment(stats.allreduce_wait_seconds);
+  allreduce_bytes_.Increment(static_cast<double>(stats.allreduce_bytes));
+  buckets_during_backward_.Increment(stats.buckets_launched_during_backward);
+  step_.Set(static_cast<double>(stats.step));
+  epoch_.Set(static_cast<double>(stats.epoch));
+}
+
+void TrainerMetrics::SetMembership(int64_t world_size, int64_t generation) {
+  world_size_.Set(static_cast<double>(world_size));
+  generation_.Set(static_cast<double>(generation));
+}
+
+void TrainerMetrics::SetLoss(double loss) { loss_.Set(loss); }
+
+void TrainerMetrics::SetEval(const std::map<std::string, double>& metrics) {
+  // Once per evaluation, not per step: Add() finds the existing series.
+  for (const auto& [name, value] : metrics) {
+    Labels labels = labels_;
+    labels["metric"] = name;
+    eval_.Add(labels).Set(value);
+  }
+}
+
+void TrainerMetrics::SetLastCheckpoint(double unix_seconds) { last_checkpoint_.Set(unix_seconds); }
+
+}  // namespace herd

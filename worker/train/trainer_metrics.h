@@ -1,0 +1,89 @@
+// The trainer's Prometheus metrics. Families and series are built once at
+// start-up and their references cached, so a training step only updates
+// atomics (and one histogram); the registry is never searched on the hot path.
+// Every series carries the labels job, rank and worker.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace herd {
+
+struct TrainerMetricsLabels {
+  std::string job;
+  int64_t rank = 0;
+  std::string worker;
+};
+
+// What one optimizer step did on this rank.
+struct StepStats {
+  int64_t local_samples = 0;  // this rank's share: summed over ranks, the global batch
+  double step_seconds = 0;    // the whole step, from its first micro-batch to the optimizer
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double optimizer_seconds = 0;       // clipping, learning rate and optimizer step
+  double allreduce_wait_seconds = 0;  // exposed wait in GradientSync::Finish
+  int64_t allreduce_bytes = 0;        // bytes this rank all-reduced
+  int buckets_launched_during_backward = 0;
+  int64_t step = 0;  // after the step
+  int64_t epoch = 0;
+};
+
+// Laps of one step: Lap() returns the seconds since the previous lap (or
+// the start) and starts the next one. steady_clock, a few calls per step.
+class StepTimer {
+ public:
+  StepTimer() : start_(std::chrono::steady_clock::now()), lap_(start_) {}
+  double Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - lap_).count();
+    lap_ = now;
+    return seconds;
+  }
+  double Total() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point lap_;
+};
+
+class TrainerMetrics {
+ public:
+  TrainerMetrics(prometheus::Registry& registry, const TrainerMetricsLabels& labels);
+
+  void ObserveStep(const StepStats& stats);
+  void SetMembership(int64_t world_size, int64_t generation);
+  // The mean training loss since the last progress report.
+  void SetLoss(double loss);
+  void SetEval(const std::map<std::string, double>& metrics);
+  void SetLastCheckpoint(double unix_seconds);
+
+ private:
+  const std::map<std::string, std::string> labels_;  // first: the series below are built from it
+  prometheus::Counter& samples_;
+  prometheus::Counter& steps_;
+  prometheus::Histogram& step_duration_;
+  prometheus::Counter& forward_;
+  prometheus::Counter& backward_;
+  prometheus::Counter& optimizer_;
+  prometheus::Counter& allreduce_wait_;
+  prometheus::Counter& allreduce_bytes_;
+  prometheus::Counter& buckets_during_backward_;
+  prometheus::Gauge& loss_;
+  prometheus::Gauge& epoch_;
+  prometheus::Gauge& step_;
+  prometheus::Gauge& world_size_;
+  prometheus::Gauge& generation_;
+  prometheus::Gauge& last_checkpoint_;
+  prometheus::Family<prometheus::Gauge>& eval_;
+};
+
+}  // namespace herd

@@ -1,0 +1,145 @@
+#include "worker/train/trainer_metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <set>
+
+namespace herd {
+namespace {
+
+using prometheus::MetricFamily;
+
+std::map<std::string, MetricFamily> ByName(const std::vector<MetricFamily>& families) {
+  std::map<std::string, MetricFamily> out;
+  for (const auto& family : families) out[family.name] = family;
+  return out;
+}
+
+std::string Label(const prometheus::ClientMetric& metric, const std::string& name) {
+  for (const auto& label : metric.label) {
+    if (label.name == name) return label.value;
+  }
+  return "<none>";
+}
+
+TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 3, "worker-2"});
+  metrics.SetEval({{"accuracy", 0.5}, {"loss", 1.5}});
+  auto families = ByName(registry.Collect());
+  const std::set<std::string> expected = {
+      "herd_train_samples_total",
+      "herd_train_steps_total",
+      "herd_train_step_duration_seconds",
+      "herd_train_forward_seconds_total",
+      "herd_train_backward_seconds_total",
+      "herd_train_optimizer_seconds_total",
+      "herd_train_allreduce_wait_seconds_total",
+      "herd_train_allreduce_bytes_total",
+      "herd_train_buckets_launched_during_backward_total",
+      "herd_train_loss",
+      "herd_train_epoch",
+      "herd_train_step",
+      "herd_train_world_size",
+      "herd_train_generation",
+      "herd_train_last_checkpoint_timestamp_seconds",
+      "herd_train_eval",
+  };
+  std::set<std::string> names;
+  for (const auto& [name, family] : families) names.insert(name);
+  EXPECT_EQ(names, expected);
+  for (const auto& [name, family] : families) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(family.help.empty());
+    ASSERT_FALSE(family.metric.empty());
+    for (const auto& metric : family.metric) {
+      EXPECT_EQ(Label(metric, "job"), "job-1");
+      EXPECT_EQ(Label(metric, "rank"), "3");
+      EXPECT_EQ(Label(metric, "worker"), "worker-2");
+    }
+  }
+  // Values exist before the first step: 0 until known (no checkpoint yet).
+  EXPECT_EQ(families["herd_train_last_checkpoint_timestamp_seconds"].metric[0].gauge.value, 0);
+  EXPECT_EQ(families["herd_train_step_duration_seconds"].type, prometheus::MetricType::Histogram);
+  EXPECT_EQ(families["herd_train_samples_total"].type, prometheus::MetricType::Counter);
+  EXPECT_EQ(families["herd_train_loss"].type, prometheus::MetricType::Gauge);
+}
+
+TEST(TrainerMetrics, StepsAccumulate) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"j", 0, "w"});
+  StepStats stats;
+  stats.local_samples = 16;
+  stats.step_seconds = 0.02;
+  stats.forward_seconds = 0.005;
+  stats.backward_seconds = 0.01;
+  stats.optimizer_seconds = 0.001;
+  stats.allreduce_wait_seconds = 0.003;
+  stats.allreduce_bytes = 1000;
+  stats.buckets_launched_during_backward = 2;
+  stats.step = 1;
+  stats.epoch = 0;
+  metrics.ObserveStep(stats);
+  stats.step = 2;
+  stats.epoch = 1;
+  stats.step_seconds = 3;
+  metrics.ObserveStep(stats);
+  metrics.SetMembership(4, 2);
+  metrics.SetLoss(0.25);
+  metrics.SetEval({{"accuracy", 0.75}});
+  metrics.SetEval({{"accuracy", 0.8}});
+  metrics.SetLastCheckpoint(1700000000);
+
+  auto families = ByName(registry.Collect());
+  auto value = [&](const std::string& name) {
+    const auto& metric = families.at(name).metric.at(0);
+    return families.at(name).type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value;
+  };
+  EXPECT_EQ(value("herd_train_samples_total"), 32);
+  EXPECT_EQ(value("herd_train_steps_total"), 2);
+  EXPECT_DOUBLE_EQ(value("herd_train_forward_seconds_total"), 0.01);
+  EXPECT_DOUBLE_EQ(value("herd_train_backward_seconds_total"), 0.02);
+  EXPECT_DOUBLE_EQ(value("herd_train_optimizer_seconds_total"), 0.002);
+  EXPECT_DOUBLE_EQ(value("herd_train_allreduce_wait_seconds_total"), 0.006);
+  EXPECT_EQ(value("herd_train_allreduce_bytes_total"), 2000);
+  EXPECT_EQ(value("herd_train_buckets_launched_during_backward_total"), 4);
+  EXPECT_EQ(value("herd_train_step"), 2);
+  EXPECT_EQ(value("herd_train_epoch"), 1);
+  EXPECT_EQ(value("herd_train_world_size"), 4);
+  EXPECT_EQ(value("herd_train_generation"), 2);
+  EXPECT_EQ(value("herd_train_loss"), 0.25);
+  EXPECT_EQ(value("herd_train_last_checkpoint_timestamp_seconds"), 1700000000);
+
+  const auto& eval = families.at("herd_train_eval").metric;
+  ASSERT_EQ(eval.size(), 1u);  // the second evaluation updated the same series
+  EXPECT_EQ(Label(eval[0], "metric"), "accuracy");
+  EXPECT_EQ(eval[0].gauge.value, 0.8);
+
+  const auto& histogram = families.at("herd_train_step_duration_seconds").metric.at(0).histogram;
+  EXPECT_EQ(histogram.sample_count, 2u);
+  EXPECT_DOUBLE_EQ(histogram.sample_sum, 3.02);
+  // 0.02 s falls in the 0.025 bucket, 3 s only from the 5 s bucket on.
+  for (const auto& bucket : histogram.bucket) {
+    const uint64_t want = bucket.upper_bound < 0.02 ? 0 : bucket.upper_bound < 3 ? 1 : 2;
+    EXPECT_EQ(bucket.cumulative_count, want) << bucket.upper_bound;
+  }
+}
+
+TEST(StepTimer, LapsAddUpToTheTotal) {
+  StepTimer timer;
+  double laps = 0;
+  for (int i = 0; i < 3; ++i) {
+    volatile double sink = 0;
+    for (int j = 0; j < 100000; ++j) sink = sink + j;
+    const double lap = timer.Lap();
+    EXPECT_GE(lap, 0);
+    laps += lap;
+  }
+  EXPECT_LE(laps, timer.Total());
+  EXPECT_GT(laps, 0);
+}
+
+}  // namespace
+}  // namespace herd

@@ -1,0 +1,99 @@
+#include "worker/train/training_state.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace herd {
+namespace {
+
+constexpr char kModelFile[] = "model.pt";
+constexpr char kOptimizerFile[] = "optimizer.pt";
+constexpr char kRngFile[] = "rng.pt";
+constexpr char kPositionFile[] = "position.txt";
+
+std::string ArchiveBytes(torch::serialize::OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model* model,
+                                                                          torch::optim::Optimizer* optimizer,
+                                                                          const TrainingPosition& position) {
+  std::map<std::string, std::string> files;
+  try {
+    torch::serialize::OutputArchive params;
+    for (const auto& [name, tensor] : model->NamedParameters()) params.write(name, tensor.detach().to(torch::kCPU));
+    files[kModelFile] = ArchiveBytes(params);
+
+    torch::serialize::OutputArchive opt;
+    optimizer->save(opt);
+    files[kOptimizerFile] = ArchiveBytes(opt);
+
+    torch::serialize::OutputArchive rng;
+    rng.write("cpu", at::detail::getDefaultCPUGenerator().get_state());
+    files[kRngFile] = ArchiveBytes(rng);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot serialize the training state: ", e.what()));
+  }
+  files[kPositionFile] = absl::StrCat("step ", position.step, "\nepoch ", position.epoch, "\nsamples_in_epoch ",
+                                      position.samples_in_epoch, "\n");
+  return files;
+}
+
+absl::Status RestoreTrainingState(const std::map<std::string, std::string>& files, Model* model,
+                                  torch::optim::Optimizer* optimizer, TrainingPosition* position) {
+  for (const char* name : {kModelFile, kOptimizerFile, kRngFile, kPositionFile}) {
+    if (!files.count(name)) return absl::InvalidArgumentError(absl::StrCat("training state lacks ", name));
+  }
+  TrainingPosition loaded;
+  for (absl::string_view line : absl::StrSplit(files.at(kPositionFile), '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, ' ');
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(kv.second, &value)) return absl::InvalidArgumentError(absl::StrCat("bad position: ", line));
+    if (kv.first == "step") loaded.step = value;
+    if (kv.first == "epoch") loaded.epoch = value;
+    if (kv.first == "samples_in_epoch") loaded.samples_in_epoch = value;
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    torch::serialize::InputArchive params;
+    params.load_from(files.at(kModelFile).data(), files.at(kModelFile).size());
+    for (auto& [name, tensor] : model->NamedParameters()) {
+      torch::Tensor saved;
+      if (!params.try_read(name, saved)) return absl::InvalidArgumentError(absl::StrCat("state lacks parameter ", name));
+      if (!saved.sizes().equals(tensor.sizes())) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter ", name, " has shape ", c10::str(saved.sizes()),
+                                                       ", the model expects ", c10::str(tensor.sizes())));
+      }
+      tensor.copy_(saved);
+    }
+    torch::serialize::InputArchive opt;
+    opt.load_from(files.at(kOptimizerFile).data(), files.at(kOptimizerFile).size());
+    optimizer->load(opt);
+
+    torch::serialize::InputArchive rng;
+    rng.load_from(files.at(kRngFile).data(), files.at(kRngFile).size());
+    torch::Tensor state;
+    rng.read("cpu", state);
+    {
+      auto generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    };
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot restore the training state: ", e.what()));
+  }
+  *position = loaded;
+  return absl::OkStatus();
+}
+
+}  // namespace herd

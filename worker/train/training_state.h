@@ -1,0 +1,32 @@
+// The training state as bytes: parameters, optimizer state, sampler position,
+// RNG. Rank 0 writes it to checkpoints; the same bytes can be broadcast to
+// heal a joining rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/models/model.h"
+
+namespace herd {
+
+struct TrainingPosition {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t samples_in_epoch = 0;
+};
+
+// File name -> contents, ready for WriteCheckpointFolder.
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model* model,
+                                                                          torch::optim::Optimizer* optimizer,
+                                                                          const TrainingPosition& position);
+
+// Loads state written by SerializeTrainingState into an identically built
+// model and optimizer. INVALID_ARGUMENT when the state does not fit them.
+absl::Status RestoreTrainingState(const std::map<std::string, std::string>& files, Model* model,
+                                  torch::optim::Optimizer* optimizer, TrainingPosition* position);
+
+}  // namespace herd

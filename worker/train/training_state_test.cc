@@ -1,0 +1,79 @@
+#include "worker/train/training_state.h"
+
+#include <gtest/gtest.h>
+
+#include "worker/train/optimizer_factory.h"
+
+namespace herd {
+namespace {
+
+struct Replica {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+Replica Build(uint64_t seed) {
+  v1::ModelSpec spec;
+  spec.set_name("mlp");
+  Replica r;
+  r.model = std::move(*CreateModel(spec, ModelInputInfo{{8}, 3}, seed));
+  v1::OptimizerSpec opt;
+  opt.set_name("sgd");
+  opt.set_lr(0.1);
+  opt.set_momentum(0.9);
+  r.optimizer = std::move(*MakeOptimizer(opt, r.model->Parameters()));
+  return r;
+}
+
+void Step(Replica& r, const Batch& batch) {
+  r.optimizer->zero_grad();
+  r.model->Forward(batch).loss.backward();
+  r.optimizer->step();
+}
+
+TEST(TrainingState, RestoredReplicaContinuesIdentically) {
+  torch::manual_seed(0);
+  Batch batch{torch::randn({4, 8}), torch::randint(0, 3, {4}, torch::kLong)};
+  Replica a = Build(1);
+  Step(a, batch);
+  Step(a, batch);  // momentum buffers are now non-trivial
+  auto files = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{7, 2, 640});
+  ASSERT_TRUE(files.ok()) << files.status();
+
+  Replica b = Build(2);  // different init: everything must come from the state
+  TrainingPosition position;
+  ASSERT_TRUE(RestoreTrainingState(*files, b.model.get(), b.optimizer.get(), &position).ok());
+  EXPECT_EQ(position.step, 7);
+  EXPECT_EQ(position.epoch, 2);
+  EXPECT_EQ(position.samples_in_epoch, 640);
+  // The random stream continues where the writer's was.
+  const torch::Tensor after_restore = torch::rand({3});
+  Step(a, batch);
+  Step(b, batch);
+  auto pa = a.model->Parameters(), pb = b.model->Parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+  ASSERT_TRUE(RestoreTrainingState(*files, b.model.get(), b.optimizer.get(), &position).ok());
+  EXPECT_TRUE(torch::equal(torch::rand({3}), after_restore));
+}
+
+TEST(TrainingState, MismatchedStateIsRejected) {
+  Replica a = Build(1);
+  auto files = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{});
+  ASSERT_TRUE(files.ok());
+  v1::ModelSpec spec;
+  spec.set_name("mlp");
+  auto other = std::move(*CreateModel(spec, ModelInputInfo{{16}, 3}, 1));  // wider input
+  v1::OptimizerSpec opt;
+  opt.set_name("sgd");
+  opt.set_lr(0.1);
+  auto optimizer = std::move(*MakeOptimizer(opt, other->Parameters()));
+  TrainingPosition position;
+  auto status = RestoreTrainingState(*files, other.get(), optimizer.get(), &position);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("shape"), std::string::npos) << status;
+  files->erase("optimizer.pt");
+  EXPECT_FALSE(RestoreTrainingState(*files, a.model.get(), a.optimizer.get(), &position).ok());
+}
+
+}  // namespace
+}  // namespace herd
