@@ -43,6 +43,8 @@ export HERD_COORDINATOR="$(json_field "$RUN/coordinator.json" listen)"
 export HERD_TOKEN_FILE="$RUN/token"
 echo "==> coordinator at $HERD_COORDINATOR (metrics at $(json_field "$RUN/coordinator.json" metrics))"
 
+# Both workers share one checkpoint root, as shared storage would be.
+export HERD_CHECKPOINT_ROOT="$RUN/checkpoints"
 for i in 0 1; do
   "$BIN/worker/daemon/herd-worker" --coordinator="$HERD_COORDINATOR" --token-file="$RUN/token" \
     --worker-id="worker-$i" --work-dir="$RUN/worker-$i" --metrics-listen=127.0.0.1:0 \

@@ -1,4 +1,4 @@
-// Sync mode `average` end to end: 2 real workers train mnist_cnn on
+// Sync mode `average` end to end. First: 2 real workers train mnist_cnn on
 // Fashion-MNIST once with gradient all-reduce and once with parameter
 // averaging every 8 steps. Averaging must reach the all-reduce run's test
 // accuracy within 1.5 points while all-reducing at least 6x fewer bytes.
@@ -114,6 +114,36 @@ TEST(Averaging, EveryEightStepsMatchesAllReduceAccuracyWithSixTimesFewerBytes) {
     EXPECT_EQ(average.traffic[w].rounds, EpochsTrained() * ((kStepsPerEpoch + kEvery - 1) / kEvery)) << "worker " << w;
     EXPECT_GE(static_cast<double>(allreduce.traffic[w].bytes) / average.traffic[w].bytes, 6.0) << "worker " << w;
     EXPECT_GE(allreduce.traffic[w].bytes_per_sample / average.traffic[w].bytes_per_sample, 6.0) << "worker " << w;
+  }
+}
+
+// The trainer's schedule in mode average, on a small synthetic job: warmup
+// steps all-reduce gradients, then rounds fall every `every` local steps and
+// also at each evaluation step and the last step. Commit points (replica hash
+// checks every log_interval_steps) only land on rounds, so a job that
+// succeeds passed every check; a commit between rounds would fail it.
+TEST(Averaging, WarmupThenNesterovRoundsAlignWithEvaluationAndCommits) {
+  LocalCluster cluster;
+  const std::string id = cluster.Submit(
+      "model: mlp\n"
+      "dataset: {kind: synthetic}\n"
+      "batch_size: 16\n"
+      "max_steps: 30\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      "sync: {mode: average, every: 4, warmup_steps: 10, outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
+      "eval: {interval_steps: 7, max_samples: 256}\n"
+      "log_interval_steps: 5\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 3\n");
+  auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, minutes(5));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(job.value("step", 0), 30);
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(cluster.job_dir(w, id) + "/trainer.log");
+    // Steps 1-10 all-reduce; local steps 11-30 average at 14 and 18 (every
+    // 4), 21 (evaluation), 25 (every 4), 28 (evaluation) and 30 (the end).
+    EXPECT_NE(log.find("averaging: 6 rounds"), std::string::npos) << log;
+    EXPECT_NE(log.find("20 local steps, 10 all-reduce steps"), std::string::npos) << log;
+    EXPECT_NE(log.find("replicas verified bitwise"), std::string::npos) << log;
   }
 }
 

@@ -107,7 +107,10 @@ void LocalCluster::StartWorker(int index) {
                                    "--trainer-kill-grace-seconds=2",
                                    "--ready-file=" + root_ + "/" + worker_id(index) + ".json"};
   argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
-  workers_[index] = std::make_unique<Process>(argv, root_ + "/" + worker_id(index) + ".log");
+  // One checkpoint root for all workers, as shared storage would be on a
+  // real cluster: any rank of a later generation must find rank 0's files.
+  workers_[index] = std::make_unique<Process>(argv, root_ + "/" + worker_id(index) + ".log",
+                                              std::vector<std::string>{"HERD_CHECKPOINT_ROOT=" + checkpoint_root()});
 }
 
 CommandResult LocalCluster::Herd(std::vector<std::string> args, std::chrono::milliseconds timeout) {

@@ -45,6 +45,8 @@ class LocalCluster {
   std::string worker_dir(int index) const;
   std::string job_dir(int worker_index, const std::string& job_id) const;
   std::string coordinator_metrics_address() const;
+  // Shared by every worker's trainers (HERD_CHECKPOINT_ROOT).
+  std::string checkpoint_root() const { return root_ + "/checkpoints"; }
 
   // Runs `herd ARGS...` against this cluster (address and token added).
   CommandResult Herd(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(30));

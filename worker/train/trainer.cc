@@ -98,10 +98,17 @@ absl::Status Trainer::Setup() {
   step_ = join_.start_step();
   epoch_ = join_.epoch();
   position_ = join_.samples_in_epoch();
-  // A generation that starts over from storage (no member kept the state in
-  // memory) resumes from the newest checkpoint that verifies.
+  // A trainer process starts with no training state in memory, so any
+  // generation that resumes mid-job restores the newest checkpoint that
+  // verifies (every rank reads the same one). Healing a newcomer from a
+  // survivor's memory is not implemented yet: without a checkpoint such a
+  // generation fails loudly rather than train from a fresh initialization.
   if (!join_.checkpoint_path().empty()) {
     if (auto s = RestoreFromCheckpoint(); !s.ok()) return s;
+  } else if (join_.start_step() > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generation ", join_.generation(), " resumes at step ", join_.start_step(),
+        " but the job has no checkpoint to resume from (set checkpoint.interval_steps)"));
   }
   last_commit_step_ = step_;
   // Averaging starts from the parameters training starts from (restored or broadcast).
