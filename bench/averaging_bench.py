@@ -11,7 +11,7 @@ Bytes are buffer bytes handed to all-reduce by one rank (the same count in
 both modes); samples/s is all ranks' samples over the slowest rank's
 training time (evaluation and start-up excluded).
 
-Usage: bench/averaging_bench.py [--steps 96] [--model mnist_cnn] [--bin bazel-bin]
+Usage: bench/averaging_bench.py [--steps 96] [--repeats 2] [--model mnist_cnn] [--bin bazel-bin]
 Build first: scripts/bazel.sh build //coordinator:herd-coordinator \
   //worker/daemon:herd-worker //worker/train:herd-trainer //client:herd
 Prints a table, then one JSON line.
@@ -84,7 +84,12 @@ class Cluster:
         job_id = self.herd("submit", path)["id"]
         deadline = time.time() + timeout
         while time.time() < deadline:
-            job = self.herd("status", job_id)
+            try:
+                job = self.herd("status", job_id)
+            except RuntimeError as e:  # a busy coordinator on a loaded machine: poll again
+                print(f"(retrying) {e}", file=sys.stderr)
+                time.sleep(1)
+                continue
             if job.get("state") in ("SUCCEEDED", "FAILED", "CANCELLED"):
                 if job["state"] != "SUCCEEDED":
                     raise RuntimeError(f"job {job_id} {job['state']}: {job.get('reason')} (logs in {self.run})")
@@ -129,6 +134,8 @@ def main():
     parser.add_argument("--steps", type=int, default=96, help="optimizer steps per run (a multiple of 16)")
     parser.add_argument("--model", default="mnist_cnn")
     parser.add_argument("--bin", default=os.path.join(ROOT, "bazel-bin"), help="folder with the built binaries")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="rounds over all configurations, interleaved; samples/s is the median")
     args = parser.parse_args()
     if not os.path.isdir(FASHION_MNIST):
         sys.exit(f"{FASHION_MNIST} is missing (apt-get install dataset-fashion-mnist)")
@@ -136,25 +143,40 @@ def main():
     configs = [("allreduce", 0, "{mode: allreduce}")] + [
         ("average", k, f"{{mode: average, every: {k}}}") for k in (1, 4, 16)]
     cluster = Cluster(os.path.realpath(args.bin))
-    results = []
+    # Interleaved repeats: load from other processes drifts over minutes, and
+    # should not favour whichever configuration ran last.
+    runs = {i: [] for i in range(len(configs))}
     try:
-        for mode, every, sync in configs:
-            job_id = cluster.run_job(job_yaml(args.model, args.steps, sync))
-            ranks = cluster.summaries(job_id)
-            samples = sum(r["samples"] for r in ranks)
-            seconds = max(r["seconds"] for r in ranks)
-            results.append({"mode": mode, "every": every, "samples_per_s": round(samples / seconds, 1),
-                            "bytes_per_sample": ranks[0]["bytes_per_sample"], "bytes_rank0": ranks[0]["bytes"]})
-            r = results[-1]
-            print(f"{mode:9} K={every:<3} {r['samples_per_s']:8.1f} samples/s "
-                  f"{r['bytes_per_sample']:10.1f} bytes/sample ({r['bytes_rank0']} bytes by rank 0)", flush=True)
+        for repeat in range(args.repeats):
+            for i, (mode, every, sync) in enumerate(configs):
+                job_id = cluster.run_job(job_yaml(args.model, args.steps, sync))
+                ranks = cluster.summaries(job_id)
+                samples = sum(r["samples"] for r in ranks)
+                seconds = max(r["seconds"] for r in ranks)
+                runs[i].append({"samples_per_s": samples / seconds, "bytes_per_sample": ranks[0]["bytes_per_sample"],
+                                "bytes_rank0": ranks[0]["bytes"]})
+                r = runs[i][-1]
+                print(f"[{repeat + 1}/{args.repeats}] {mode:9} K={every:<3} {r['samples_per_s']:8.1f} samples/s "
+                      f"{r['bytes_per_sample']:10.1f} bytes/sample ({r['bytes_rank0']} bytes by rank 0)", flush=True)
     finally:
         cluster.stop()
+        print(f"logs and state kept in {cluster.run}", file=sys.stderr)
+    results = []
+    for i, (mode, every, _) in enumerate(configs):
+        rates = sorted(r["samples_per_s"] for r in runs[i])
+        median = (rates[(len(rates) - 1) // 2] + rates[len(rates) // 2]) / 2
+        results.append({"mode": mode, "every": every, "samples_per_s": round(median, 1),
+                        "samples_per_s_runs": [round(x, 1) for x in rates],
+                        "bytes_per_sample": runs[i][0]["bytes_per_sample"], "bytes_rank0": runs[i][0]["bytes_rank0"]})
     base = results[0]["bytes_per_sample"]
     for r in results:
         r["bytes_reduction"] = round(base / r["bytes_per_sample"], 2) if r["bytes_per_sample"] > 0 else None
+    for r in results:
+        print(f"{r['mode']:9} K={r['every']:<3} median {r['samples_per_s']:8.1f} samples/s "
+              f"{r['bytes_per_sample']:10.1f} bytes/sample ({r['bytes_reduction']}x fewer than allreduce)")
     print(json.dumps({"bench": "averaging", "model": args.model, "workers": 2, "batch_size": 64,
-                      "steps": args.steps, "results": results}))
+                      "steps": args.steps, "repeats": args.repeats, "load_average_1m": os.getloadavg()[0],
+                      "results": results}))
 
 
 if __name__ == "__main__":

@@ -154,4 +154,29 @@ absl::Status ParameterAveraging::Round() {
   return absl::OkStatus();
 }
 
+std::vector<torch::Tensor> ParameterAveraging::OuterState() const {
+  std::vector<torch::Tensor> state;
+  for (const auto& bucket : buckets_) {
+    if (bucket.momentum.defined()) state.push_back(bucket.momentum);
+  }
+  return state;
+}
+
+absl::Status ParameterAveraging::RestoreOuterState(const std::vector<torch::Tensor>& state) {
+  std::vector<torch::Tensor> mine = OuterState();
+  if (state.size() != mine.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("outer optimizer state has ", state.size(), " tensors, expected ",
+                                                   mine.size()));
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (state[i].numel() != mine[i].numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("outer optimizer state tensor ", i, " has ", state[i].numel(),
+                                                     " elements, expected ", mine[i].numel()));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(state[i].reshape({-1}));
+  return absl::OkStatus();
+}
+
 }  // namespace herd

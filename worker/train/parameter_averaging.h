@@ -80,6 +80,13 @@ class ParameterAveraging {
   absl::Status Round();
 
   const AveragingRoundStats& last_round() const { return stats_; }
+
+  // The outer optimizer's state (nesterov momentum, one flat tensor per
+  // bucket; empty for outer none), for checkpoints: the rest of the state is
+  // the parameters themselves, which equal the anchor at every round.
+  std::vector<torch::Tensor> OuterState() const;
+  // INVALID_ARGUMENT when `state` does not match this instance's buckets.
+  absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state);
   std::vector<int64_t> bucket_elements() const;
 
  private:

@@ -204,6 +204,56 @@ torch::Tensor TrainTwoRanks(const Data& data, bool averaging, double momentum) {
   return final_params[0];
 }
 
+// A new instance (a restarted trainer) that restores the outer state saved
+// after round 1 continues the hand-computed example exactly: without the
+// momentum, round 2 would land elsewhere.
+TEST(ParameterAveraging, RestoredOuterStateContinuesTheExample) {
+  std::vector<torch::Tensor> after2(2);
+  std::vector<bool> differs_without_state(2, false);
+  RunRanks(2, [&](int rank, Communicator* comm) {
+    std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f}).requires_grad_(),
+                                         torch::tensor({3.0f}).requires_grad_()};
+    ParameterAveragingOptions options = TinyBuckets("nesterov");
+    options.first_bucket_mib = 4.0 / (1024 * 1024);
+    options.outer_lr = 0.7;
+    options.outer_momentum = 0.9;
+    auto set = [&](const std::vector<float>& v) {
+      Assign(params[0], {v[0], v[1]});
+      Assign(params[1], {v[2]});
+    };
+    std::vector<torch::Tensor> saved;
+    {
+      auto first = ParameterAveraging::Create(params, comm, options);
+      ASSERT_TRUE(first.ok());
+      set(kRound1[rank]);
+      ASSERT_TRUE((*first)->Round().ok());
+      for (const auto& t : (*first)->OuterState()) saved.push_back(t.clone());
+    }
+    ASSERT_FALSE(saved.empty());
+    const std::vector<torch::Tensor> at_round1 = {params[0].detach().clone(), params[1].detach().clone()};
+    // Restarted without the state: momentum starts from zero.
+    auto fresh = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(fresh.ok());
+    set(kRound2[rank]);
+    ASSERT_TRUE((*fresh)->Round().ok());
+    differs_without_state[rank] = MaxDiff(torch::cat({params[0].detach(), params[1].detach()}), T(kAnchor2)) > 1e-3;
+    // Restarted with the state.
+    params[0].detach().copy_(at_round1[0]);
+    params[1].detach().copy_(at_round1[1]);
+    auto resumed = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->RestoreOuterState(saved).ok());
+    EXPECT_FALSE((*resumed)->RestoreOuterState({torch::zeros({7})}).ok());  // wrong shape: refused
+    ASSERT_TRUE((*resumed)->RestoreOuterState(saved).ok());
+    set(kRound2[rank]);
+    ASSERT_TRUE((*resumed)->Round().ok());
+    after2[rank] = torch::cat({params[0].detach(), params[1].detach()});
+  });
+  EXPECT_TRUE(differs_without_state[0]);
+  EXPECT_LT(MaxDiff(after2[0], T(kAnchor2)), kExampleTolerance) << after2[0];
+  EXPECT_TRUE(torch::equal(after2[0], after2[1]));
+}
+
 TEST(ParameterAveraging, EveryStepWithOuterNoneEqualsAllReduceSgd) {
   torch::manual_seed(17);
   Data data(2 * kSteps * kRowsPerRank);

@@ -228,6 +228,7 @@ absl::Status Trainer::TrainStep() {
     stats.step = step_;
     stats.epoch = epoch_;
     metrics_->ObserveStep(stats);
+    metrics_->ObserveSyncTraffic(traffic_);
   }
   return absl::OkStatus();
 }
@@ -407,7 +408,8 @@ absl::Status Trainer::Run() {
 namespace herd {
 
 absl::Status Trainer::SaveCheckpoint() {
-  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_});
+  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
+                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
   if (!files.ok()) return files.status();
   auto folder = WriteCheckpointFolder(options_.checkpoint_root, client_->options().job_id, step_, *files);
   if (!folder.ok()) return folder.status();
@@ -451,8 +453,14 @@ absl::Status Trainer::RestoreFromCheckpoint() {
       continue;
     }
     TrainingPosition position;
-    if (auto s = RestoreTrainingState(*files, model_.get(), optimizer_.get(), &position); !s.ok()) {
-      LOG(WARNING) << "skipping checkpoint " << path << ": " << s;
+    std::vector<torch::Tensor> outer_state;
+    absl::Status restored = RestoreTrainingState(*files, model_.get(), optimizer_.get(), &position, &outer_state);
+    // The outer optimizer (parameter averaging) resumes with its momentum.
+    if (restored.ok() && averaging_ != nullptr && !outer_state.empty()) {
+      restored = averaging_->RestoreOuterState(outer_state);
+    }
+    if (!restored.ok()) {
+      LOG(WARNING) << "skipping checkpoint " << path << ": " << restored;
       continue;
     }
     step_ = position.step;

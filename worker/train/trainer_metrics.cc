@@ -61,7 +61,24 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
       eval_(prometheus::BuildGauge()
                 .Name("herd_train_eval")
                 .Help("The latest held-out evaluation, by metric (accuracy, loss).")
-                .Register(registry)) {}
+                .Register(registry)),
+      averaging_rounds_(Counter(registry, "herd_train_averaging_rounds_total",
+                                "Parameter-averaging rounds this rank took part in (sync mode average).", labels_)),
+      bytes_per_sample_(Gauge(registry, "herd_train_sync_bytes_per_sample",
+                              "Bytes this rank all-reduced per sample it trained on, since the trainer started "
+                              "(gradient buckets or averaged parameters, in the wire format).",
+                              labels_)),
+      round_interval_(Gauge(registry, "herd_train_averaging_round_interval_seconds",
+                            "Wall time between the last two parameter-averaging rounds.", labels_)) {}
+
+void TrainerMetrics::ObserveSyncTraffic(const SyncTraffic& traffic) {
+  if (traffic.averaging_rounds > rounds_seen_) {
+    averaging_rounds_.Increment(static_cast<double>(traffic.averaging_rounds - rounds_seen_));
+    rounds_seen_ = traffic.averaging_rounds;
+    round_interval_.Set(traffic.last_round_interval_seconds);
+  }
+  bytes_per_sample_.Set(traffic.BytesPerSample());
+}
 
 void TrainerMetrics::ObserveStep(const StepStats& stats) {
   samples_.Increment(static_cast<double>(stats.local_samples));

@@ -15,6 +15,8 @@
 #include <map>
 #include <string>
 
+#include "worker/train/sync_traffic.h"
+
 namespace herd {
 
 struct TrainerMetricsLabels {
@@ -65,6 +67,8 @@ class TrainerMetrics {
   void SetLoss(double loss);
   void SetEval(const std::map<std::string, double>& metrics);
   void SetLastCheckpoint(double unix_seconds);
+  // Cumulative sync traffic (both sync modes): rounds, bytes per sample.
+  void ObserveSyncTraffic(const SyncTraffic& traffic);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -84,6 +88,10 @@ class TrainerMetrics {
   prometheus::Gauge& generation_;
   prometheus::Gauge& last_checkpoint_;
   prometheus::Family<prometheus::Gauge>& eval_;
+  prometheus::Counter& averaging_rounds_;
+  prometheus::Gauge& bytes_per_sample_;
+  prometheus::Gauge& round_interval_;
+  int64_t rounds_seen_ = 0;
 };
 
 }  // namespace herd

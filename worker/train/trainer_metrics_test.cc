@@ -46,6 +46,9 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_generation",
       "herd_train_last_checkpoint_timestamp_seconds",
       "herd_train_eval",
+      "herd_train_averaging_rounds_total",
+      "herd_train_sync_bytes_per_sample",
+      "herd_train_averaging_round_interval_seconds",
   };
   std::set<std::string> names;
   for (const auto& [name, family] : families) names.insert(name);
@@ -125,6 +128,26 @@ TEST(TrainerMetrics, StepsAccumulate) {
     const uint64_t want = bucket.upper_bound < 0.02 ? 0 : bucket.upper_bound < 3 ? 1 : 2;
     EXPECT_EQ(bucket.cumulative_count, want) << bucket.upper_bound;
   }
+}
+
+TEST(TrainerMetrics, SyncTrafficCountsRoundsAndBytesPerSample) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"j", 1, "w"});
+  SyncTraffic traffic;
+  traffic.samples = 100;
+  traffic.wire_bytes = 5000;
+  traffic.averaging_rounds = 2;
+  traffic.last_round_interval_seconds = 0.5;
+  metrics.ObserveSyncTraffic(traffic);
+  metrics.ObserveSyncTraffic(traffic);  // no new round: nothing counted twice
+  traffic.samples = 200;
+  traffic.averaging_rounds = 3;
+  traffic.last_round_interval_seconds = 0.7;
+  metrics.ObserveSyncTraffic(traffic);
+  auto families = ByName(registry.Collect());
+  EXPECT_EQ(families.at("herd_train_averaging_rounds_total").metric.at(0).counter.value, 3);
+  EXPECT_EQ(families.at("herd_train_sync_bytes_per_sample").metric.at(0).gauge.value, 25);
+  EXPECT_EQ(families.at("herd_train_averaging_round_interval_seconds").metric.at(0).gauge.value, 0.7);
 }
 
 TEST(StepTimer, LapsAddUpToTheTotal) {

@@ -16,6 +16,7 @@ constexpr char kModelFile[] = "model.pt";
 constexpr char kOptimizerFile[] = "optimizer.pt";
 constexpr char kRngFile[] = "rng.pt";
 constexpr char kPositionFile[] = "position.txt";
+constexpr char kOuterFile[] = "outer.pt";
 
 std::string ArchiveBytes(torch::serialize::OutputArchive& archive) {
   std::ostringstream out;
@@ -25,9 +26,9 @@ std::string ArchiveBytes(torch::serialize::OutputArchive& archive) {
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model* model,
-                                                                          torch::optim::Optimizer* optimizer,
-                                                                          const TrainingPosition& position) {
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
+    Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
+    const std::vector<torch::Tensor>& outer_state) {
   std::map<std::string, std::string> files;
   try {
     torch::serialize::OutputArchive params;
@@ -41,6 +42,12 @@ absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model*
     torch::serialize::OutputArchive rng;
     rng.write("cpu", at::detail::getDefaultCPUGenerator().get_state());
     files[kRngFile] = ArchiveBytes(rng);
+
+    if (!outer_state.empty()) {
+      torch::serialize::OutputArchive outer;
+      for (size_t i = 0; i < outer_state.size(); ++i) outer.write(std::to_string(i), outer_state[i].detach().to(torch::kCPU));
+      files[kOuterFile] = ArchiveBytes(outer);
+    }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("cannot serialize the training state: ", e.what()));
   }
@@ -50,7 +57,8 @@ absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model*
 }
 
 absl::Status RestoreTrainingState(const std::map<std::string, std::string>& files, Model* model,
-                                  torch::optim::Optimizer* optimizer, TrainingPosition* position) {
+                                  torch::optim::Optimizer* optimizer, TrainingPosition* position,
+                                  std::vector<torch::Tensor>* outer_state) {
   for (const char* name : {kModelFile, kOptimizerFile, kRngFile, kPositionFile}) {
     if (!files.count(name)) return absl::InvalidArgumentError(absl::StrCat("training state lacks ", name));
   }
@@ -79,6 +87,22 @@ absl::Status RestoreTrainingState(const std::map<std::string, std::string>& file
     torch::serialize::InputArchive opt;
     opt.load_from(files.at(kOptimizerFile).data(), files.at(kOptimizerFile).size());
     optimizer->load(opt);
+
+    if (outer_state != nullptr) {
+      outer_state->clear();
+      auto it = files.find(kOuterFile);
+      if (it != files.end()) {
+        torch::serialize::InputArchive outer;
+        outer.load_from(it->second.data(), it->second.size());
+        // A fresh tensor per entry: try_read writes into a defined tensor in
+        // place, which would alias every entry to the last one.
+        for (size_t i = 0;; ++i) {
+          torch::Tensor t;
+          if (!outer.try_read(std::to_string(i), t)) break;
+          outer_state->push_back(t);
+        }
+      }
+    }
 
     torch::serialize::InputArchive rng;
     rng.load_from(files.at(kRngFile).data(), files.at(kRngFile).size());

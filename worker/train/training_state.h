@@ -19,14 +19,18 @@ struct TrainingPosition {
   int64_t samples_in_epoch = 0;
 };
 
-// File name -> contents, ready for WriteCheckpointFolder.
-absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(Model* model,
-                                                                          torch::optim::Optimizer* optimizer,
-                                                                          const TrainingPosition& position);
+// File name -> contents, ready for WriteCheckpointFolder. `outer_state` is
+// the parameter-averaging outer optimizer's state (empty when none).
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
+    Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
+    const std::vector<torch::Tensor>& outer_state = {});
 
 // Loads state written by SerializeTrainingState into an identically built
 // model and optimizer. INVALID_ARGUMENT when the state does not fit them.
+// `outer_state`, when given, receives the saved outer optimizer state (left
+// empty if the state has none).
 absl::Status RestoreTrainingState(const std::map<std::string, std::string>& files, Model* model,
-                                  torch::optim::Optimizer* optimizer, TrainingPosition* position);
+                                  torch::optim::Optimizer* optimizer, TrainingPosition* position,
+                                  std::vector<torch::Tensor>* outer_state = nullptr);
 
 }  // namespace herd

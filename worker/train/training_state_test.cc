@@ -56,6 +56,24 @@ TEST(TrainingState, RestoredReplicaContinuesIdentically) {
   EXPECT_TRUE(torch::equal(torch::rand({3}), after_restore));
 }
 
+TEST(TrainingState, OuterOptimizerStateRoundTrips) {
+  Replica a = Build(1);
+  const std::vector<torch::Tensor> outer = {torch::arange(5, torch::kFloat), torch::full({3}, 0.25)};
+  auto files = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{}, outer);
+  ASSERT_TRUE(files.ok());
+  ASSERT_TRUE(files->count("outer.pt"));
+  std::vector<torch::Tensor> restored;
+  TrainingPosition position;
+  ASSERT_TRUE(RestoreTrainingState(*files, a.model.get(), a.optimizer.get(), &position, &restored).ok());
+  ASSERT_EQ(restored.size(), 2u);
+  EXPECT_TRUE(torch::equal(restored[0], outer[0]));
+  EXPECT_TRUE(torch::equal(restored[1], outer[1]));
+  // A state written without an outer optimizer restores none.
+  auto plain = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{});
+  ASSERT_TRUE(RestoreTrainingState(*plain, a.model.get(), a.optimizer.get(), &position, &restored).ok());
+  EXPECT_TRUE(restored.empty());
+}
+
 TEST(TrainingState, MismatchedStateIsRejected) {
   Replica a = Build(1);
   auto files = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{});
