@@ -9,10 +9,9 @@ namespace herd::bench {
 namespace {
 
 TEST(AllreduceBenchSmokeTest, ReportsPositiveFiguresAndCorrectSums) {
-  nlohmann::json report =
-      RunBenchmark("bench/allreduce_bench", {"--ranks=2,3", "--sizes=4096,4194308", "--iterations=2",
-                                             "--min-iterations=2", "--warmup=1", "--max-batch=2",
-                                             "--timeout-seconds=120"});
+  nlohmann::json report = RunBenchmark("bench/allreduce_bench",
+                                       {"--ranks=2,3", "--sizes=4096,4194308", "--iterations=2", "--min-iterations=2",
+                                        "--warmup=1", "--max-batch=2", "--timeout-seconds=120"});
   ASSERT_TRUE(report.contains("worlds")) << report.dump();
   ASSERT_EQ(report["worlds"].size(), 2u);
   for (const nlohmann::json& world : report["worlds"]) {

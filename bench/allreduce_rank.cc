@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -67,8 +68,8 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
   }
   if (variant == kGloo || variant.rfind(kGlooSegmentPrefix, 0) == 0) {
     // "gloo_ring@BYTES": the direct ring with that max segment, for sweeps.
-    const size_t segment = variant == kGloo ? options.gloo_segment_bytes
-                                            : std::stoull(variant.substr(sizeof(kGlooSegmentPrefix) - 1));
+    const size_t segment =
+        variant == kGloo ? options.gloo_segment_bytes : std::stoull(variant.substr(sizeof(kGlooSegmentPrefix) - 1));
     return [&r, data, segment](size_t count, int reps) {
       return TimeOps(reps, [&] { return r.direct->Ring(data, count, segment); });
     };
@@ -83,9 +84,8 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
       return TimeOps(reps, [&] { return r.direct->StripedRing(data, count, stripes, segment); });
     };
   }
-  return [&r, data](size_t count, int reps) {
-    return TimeOps(reps, [&] { return r.direct->RingChunked(data, count); });
-  };
+  return
+      [&r, data](size_t count, int reps) { return TimeOps(reps, [&] { return r.direct->RingChunked(data, count); }); };
 }
 
 // One all-reduce of (rank + 1) everywhere must give world*(world+1)/2 in
@@ -143,6 +143,19 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
   r.buffer.assign(max_bytes / sizeof(float), 0.0f);  // touches every page before any timing
 
   nlohmann::json cases = nlohmann::json::array();
+  // Rewritten after every size, so a run that fails later keeps what it measured.
+  auto save = [&]() -> absl::Status {
+    const std::string temporary = result_path + ".tmp";
+    {
+      std::ofstream out(temporary);
+      out << nlohmann::json{{"rank", rank}, {"cases", cases}}.dump() << "\n";
+      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    }
+    if (std::rename(temporary.c_str(), result_path.c_str()) != 0) {
+      return absl::UnavailableError(absl::StrCat("cannot rename ", temporary));
+    }
+    return absl::OkStatus();
+  };
   for (size_t bytes : options.sizes) {
     const size_t count = bytes / sizeof(float);
     const int reps = BatchFor(options, bytes);
@@ -173,6 +186,10 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
                                        options.min_iterations, options.iterations);
     }
     if (auto status = r.herd->Broadcast(&iterations, sizeof(iterations), 0); !status.ok()) return status;
+    if (rank == 0) {
+      std::fprintf(stderr, "[%d ranks] %zu bytes: %lld iterations of %d op(s) per variant\n", world, bytes,
+                   static_cast<long long>(iterations), reps);
+    }
 
     std::map<std::string, std::vector<double>> seconds;
     std::map<std::string, std::vector<double>> cpu;
@@ -196,11 +213,11 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
                        {"seconds", seconds[variant]},
                        {"cpu_seconds", cpu[variant]}});
     }
+    if (auto status = save(); !status.ok()) return status;
   }
-  std::ofstream out(result_path);
-  out << nlohmann::json{{"rank", rank}, {"cases", cases}}.dump() << "\n";
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", result_path));
-  return absl::OkStatus();
+  // Gloo's ring-chunked ends with a barrier among neighbours only: without
+  // this, a rank could exit (closing its sockets) while a peer still reads.
+  return r.herd->Barrier();
 }
 
 }  // namespace herd::bench

@@ -16,7 +16,7 @@ inline constexpr char kPump[] = "tcp_pump";
 inline constexpr char kHerd[] = "herd";
 inline constexpr char kGloo[] = "gloo_ring";
 inline constexpr char kGlooChunked[] = "gloo_ring_chunked";
-inline constexpr char kGlooSegmentPrefix[] = "gloo_ring@";  // + max segment bytes
+inline constexpr char kGlooSegmentPrefix[] = "gloo_ring@";   // + max segment bytes
 inline constexpr char kGlooStripedPrefix[] = "gloo_ring_x";  // + stripes (connections per peer)
 
 struct AllreduceCaseOptions {
@@ -29,14 +29,16 @@ struct AllreduceCaseOptions {
   size_t batch_bytes = 4 << 20;   // small sizes are timed in batches of this many bytes...
   int max_batch = 64;             // ... or this many ops, whichever is fewer
   size_t gloo_segment_bytes = 0;  // direct ring's max segment; 0: Gloo's default
-  std::chrono::milliseconds timeout{300000};
+  std::chrono::milliseconds timeout{60000};
 };
 
 // Runs rank `rank` of `world`, rendezvousing through files in `store_dir`,
 // and writes {"rank":R,"cases":[{"variant","bytes","reps","correct","seconds":[...],
 // "cpu_seconds":[...]}]} to `result_path`. `seconds` holds one sample per
 // iteration: this rank's time per op (the pump: rank 0's only);
-// `cpu_seconds` this process's CPU time per op in the same iteration.
+// `cpu_seconds` this process's CPU time per op in the same iteration. The
+// file is rewritten after each size, so it holds what was measured even when
+// a later size fails.
 absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, int rank, const std::string& store_dir,
                               const std::string& result_path);
 

@@ -28,9 +28,11 @@ nlohmann::json SummarizeWorld(int world, const std::vector<nlohmann::json>& rank
   std::map<std::pair<size_t, std::string>, std::vector<std::vector<double>>> samples;
   std::map<std::pair<size_t, std::string>, bool> correct;
   std::map<std::pair<size_t, std::string>, std::vector<double>> cpu;  // all ranks' CPU per op, by iteration
+  std::map<std::pair<size_t, std::string>, int> reported;             // by how many ranks
   for (const nlohmann::json& rank : ranks) {
     for (const nlohmann::json& c : rank.at("cases")) {
       auto key = std::make_pair(c.at("bytes").get<size_t>(), c.at("variant").get<std::string>());
+      ++reported[key];
       auto seconds = c.at("seconds").get<std::vector<double>>();
       if (!seconds.empty()) samples[key].push_back(std::move(seconds));
       auto rank_cpu = c.value("cpu_seconds", std::vector<double>{});
@@ -45,6 +47,7 @@ nlohmann::json SummarizeWorld(int world, const std::vector<nlohmann::json>& rank
   std::map<size_t, nlohmann::json> sizes;
   for (const auto& [key, per_rank] : samples) {
     const auto& [bytes, variant] = key;
+    if (reported[key] < world) continue;  // a rank failed before finishing this case
     std::vector<double> slowest(per_rank.front().size(), 0.0);
     for (const auto& list : per_rank) {
       for (size_t i = 0; i < slowest.size() && i < list.size(); ++i) slowest[i] = std::max(slowest[i], list[i]);
@@ -69,7 +72,8 @@ nlohmann::json SummarizeWorld(int world, const std::vector<nlohmann::json>& rank
 }
 
 void PrintWorldTable(const nlohmann::json& world, std::FILE* out) {
-  std::fprintf(out, "\nall-reduce, %d ranks (float32; median of iterations; busbw = algbw * 2(n-1)/n; GB/s = 1e9 B/s)\n",
+  std::fprintf(out,
+               "\nall-reduce, %d ranks (float32; median of iterations; busbw = algbw * 2(n-1)/n; GB/s = 1e9 B/s)\n",
                world.at("ranks").get<int>());
   std::fprintf(out, "%9s | %9s | %10s %8s %8s | %10s %8s | %10s %8s | %9s %9s\n", "size", "pump GB/s", "herd us",
                "algbw", "busbw", "gloo us", "busbw", "chunked us", "busbw", "herd/pump", "herd/gloo");

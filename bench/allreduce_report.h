@@ -9,7 +9,8 @@
 
 namespace herd::bench {
 
-// `ranks` holds each rank's result file (see RunAllreduceRank). Returns
+// `ranks` holds each rank's result file (see RunAllreduceRank); cases some
+// rank did not finish are left out. Returns
 // {"ranks":N,"sizes":[{"bytes":B,"VARIANT":{"us","algbw_gbps","busbw_gbps",
 // "best_busbw_gbps","cpu_ms","cores_busy","iterations","correct"},...}]}. An all-reduce sample is
 // the slowest rank's time in that iteration; the figure is the median sample.

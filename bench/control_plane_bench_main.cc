@@ -14,8 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_env.h"
 #include "bench/coordinator_process.h"
-#include "bench/herd_binary.h"
 #include "bench/heartbeat_load.h"
+#include "bench/herd_binary.h"
 #include "bench/rendezvous_probe.h"
 #include "bench/stats.h"
 #include "common/rpc_options.h"
@@ -119,7 +119,9 @@ nlohmann::json HeartbeatFigures(const std::vector<HeartbeatSample>& samples, dou
 void WriteSamples(const std::vector<HeartbeatSample>& samples, const std::string& path) {
   std::ofstream out(path);
   out << "sent_s,latency_s,lag_s,ok\n";
-  for (const HeartbeatSample& s : samples) out << s.sent_s << "," << s.latency_s << "," << s.lag_s << "," << s.ok << "\n";
+  for (const HeartbeatSample& s : samples) {
+    out << s.sent_s << "," << s.latency_s << "," << s.lag_s << "," << s.ok << "\n";
+  }
 }
 
 int64_t Rss(const CoordinatorProcess& process) { return process.RssKiB().value_or(-1); }
@@ -149,12 +151,9 @@ int Main(int argc, char** argv) {
   }
   if (flags.coordinator.empty()) flags.coordinator = FindHerdBinary("coordinator/herd-coordinator", argv[0]);
 
-  nlohmann::json report = {{"benchmark", "control_plane"},
-                           {"workers", flags.workers},
-                           {"period_s", flags.period_s},
-                           {"client_threads", flags.client_threads},
-                           {"channels", flags.channels},
-                           {"machine_before", MachineSnapshot()}};
+  nlohmann::json report = {{"benchmark", "control_plane"}, {"workers", flags.workers},
+                           {"period_s", flags.period_s},   {"client_threads", flags.client_threads},
+                           {"channels", flags.channels},   {"machine_before", MachineSnapshot()}};
   const std::string dir = MakeTempDir("control-plane-bench");
   CoordinatorProcessOptions options;
   options.binary = flags.coordinator;
@@ -192,7 +191,8 @@ int Main(int argc, char** argv) {
   memory["rss_kib_heartbeating"] = Rss(process);
 
   const double rendezvous_at = seconds_since_load();
-  const std::vector<std::string> members(ids.begin(), ids.begin() + flags.job_workers);  // the scheduler picks the lowest ids
+  // The scheduler picks the lowest ids.
+  const std::vector<std::string> members(ids.begin(), ids.begin() + flags.job_workers);
   auto rendezvous = RunRendezvous(channels, members, std::chrono::seconds(60));
   const double rendezvous_done = seconds_since_load();
   std::this_thread::sleep_for(std::chrono::duration<double>(flags.after_s));
@@ -207,7 +207,8 @@ int Main(int argc, char** argv) {
 
   const double expected = flags.workers / flags.period_s;
   report["heartbeat"] = HeartbeatFigures(samples, flags.warmup_s, flags.warmup_s + flags.duration_s, expected);
-  report["heartbeat_around_rendezvous"] = HeartbeatFigures(samples, rendezvous_at, rendezvous_done + flags.after_s, expected);
+  report["heartbeat_around_rendezvous"] =
+      HeartbeatFigures(samples, rendezvous_at, rendezvous_done + flags.after_s, expected);
   const RendezvousResult& r = *rendezvous;
   report["rendezvous"] = {{"members", flags.job_workers},
                           {"submit_ms", r.submit_s * 1e3},
@@ -233,25 +234,27 @@ int Main(int argc, char** argv) {
                        {"heartbeat_met", heartbeat_met},
                        {"rendezvous_met", rendezvous_met}};
 
-  std::printf("heartbeats: %.0f/s sustained of %.0f/s offered over %.0f s; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
-              "%lld failed; client send lag p99 %.2f ms\n",
-              hb["per_second"].get<double>(), expected, hb["window_s"].get<double>(), hb["p50_ms"].get<double>(),
-              hb["p99_ms"].get<double>(), hb["max_ms"].get<double>(),
-              static_cast<long long>(hb["failed"].get<int64_t>()), hb["send_lag_p99_ms"].get<double>());
+  std::printf(
+      "heartbeats: %.0f/s sustained of %.0f/s offered over %.0f s; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
+      "%lld failed; client send lag p99 %.2f ms\n",
+      hb["per_second"].get<double>(), expected, hb["window_s"].get<double>(), hb["p50_ms"].get<double>(),
+      hb["p99_ms"].get<double>(), hb["max_ms"].get<double>(), static_cast<long long>(hb["failed"].get<int64_t>()),
+      hb["send_lag_p99_ms"].get<double>());
   const nlohmann::json& around = report["heartbeat_around_rendezvous"];
   std::printf("heartbeats around the rendezvous: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
               around["p50_ms"].get<double>(), around["p99_ms"].get<double>(), around["max_ms"].get<double>());
-  std::printf("rendezvous of %d workers: submit %.1f ms, submit -> all joined %.1f ms; JoinGeneration p50 %.1f ms, "
-              "p99 %.1f ms; %d failed; ranks %s\n",
-              flags.job_workers, rv["submit_ms"].get<double>(), rv["all_joined_ms"].get<double>(),
-              rv["join_p50_ms"].get<double>(), rv["join_p99_ms"].get<double>(), r.failed,
-              r.ranks_ok ? "ok" : "WRONG");
-  std::printf("coordinator RSS: %lld KiB started, %lld KiB registered, %lld KiB heartbeating, %lld KiB end, peak %lld KiB\n",
-              static_cast<long long>(memory["rss_kib_started"].get<int64_t>()),
-              static_cast<long long>(memory["rss_kib_registered"].get<int64_t>()),
-              static_cast<long long>(memory["rss_kib_heartbeating"].get<int64_t>()),
-              static_cast<long long>(memory["rss_kib_end"].get<int64_t>()),
-              static_cast<long long>(memory["peak_rss_kib"].get<int64_t>()));
+  std::printf(
+      "rendezvous of %d workers: submit %.1f ms, submit -> all joined %.1f ms; JoinGeneration p50 %.1f ms, "
+      "p99 %.1f ms; %d failed; ranks %s\n",
+      flags.job_workers, rv["submit_ms"].get<double>(), rv["all_joined_ms"].get<double>(),
+      rv["join_p50_ms"].get<double>(), rv["join_p99_ms"].get<double>(), r.failed, r.ranks_ok ? "ok" : "WRONG");
+  std::printf(
+      "coordinator RSS: %lld KiB started, %lld KiB registered, %lld KiB heartbeating, %lld KiB end, peak %lld KiB\n",
+      static_cast<long long>(memory["rss_kib_started"].get<int64_t>()),
+      static_cast<long long>(memory["rss_kib_registered"].get<int64_t>()),
+      static_cast<long long>(memory["rss_kib_heartbeating"].get<int64_t>()),
+      static_cast<long long>(memory["rss_kib_end"].get<int64_t>()),
+      static_cast<long long>(memory["peak_rss_kib"].get<int64_t>()));
   std::printf("targets: heartbeat p99 < 50 ms at %d workers: %s; rendezvous < 1 s: %s\n", flags.workers,
               heartbeat_met ? "met" : "MISSED", rendezvous_met ? "met" : "MISSED");
   if (flags.keep_dir) {

@@ -8,13 +8,14 @@ namespace herd::bench {
 namespace {
 
 TEST(ControlPlaneBenchSmokeTest, HeartbeatsRendezvousAndMemoryAreReported) {
-  nlohmann::json report = RunBenchmark(
-      "bench/control_plane_bench",
-      {"--workers=40", "--job-workers=8", "--warmup-seconds=1", "--duration-seconds=2", "--after-seconds=0.5",
-       "--client-threads=2", "--channels=2", "--register-threads=2"});
+  nlohmann::json report =
+      RunBenchmark("bench/control_plane_bench",
+                   {"--workers=40", "--job-workers=8", "--warmup-seconds=1", "--duration-seconds=2",
+                    "--after-seconds=0.5", "--client-threads=2", "--channels=2", "--register-threads=2"});
   ASSERT_TRUE(report.contains("heartbeat")) << report.dump();
   const nlohmann::json& heartbeat = report["heartbeat"];
-  for (const char* key : {"sent", "per_second", "p50_ms", "p99_ms", "max_ms"}) ExpectPositive(heartbeat, key, "heartbeat");
+  for (const char* key : {"sent", "per_second", "p50_ms", "p99_ms", "max_ms"})
+    ExpectPositive(heartbeat, key, "heartbeat");
   EXPECT_EQ(heartbeat["failed"].get<int64_t>(), 0);
   EXPECT_GE(heartbeat["p99_ms"].get<double>(), heartbeat["p50_ms"].get<double>());
 

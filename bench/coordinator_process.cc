@@ -27,9 +27,11 @@ absl::StatusOr<std::string> ReadListenAddress(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(const CoordinatorProcessOptions& options) {
+absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(
+    const CoordinatorProcessOptions& options) {
   if (access(options.binary.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("no herd-coordinator binary at '", options.binary, "' (pass --coordinator)"));
+    return absl::NotFoundError(
+        absl::StrCat("no herd-coordinator binary at '", options.binary, "' (pass --coordinator)"));
   }
   const std::string ready = options.directory + "/ready.json";
   const std::string log = options.directory + "/coordinator.log";
@@ -71,8 +73,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(co
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat("herd-coordinator not ready after ", options.ready_timeout.count(),
-                                                  " s; see ", log));
+  return absl::DeadlineExceededError(
+      absl::StrCat("herd-coordinator not ready after ", options.ready_timeout.count(), " s; see ", log));
 }
 
 CoordinatorProcess::~CoordinatorProcess() {

@@ -53,7 +53,8 @@ absl::Status FileStore::Get(const std::string& key, std::chrono::milliseconds ti
       return absl::OkStatus();
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("key '", key, "' did not appear within ", timeout.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("key '", key, "' did not appear within ", timeout.count(), " ms"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

@@ -41,10 +41,10 @@ absl::Status RunRankProcesses(int world, const std::function<int(int rank)>& bod
     if (!clean && result.ok()) {
       int rank = 0;
       while (rank < world && children[rank] != pid) ++rank;
-      result = absl::InternalError(absl::StrCat("rank ", rank, " failed (",
-                                                WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                                                                  : absl::StrCat("signal ", WTERMSIG(status)),
-                                                ")"));
+      result = absl::InternalError(absl::StrCat(
+          "rank ", rank, " failed (",
+          WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status)) : absl::StrCat("signal ", WTERMSIG(status)),
+          ")"));
       for (pid_t child : children) {
         if (child != pid) kill(child, SIGKILL);
       }

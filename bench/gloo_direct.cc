@@ -4,8 +4,8 @@
 #include <gloo/math.h>
 #include <gloo/transport/tcp/device.h>
 
-#include <climits>
 #include <algorithm>
+#include <climits>
 #include <exception>
 #include <thread>
 
@@ -27,25 +27,40 @@ absl::Status Catch(const std::string& what, Fn&& fn) {
 
 }  // namespace
 
+namespace {
+
+absl::StatusOr<std::shared_ptr<gloo::rendezvous::Context>> ConnectContext(int rank, int world,
+                                                                          std::shared_ptr<RendezvousStore> store,
+                                                                          const std::string& key_prefix,
+                                                                          std::chrono::milliseconds timeout) {
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+  context->setTimeout(timeout);
+  absl::Status status = Catch("direct gloo rendezvous", [&] {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    GlooStoreAdapter adapter(std::move(store), key_prefix, timeout);
+    context->connectFullMesh(adapter, device);
+  });
+  if (!status.ok()) return status;
+  return context;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DirectGloo>> DirectGloo::Connect(int rank, int world,
-                                                                 std::shared_ptr<RendezvousStore> store,
-                                                                 const std::string& key_prefix,
-                                                                 std::chrono::milliseconds timeout, int stripes) {
+                                                                std::shared_ptr<RendezvousStore> store,
+                                                                const std::string& key_prefix,
+                                                                std::chrono::milliseconds timeout, int stripes) {
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
   for (int s = 0; s < std::max(stripes, 1); ++s) {
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-    context->setTimeout(timeout);
-    absl::Status status = Catch("direct gloo rendezvous", [&] {
-      gloo::transport::tcp::attr attr;
-      attr.hostname = "127.0.0.1";
-      auto device = gloo::transport::tcp::CreateDevice(attr);
-      GlooStoreAdapter adapter(store, absl::StrCat(key_prefix, s, "/"), timeout);
-      context->connectFullMesh(adapter, device);
-    });
-    if (!status.ok()) return status;
-    contexts.push_back(std::move(context));
+    auto context = ConnectContext(rank, world, store, absl::StrCat(key_prefix, s, "/"), timeout);
+    if (!context.ok()) return context.status();
+    contexts.push_back(*std::move(context));
   }
-  return std::unique_ptr<DirectGloo>(new DirectGloo(std::move(contexts), timeout));
+  auto chunked = ConnectContext(rank, world, store, absl::StrCat(key_prefix, "chunked/"), timeout);
+  if (!chunked.ok()) return chunked.status();
+  return std::unique_ptr<DirectGloo>(new DirectGloo(std::move(contexts), *std::move(chunked), timeout));
 }
 
 absl::Status DirectGloo::RingOn(size_t context, float* data, size_t count, size_t max_segment_bytes) {
@@ -94,7 +109,7 @@ absl::Status DirectGloo::RingChunked(float* data, size_t count) {
   return Catch("direct gloo AllreduceRingChunked", [&] {
     if (chunked_ == nullptr || chunked_data_ != data || chunked_count_ != count) {
       chunked_.reset();  // its buffers hold slots on the pairs: release them first
-      chunked_ = std::make_unique<gloo::AllreduceRingChunked<float>>(context_, std::vector<float*>{data},
+      chunked_ = std::make_unique<gloo::AllreduceRingChunked<float>>(chunked_context_, std::vector<float*>{data},
                                                                      static_cast<int>(count));
       chunked_data_ = data;
       chunked_count_ = count;

@@ -53,10 +53,9 @@ void HeartbeatLoad::Drive(int thread) {
   std::vector<int> mine;
   for (int i = thread; i < total; i += options_.threads) mine.push_back(i);
   if (mine.empty()) return;
-  const auto period = std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.period_s));
-  auto due_of = [&](int worker, int64_t round) {
-    return started_ + period * worker / total + period * round;
-  };
+  const auto period =
+      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(options_.period_s));
+  auto due_of = [&](int worker, int64_t round) { return started_ + period * worker / total + period * round; };
   grpc::CompletionQueue queue;
   size_t next = 0;
   int64_t round = 0;

@@ -21,10 +21,10 @@ using SteadyClock = std::chrono::steady_clock;
 
 // One finished heartbeat.
 struct HeartbeatSample {
-  double sent_s;      // when it was sent, seconds since the load started
-  double latency_s;   // send to response
-  double lag_s;       // how late it was sent against its schedule (client saturation)
-  bool ok;            // OK status and no re-register request
+  double sent_s;     // when it was sent, seconds since the load started
+  double latency_s;  // send to response
+  double lag_s;      // how late it was sent against its schedule (client saturation)
+  bool ok;           // OK status and no re-register request
 };
 
 struct HeartbeatLoadOptions {

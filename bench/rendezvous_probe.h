@@ -17,12 +17,12 @@ namespace herd::bench {
 
 struct RendezvousResult {
   std::string job_id;
-  double submit_s = 0;          // SubmitJob round trip
-  double all_joined_s = 0;      // SubmitJob sent -> the last JoinGeneration answered
-  std::vector<double> join_s;   // each JoinGeneration, from its own send
-  int failed = 0;               // joins that did not return OK
+  double submit_s = 0;         // SubmitJob round trip
+  double all_joined_s = 0;     // SubmitJob sent -> the last JoinGeneration answered
+  std::vector<double> join_s;  // each JoinGeneration, from its own send
+  int failed = 0;              // joins that did not return OK
   std::string first_error;
-  bool ranks_ok = false;        // one generation, world_size == members, ranks 0..W-1 once each
+  bool ranks_ok = false;  // one generation, world_size == members, ranks 0..W-1 once each
 };
 
 // The smallest valid job asking for exactly `members` CPU workers.

@@ -17,7 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-absl::Status Errno(const std::string& what) { return absl::UnavailableError(absl::StrCat(what, ": ", strerror(errno))); }
+absl::Status Errno(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", strerror(errno)));
+}
 
 sockaddr_in Loopback(int port) {
   sockaddr_in address{};
@@ -83,8 +85,8 @@ absl::StatusOr<TcpPump> TcpPump::Connect(int rank, RendezvousStore& store, const
       return Errno("pump connect");
     }
   }
-  // Like Gloo's pairs: no Nagle delay on the small acknowledgement. Buffer
-  // sizes stay on the kernel's autotuning, which is the fastest setting here.
+  // Like Gloo's pairs: no Nagle delay on the small acknowledgement, and the
+  // receive buffer left to the kernel's autotuning.
   int on = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
   return TcpPump(rank, fd);
