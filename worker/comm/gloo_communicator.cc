@@ -10,7 +10,10 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <mutex>
 #include <cstring>
 #include <exception>
 #include <system_error>
@@ -308,6 +311,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(const GlooO
                                                                      std::shared_ptr<RendezvousStore> store) {
   absl::Status valid = ValidateOptions(options, store.get());
   if (!valid.ok()) return valid;
+  // Gloo writes to its sockets with writev, which raises SIGPIPE when the
+  // peer has gone: by default that kills the process silently, instead of
+  // the collective failing with UNAVAILABLE so the generation logic can act.
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts;
   const int streams = options.size > 1 ? kStreams : 1;
   for (int stream = 0; stream < streams; ++stream) {
