@@ -5,10 +5,8 @@
 
 #include <functional>
 #include <mutex>
-#include <thread>
 
-#include "worker/comm/gloo_communicator.h"
-#include "worker/comm/in_memory_store.h"
+#include "worker/comm/gloo_test_ranks.h"
 
 namespace herd {
 namespace {
@@ -50,23 +48,6 @@ std::vector<torch::Tensor> ReferenceGrads(const Data& data, int64_t begin, int64
 }
 
 // Runs `body(rank, comm)` on `world` threads with Gloo communicators.
-void RunRanks(int world, const std::function<void(int, Communicator*)>& body) {
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions options;
-      options.rank = r;
-      options.size = world;
-      options.timeout = std::chrono::seconds(20);
-      auto comm = CreateGlooCommunicator(options, store);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      body(r, comm->get());
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 GradientSyncOptions TinyBuckets(const std::string& compression = "none") {
   GradientSyncOptions options;
   options.first_bucket_mib = 1.0 / 1024;  // 1 KiB: one small layer per bucket
@@ -85,7 +66,7 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
   const int world = static_cast<int>(rows.size());
   std::vector<GradientSyncStats> stats(world);
   std::vector<std::vector<torch::Tensor>> synced(world);
-  RunRanks(world, [&](int rank, Communicator* comm) {
+  RunGlooRanks(world, [&](int rank, Communicator* comm) {
     auto net = MakeNet();
     GradientSync sync(net->parameters(), comm, TinyBuckets(compression));
     const auto [begin, end] = rows[rank];
@@ -130,7 +111,7 @@ TEST(GradientSync, CompressedWireStaysClose) {
 TEST(GradientSync, BucketsLaunchDuringBackward) {
   torch::manual_seed(5);
   Data data;
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
     auto net = MakeNet();
     GradientSync sync(net->parameters(), comm, TinyBuckets());
     for (int step = 0; step < 3; ++step) {
@@ -153,7 +134,7 @@ TEST(GradientSync, BucketsLaunchDuringBackward) {
 
 TEST(GradientSync, BucketsFollowReverseRegistrationOrder) {
   auto net = MakeNet();
-  RunRanks(1, [&](int, Communicator* comm) {
+  RunGlooRanks(1, [&](int, Communicator* comm) {
     GradientSyncOptions options;
     options.first_bucket_mib = 1.0 / 1024;  // 256 floats
     options.bucket_cap_mib = 100;

@@ -5,10 +5,8 @@
 
 #include <functional>
 #include <mutex>
-#include <thread>
 
-#include "worker/comm/gloo_communicator.h"
-#include "worker/comm/in_memory_store.h"
+#include "worker/comm/gloo_test_ranks.h"
 #include "worker/train/gradient_sync.h"
 #include "worker/train/replicas.h"
 
@@ -65,23 +63,6 @@ TEST(OuterStep, NoneSetsTheAnchorToTheAverage) {
 }
 
 // Runs `body(rank, comm)` on `world` threads with Gloo communicators.
-void RunRanks(int world, const std::function<void(int, Communicator*)>& body) {
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions options;
-      options.rank = r;
-      options.size = world;
-      options.timeout = std::chrono::seconds(20);
-      auto comm = CreateGlooCommunicator(options, store);
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      body(r, comm->get());
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 ParameterAveragingOptions TinyBuckets(const std::string& outer = "none", const std::string& compression = "none") {
   ParameterAveragingOptions options;
   options.first_bucket_mib = 1.0 / 1024;  // 1 KiB: a few buckets even for small nets
@@ -101,7 +82,7 @@ void Assign(torch::Tensor& param, const std::vector<float>& values) {
 TEST(ParameterAveraging, TwoRanksFollowTheHandComputedExample) {
   std::vector<std::vector<torch::Tensor>> after1(2), after2(2);
   std::vector<AveragingRoundStats> stats(2);
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f}).requires_grad_(),
                                          torch::tensor({3.0f}).requires_grad_()};
     ParameterAveragingOptions options = TinyBuckets("nesterov");
@@ -172,7 +153,7 @@ constexpr int64_t kRowsPerRank = 6;
 // summed).
 torch::Tensor TrainTwoRanks(const Data& data, bool averaging, double momentum) {
   std::vector<torch::Tensor> final_params(2);
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
     auto net = MakeNet();
     auto params = net->parameters();
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(momentum));
@@ -210,7 +191,7 @@ torch::Tensor TrainTwoRanks(const Data& data, bool averaging, double momentum) {
 TEST(ParameterAveraging, RestoredOuterStateContinuesTheExample) {
   std::vector<torch::Tensor> after2(2);
   std::vector<bool> differs_without_state(2, false);
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f}).requires_grad_(),
                                          torch::tensor({3.0f}).requires_grad_()};
     ParameterAveragingOptions options = TinyBuckets("nesterov");
@@ -277,7 +258,7 @@ void ExpectIdenticalOnlyAfterRounds(const std::string& outer, const std::string&
   std::vector<std::vector<torch::Tensor>> snapshots(2);
   std::vector<std::vector<torch::Tensor>> after_round(2);
   std::vector<int64_t> wire_bytes(2), numel(2);
-  RunRanks(2, [&](int rank, Communicator* comm) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
     auto net = MakeNet();
     auto params = net->parameters();
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -326,7 +307,7 @@ TEST(ParameterAveraging, CompressedWireStaysIdenticalAndClose) {
 }
 
 TEST(ParameterAveraging, RejectsBadOptions) {
-  RunRanks(1, [&](int, Communicator* comm) {
+  RunGlooRanks(1, [&](int, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::zeros({3})};
     EXPECT_FALSE(ParameterAveraging::Create(params, comm, TinyBuckets("adam")).ok());
     EXPECT_FALSE(ParameterAveraging::Create(params, comm, TinyBuckets("none", "int8")).ok());
