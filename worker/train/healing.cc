@@ -1,0 +1,96 @@
+#include "worker/train/healing.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd {
+namespace {
+
+void PutU64(std::string* out, uint64_t value) {
+  char bytes[8];
+  std::memcpy(bytes, &value, 8);
+  out->append(bytes, 8);
+}
+
+bool GetU64(const std::string& in, size_t* offset, uint64_t* value) {
+  if (in.size() - *offset < 8) return false;
+  std::memcpy(value, in.data() + *offset, 8);
+  *offset += 8;
+  return true;
+}
+
+bool GetString(const std::string& in, size_t* offset, std::string* value) {
+  uint64_t size = 0;
+  if (!GetU64(in, offset, &size) || in.size() - *offset < size) return false;
+  value->assign(in.data() + *offset, size);
+  *offset += size;
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeFiles(const std::map<std::string, std::string>& files) {
+  std::string out;
+  PutU64(&out, files.size());
+  for (const auto& [name, data] : files) {
+    PutU64(&out, name.size());
+    out += name;
+    PutU64(&out, data.size());
+    out += data;
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> DecodeFiles(const std::string& bytes) {
+  size_t offset = 0;
+  uint64_t count = 0;
+  if (!GetU64(bytes, &offset, &count)) return absl::InvalidArgumentError("state bytes: truncated header");
+  std::map<std::string, std::string> files;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string name, data;
+    if (!GetString(bytes, &offset, &name) || !GetString(bytes, &offset, &data)) {
+      return absl::InvalidArgumentError(absl::StrCat("state bytes: truncated at file ", i, " of ", count));
+    }
+    files[name] = std::move(data);
+  }
+  if (offset != bytes.size()) return absl::InvalidArgumentError("state bytes: trailing data");
+  return files;
+}
+
+absl::StatusOr<int> ChooseHealSource(Communicator* comm, const CommittedState* mine) {
+  const int64_t have[2] = {mine != nullptr && !mine->files.empty() ? mine->generation : -1,
+                           mine != nullptr && !mine->files.empty() ? mine->step : -1};
+  std::vector<int64_t> all(2 * static_cast<size_t>(comm->size()));
+  if (auto s = comm->AllGather(have, sizeof(have), all.data()); !s.ok()) return s;
+  int source = -1;
+  for (int r = 0; r < comm->size(); ++r) {
+    const int64_t generation = all[2 * r], step = all[2 * r + 1];
+    if (generation < 0) continue;
+    if (source < 0 || generation > all[2 * source] ||
+        (generation == all[2 * source] && step > all[2 * source + 1])) {
+      source = r;
+    }
+  }
+  return source;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> BroadcastCommittedFiles(Communicator* comm, int source,
+                                                                           const CommittedState* mine) {
+  std::string bytes;
+  if (comm->rank() == source) {
+    if (mine == nullptr || mine->files.empty()) {
+      return absl::InternalError("chosen to heal the generation but holding no committed state");
+    }
+    bytes = EncodeFiles(mine->files);
+  }
+  uint64_t size = bytes.size();
+  if (auto s = comm->Broadcast(&size, sizeof(size), source); !s.ok()) return s;
+  bytes.resize(size);
+  if (auto s = comm->Broadcast(bytes.data(), size, source); !s.ok()) return s;
+  if (comm->rank() == source) return mine->files;
+  return DecodeFiles(bytes);
+}
+
+}  // namespace herd

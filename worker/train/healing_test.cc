@@ -1,0 +1,87 @@
+#include "worker/train/healing.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <optional>
+
+#include "worker/comm/gloo_test_ranks.h"
+
+namespace herd {
+namespace {
+
+CommittedState State(int64_t generation, int64_t step, const std::string& tag) {
+  return CommittedState{generation, step, {{"model.pt", tag}, {"position.txt", "step " + std::to_string(step)}}};
+}
+
+TEST(EncodeFiles, RoundTripsAndRejectsTruncation) {
+  const std::map<std::string, std::string> files = {{"a", std::string("x\0y", 3)}, {"empty", ""}};
+  const std::string bytes = EncodeFiles(files);
+  auto decoded = DecodeFiles(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, files);
+  for (size_t cut : {size_t{0}, size_t{5}, bytes.size() - 1}) {
+    EXPECT_EQ(DecodeFiles(bytes.substr(0, cut)).status().code(), absl::StatusCode::kInvalidArgument) << cut;
+  }
+  EXPECT_EQ(DecodeFiles(bytes + "z").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Rank 1 is a joiner with nothing; rank 0 committed step 20 of generation 2,
+// rank 2 finished step 30 of generation 2 (its peers failed before that
+// commit). The newest commit wins and reaches every rank, the joiner too.
+TEST(Healing, NewestCommitIsChosenAndBroadcast) {
+  const std::vector<std::optional<CommittedState>> held = {State(2, 20, "old"), std::nullopt, State(2, 30, "new")};
+  std::mutex mu;
+  std::vector<int> sources(3, -2);
+  std::vector<std::map<std::string, std::string>> received(3);
+  RunGlooRanks(3, [&](int rank, Communicator* comm) {
+    const CommittedState* mine = held[rank] ? &*held[rank] : nullptr;
+    auto source = ChooseHealSource(comm, mine);
+    ASSERT_TRUE(source.ok()) << source.status();
+    auto files = BroadcastCommittedFiles(comm, *source, mine);
+    ASSERT_TRUE(files.ok()) << files.status();
+    std::lock_guard<std::mutex> lock(mu);
+    sources[rank] = *source;
+    received[rank] = *files;
+  });
+  EXPECT_EQ(sources, (std::vector<int>{2, 2, 2}));
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(received[rank], held[2]->files) << rank;
+}
+
+// A commit of a later generation beats a higher step of an earlier one: the
+// earlier generation's history was abandoned.
+TEST(Healing, LaterGenerationBeatsHigherStep) {
+  const std::vector<CommittedState> held = {State(3, 40, "stale branch"), State(4, 35, "current")};
+  std::vector<int> sources(2, -2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    auto source = ChooseHealSource(comm, &held[rank]);
+    ASSERT_TRUE(source.ok()) << source.status();
+    sources[rank] = *source;
+  });
+  EXPECT_EQ(sources, (std::vector<int>{1, 1}));
+}
+
+TEST(Healing, NobodyHoldingStateChoosesNoSource) {
+  std::vector<int> sources(2, -2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    CommittedState empty;  // never committed
+    auto source = ChooseHealSource(comm, rank == 0 ? &empty : nullptr);
+    ASSERT_TRUE(source.ok()) << source.status();
+    sources[rank] = *source;
+  });
+  EXPECT_EQ(sources, (std::vector<int>{-1, -1}));
+}
+
+TEST(Healing, TiesGoToTheLowestRank) {
+  const std::vector<CommittedState> held = {State(2, 10, "a"), State(2, 10, "b"), State(2, 10, "c")};
+  std::vector<int> sources(3, -2);
+  RunGlooRanks(3, [&](int rank, Communicator* comm) {
+    auto source = ChooseHealSource(comm, &held[rank]);
+    ASSERT_TRUE(source.ok());
+    sources[rank] = *source;
+  });
+  EXPECT_EQ(sources, (std::vector<int>{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace herd
