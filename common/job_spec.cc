@@ -75,6 +75,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
+  if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
@@ -124,6 +125,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.threads() < 1 || spec.threads() > 256) return Bad("threads", "must be in [1, 256]");
   if (spec.restart_budget() < 0) return Bad("restart_budget", "must be >= 0");
   if (spec.log_interval_steps() < 1) return Bad("log_interval_steps", "must be >= 1");
+  if (!(spec.collective_timeout_seconds() >= 0.5 && spec.collective_timeout_seconds() <= 3600)) {
+    return Bad("collective_timeout_seconds", "must be in [0.5, 3600]");
+  }
 
   const auto& opt = spec.optimizer();
   if (auto s = CheckChoice("optimizer.name", opt.name(), {"sgd", "adam", "adamw"}); !s.ok()) return s;

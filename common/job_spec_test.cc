@@ -82,6 +82,8 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
       {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
+      {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(0.1); }},
+      {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},
   };
   for (const auto& c : cases) {
     auto spec = GoodSpec();

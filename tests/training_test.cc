@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
 #include "worker/models/model.h"
 
@@ -16,18 +17,6 @@ namespace {
 using std::chrono::seconds;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
-
-std::map<std::string, torch::Tensor> LoadFinalModel(const std::string& job_dir) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(job_dir + "/model-final.pt");
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& key : archive.keys()) {
-    torch::Tensor t;
-    archive.read(key, t);
-    params[key] = t;
-  }
-  return params;
-}
 
 std::string MlpJob(int workers, int batch) {
   return "model: mlp\n"

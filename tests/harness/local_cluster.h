@@ -22,6 +22,8 @@ struct ClusterOptions {
   // 0 picks a free port once; restarts reuse it so workers find the new
   // coordinator at the old address.
   int coordinator_port = 0;
+  // Extra NAME=value entries for the worker daemons (and so their trainers).
+  std::vector<std::string> worker_env;
 };
 
 class LocalCluster {
@@ -33,6 +35,7 @@ class LocalCluster {
   static std::string Binary(const std::string& package_path);
 
   void StartCoordinator();
+  // Starts worker `index` (a new one past the initial count adds a worker).
   void StartWorker(int index);
   Process& coordinator() { return *coordinator_; }
   Process& worker(int index) { return *workers_.at(index); }

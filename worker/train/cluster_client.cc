@@ -74,6 +74,12 @@ absl::StatusOr<v1::CommitCheckpointResponse> ClusterClient::CommitCheckpoint(
   return response;
 }
 
+absl::Status ClusterClient::ReportFailure(const v1::ReportFailureRequest& request) {
+  v1::ReportFailureResponse response;
+  auto context = NewCallContext(options_.token, options_.rpc_timeout);
+  return FromGrpcStatus(stub_->ReportFailure(context.get(), request, &response));
+}
+
 std::shared_ptr<RendezvousStore> ClusterClient::KvStore(int64_t generation) {
   return std::make_shared<CoordinatorKvStore>(this, generation);
 }

@@ -27,6 +27,7 @@ class ClusterClient {
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request);
 
   // A RendezvousStore over the coordinator's KV, scoped to one generation.
   std::shared_ptr<RendezvousStore> KvStore(int64_t generation);

@@ -147,7 +147,7 @@ void GradientSync::Launch(Bucket& bucket) {
 
 absl::Status GradientSync::Finish() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!armed_) return absl::FailedPreconditionError("GradientSync::Finish without ArmForBackward");
+  if (!armed_) return absl::InternalError("GradientSync::Finish without ArmForBackward");
   stats_.backward_seconds = SecondsSinceArm();
   {
     torch::NoGradGuard no_grad;

@@ -29,9 +29,11 @@ absl::Status TorchError(const char* what, const std::exception& e) {
 }  // namespace
 
 Trainer::Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options,
-                 TrainerMetrics* metrics)
+                 TrainerMetrics* metrics, CommittedState* committed, SampleLedger* ledger)
     : client_(client),
       metrics_(metrics),
+      committed_(committed),
+      ledger_(ledger),
       join_(std::move(join)),
       spec_(join_.spec()),
       options_(std::move(options)),
@@ -61,14 +63,13 @@ absl::Status Trainer::Setup() {
   gloo.rank = static_cast<int>(join_.rank());
   gloo.size = static_cast<int>(join_.world_size());
   gloo.host = join_.peers(join_.rank()).address();
-  gloo.timeout = options_.collective_timeout;
+  gloo.timeout = options_.collective_timeout.count() > 0
+                     ? options_.collective_timeout
+                     : std::chrono::milliseconds(static_cast<int64_t>(spec_.collective_timeout_seconds() * 1000));
   gloo.key_prefix = "gloo/";
   auto comm = CreateGlooCommunicator(gloo, client_->KvStore(join_.generation()));
   if (!comm.ok()) return comm.status();
   comm_ = std::move(*comm);
-
-  // Every rank starts from rank 0's parameters, whatever its own init did.
-  if (auto s = BroadcastParameters(comm_.get(), params_, 0); !s.ok()) return s;
 
   GradientSyncOptions sync;
   sync.first_bucket_mib = spec_.sync().first_bucket_mib();
@@ -95,35 +96,90 @@ absl::Status Trainer::Setup() {
   optimizer_ = std::move(*optimizer);
 
   sampler_ = std::make_unique<EpochSampler>(train_->size(), join_.seed());
-  step_ = join_.start_step();
-  epoch_ = join_.epoch();
-  position_ = join_.samples_in_epoch();
-  // A trainer process starts with no training state in memory, so any
-  // generation that resumes mid-job restores the newest checkpoint that
-  // verifies (every rank reads the same one). Healing a newcomer from a
-  // survivor's memory is not implemented yet: without a checkpoint such a
-  // generation fails loudly rather than train from a fresh initialization.
-  if (!join_.checkpoint_path().empty()) {
-    if (auto s = RestoreFromCheckpoint(); !s.ok()) return s;
-  } else if (join_.start_step() > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "generation ", join_.generation(), " resumes at step ", join_.start_step(),
-        " but the job has no checkpoint to resume from (set checkpoint.interval_steps)"));
-  }
+  if (auto s = ChooseStartingState(); !s.ok()) return s;
   last_commit_step_ = step_;
-  // Averaging starts from the parameters training starts from (restored or broadcast).
+  // Averaging starts from the parameters training starts from (healed, restored or broadcast).
   if (averaging_ != nullptr) averaging_->ResetAnchor();
+  // The generation's starting state is its first commit.
+  if (auto s = Commit(); !s.ok()) return s;
+  if (ledger_ != nullptr) ledger_->GenerationStart(join_.generation(), step_, epoch_, position_);
 
   const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
   const int64_t steps_per_epoch = CeilDiv(train_->size(), per_step);
-  total_steps_ = spec_.epochs() > 0 ? spec_.epochs() * steps_per_epoch : 0;
-  if (spec_.max_steps() > 0) total_steps_ = total_steps_ > 0 ? std::min(total_steps_, spec_.max_steps()) : spec_.max_steps();
+  total_steps_ = TotalSteps();
   if (metrics_ != nullptr) metrics_->SetMembership(join_.world_size(), join_.generation());
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << ": " << spec_.model().name() << " with " << FlattenParameters(params_).numel() << " parameters, "
             << train_->size() << " training samples, " << steps_per_epoch << " steps per epoch, "
             << sync_->bucket_elements().size() << " gradient buckets";
   return absl::OkStatus();
+}
+
+absl::Status Trainer::ChooseStartingState() {
+  auto source = ChooseHealSource(comm_.get(), committed_);
+  if (!source.ok()) return source.status();
+  if (*source >= 0) {
+    // Survivors roll back to the newest commit any of them holds; joiners
+    // receive it: parameters, optimizer, RNG, sampler position and step.
+    auto files = BroadcastCommittedFiles(comm_.get(), *source, committed_);
+    if (!files.ok()) return files.status();
+    if (auto s = RestoreFiles(*files); !s.ok()) return s;
+    LOG(INFO) << "generation " << join_.generation() << ": healed from rank " << *source << "'s commit in memory at step "
+              << step_ << " (epoch " << epoch_ << ", " << position_ << " samples into it)";
+    return absl::OkStatus();
+  }
+  // Nobody holds a commit: every rank starts from rank 0's parameters,
+  // whatever its own init did, then from the newest checkpoint if any.
+  if (auto s = BroadcastParameters(comm_.get(), params_, 0); !s.ok()) return s;
+  step_ = 0;
+  epoch_ = 0;
+  position_ = 0;
+  if (!join_.checkpoint_path().empty()) return RestoreFromCheckpoint();
+  if (join_.start_step() > 0) {
+    return absl::DataLossError(absl::StrCat("generation ", join_.generation(), " resumes at step ", join_.start_step(),
+                                            " but no member holds the training state and the job has no checkpoint "
+                                            "to resume from (set checkpoint.interval_steps)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& files) {
+  TrainingPosition position;
+  std::vector<torch::Tensor> outer_state;
+  if (auto s = RestoreTrainingState(files, model_.get(), optimizer_.get(), &position, &outer_state); !s.ok()) return s;
+  // The outer optimizer (parameter averaging) resumes with its momentum.
+  if (averaging_ != nullptr && !outer_state.empty()) {
+    if (auto s = averaging_->RestoreOuterState(outer_state); !s.ok()) return s;
+  }
+  step_ = position.step;
+  epoch_ = position.epoch;
+  position_ = position.samples_in_epoch;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Commit() {
+  if (committed_ == nullptr) return absl::OkStatus();
+  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
+                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+  if (!files.ok()) return files.status();
+  committed_->generation = join_.generation();
+  committed_->step = step_;
+  committed_->files = std::move(*files);
+  return absl::OkStatus();
+}
+
+// Steps left from the current position at this generation's world size.
+int64_t Trainer::TotalSteps() const {
+  const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
+  int64_t total = 0;
+  if (spec_.epochs() > 0 && epoch_ < spec_.epochs()) {
+    total = step_ + CeilDiv(train_->size() - position_, per_step) +
+            (spec_.epochs() - epoch_ - 1) * CeilDiv(train_->size(), per_step);
+  } else if (spec_.epochs() > 0) {
+    total = step_;
+  }
+  if (spec_.max_steps() > 0) total = total > 0 ? std::min(total, spec_.max_steps()) : spec_.max_steps();
+  return total;
 }
 
 bool Trainer::Done() const {
@@ -158,6 +214,11 @@ absl::Status Trainer::TrainStep() {
   const bool local = LocalStep();
   int64_t mine = 0;
   for (const auto& micro : micros) mine += static_cast<int64_t>(micro.indices.size());
+  if (ledger_ != nullptr) {
+    std::vector<int64_t> ids;
+    for (const auto& micro : micros) ids.insert(ids.end(), micro.indices.begin(), micro.indices.end());
+    ledger_->Step(join_.generation(), step_, epoch_, ids);
+  }
   const auto step_start = std::chrono::steady_clock::now();
   const int64_t wire_bytes_before = traffic_.wire_bytes;
   const int64_t rounds_before = traffic_.averaging_rounds;
@@ -313,6 +374,8 @@ absl::Status Trainer::CommitPoint(bool final) {
   // Replicas must agree at every commit point; a mismatch fails loudly.
   if (auto s = CompareReplicaHashes(comm_.get(), ParameterHash(params_), step_); !s.ok()) return s;
   last_commit_step_ = step_;
+  // Held in memory: what the next generation heals from if this one fails.
+  if (auto s = Commit(); !s.ok()) return s;
   const int64_t interval = spec_.checkpoint().interval_steps();
   if (interval > 0 && step_ % interval == 0 && step_ != last_checkpoint_step_ && join_.rank() == 0) {
     if (auto s = SaveCheckpoint(); !s.ok()) return s;
@@ -349,6 +412,11 @@ absl::Status Trainer::CommitPoint(bool final) {
                                  last_loss_, samples_per_second, final ? " (final)" : "");
   }
   auto response = client_->ReportProgress(report);
+  if (!response.ok() && response.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // Fenced: a newer generation exists (a worker joined or a peer failed).
+    return absl::FailedPreconditionError(absl::StrCat("generation ", join_.generation(),
+                                                      " was superseded: ", response.status().message()));
+  }
   if (!response.ok()) {
     // The data path does not need the coordinator: keep training through an
     // outage and report again at the next commit point.
@@ -408,8 +476,14 @@ absl::Status Trainer::Run() {
 namespace herd {
 
 absl::Status Trainer::SaveCheckpoint() {
-  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
-                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+  // The commit just made holds the same bytes; serialize only without one.
+  absl::StatusOr<std::map<std::string, std::string>> files;
+  if (committed_ != nullptr && committed_->step == step_ && committed_->generation == join_.generation()) {
+    files = committed_->files;
+  } else {
+    files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
+                                   averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+  }
   if (!files.ok()) return files.status();
   auto folder = WriteCheckpointFolder(options_.checkpoint_root, client_->options().job_id, step_, *files);
   if (!folder.ok()) return folder.status();
@@ -452,20 +526,10 @@ absl::Status Trainer::RestoreFromCheckpoint() {
       LOG(WARNING) << "skipping checkpoint " << path << ": " << files.status();
       continue;
     }
-    TrainingPosition position;
-    std::vector<torch::Tensor> outer_state;
-    absl::Status restored = RestoreTrainingState(*files, model_.get(), optimizer_.get(), &position, &outer_state);
-    // The outer optimizer (parameter averaging) resumes with its momentum.
-    if (restored.ok() && averaging_ != nullptr && !outer_state.empty()) {
-      restored = averaging_->RestoreOuterState(outer_state);
-    }
-    if (!restored.ok()) {
+    if (absl::Status restored = RestoreFiles(*files); !restored.ok()) {
       LOG(WARNING) << "skipping checkpoint " << path << ": " << restored;
       continue;
     }
-    step_ = position.step;
-    epoch_ = position.epoch;
-    position_ = position.samples_in_epoch;
     last_checkpoint_step_ = step_;
     LOG(INFO) << "resumed from checkpoint " << path << " at step " << step_ << " (epoch " << epoch_ << ", "
               << position_ << " samples into it)";

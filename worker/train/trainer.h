@@ -17,7 +17,9 @@
 #include "worker/models/model.h"
 #include "worker/train/cluster_client.h"
 #include "worker/train/gradient_sync.h"
+#include "worker/train/healing.h"
 #include "worker/train/parameter_averaging.h"
+#include "worker/train/sample_ledger.h"
 #include "worker/train/sampler.h"
 #include "worker/train/sync_traffic.h"
 #include "worker/train/trainer_metrics.h"
@@ -28,7 +30,8 @@ struct TrainerOptions {
   std::string work_dir;
   std::string device = "cpu";
   int gpu = -1;
-  std::chrono::milliseconds collective_timeout{30000};
+  // 0: the job spec's collective_timeout_seconds.
+  std::chrono::milliseconds collective_timeout{0};
   // Root of the checkpoint storage (shared by all workers of a cluster).
   std::string checkpoint_root;
 };
@@ -37,11 +40,19 @@ struct TrainerOptions {
 // replicas can be compared and any surviving worker holds the result.
 constexpr char kFinalModelFile[] = "model-final.pt";
 
+// Runs one generation. A trainer process builds one Trainer per generation
+// it joins; what outlives a generation is `committed` (the last commit held in
+// memory, updated at every commit point), the metrics and the ledger.
+//
+// Run() fails with UNAVAILABLE, DEADLINE_EXCEEDED or ABORTED when a
+// collective fails and FAILED_PRECONDITION when the coordinator fenced the
+// generation: the caller then joins the next generation, whose ranks heal
+// from the newest commit any of them holds (see healing.h).
 class Trainer {
  public:
-  // `metrics`, when given, must outlive the trainer.
+  // `metrics`, `committed` and `ledger` (each optional) must outlive the trainer.
   Trainer(ClusterClient* client, v1::JoinGenerationResponse join, TrainerOptions options,
-          TrainerMetrics* metrics = nullptr);
+          TrainerMetrics* metrics = nullptr, CommittedState* committed = nullptr, SampleLedger* ledger = nullptr);
   ~Trainer();
 
   absl::Status Run();
@@ -57,6 +68,12 @@ class Trainer {
   absl::Status SaveFinalModel();
   absl::Status SaveCheckpoint();
   absl::Status RestoreFromCheckpoint();
+  // Where this generation starts: the newest in-memory commit of any rank,
+  // else the newest checkpoint, else rank 0's fresh parameters.
+  absl::Status ChooseStartingState();
+  absl::Status RestoreFiles(const std::map<std::string, std::string>& files);
+  absl::Status Commit();
+  int64_t TotalSteps() const;
   bool Done() const;
   void ZeroGrads();
   // Mode average: steps without gradient sync, rounds, and where commits may fall.
@@ -68,6 +85,8 @@ class Trainer {
 
   ClusterClient* client_;
   TrainerMetrics* metrics_;
+  CommittedState* committed_;
+  SampleLedger* ledger_;
   v1::JoinGenerationResponse join_;
   const v1::JobSpec& spec_;
   TrainerOptions options_;

@@ -1,17 +1,22 @@
 // herd-trainer: one job's training process, started by herd-worker. It joins
-// the job's current generation at the coordinator and trains until done.
+// the job's current generation at the coordinator and trains until done,
+// carrying on through later generations when peers fail or join.
 #include <glog/logging.h>
 #include <prometheus/registry.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "common/auth.h"
 #include "common/rpc_options.h"
 #include "worker/train/cluster_client.h"
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
+#include "worker/train/generation_loop.h"
+#include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/trainer_metrics.h"
 
@@ -23,6 +28,17 @@ void WriteTerminationMessage(const std::string& path, const std::string& message
   std::ofstream(path, std::ios::trunc) << message << "\n";
 }
 
+// A trainer whose daemon died would hold a rank nobody supervises: leave
+// with it (the daemon's lease expiry then evicts the worker).
+void ExitWithParent() {
+  const pid_t parent = getppid();
+  std::thread([parent] {
+    while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    LOG(ERROR) << "the worker daemon (pid " << parent << ") is gone; exiting";
+    _exit(1);
+  }).detach();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -31,7 +47,7 @@ int main(int argc, char** argv) {
   std::string device = "cpu", tls_ca, tls_cert, tls_key;
   bool insecure = false;
   int gpu = -1;
-  double join_timeout = 300, collective_timeout = 30;
+  double join_timeout = 300, collective_timeout = 0;
   app.add_option("--coordinator", coordinator, "coordinator address host:port")->capture_default_str();
   app.add_option("--job", job, "job id")->required();
   app.add_option("--worker-id", worker_id, "this worker's id")->required();
@@ -49,12 +65,13 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-root", checkpoint_root,
                  "checkpoint storage, shared by the job's workers (default: $HERD_CHECKPOINT_ROOT, else "
                  "WORK_DIR/../../checkpoints, i.e. beside the daemon's jobs folder)");
-  app.add_option("--collective-timeout-seconds", collective_timeout, "timeout of every collective")
-      ->capture_default_str();
+  app.add_option("--collective-timeout-seconds", collective_timeout,
+                 "timeout of every collective (default: the job's collective_timeout_seconds)");
   CLI11_PARSE(app, argc, argv);
 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  ExitWithParent();
 
   auto fail = [&](const absl::Status& status) {
     LOG(ERROR) << status;
@@ -92,8 +109,12 @@ int main(int argc, char** argv) {
   }
   options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
-  herd::Trainer trainer(&client, *join, options, &metrics);
-  absl::Status status = trainer.Run();
+  auto ledger = herd::SampleLedger::FromEnvironment(worker_id);
+  if (!ledger.ok()) return fail(ledger.status());
+  herd::GenerationLoopOptions loop;
+  loop.trainer = options;
+  loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
+  absl::Status status = herd::RunGenerations(&client, *join, loop, &metrics, ledger->get());
   if (!status.ok()) return fail(status);
   LOG(INFO) << "training finished";
   return 0;

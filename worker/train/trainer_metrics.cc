@@ -54,6 +54,10 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
       step_(Gauge(registry, "herd_train_step", "Optimizer steps the job has completed (all generations).", labels_)),
       world_size_(Gauge(registry, "herd_train_world_size", "Ranks in the job's current generation.", labels_)),
       generation_(Gauge(registry, "herd_train_generation", "The job's current generation number.", labels_)),
+      generation_failures_(Counter(registry, "herd_train_generation_failures_total",
+                                   "Generations that failed under this trainer (a collective failed or timed out, or "
+                                   "the coordinator fenced it) and that it recovered from in memory.",
+                                   labels_)),
       last_checkpoint_(
           Gauge(registry, "herd_train_last_checkpoint_timestamp_seconds",
                 "Unix time of the newest checkpoint this trainer committed (rank 0 writes them); 0 until there is one.",
@@ -93,6 +97,8 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
   step_.Set(static_cast<double>(stats.step));
   epoch_.Set(static_cast<double>(stats.epoch));
 }
+
+void TrainerMetrics::ObserveGenerationFailure() { generation_failures_.Increment(); }
 
 void TrainerMetrics::SetMembership(int64_t world_size, int64_t generation) {
   world_size_.Set(static_cast<double>(world_size));

@@ -69,6 +69,8 @@ class TrainerMetrics {
   void SetLastCheckpoint(double unix_seconds);
   // Cumulative sync traffic (both sync modes): rounds, bytes per sample.
   void ObserveSyncTraffic(const SyncTraffic& traffic);
+  // A generation failed under this trainer, which goes on to the next one.
+  void ObserveGenerationFailure();
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -86,6 +88,7 @@ class TrainerMetrics {
   prometheus::Gauge& step_;
   prometheus::Gauge& world_size_;
   prometheus::Gauge& generation_;
+  prometheus::Counter& generation_failures_;
   prometheus::Gauge& last_checkpoint_;
   prometheus::Family<prometheus::Gauge>& eval_;
   prometheus::Counter& averaging_rounds_;

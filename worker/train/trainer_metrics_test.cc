@@ -44,6 +44,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_step",
       "herd_train_world_size",
       "herd_train_generation",
+      "herd_train_generation_failures_total",
       "herd_train_last_checkpoint_timestamp_seconds",
       "herd_train_eval",
       "herd_train_averaging_rounds_total",

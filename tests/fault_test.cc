@@ -1,0 +1,337 @@
+// Fault tolerance end to end, with real processes on loopback: survivors of a
+// failed generation continue from their commit in memory, newcomers heal from
+// a peer, a hung worker is evicted, the coordinator can crash mid-training,
+// the restart budget ends a job cleanly, and a checkpoint resume is exact.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "tests/harness/final_model.h"
+#include "tests/harness/local_cluster.h"
+#include "worker/train/checkpoint_files.h"
+#include "worker/train/sample_ledger.h"
+
+namespace herd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::seconds;
+
+// pids of the trainers a worker runs.
+std::vector<pid_t> TrainerPids(const std::string& worker_id) {
+  CommandResult found = RunCommand({"/usr/bin/pgrep", "-f", "herd-trainer .*--worker-id=" + worker_id + "( |$)"},
+                                   seconds(10));
+  std::vector<pid_t> pids;
+  std::istringstream lines(found.out);
+  for (pid_t pid; lines >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// Signals a worker daemon and its trainers: the whole machine fails.
+void SignalWorker(LocalCluster& cluster, int index, int signal) {
+  for (pid_t pid : TrainerPids(cluster.worker_id(index))) kill(pid, signal);
+  cluster.worker(index).Signal(signal);
+}
+
+// Polls `herd status` until `done(job)` or the timeout; returns the last status.
+nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
+                          const std::function<bool(const nlohmann::json&)>& done, seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  nlohmann::json job;
+  while (Clock::now() < deadline) {
+    job = cluster.HerdJson({"status", id});
+    if (done(job)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return job;
+}
+
+int64_t Field(const nlohmann::json& job, const char* name) { return job.value(name, int64_t{0}); }
+
+std::vector<std::string> ReadLedgers(const std::string& dir) {
+  std::vector<std::string> contents;
+  for (const auto& entry : fs::directory_iterator(dir)) contents.push_back(ReadFile(entry.path().string()));
+  return contents;
+}
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+constexpr int64_t kLedgerSamples = 24000;
+
+// SIGKILL one of three workers mid-training: the two survivors report the
+// failure, roll back to their commit in memory and continue within 10 s. A
+// replacement worker then joins and heals from a survivor. The sample
+// ledger proves every sample of each epoch was consumed exactly once by the
+// history that stayed, and all final members hold identical parameters.
+TEST(FaultTolerance, KillOneOfThreeThenReplacementHealsExactlyOnce) {
+  const std::string ledger_dir = std::string(std::getenv("TEST_TMPDIR")) + "/ledger";
+  fs::create_directories(ledger_dir);
+  ClusterOptions options;
+  options.workers = 3;
+  options.lease_seconds = 3;
+  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}
+batch_size: 16
+epochs: 2
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+log_interval_steps: 5
+min_workers: 2
+max_workers: 3
+collective_timeout_seconds: 5
+seed: 11
+)");
+  auto job = WaitForJob(cluster, id, [](const auto& j) { return Field(j, "step") >= 60; }, seconds(120));
+  ASSERT_GE(Field(job, "step"), 60) << job.dump(2) << cluster.Logs();
+  ASSERT_EQ(Field(job, "world_size"), 3);
+  const int64_t first_generation = Field(job, "generation");
+
+  SignalWorker(cluster, 2, SIGKILL);
+  const auto killed = Clock::now();
+  const int64_t step_at_kill = Field(cluster.HerdJson({"status", id}), "step");
+  job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" ||
+               (Field(j, "world_size") == 2 && Field(j, "step") > step_at_kill + 10);
+      },
+      seconds(30));
+  const double recovered_after = std::chrono::duration<double>(Clock::now() - killed).count();
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
+  std::cerr << "continued on 2 workers " << recovered_after << " s after the kill (step " << step_at_kill << " -> "
+            << Field(job, "step") << ", generation " << Field(job, "generation") << ")\n";
+  EXPECT_LT(recovered_after, 10.0) << "the survivors continued only " << recovered_after << " s after the kill";
+  EXPECT_GT(Field(job, "generation"), first_generation);
+
+  // A replacement joins below max_workers and heals from a survivor.
+  cluster.StartWorker(3);
+  const int64_t survivors_generation = Field(job, "generation");
+  job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" ||
+               (Field(j, "world_size") == 3 && Field(j, "generation") > survivors_generation);
+      },
+      seconds(60));
+  ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before the replacement joined: " << job.dump(2);
+
+  job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+
+  // Survivors recovered in memory (no checkpoints exist) and the replacement
+  // received the state from a peer.
+  EXPECT_NE(ReadFile(cluster.job_dir(0, id) + "/trainer.log").find("joining the next one with the commit of step"),
+            std::string::npos);
+  const std::string replacement_log = ReadFile(cluster.job_dir(3, id) + "/trainer.log");
+  EXPECT_NE(replacement_log.find("healed from rank"), std::string::npos) << replacement_log;
+  EXPECT_TRUE(cluster.HerdJson({"checkpoints", id})["checkpoints"].empty());
+
+  auto replay = ReplayLedgers(ReadLedgers(ledger_dir));
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  std::cerr << replay->generation_start_step.size() << " generations trained, " << replay->rolled_back_records
+            << " step records rolled back and re-run\n";
+  EXPECT_GE(replay->generation_start_step.size(), 3u);  // start, after the kill, after the join
+  ASSERT_EQ(replay->committed.size(), 2u);
+  for (auto& [epoch, ids] : replay->committed) {
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, Iota(kLedgerSamples)) << "epoch " << epoch << ": " << ids.size() << " committed samples";
+  }
+
+  // Identical parameters on every final member: the two survivors and the replacement.
+  const auto reference = LoadFinalModel(cluster.job_dir(0, id));
+  for (int worker : {1, 3}) {
+    EXPECT_TRUE(DifferingTensors(reference, LoadFinalModel(cluster.job_dir(worker, id))).empty()) << worker;
+  }
+  EXPECT_FALSE(fs::exists(cluster.job_dir(2, id) + "/model-final.pt"));
+}
+
+// SIGSTOP a whole worker (daemon and trainer): the survivors' collectives
+// time out, they report it, the hung worker's lease runs out and the job
+// continues without it.
+TEST(FaultTolerance, HungWorkerIsEvicted) {
+  ClusterOptions options;
+  options.workers = 3;
+  options.lease_seconds = 3;
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}
+batch_size: 16
+epochs: 1
+log_interval_steps: 5
+min_workers: 2
+max_workers: 3
+collective_timeout_seconds: 3
+)");
+  auto job = WaitForJob(cluster, id, [](const auto& j) { return Field(j, "step") >= 40; }, seconds(120));
+  ASSERT_GE(Field(job, "step"), 40) << job.dump(2) << cluster.Logs();
+
+  SignalWorker(cluster, 2, SIGSTOP);
+  const auto stopped = Clock::now();
+  const int64_t step_at_stop = Field(job, "step");
+  job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" ||
+               (Field(j, "world_size") == 2 && Field(j, "step") > step_at_stop + 10);
+      },
+      seconds(60));
+  const double evicted_after = std::chrono::duration<double>(Clock::now() - stopped).count();
+  SignalWorker(cluster, 2, SIGKILL);  // a stopped process ignores SIGTERM at teardown
+  ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
+  std::cerr << "continued without the stopped worker " << evicted_after << " s after SIGSTOP\n";
+  // Detection takes one collective timeout, eviction one lease after that.
+  EXPECT_LT(evicted_after, 3 + 3 + 6.0) << evicted_after;
+  const std::string log = ReadFile(cluster.job_dir(0, id) + "/trainer.log");
+  EXPECT_NE(log.find("DEADLINE_EXCEEDED"), std::string::npos) << log;
+
+  job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(240));
+  EXPECT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+}
+
+// SIGKILL the coordinator mid-training and restart it: the data path never
+// needed it, so the job keeps its generation and finishes; the job record and
+// the checkpoint catalog survive intact.
+TEST(FaultTolerance, CoordinatorCrashMidTrainingJobFinishes) {
+  ClusterOptions options;
+  options.workers = 2;
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(R"(
+name: survives-coordinator
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 40000, synthetic_features: 64}
+batch_size: 16
+epochs: 1
+log_interval_steps: 10
+checkpoint: {interval_steps: 100, keep: 10}
+min_workers: 2
+)");
+  auto catalog = cluster.HerdJson({"checkpoints", id});
+  const auto deadline = Clock::now() + seconds(120);
+  while (catalog["checkpoints"].empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    catalog = cluster.HerdJson({"checkpoints", id});
+  }
+  ASSERT_FALSE(catalog["checkpoints"].empty()) << cluster.Logs();
+  const nlohmann::json before = cluster.HerdJson({"status", id});
+
+  cluster.StopCoordinator(SIGKILL);
+  std::this_thread::sleep_for(seconds(3));
+  cluster.StartCoordinator();
+
+  auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(job.value("name", ""), "survives-coordinator");
+  EXPECT_EQ(Field(job, "generation"), Field(before, "generation")) << "the job should not have needed a new generation";
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  // Every checkpoint recorded before the crash is still listed, and all verify.
+  auto after = cluster.HerdJson({"checkpoints", id});
+  std::set<std::string> listed;
+  for (const auto& c : after["checkpoints"]) {
+    listed.insert(c["id"].get<std::string>());
+    auto files = ReadCheckpointFolder(cluster.checkpoint_root(), c["path"].get<std::string>());
+    EXPECT_TRUE(files.ok()) << files.status();
+  }
+  for (const auto& c : catalog["checkpoints"]) EXPECT_EQ(listed.count(c["id"].get<std::string>()), 1u) << c.dump();
+}
+
+// With restart_budget 1, the second loss of every trainer fails the job with
+// the reason, and no trainer of it is left running anywhere.
+TEST(FaultTolerance, ExhaustedRestartBudgetFailsTheJobAndLeavesNoTrainer) {
+  ClusterOptions options;
+  options.workers = 2;
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 100000, synthetic_features: 64}
+batch_size: 16
+epochs: 1
+log_interval_steps: 5
+checkpoint: {interval_steps: 10}
+min_workers: 2
+restart_budget: 1
+)");
+  const std::vector<std::string> kill_trainers = {"/usr/bin/pkill", "-KILL", "-f", "herd-trainer .*--job=" + id};
+  for (int round = 0; round < 2; ++round) {
+    auto job = WaitForJob(
+        cluster, id, [&](const auto& j) { return Field(j, "generation") == round + 1 && Field(j, "step") >= 20 * (round + 1); },
+        seconds(120));
+    ASSERT_EQ(Field(job, "generation"), round + 1) << job.dump(2) << cluster.Logs();
+    ASSERT_EQ(RunCommand(kill_trainers, seconds(10)).exit_code, 0);
+  }
+  auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(60));
+  ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();
+  EXPECT_NE(job.value("reason", "").find("restart budget"), std::string::npos) << job.dump(2);
+  // Trainers of a failed job are stopped by their daemons.
+  const auto deadline = Clock::now() + seconds(15);
+  bool alive = true;
+  while (alive && Clock::now() < deadline) {
+    alive = RunCommand({"/usr/bin/pgrep", "-f", "herd-trainer .*--job=" + id}, seconds(10)).exit_code == 0;
+    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_FALSE(alive) << "a trainer of the failed job is still running";
+}
+
+// A job whose trainers all die resumes from its newest checkpoint and ends
+// with bitwise the same parameters as the same job run without interruption:
+// same seed, same sampler order, restored optimizer state and step, and a
+// 2-rank Gloo sum (a + b) that does not depend on arrival order. The
+// tolerance is therefore zero.
+TEST(FaultTolerance, CheckpointResumeIsExact) {
+  ClusterOptions options;
+  options.workers = 2;
+  LocalCluster cluster(options);
+  const std::string spec = R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 100000, synthetic_features: 64}
+batch_size: 16
+max_steps: 400
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+schedule: {name: cosine, warmup_steps: 20}
+log_interval_steps: 10
+checkpoint: {interval_steps: 50, keep: 2}
+min_workers: 2
+seed: 23
+)";
+  const std::string uninterrupted = cluster.Submit(spec);
+  auto job = cluster.WaitForState(uninterrupted, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+
+  const std::string resumed = cluster.Submit(spec);
+  auto catalog = cluster.HerdJson({"checkpoints", resumed});
+  const auto deadline = Clock::now() + seconds(120);
+  while (catalog["checkpoints"].size() < 2 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    catalog = cluster.HerdJson({"checkpoints", resumed});
+  }
+  ASSERT_GE(catalog["checkpoints"].size(), 2u) << cluster.Logs();
+  ASSERT_EQ(RunCommand({"/usr/bin/pkill", "-KILL", "-f", "herd-trainer .*--job=" + resumed}, seconds(10)).exit_code, 0);
+  job = cluster.WaitForState(resumed, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  ASSERT_GE(Field(job, "generation"), 2);
+  EXPECT_NE(ReadFile(cluster.job_dir(0, resumed) + "/trainer.log").find("resumed from checkpoint"), std::string::npos);
+
+  for (int worker : {0, 1}) {
+    auto differing = DifferingTensors(LoadFinalModel(cluster.job_dir(worker, uninterrupted)),
+                                      LoadFinalModel(cluster.job_dir(worker, resumed)));
+    EXPECT_TRUE(differing.empty()) << "worker " << worker << ": " << differing.size() << " tensors differ, first "
+                                   << differing.front();
+  }
+}
+
+}  // namespace
+}  // namespace herd::testing

@@ -1,0 +1,90 @@
+#include "worker/train/generation_loop.h"
+
+#include <glog/logging.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "worker/train/healing.h"
+
+namespace herd {
+
+bool IsGenerationFailure(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kFailedPrecondition:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+void ReportFailure(ClusterClient* client, const v1::JoinGenerationResponse& join, const absl::Status& failure) {
+  v1::ReportFailureRequest report;
+  report.set_job_id(client->options().job_id);
+  report.set_generation(join.generation());
+  report.set_rank(join.rank());
+  report.set_worker_id(client->options().worker_id);
+  report.set_message(std::string(failure.message()).substr(0, 1000));
+  // FAILED_PRECONDITION: a peer reported it first, the generation is gone.
+  absl::Status reported = client->ReportFailure(report);
+  if (!reported.ok() && reported.code() != absl::StatusCode::kFailedPrecondition) {
+    LOG(WARNING) << "could not report the failure of generation " << join.generation() << ": " << reported;
+  }
+}
+
+// The generation after `failed`: retried until the coordinator has moved on
+// (a lost report is sent again) or `timeout` passes.
+absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const v1::JoinGenerationResponse& failed,
+                                                    const absl::Status& failure, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A fenced generation is already replaced; anything else is news to the coordinator.
+  bool report = failure.code() != absl::StatusCode::kFailedPrecondition;
+  while (true) {
+    if (report) ReportFailure(client, failed, failure);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto next = client->JoinGeneration(std::max(left, std::chrono::milliseconds(1)));
+    const bool unreachable = !next.ok() && next.status().code() == absl::StatusCode::kUnavailable;
+    if (!next.ok() && !unreachable) return next.status();
+    if (next.ok() && next->generation() > failed.generation()) return next;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("no generation after ", failed.generation(), " formed within ",
+                                                      timeout.count(), " ms"));
+    }
+    // The coordinator is down or still runs the failed generation: report
+    // again once it can hear it.
+    report = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace
+
+absl::Status RunGenerations(ClusterClient* client, v1::JoinGenerationResponse first,
+                            const GenerationLoopOptions& options, TrainerMetrics* metrics, SampleLedger* ledger) {
+  CommittedState committed;
+  v1::JoinGenerationResponse join = std::move(first);
+  while (true) {
+    absl::Status status;
+    {
+      Trainer trainer(client, join, options.trainer, metrics, &committed, ledger);
+      status = trainer.Run();
+    }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
+    if (status.ok() || !IsGenerationFailure(status)) return status;
+    LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << status
+                 << "; joining the next one with the commit of step " << committed.step << " in memory";
+    if (metrics != nullptr) metrics->ObserveGenerationFailure();
+    auto next = JoinNext(client, join, status, options.join_timeout);
+    if (!next.ok()) {
+      return absl::Status(next.status().code(), absl::StrCat("after generation ", join.generation(), " failed (",
+                                                             status.message(), "): ", next.status().message()));
+    }
+    join = std::move(*next);
+  }
+}
+
+}  // namespace herd

@@ -1,0 +1,35 @@
+// A trainer process's life across generations: train in the current one;
+// when it fails (a collective error or timeout, or the coordinator fencing
+// it), report the failure, join the next generation and continue from the
+// last commit held in memory instead of restarting from disk.
+#pragma once
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "proto/herd.pb.h"
+#include "worker/train/cluster_client.h"
+#include "worker/train/sample_ledger.h"
+#include "worker/train/trainer.h"
+#include "worker/train/trainer_metrics.h"
+
+namespace herd {
+
+// Failures a new generation can recover from: a collective failed or timed
+// out (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED) or the generation was fenced
+// (FAILED_PRECONDITION). Anything else (bad data, divergence, lost state)
+// ends the trainer.
+bool IsGenerationFailure(const absl::Status& status);
+
+struct GenerationLoopOptions {
+  TrainerOptions trainer;
+  // How long to wait for the next generation to form after a failure.
+  std::chrono::milliseconds join_timeout{300000};
+};
+
+// Runs generations from `first` until training finishes (OK) or fails for
+// good (the error that ended it). `metrics` and `ledger` may be null.
+absl::Status RunGenerations(ClusterClient* client, v1::JoinGenerationResponse first,
+                            const GenerationLoopOptions& options, TrainerMetrics* metrics, SampleLedger* ledger);
+
+}  // namespace herd
