@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   supervisor_options.command.tls = config->tls;
   supervisor_options.gpus = config->gpu_indices;
   supervisor_options.kill_grace = SecondsToMillis(config->trainer_kill_grace_seconds);
+  supervisor_options.stuck_after = SecondsToMillis(config->trainer_stuck_seconds);
   TrainerSupervisor supervisor(supervisor_options, &metrics, exposer ? trainer_metrics.get() : nullptr);
 
   DaemonOptions daemon_options;

@@ -28,5 +28,7 @@ std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const s
 // Where the trainer writes why it exited, inside its job dir.
 std::string TerminationMessagePath(const std::string& job_dir);
 std::string TrainerLogPath(const std::string& job_dir);
+// The file whose mtime the trainer refreshes while it makes progress.
+std::string TrainerAlivePath(const std::string& job_dir);
 
 }  // namespace herd::worker

@@ -17,7 +17,8 @@ TEST(TrainerCommandTest, CpuWithToken) {
   EXPECT_THAT(BuildTrainerArgv(command, "job-1", "/work/jobs/job-1", std::nullopt),
               ElementsAre("/opt/herd/herd-trainer", "--coordinator=coord:7070", "--job=job-1", "--worker-id=w1",
                           "--work-dir=/work/jobs/job-1", "--device=cpu", "--token-file=/etc/herd/token",
-                          "--termination-message-file=/work/jobs/job-1/termination-message"));
+                          "--termination-message-file=/work/jobs/job-1/termination-message",
+                          "--alive-file=/work/jobs/job-1/trainer.alive"));
 }
 
 TEST(TrainerCommandTest, CudaInsecureWithTls) {
@@ -33,7 +34,8 @@ TEST(TrainerCommandTest, CudaInsecureWithTls) {
   EXPECT_THAT(BuildTrainerArgv(command, "j", "/d", 2),
               ElementsAre("t", "--coordinator=c:1", "--job=j", "--worker-id=w", "--work-dir=/d", "--device=cuda",
                           "--gpu=2", "--insecure-no-auth", "--tls-ca=ca.pem", "--tls-cert=cert.pem",
-                          "--tls-key=key.pem", "--termination-message-file=/d/termination-message"));
+                          "--tls-key=key.pem", "--termination-message-file=/d/termination-message",
+                          "--alive-file=/d/trainer.alive"));
 }
 
 TEST(TrainerCommandTest, Paths) {

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -102,6 +104,28 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   trainer.generation = assignment.generation();
   trainer.gpu = gpu;
   trainer.job_dir = job_dir;
+  trainer.started = std::chrono::system_clock::now();
+}
+
+void TrainerSupervisor::StopStuckLocked() {
+  if (options_.stuck_after.count() <= 0) return;
+  const auto now = std::chrono::system_clock::now();
+  for (auto& [job_id, trainer] : trainers_) {
+    if (trainer.process->stopping()) continue;
+    auto last_sign = trainer.started;
+    struct stat alive;
+    if (stat(TrainerAlivePath(trainer.job_dir).c_str(), &alive) == 0) {
+      const auto touched = std::chrono::system_clock::from_time_t(alive.st_mtim.tv_sec) +
+                           std::chrono::nanoseconds(alive.st_mtim.tv_nsec);
+      last_sign = std::max(last_sign, std::chrono::time_point_cast<std::chrono::system_clock::duration>(touched));
+    }
+    if (now - last_sign <= options_.stuck_after) continue;
+    trainer.stuck_message = absl::StrCat(
+        "killed by herd-worker: no sign of progress for ",
+        std::chrono::duration_cast<std::chrono::seconds>(options_.stuck_after).count(), " s (--trainer-stuck-seconds)");
+    LOG(WARNING) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " " << trainer.stuck_message;
+    trainer.process->BeginStop(options_.kill_grace);
+  }
 }
 
 void TrainerSupervisor::RecordExitLocked(const std::string& job_id, int64_t generation, int exit_code,
@@ -141,7 +165,9 @@ int TrainerSupervisor::ReapLocked() {
     }
     const std::string& job_id = it->first;
     const Trainer& trainer = it->second;
-    std::string message = ReadExitMessage(TerminationMessagePath(trainer.job_dir), TrainerLogPath(trainer.job_dir));
+    std::string message = !trainer.stuck_message.empty()
+                              ? trainer.stuck_message
+                              : ReadExitMessage(TerminationMessagePath(trainer.job_dir), TrainerLogPath(trainer.job_dir));
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
               << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, trainer.generation, *code, std::move(message));
@@ -155,6 +181,7 @@ int TrainerSupervisor::ReapLocked() {
 
 int TrainerSupervisor::Poll() {
   absl::MutexLock lock(&mu_);
+  StopStuckLocked();
   return ReapLocked();
 }
 

@@ -26,6 +26,10 @@ struct SupervisorOptions {
   TrainerCommand command;
   std::vector<int> gpus;  // cuda: the indices trainers are spread over
   std::chrono::milliseconds kill_grace{5000};
+  // A trainer whose alive file (TrainerAlivePath) is older than this is
+  // killed as stuck; 0 turns the check off. Must exceed the longest wait a
+  // trainer makes (collective timeout, join timeout).
+  std::chrono::milliseconds stuck_after{600000};
 };
 
 // What one heartbeat reports. Its success acknowledges the exits it carried.
@@ -53,8 +57,9 @@ class TrainerSupervisor {
   // not seen yet is not restarted: its assignment predates the exit.
   void ApplyAssignments(const HeartbeatReport& report, const std::vector<v1::Assignment>& assignments);
 
-  // Reaps trainers that exited and escalates stops past their grace to
-  // SIGKILL. Non-blocking. Returns how many trainers exited.
+  // Reaps trainers that exited, stops trainers stuck past the deadline and
+  // escalates stops past their grace to SIGKILL. Non-blocking. Returns how
+  // many trainers exited.
   int Poll();
 
   // Stops every trainer (SIGTERM, SIGKILL after the grace) and reaps them.
@@ -69,6 +74,8 @@ class TrainerSupervisor {
     int64_t generation = 0;
     std::optional<int> gpu;
     std::string job_dir;
+    std::chrono::system_clock::time_point started;
+    std::string stuck_message;  // set when the daemon stopped it as stuck
   };
   struct PendingExit {
     uint64_t sequence = 0;
@@ -76,6 +83,7 @@ class TrainerSupervisor {
   };
 
   void StartLocked(const v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordExitLocked(const std::string& job_id, int64_t generation, int exit_code, std::string message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -84,7 +84,8 @@ TEST_F(TrainerSupervisorTest, StartsATrainerPerAssignmentInItsJobDir) {
   ASSERT_TRUE(WaitUntil([&] { return !JobFile("job-a", "trainer.log").empty(); }));
   EXPECT_EQ(JobFile("job-a", "trainer.log"),
             "argv: --coordinator=127.0.0.1:1 --job=job-a --worker-id=w1 --work-dir=" + job_dir +
-                " --device=cpu --insecure-no-auth --termination-message-file=" + job_dir + "/termination-message\n");
+                " --device=cpu --insecure-no-auth --termination-message-file=" + job_dir + "/termination-message" +
+                " --alive-file=" + job_dir + "/trainer.alive\n");
   // The same assignments again start nothing new.
   supervisor.ApplyAssignments(supervisor.PrepareReport(), {Assign("job-a"), Assign("job-b")});
   EXPECT_EQ(supervisor.RunningJobs().size(), 2u);
@@ -134,6 +135,28 @@ TEST_F(TrainerSupervisorTest, StopsTrainersNoLongerAssigned) {
   EXPECT_EQ(report.exits[0].job_id(), "job-a");
   EXPECT_EQ(report.exits[0].exit_code(), -SIGTERM);
   EXPECT_THAT(supervisor.RunningJobs(), ElementsAre("job-b"));
+}
+
+// A trainer that stops refreshing its alive file (hung, or SIGSTOPped) is
+// killed once the deadline passes, and its exit says why; one that keeps
+// refreshing it is left alone.
+TEST_F(TrainerSupervisorTest, KillsATrainerStuckPastTheDeadline) {
+  options_.stuck_after = std::chrono::seconds(2);
+  options_.kill_grace = std::chrono::milliseconds(200);
+  WriteTrainer(R"(alive=""; for a in "$@"; do case "$a" in --alive-file=*) alive="${a#*=}";; esac; done
+if [ "$HERD_TEST_JOB" = busy ]; then while true; do touch "$alive"; sleep 0.2; done; fi
+kill -STOP $$)");
+  TrainerSupervisor supervisor(options_, &metrics_);
+  setenv("HERD_TEST_JOB", "busy", 1);
+  supervisor.ApplyAssignments(supervisor.PrepareReport(), {Assign("job-busy")});
+  unsetenv("HERD_TEST_JOB");
+  supervisor.ApplyAssignments(supervisor.PrepareReport(), {Assign("job-busy"), Assign("job-hung")});
+  HeartbeatReport report = AwaitExits(supervisor, 1);
+  ASSERT_EQ(report.exits.size(), 1u);
+  EXPECT_EQ(report.exits[0].job_id(), "job-hung");
+  EXPECT_EQ(report.exits[0].exit_code(), -SIGKILL);  // SIGTERM stays pending in a stopped process
+  EXPECT_THAT(report.exits[0].message(), HasSubstr("no sign of progress for 2 s"));
+  EXPECT_THAT(supervisor.RunningJobs(), ElementsAre("job-busy"));
 }
 
 TEST_F(TrainerSupervisorTest, StaleTerminationMessageIsNotReported) {

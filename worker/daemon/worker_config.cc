@@ -53,6 +53,11 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
                  "Seconds between SIGTERM and SIGKILL when stopping a trainer")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--trainer-stuck-seconds", config.trainer_stuck_seconds,
+                 "Kill a trainer that shows no sign of progress for this long (0: never); keep it above the jobs' "
+                 "collective_timeout_seconds")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--ready-file", config.ready_file,
                  "Once registered, write {\"worker_id\":...,\"metrics\":\"host:port\"} here (atomically)");
 

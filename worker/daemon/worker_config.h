@@ -25,6 +25,7 @@ struct WorkerConfig {
   TlsOptions tls;
   std::string trainer_binary;
   double trainer_kill_grace_seconds = 5;
+  double trainer_stuck_seconds = 600;
   std::string ready_file;
 
   int64_t device_count() const { return device == "cuda" ? static_cast<int64_t>(gpu_indices.size()) : 1; }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/train/healing.h"
+#include "worker/train/liveness.h"
 
 namespace herd {
 
@@ -18,6 +19,17 @@ bool IsGenerationFailure(const absl::Status& status) {
       return true;
     default:
       return false;
+  }
+}
+
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kChunk{10000};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    MarkAlive();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto joined = client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)));
+    if (joined.ok() || joined.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kChunk) return joined;
   }
 }
 
@@ -47,7 +59,7 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const
   while (true) {
     if (report) ReportFailure(client, failed, failure);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto next = client->JoinGeneration(std::max(left, std::chrono::milliseconds(1)));
+    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)));
     const bool unreachable = !next.ok() && next.status().code() == absl::StatusCode::kUnavailable;
     if (!next.ok() && !unreachable) return next.status();
     if (next.ok() && next->generation() > failed.generation()) return next;

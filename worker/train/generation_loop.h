@@ -21,6 +21,10 @@ namespace herd {
 // ends the trainer.
 bool IsGenerationFailure(const absl::Status& status);
 
+// JoinGeneration waiting up to `timeout` in short calls, marking the
+// trainer alive between them (a long wait is not a stuck trainer).
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std::chrono::milliseconds timeout);
+
 struct GenerationLoopOptions {
   TrainerOptions trainer;
   // How long to wait for the next generation to form after a failure.

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/train/evaluator.h"
+#include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/optimizer_factory.h"
 #include "worker/train/parameter_averaging.h"
@@ -43,6 +44,7 @@ Trainer::Trainer(ClusterClient* client, v1::JoinGenerationResponse join, Trainer
 Trainer::~Trainer() = default;
 
 absl::Status Trainer::Setup() {
+  MarkAlive();
   torch::set_num_threads(static_cast<int>(spec_.threads()));
   auto train = LoadDataset(spec_.dataset(), /*train=*/true, join_.seed());
   if (!train.ok()) return train.status();
@@ -446,6 +448,7 @@ absl::Status Trainer::Run() {
     last_report_time_ = std::chrono::steady_clock::now();
     const int64_t eval_interval = spec_.eval().interval_steps();
     while (!Done()) {
+      MarkAlive();
       if (auto s = TrainStep(); !s.ok()) return s;
       if (eval_interval > 0 && step_ % eval_interval == 0 && position_ != 0) {
         if (auto s = RunEval(); !s.ok()) return s;

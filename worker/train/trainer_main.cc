@@ -16,6 +16,7 @@
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/generation_loop.h"
+#include "worker/train/liveness.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/trainer_metrics.h"
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", tls_cert, "client certificate (mutual TLS)");
   app.add_option("--tls-key", tls_key, "client key (mutual TLS)");
   app.add_option("--termination-message-file", termination_file, "where to write the failure reason");
+  std::string alive_file;
+  app.add_option("--alive-file", alive_file,
+                 "file whose mtime this trainer refreshes while it makes progress (the daemon's stuck check)");
   app.add_option("--join-timeout-seconds", join_timeout, "how long to wait for the generation")->capture_default_str();
   std::string checkpoint_root;
   app.add_option("--checkpoint-root", checkpoint_root,
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   ExitWithParent();
+  herd::SetAliveFile(alive_file);
 
   auto fail = [&](const absl::Status& status) {
     LOG(ERROR) << status;
@@ -91,7 +96,7 @@ int main(int argc, char** argv) {
   if (!channel.ok()) return fail(channel.status());
 
   herd::ClusterClient client(*channel, herd::ClusterClientOptions{job, worker_id, token});
-  auto join = client.JoinGeneration(std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000)));
+  auto join = herd::JoinWithin(&client, std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000)));
   if (!join.ok()) return fail(join.status());
 
   // The worker daemon exposes these from the snapshot file (one scrape target per worker).

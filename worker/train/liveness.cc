@@ -1,0 +1,40 @@
+#include "worker/train/liveness.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+
+namespace herd {
+namespace {
+
+std::atomic<int> alive_fd{-1};
+std::atomic<int64_t> last_touch_ms{0};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void SetAliveFile(const std::string& path) {
+  if (path.empty()) return;
+  alive_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  last_touch_ms = 0;
+  MarkAlive();
+}
+
+void MarkAlive() {
+  const int fd = alive_fd.load();
+  if (fd < 0) return;
+  const int64_t now = NowMs();
+  int64_t last = last_touch_ms.load();
+  if (now - last < 1000 && last != 0) return;
+  if (!last_touch_ms.compare_exchange_strong(last, now)) return;  // another thread touches
+  futimens(fd, nullptr);
+}
+
+}  // namespace herd

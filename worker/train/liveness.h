@@ -1,0 +1,17 @@
+// The trainer's sign of life for its daemon: the mtime of a file the daemon
+// names (--alive-file). The daemon kills a trainer whose file stays old past
+// its deadline (--trainer-stuck-seconds), so every wait in the trainer is
+// bounded by a timeout shorter than that and marks progress around it.
+#pragma once
+
+#include <string>
+
+namespace herd {
+
+// Once, at startup; an empty path turns MarkAlive into a no-op.
+void SetAliveFile(const std::string& path);
+
+// Touches the file, at most about once a second; cheap enough for every step.
+void MarkAlive();
+
+}  // namespace herd
