@@ -59,9 +59,8 @@ absl::StatusOr<std::map<std::string, std::string>> DecodeFiles(const std::string
   return files;
 }
 
-absl::StatusOr<int> ChooseHealSource(Communicator* comm, const CommittedState* mine) {
-  const int64_t have[2] = {mine != nullptr && !mine->files.empty() ? mine->generation : -1,
-                           mine != nullptr && !mine->files.empty() ? mine->step : -1};
+absl::StatusOr<int> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step) {
+  const int64_t have[2] = {generation, generation >= 0 ? step : -1};
   std::vector<int64_t> all(2 * static_cast<size_t>(comm->size()));
   if (auto s = comm->AllGather(have, sizeof(have), all.data()); !s.ok()) return s;
   int source = -1;
@@ -76,21 +75,18 @@ absl::StatusOr<int> ChooseHealSource(Communicator* comm, const CommittedState* m
   return source;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> BroadcastCommittedFiles(Communicator* comm, int source,
-                                                                           const CommittedState* mine) {
+absl::Status BroadcastFiles(Communicator* comm, int source, std::map<std::string, std::string>* files) {
   std::string bytes;
-  if (comm->rank() == source) {
-    if (mine == nullptr || mine->files.empty()) {
-      return absl::InternalError("chosen to heal the generation but holding no committed state");
-    }
-    bytes = EncodeFiles(mine->files);
-  }
+  if (comm->rank() == source) bytes = EncodeFiles(*files);
   uint64_t size = bytes.size();
   if (auto s = comm->Broadcast(&size, sizeof(size), source); !s.ok()) return s;
   bytes.resize(size);
   if (auto s = comm->Broadcast(bytes.data(), size, source); !s.ok()) return s;
-  if (comm->rank() == source) return mine->files;
-  return DecodeFiles(bytes);
+  if (comm->rank() == source) return absl::OkStatus();
+  auto decoded = DecodeFiles(bytes);
+  if (!decoded.ok()) return decoded.status();
+  *files = std::move(*decoded);
+  return absl::OkStatus();
 }
 
 }  // namespace herd

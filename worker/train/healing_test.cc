@@ -3,15 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
-#include <optional>
 
 #include "worker/comm/gloo_test_ranks.h"
 
 namespace herd {
 namespace {
 
-CommittedState State(int64_t generation, int64_t step, const std::string& tag) {
-  return CommittedState{generation, step, {{"model.pt", tag}, {"position.txt", "step " + std::to_string(step)}}};
+struct Held {
+  int64_t generation = -1;
+  int64_t step = -1;
+  std::map<std::string, std::string> files;
+};
+
+Held State(int64_t generation, int64_t step, const std::string& tag) {
+  return Held{generation, step, {{"model.pt", tag}, {"position.txt", "step " + std::to_string(step)}}};
 }
 
 TEST(EncodeFiles, RoundTripsAndRejectsTruncation) {
@@ -30,31 +35,30 @@ TEST(EncodeFiles, RoundTripsAndRejectsTruncation) {
 // rank 2 finished step 30 of generation 2 (its peers failed before that
 // commit). The newest commit wins and reaches every rank, the joiner too.
 TEST(Healing, NewestCommitIsChosenAndBroadcast) {
-  const std::vector<std::optional<CommittedState>> held = {State(2, 20, "old"), std::nullopt, State(2, 30, "new")};
+  const std::vector<Held> held = {State(2, 20, "old"), Held{}, State(2, 30, "new")};
   std::mutex mu;
   std::vector<int> sources(3, -2);
   std::vector<std::map<std::string, std::string>> received(3);
   RunGlooRanks(3, [&](int rank, Communicator* comm) {
-    const CommittedState* mine = held[rank] ? &*held[rank] : nullptr;
-    auto source = ChooseHealSource(comm, mine);
+    auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok()) << source.status();
-    auto files = BroadcastCommittedFiles(comm, *source, mine);
-    ASSERT_TRUE(files.ok()) << files.status();
+    std::map<std::string, std::string> files = held[rank].files;
+    ASSERT_TRUE(BroadcastFiles(comm, *source, &files).ok());
     std::lock_guard<std::mutex> lock(mu);
     sources[rank] = *source;
-    received[rank] = *files;
+    received[rank] = files;
   });
   EXPECT_EQ(sources, (std::vector<int>{2, 2, 2}));
-  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(received[rank], held[2]->files) << rank;
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(received[rank], held[2].files) << rank;
 }
 
 // A commit of a later generation beats a higher step of an earlier one: the
 // earlier generation's history was abandoned.
 TEST(Healing, LaterGenerationBeatsHigherStep) {
-  const std::vector<CommittedState> held = {State(3, 40, "stale branch"), State(4, 35, "current")};
+  const std::vector<Held> held = {State(3, 40, "stale branch"), State(4, 35, "current")};
   std::vector<int> sources(2, -2);
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
-    auto source = ChooseHealSource(comm, &held[rank]);
+    auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok()) << source.status();
     sources[rank] = *source;
   });
@@ -64,8 +68,7 @@ TEST(Healing, LaterGenerationBeatsHigherStep) {
 TEST(Healing, NobodyHoldingStateChoosesNoSource) {
   std::vector<int> sources(2, -2);
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
-    CommittedState empty;  // never committed
-    auto source = ChooseHealSource(comm, rank == 0 ? &empty : nullptr);
+    auto source = ChooseHealSource(comm, -1, rank == 0 ? 7 : -1);  // holding nothing
     ASSERT_TRUE(source.ok()) << source.status();
     sources[rank] = *source;
   });
@@ -73,10 +76,10 @@ TEST(Healing, NobodyHoldingStateChoosesNoSource) {
 }
 
 TEST(Healing, TiesGoToTheLowestRank) {
-  const std::vector<CommittedState> held = {State(2, 10, "a"), State(2, 10, "b"), State(2, 10, "c")};
+  const std::vector<Held> held = {State(2, 10, "a"), State(2, 10, "b"), State(2, 10, "c")};
   std::vector<int> sources(3, -2);
   RunGlooRanks(3, [&](int rank, Communicator* comm) {
-    auto source = ChooseHealSource(comm, &held[rank]);
+    auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok());
     sources[rank] = *source;
   });

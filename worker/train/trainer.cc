@@ -118,14 +118,23 @@ absl::Status Trainer::Setup() {
 }
 
 absl::Status Trainer::ChooseStartingState() {
-  auto source = ChooseHealSource(comm_.get(), committed_);
+  const bool holding = committed_ != nullptr && !committed_->snapshot.empty();
+  auto source = ChooseHealSource(comm_.get(), holding ? committed_->generation : -1, holding ? committed_->step : -1);
   if (!source.ok()) return source.status();
   if (*source >= 0) {
     // Survivors roll back to the newest commit any of them holds; joiners
     // receive it: parameters, optimizer, RNG, sampler position and step.
-    auto files = BroadcastCommittedFiles(comm_.get(), *source, committed_);
-    if (!files.ok()) return files.status();
-    if (auto s = RestoreFiles(*files); !s.ok()) return s;
+    std::map<std::string, std::string> files;
+    if (*source == static_cast<int>(join_.rank())) {
+      TrainingPosition position;
+      std::vector<torch::Tensor> outer;
+      if (auto s = committed_->snapshot.Apply(model_.get(), optimizer_.get(), &position, &outer); !s.ok()) return s;
+      auto serialized = SerializeTrainingState(model_.get(), optimizer_.get(), position, outer);
+      if (!serialized.ok()) return serialized.status();
+      files = std::move(*serialized);
+    }
+    if (auto s = BroadcastFiles(comm_.get(), *source, &files); !s.ok()) return s;
+    if (auto s = RestoreFiles(files); !s.ok()) return s;
     LOG(INFO) << "generation " << join_.generation() << ": healed from rank " << *source << "'s commit in memory at step "
               << step_ << " (epoch " << epoch_ << ", " << position_ << " samples into it)";
     return absl::OkStatus();
@@ -161,12 +170,16 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
 
 absl::Status Trainer::Commit() {
   if (committed_ == nullptr) return absl::OkStatus();
-  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
-                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
-  if (!files.ok()) return files.status();
+  // Marked invalid first: a failed capture must not leave a mix of two commits.
+  committed_->generation = -1;
+  if (auto s = committed_->snapshot.Capture(
+          model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
+          averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+      !s.ok()) {
+    return s;
+  }
   committed_->generation = join_.generation();
   committed_->step = step_;
-  committed_->files = std::move(*files);
   return absl::OkStatus();
 }
 
@@ -479,14 +492,8 @@ absl::Status Trainer::Run() {
 namespace herd {
 
 absl::Status Trainer::SaveCheckpoint() {
-  // The commit just made holds the same bytes; serialize only without one.
-  absl::StatusOr<std::map<std::string, std::string>> files;
-  if (committed_ != nullptr && committed_->step == step_ && committed_->generation == join_.generation()) {
-    files = committed_->files;
-  } else {
-    files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
-                                   averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
-  }
+  auto files = SerializeTrainingState(model_.get(), optimizer_.get(), TrainingPosition{step_, epoch_, position_},
+                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
   if (!files.ok()) return files.status();
   auto folder = WriteCheckpointFolder(options_.checkpoint_root, client_->options().job_id, step_, *files);
   if (!folder.ok()) return folder.status();

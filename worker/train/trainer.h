@@ -20,6 +20,7 @@
 #include "worker/train/healing.h"
 #include "worker/train/parameter_averaging.h"
 #include "worker/train/sample_ledger.h"
+#include "worker/train/state_snapshot.h"
 #include "worker/train/sampler.h"
 #include "worker/train/sync_traffic.h"
 #include "worker/train/trainer_metrics.h"
