@@ -4,6 +4,7 @@
 // the restart budget ends a job cleanly, and a checkpoint resume is exact.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -73,8 +74,9 @@ constexpr int64_t kLedgerSamples = 24000;
 // replacement worker then joins and heals from a survivor. The sample
 // ledger proves every sample of each epoch was consumed exactly once by the
 // history that stayed, and all final members hold identical parameters.
-TEST(FaultTolerance, KillOneOfThreeThenReplacementHealsExactlyOnce) {
-  const std::string ledger_dir = std::string(std::getenv("TEST_TMPDIR")) + "/ledger";
+void KillOneOfThreeThenReplacementHeals(const std::string& sync) {
+  const std::string ledger_dir = std::string(std::getenv("TEST_TMPDIR")) + "/ledger-" + std::to_string(getpid()) +
+                                 "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::create_directories(ledger_dir);
   ClusterOptions options;
   options.workers = 3;
@@ -92,7 +94,7 @@ min_workers: 2
 max_workers: 3
 collective_timeout_seconds: 5
 seed: 11
-)");
+)" + sync);
   auto job = WaitForJob(cluster, id, [](const auto& j) { return Field(j, "step") >= 60; }, seconds(120));
   ASSERT_GE(Field(job, "step"), 60) << job.dump(2) << cluster.Logs();
   ASSERT_EQ(Field(job, "world_size"), 3);
@@ -157,6 +159,15 @@ seed: 11
     EXPECT_TRUE(DifferingTensors(reference, LoadFinalModel(cluster.job_dir(worker, id))).empty()) << worker;
   }
   EXPECT_FALSE(fs::exists(cluster.job_dir(2, id) + "/model-final.pt"));
+}
+
+TEST(FaultTolerance, KillOneOfThreeThenReplacementHealsExactlyOnce) { KillOneOfThreeThenReplacementHeals(""); }
+
+// The same in sync mode average with the Nesterov outer optimizer: commits
+// fall on averaging rounds, and the outer momentum travels with the heal
+// (the final bitwise replica check would fail otherwise).
+TEST(FaultTolerance, AveragingModeRecoversAndHealsTheOuterState) {
+  KillOneOfThreeThenReplacementHeals("sync: {mode: average, every: 4, outer: {kind: nesterov}}\n");
 }
 
 // SIGSTOP a whole worker (daemon and trainer): the survivors' collectives
