@@ -125,8 +125,18 @@ def run_herd(cluster, model, world, args):
         f.write(spec)
     job = json.loads(cluster.herd("submit", path, "-o", "json"))["id"]
     deadline = time.time() + 1800
+    failures = 0
     while True:
-        info = json.loads(cluster.herd("status", job, "-o", "json"))
+        try:
+            info = json.loads(cluster.herd("status", job, "-o", "json"))
+            failures = 0
+        except RuntimeError:
+            # A loaded 2-core machine can starve the coordinator for a moment.
+            failures += 1
+            if failures > 10:
+                raise
+            time.sleep(1)
+            continue
         if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
             break
         if time.time() > deadline:

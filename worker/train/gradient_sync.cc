@@ -33,21 +33,30 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
 
   // Reverse registration order approximates the order backward finishes
   // gradients, so early buckets fill (and launch) while backward still runs.
+  // As DDP does, a bucket closes once it reaches its cap, so the gradient
+  // that crosses it still goes out early: a small first bucket would hold only
+  // the last layer's few values and leave everything else for one bucket at
+  // the end of backward (no overlap at all for an MLP).
   int64_t cap = static_cast<int64_t>(options_.first_bucket_mib * kMiB / sizeof(float));
   int64_t used = 0;
+  bool open = false;
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
     const auto& p = params_[i];
     if (!p.requires_grad()) continue;
     TORCH_CHECK(p.scalar_type() == torch::kFloat, "gradient sync needs float32 parameters");
     const int64_t numel = p.numel();
-    if (buckets_.empty() || (used > 0 && used + numel > cap)) {
-      if (!buckets_.empty()) cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
+    if (!open) {
       buckets_.emplace_back();
       used = 0;
+      open = true;
     }
     slots_[i] = Slot{static_cast<int>(buckets_.size()) - 1, used, numel};
     buckets_.back().params.push_back(i);
     used += numel;
+    if (used >= cap) {
+      open = false;
+      cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
+    }
   }
   for (auto& bucket : buckets_) {
     int64_t elements = 0;

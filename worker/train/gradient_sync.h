@@ -1,8 +1,9 @@
 // Bucketed, overlapped gradient all-reduce (DDP-style) over a Communicator.
 //
 // Parameters are grouped into buckets in reverse registration order (the
-// order backward produces their gradients): the first bucket holds up to
-// `first_bucket_mib`, the rest up to `bucket_cap_mib`. A gradient hook copies
+// order backward produces their gradients): a bucket closes as soon as it
+// holds at least `first_bucket_mib` (the first) or `bucket_cap_mib` (the
+// others), as in DDP. A gradient hook copies
 // each gradient into its bucket's flat buffer as autograd produces it; when a
 // bucket is complete its all-reduce is launched at once, so communication
 // overlaps the rest of backward. Buckets launch strictly in index order so

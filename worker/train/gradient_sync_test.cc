@@ -140,11 +140,12 @@ TEST(GradientSync, BucketsFollowReverseRegistrationOrder) {
     options.bucket_cap_mib = 100;
     GradientSync sync(net->parameters(), comm, options);
     auto sizes = sync.bucket_elements();
-    // fc3 (64*10 weights, 10 biases) is last registered, so it is first:
-    // the bias fits the 1 KiB first bucket, the rest goes to the big one.
+    // fc3 (10 biases, 64*10 weights) is last registered, so it is first; its
+    // weights cross the 256-float cap and close the first bucket (as in DDP),
+    // the rest goes to the big one.
     ASSERT_EQ(sizes.size(), 2u);
-    EXPECT_EQ(sizes[0], 10);
-    EXPECT_EQ(sizes[1], 32 * 64 + 64 + 64 * 64 + 64 + 64 * 10);
+    EXPECT_EQ(sizes[0], 10 + 64 * 10);
+    EXPECT_EQ(sizes[1], 64 + 64 * 64 + 64 + 32 * 64);
   });
 }
 
