@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/nccl_communicator.h"
+#include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
@@ -43,8 +45,52 @@ Trainer::Trainer(ClusterClient* client, v1::JoinGenerationResponse join, Trainer
 
 Trainer::~Trainer() = default;
 
+absl::Status Trainer::CheckDevice() const {
+  if (!device_.is_cuda()) return absl::OkStatus();
+  if (!torch::cuda::is_available()) {
+    return absl::UnimplementedError(
+        "device cuda: this trainer's LibTorch has no usable CUDA (build with HERD_LIBTORCH pointing at a CUDA "
+        "LibTorch, see worker/comm/README.md) or the machine has no GPU");
+  }
+  if (device_.index() >= static_cast<int>(torch::cuda::device_count())) {
+    return absl::InvalidArgumentError(absl::StrCat("device cuda: GPU ", device_.index(), " does not exist (",
+                                                   torch::cuda::device_count(), " visible)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CreateCommunicators() {
+  GlooOptions gloo;
+  gloo.rank = static_cast<int>(join_.rank());
+  gloo.size = static_cast<int>(join_.world_size());
+  gloo.host = join_.peers(join_.rank()).address();
+  gloo.timeout = options_.collective_timeout.count() > 0
+                     ? options_.collective_timeout
+                     : std::chrono::milliseconds(static_cast<int64_t>(spec_.collective_timeout_seconds() * 1000));
+  gloo.key_prefix = "gloo/";
+  auto comm = CreateGlooCommunicator(gloo, client_->KvStore(join_.generation()));
+  if (!comm.ok()) return comm.status();
+  comm_ = std::move(*comm);
+  data_comm_ = comm_.get();
+  if (device_.is_cuda()) {
+    NcclOptions nccl;
+    nccl.rank = gloo.rank;
+    nccl.size = gloo.size;
+    nccl.device = device_.index();
+    nccl.timeout = gloo.timeout;
+    nccl.key_prefix = "nccl/";
+    nccl.compute_stream = nullptr;  // LibTorch computes on the legacy default stream
+    auto created = CreateNcclCommunicator(nccl, client_->KvStore(join_.generation()));
+    if (!created.ok()) return created.status();
+    nccl_ = std::move(*created);
+    data_comm_ = nccl_.get();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Setup() {
   MarkAlive();
+  if (auto s = CheckDevice(); !s.ok()) return s;
   torch::set_num_threads(static_cast<int>(spec_.threads()));
   auto train = LoadDataset(spec_.dataset(), /*train=*/true, join_.seed());
   if (!train.ok()) return train.status();
@@ -61,23 +107,13 @@ absl::Status Trainer::Setup() {
   model_->SetTraining(true);
   params_ = model_->Parameters();
 
-  GlooOptions gloo;
-  gloo.rank = static_cast<int>(join_.rank());
-  gloo.size = static_cast<int>(join_.world_size());
-  gloo.host = join_.peers(join_.rank()).address();
-  gloo.timeout = options_.collective_timeout.count() > 0
-                     ? options_.collective_timeout
-                     : std::chrono::milliseconds(static_cast<int64_t>(spec_.collective_timeout_seconds() * 1000));
-  gloo.key_prefix = "gloo/";
-  auto comm = CreateGlooCommunicator(gloo, client_->KvStore(join_.generation()));
-  if (!comm.ok()) return comm.status();
-  comm_ = std::move(*comm);
+  if (auto s = CreateCommunicators(); !s.ok()) return s;
 
   GradientSyncOptions sync;
   sync.first_bucket_mib = spec_.sync().first_bucket_mib();
   sync.bucket_cap_mib = spec_.sync().bucket_cap_mib();
   sync.compression = spec_.sync().compression();
-  sync_ = std::make_unique<GradientSync>(params_, comm_.get(), sync);
+  sync_ = std::make_unique<GradientSync>(params_, data_comm_, sync);
   if (spec_.sync().mode() == "average") {
     ParameterAveragingOptions averaging;
     averaging.first_bucket_mib = sync.first_bucket_mib;
@@ -86,7 +122,7 @@ absl::Status Trainer::Setup() {
     averaging.outer = spec_.sync().outer().kind();
     averaging.outer_lr = spec_.sync().outer().lr();
     averaging.outer_momentum = spec_.sync().outer().momentum();
-    auto created = ParameterAveraging::Create(params_, comm_.get(), averaging);
+    auto created = ParameterAveraging::Create(params_, data_comm_, averaging);
     if (!created.ok()) return created.status();
     averaging_ = std::move(*created);
     LOG(INFO) << "sync average: a round every " << spec_.sync().every() << " local steps after "
@@ -245,10 +281,16 @@ absl::Status Trainer::TrainStep() {
     const auto& indices = micros[m].indices;
     if (indices.empty()) continue;  // a short last step leaves some ranks idle
     Batch batch = train_->Get(indices);
-    batch.inputs = batch.inputs.to(device_, /*non_blocking=*/true);
-    batch.targets = batch.targets.to(device_, /*non_blocking=*/true);
+    if (device_.is_cuda()) {
+      // Pinned host memory lets the copy run asynchronously to the GPU.
+      batch.inputs = batch.inputs.pin_memory().to(device_, /*non_blocking=*/true);
+      batch.targets = batch.targets.pin_memory().to(device_, /*non_blocking=*/true);
+    }
     timer.Lap();  // loading the batch is neither forward nor backward
-    ModelOutput out = model_->Forward(batch);
+    ModelOutput out = [&] {
+      CudaBf16Autocast autocast(spec_.bf16_autocast() && device_.is_cuda());
+      return model_->Forward(batch);
+    }();
     stats.forward_seconds += timer.Lap();
     // Scaled so that summing gradients over ranks yields the global-batch
     // mean; a local step takes the mean over this rank's samples instead.

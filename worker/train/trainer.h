@@ -63,6 +63,8 @@ class Trainer {
 
  private:
   absl::Status Setup();
+  absl::Status CheckDevice() const;
+  absl::Status CreateCommunicators();
   absl::Status TrainStep();
   absl::Status CommitPoint(bool final);
   absl::Status RunEval();
@@ -97,7 +99,11 @@ class Trainer {
   std::unique_ptr<Dataset> eval_;
   std::unique_ptr<Model> model_;
   std::vector<torch::Tensor> params_;
+  // Gloo over CPU buffers: hashes, evaluation sums, healing, replica checks.
   std::unique_ptr<Communicator> comm_;
+  // Device cuda: NCCL for gradients and averaged parameters (device buffers).
+  std::unique_ptr<Communicator> nccl_;
+  Communicator* data_comm_ = nullptr;  // nccl_ on cuda, else comm_
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<ParameterAveraging> averaging_;  // mode average only
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
