@@ -44,6 +44,14 @@ Coordinator::Coordinator(const CoordinatorOptions& options, std::unique_ptr<Stat
 
 Coordinator::~Coordinator() { Shutdown(); }
 
+void Coordinator::StartServing() {
+  absl::MutexLock lock(&mu_);
+  const double now = clock_->Now();
+  for (auto& [id, worker] : state_.workers) {
+    if (worker.state != v1::DEAD) worker.last_heartbeat = std::max(worker.last_heartbeat, now + kRestartGraceSeconds);
+  }
+}
+
 void Coordinator::Shutdown() {
   {
     absl::MutexLock lock(&mu_);

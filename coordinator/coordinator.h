@@ -65,6 +65,13 @@ class Coordinator {
                                                              Metrics* metrics);
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
+
+  // Call once the RPC server accepts calls: workers loaded from the store
+  // get kRestartGraceSeconds on top of a full lease from now. Neither the
+  // coordinator's own start-up nor the clients' reconnect backoff (gRPC's,
+  // seconds after an outage) should count as a member's silence.
+  void StartServing();
+  static constexpr double kRestartGraceSeconds = 15;
   Coordinator& operator=(const Coordinator&) = delete;
 
   // ---- jobs (JobService)

@@ -215,6 +215,23 @@ TEST_F(CoordinatorTest, CleanExitsInHeartbeatsFinishTheJob) {
   for (const auto& worker : coordinator_->ListWorkers()) EXPECT_EQ(worker.state(), v1::IDLE) << worker.id();
 }
 
+// Once serving, a restarted coordinator gives its members a lease plus the
+// restart grace to come back: their reconnect backoff after the outage is not
+// silence. Past that they are lost as usual.
+TEST_F(CoordinatorTest, RestartGivesMembersAGraceBeforeTheirLeasesRunOut) {
+  const std::string job_id = StartTwoWorkerJob();
+  clock_.Advance(8);  // the outage: nobody heartbeats
+  Restart();
+  coordinator_->StartServing();
+  clock_.Advance(10 + Coordinator::kRestartGraceSeconds - 1);
+  coordinator_->Tick();
+  EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 1);
+  EXPECT_FALSE(Heartbeat("w1", {}, {job_id}).reregister());
+  clock_.Advance(2);
+  coordinator_->Tick();
+  EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 2);  // w2 never came back
+}
+
 // Before generations, the lost member failed the job; now the survivor waits
 // for a replacement and the job goes on in a new generation.
 TEST_F(CoordinatorTest, RestartKeepsRunningJobThenALostMemberIsReplaced) {

@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   server->listen_address_ = WithPort(options.listen, port);
+  server->coordinator_->StartServing();
 
   if (!options.metrics_listen.empty()) {
     try {

@@ -228,7 +228,7 @@ dataset: {kind: synthetic, synthetic_samples: 40000, synthetic_features: 64}
 batch_size: 16
 epochs: 1
 log_interval_steps: 10
-checkpoint: {interval_steps: 100, keep: 10}
+checkpoint: {interval_steps: 100, keep: 20}
 min_workers: 2
 )");
   auto catalog = cluster.HerdJson({"checkpoints", id});
@@ -240,8 +240,10 @@ min_workers: 2
   ASSERT_FALSE(catalog["checkpoints"].empty()) << cluster.Logs();
   const nlohmann::json before = cluster.HerdJson({"status", id});
 
+  // Down for longer than the lease (4 s): the daemons' retries must stay
+  // inside the lease so the restarted coordinator hears from them in time.
   cluster.StopCoordinator(SIGKILL);
-  std::this_thread::sleep_for(seconds(3));
+  std::this_thread::sleep_for(seconds(7));
   cluster.StartCoordinator();
 
   auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(300));

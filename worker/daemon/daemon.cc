@@ -96,6 +96,7 @@ absl::Status Daemon::Register() {
   auto interval = std::chrono::milliseconds(static_cast<int64_t>(response.heartbeat_interval_seconds() * 1000));
   heartbeat_interval_ = interval.count() > 0 ? std::clamp(interval, kMinHeartbeatInterval, kMaxHeartbeatInterval)
                                              : options_.default_heartbeat_interval;
+  lease_ = std::chrono::milliseconds(static_cast<int64_t>(response.lease_seconds() * 1000));
   LOG(INFO) << "registered as " << options_.worker_id << " (" << options_.device_kind << " x"
             << options_.device_count << ", address " << options_.address << "); heartbeat every "
             << Seconds(heartbeat_interval_) << ", lease " << response.lease_seconds() << "s";
@@ -140,6 +141,12 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
   return HeartbeatOutcome::kOk;
 }
 
+std::chrono::milliseconds Daemon::RetryDelay(Backoff& backoff) const {
+  const std::chrono::milliseconds next = backoff.Next();
+  if (lease_.count() <= 0) return next;
+  return std::max(options_.min_backoff, std::min(next, lease_ / 4));
+}
+
 void Daemon::Run() {
   reap_thread_ = std::thread(&Daemon::ReapLoop, this);
   Backoff backoff(options_.min_backoff, options_.max_backoff);
@@ -153,14 +160,14 @@ void Daemon::Run() {
       absl::Status status = Register();
       registered = status.ok();
       if (registered) continue;  // heartbeat at once: the coordinator may have work for us
-      std::chrono::milliseconds delay = backoff.Next();
+      std::chrono::milliseconds delay = RetryDelay(backoff);
       LOG(WARNING) << "cannot register with the coordinator: " << status << "; retrying in " << Seconds(delay);
       WaitFor(delay, /*wake_on_exit=*/false);
       continue;
     }
     absl::StatusOr<HeartbeatOutcome> outcome = Heartbeat(/*apply_assignments=*/true);
     if (!outcome.ok()) {
-      std::chrono::milliseconds delay = backoff.Next();
+      std::chrono::milliseconds delay = RetryDelay(backoff);
       LOG(WARNING) << "heartbeat failed: " << outcome.status() << "; trainers keep running; retrying in "
                    << Seconds(delay);
       WaitFor(delay, /*wake_on_exit=*/false);

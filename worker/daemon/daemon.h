@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/herd.grpc.pb.h"
+#include "worker/daemon/backoff.h"
 #include "worker/daemon/trainer_supervisor.h"
 #include "worker/daemon/worker_metrics.h"
 
@@ -68,6 +69,11 @@ class Daemon {
   TrainerSupervisor* const supervisor_;
   WorkerMetrics* const metrics_;
   std::chrono::milliseconds heartbeat_interval_;
+  // The coordinator's lease (0 until registered): retries while it is
+  // unreachable stay well inside it, so a restarted coordinator hears from
+  // its members before their leases run out.
+  std::chrono::milliseconds lease_{0};
+  std::chrono::milliseconds RetryDelay(Backoff& backoff) const;
   bool ready_file_written_ = false;
   std::thread reap_thread_;
 
