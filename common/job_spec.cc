@@ -58,6 +58,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (sync->first_bucket_mib() == 0) sync->set_first_bucket_mib(1);
   if (sync->bucket_cap_mib() == 0) sync->set_bucket_cap_mib(25);
   if (sync->compression().empty()) sync->set_compression("none");
+  if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
   if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
   if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
   if (sync->outer().kind() == "nesterov") {
@@ -151,6 +152,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   const auto& sync = spec.sync();
   if (auto s = CheckChoice("sync.mode", sync.mode(), {"allreduce", "average"}); !s.ok()) return s;
   if (auto s = CheckChoice("sync.compression", sync.compression(), {"none", "fp16", "bf16"}); !s.ok()) return s;
+  if (auto s = CheckChoice("sync.same_host_transport", sync.same_host_transport(), {"shm", "tcp"}); !s.ok()) {
+    return s;
+  }
   if (sync.first_bucket_mib() <= 0 || sync.first_bucket_mib() > 1024) return Bad("sync.first_bucket_mib", "must be in (0, 1024]");
   if (sync.bucket_cap_mib() <= 0 || sync.bucket_cap_mib() > 1024) return Bad("sync.bucket_cap_mib", "must be in (0, 1024]");
   if (sync.every() < 0) return Bad("sync.every", "must be >= 0");

@@ -79,6 +79,7 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"optimizer.lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_lr(-1); }},
       {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode("gossip"); }},
       {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int4"); }},
+      {"sync.same_host_transport", [](v1::JobSpec* s) { s->mutable_sync()->set_same_host_transport("rdma"); }},
       {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
       {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},

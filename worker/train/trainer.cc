@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/nccl_communicator.h"
+#include "worker/comm/shm_allreduce.h"
 #include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/liveness.h"
@@ -72,6 +73,31 @@ absl::Status Trainer::CreateCommunicators() {
   if (!comm.ok()) return comm.status();
   comm_ = std::move(*comm);
   data_comm_ = comm_.get();
+  if (!device_.is_cuda() && spec_.sync().same_host_transport() == "shm" && join_.world_size() > 1) {
+    bool one_host = true;
+    for (const auto& peer : join_.peers()) one_host = one_host && peer.address() == join_.peers(0).address();
+    if (one_host) {
+      // Slots as large as all parameters hold any bucket; past 64 MiB
+      // larger buckets go through Gloo rather than fill /dev/shm.
+      int64_t bytes = 0;
+      for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(sizeof(float));
+      ShmAllReduceOptions shm;
+      shm.rank = gloo.rank;
+      shm.size = gloo.size;
+      shm.slot_bytes = static_cast<size_t>(std::min<int64_t>(bytes, int64_t{64} << 20));
+      shm.timeout = gloo.timeout;
+      shm.key_prefix = "shm/";
+      auto created = CreateShmAllReduce(shm, comm_.get(), client_->KvStore(join_.generation()));
+      if (created.ok()) {
+        shm_ = std::move(*created);
+        data_comm_ = shm_.get();
+      } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
+        return created.status();
+      } else {
+        LOG(WARNING) << "shared-memory all-reduce unavailable, using Gloo over TCP: " << created.status();
+      }
+    }
+  }
   if (device_.is_cuda()) {
     NcclOptions nccl;
     nccl.rank = gloo.rank;
@@ -149,7 +175,7 @@ absl::Status Trainer::Setup() {
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << ": " << spec_.model().name() << " with " << FlattenParameters(params_).numel() << " parameters, "
             << train_->size() << " training samples, " << steps_per_epoch << " steps per epoch, "
-            << sync_->bucket_elements().size() << " gradient buckets";
+            << sync_->bucket_elements().size() << " gradient buckets over " << data_comm_->backend();
   return absl::OkStatus();
 }
 

@@ -103,6 +103,8 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;
   // Device cuda: NCCL for gradients and averaged parameters (device buffers).
   std::unique_ptr<Communicator> nccl_;
+  // Ranks on one host (CPU): float32 all-reduce through shared memory.
+  std::unique_ptr<Communicator> shm_;
   Communicator* data_comm_ = nullptr;  // nccl_ on cuda, else comm_
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<ParameterAveraging> averaging_;  // mode average only

@@ -1,0 +1,235 @@
+#include "worker/comm/shm_allreduce.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "worker/comm/collective_queue.h"
+
+namespace herd {
+namespace {
+
+constexpr uint64_t kMagic = 0x68657264'73686d31;  // "herdshm1"
+constexpr size_t kMaxRanks = 64;
+constexpr size_t kAlign = 4096;
+
+// One cache line per rank, so ranks do not bounce each other's lines. The
+// counters are 32-bit futex words (compared modulo 2^32).
+struct alignas(64) RankState {
+  std::atomic<uint32_t> arrived;  // op number whose input is in the slot
+  std::atomic<uint32_t> summed;   // op number whose share is in the result
+  std::atomic<int32_t> pid;
+  std::atomic<int32_t> abandoned;  // set when the rank's communicator goes away
+};
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words must be plain 32-bit");
+
+bool Reached(uint32_t value, uint32_t op) { return static_cast<int32_t>(value - op) >= 0; }
+
+uint32_t* Word(std::atomic<uint32_t>* field) { return reinterpret_cast<uint32_t*>(field); }
+
+// Blocks (no CPU) while *field == seen, up to `wait`. Shared, not private:
+// the word lives in memory shared between processes.
+void FutexWait(std::atomic<uint32_t>* field, uint32_t seen, std::chrono::microseconds wait) {
+  struct timespec timeout = {static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000) * 1000};
+  syscall(SYS_futex, Word(field), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void Publish(std::atomic<uint32_t>* field, uint32_t op) {
+  field->store(op, std::memory_order_release);
+  syscall(SYS_futex, Word(field), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+struct Header {
+  uint64_t magic;
+  uint64_t slot_bytes;
+  uint64_t size;
+  RankState ranks[kMaxRanks];
+};
+
+size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+class ShmAllReduce : public Communicator {
+ public:
+  ShmAllReduce(const ShmAllReduceOptions& options, Communicator* inner, void* base, size_t mapped)
+      : options_(options), inner_(inner), base_(base), mapped_(mapped), header_(static_cast<Header*>(base)) {
+    header_->ranks[options_.rank].pid.store(getpid());
+  }
+
+  ~ShmAllReduce() override {
+    header_->ranks[options_.rank].abandoned.store(1);
+    queue_.Shutdown();
+    munmap(base_, mapped_);
+  }
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  std::chrono::milliseconds timeout() const override { return options_.timeout; }
+  std::string backend() const override { return inner_->backend() + "+shm"; }
+
+  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
+    const size_t bytes = count * DataTypeSize(type);
+    if (type != DataType::kFloat32 || bytes > options_.slot_bytes) return inner_->AllReduceAsync(data, count, type);
+    std::string what = absl::StrCat("shared-memory all-reduce of ", count, " float32");
+    return queue_.Submit(what, [this, data, count, what](uint64_t sequence) {
+      return Run(static_cast<float*>(data), count, static_cast<uint32_t>(sequence + 1), what);
+    });
+  }
+  std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override {
+    return inner_->BroadcastAsync(data, bytes, root);
+  }
+  std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override {
+    return inner_->AllGatherAsync(in, bytes, out);
+  }
+  std::shared_ptr<Work> BarrierAsync() override { return inner_->BarrierAsync(); }
+
+ private:
+  float* Slot(int r) const {
+    return reinterpret_cast<float*>(static_cast<char*>(base_) + RoundUp(sizeof(Header)) + r * options_.slot_bytes);
+  }
+  float* Result() const { return Slot(options_.size); }
+
+  // Waits until every rank's `field` reached `op`.
+  absl::Status WaitAll(std::atomic<uint32_t> RankState::*field, uint32_t op, const std::string& what,
+                       std::chrono::steady_clock::time_point deadline) {
+    auto next_liveness_check = std::chrono::steady_clock::now();
+    for (int r = 0; r < options_.size; ++r) {
+      RankState& peer = header_->ranks[r];
+      while (true) {
+        const uint32_t seen = (peer.*field).load(std::memory_order_acquire);
+        if (Reached(seen, op)) break;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+          return absl::DeadlineExceededError(absl::StrCat(what, ": rank ", r, " did not arrive within ",
+                                                          options_.timeout.count(), " ms"));
+        }
+        if (peer.abandoned.load() != 0) {
+          return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " left the collective"));
+        }
+        if (now >= next_liveness_check) {
+          const int pid = peer.pid.load();
+          if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+            return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " (pid ", pid, ") exited"));
+          }
+          next_liveness_check = now + std::chrono::milliseconds(5);
+        }
+        // Sleeps in the kernel until the peer publishes (it wakes the word),
+        // waking every few ms to check the deadline and the peer's health.
+        FutexWait(&(peer.*field), seen, std::chrono::milliseconds(5));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(float* data, size_t count, uint32_t op, const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    RankState& me = header_->ranks[options_.rank];
+    std::memcpy(Slot(options_.rank), data, count * sizeof(float));
+    Publish(&me.arrived, op);
+    if (auto s = WaitAll(&RankState::arrived, op, what, deadline); !s.ok()) return s;
+
+    // This rank's share of the sum, in rank order on every rank.
+    const size_t begin = count * options_.rank / options_.size;
+    const size_t end = count * (options_.rank + 1) / options_.size;
+    float* out = Result();
+    const float* first = Slot(0);
+    for (size_t i = begin; i < end; ++i) out[i] = first[i];
+    for (int r = 1; r < options_.size; ++r) {
+      const float* in = Slot(r);
+      for (size_t i = begin; i < end; ++i) out[i] += in[i];
+    }
+    Publish(&me.summed, op);
+    if (auto s = WaitAll(&RankState::summed, op, what, deadline); !s.ok()) return s;
+    std::memcpy(data, out, count * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  const ShmAllReduceOptions options_;
+  Communicator* inner_;
+  void* base_;
+  size_t mapped_;
+  Header* header_;
+  CollectiveQueue queue_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmAllReduce(const ShmAllReduceOptions& options,
+                                                                 Communicator* inner,
+                                                                 std::shared_ptr<RendezvousStore> store) {
+  if (options.size < 1 || options.size > static_cast<int>(kMaxRanks) || options.rank < 0 ||
+      options.rank >= options.size || options.slot_bytes == 0) {
+    return absl::InvalidArgumentError("shared-memory all-reduce: bad rank, size or slot size");
+  }
+  ShmAllReduceOptions fixed = options;
+  fixed.slot_bytes = RoundUp(options.slot_bytes);
+  const size_t total = RoundUp(sizeof(Header)) + (options.size + 1) * fixed.slot_bytes;
+  const std::string key = options.key_prefix + "shm-name";
+  std::string name;
+  int fd = -1;
+  absl::Status status;
+  if (options.rank == 0) {
+    name = absl::StrCat("/herd-", getpid(), "-", std::random_device{}());
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+      status = absl::ResourceExhaustedError(Errno(("shm_open " + name).c_str()));
+    } else if (int error = posix_fallocate(fd, 0, static_cast<off_t>(total)); error != 0) {
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("reserving ", total, " bytes of shared memory: ", std::strerror(error)));
+    }
+    // Peers learn the outcome either way: "" means use the inner path.
+    if (auto s = store->Set(key, status.ok() ? name : ""); !s.ok() && status.ok()) status = s;
+  } else {
+    status = store->Get(key, options.timeout, &name);
+    if (status.ok() && name.empty()) status = absl::ResourceExhaustedError("rank 0 could not create the segment");
+    if (status.ok()) {
+      fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd < 0) status = absl::ResourceExhaustedError(Errno(("shm_open " + name).c_str()));
+    }
+  }
+  void* base = MAP_FAILED;
+  if (status.ok()) {
+    base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) status = absl::ResourceExhaustedError(Errno("mmap"));
+  }
+  if (fd >= 0) close(fd);
+  if (status.ok() && options.rank == 0) {
+    Header* header = static_cast<Header*>(base);
+    header->slot_bytes = fixed.slot_bytes;
+    header->size = options.size;
+    std::atomic_thread_fence(std::memory_order_release);
+    header->magic = kMagic;
+  }
+  // Everyone mapped (or knows it failed) before the name disappears; the
+  // all-reduce agrees on the outcome, so all ranks take the same path.
+  int64_t failed = status.ok() ? 0 : 1;
+  absl::Status agreed = inner->AllReduce(&failed, 1, DataType::kInt64);
+  if (options.rank == 0 && !name.empty()) shm_unlink(name.c_str());
+  if (!agreed.ok() || failed != 0) {
+    if (base != MAP_FAILED) munmap(base, total);
+    if (!agreed.ok()) return agreed;
+    return status.ok() ? absl::ResourceExhaustedError("a peer could not map the shared segment") : status;
+  }
+  const Header* header = static_cast<const Header*>(base);
+  if (header->magic != kMagic || header->slot_bytes != fixed.slot_bytes ||
+      header->size != static_cast<uint64_t>(options.size)) {
+    munmap(base, total);
+    return absl::ResourceExhaustedError("shared segment " + name + " does not match this communicator");
+  }
+  return std::unique_ptr<Communicator>(new ShmAllReduce(fixed, inner, base, total));
+}
+
+}  // namespace herd

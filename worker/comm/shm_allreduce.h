@@ -1,0 +1,45 @@
+// All-reduce through shared memory for ranks on one host, in front of
+// another Communicator (Gloo) that keeps every other collective.
+//
+// Over loopback TCP a rank's data crosses the kernel twice per ring step; here
+// each rank copies its buffer into its slot of one shared segment, sums its
+// 1/N share of all slots into a result area, and copies the result back:
+// about four memory passes in all. float32 sums up to `slot_bytes` take this
+// path; other types and larger buffers go to `inner`. Every rank makes the
+// same choice, so the collective sequences stay matched.
+//
+// Failure: waits are bounded by `timeout` (DEADLINE_EXCEEDED); a peer process
+// that exited is noticed within milliseconds (UNAVAILABLE), and a peer that
+// abandons the segment (its communicator was destroyed, e.g. after a failure
+// elsewhere) fails the op with UNAVAILABLE too. The first failure breaks the
+// communicator, as for every backend (ABORTED afterwards).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+struct ShmAllReduceOptions {
+  int rank = 0;
+  int size = 1;
+  size_t slot_bytes = 0;  // largest all-reduce taking the shared-memory path
+  std::chrono::milliseconds timeout{30000};
+  std::string key_prefix;  // store namespace (one per generation)
+};
+
+// Rank 0 creates the segment (POSIX shm, space reserved up front so a full
+// /dev/shm fails here, not later with SIGBUS) and publishes its name through
+// `store`; the others map it. RESOURCE_EXHAUSTED when the segment cannot be
+// created or mapped on any rank (every rank then gets it, and callers fall
+// back to `inner` alone); the store's and `inner`'s errors pass through. `inner` must
+// outlive the result and have the same rank and size.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmAllReduce(const ShmAllReduceOptions& options,
+                                                                 Communicator* inner,
+                                                                 std::shared_ptr<RendezvousStore> store);
+
+}  // namespace herd

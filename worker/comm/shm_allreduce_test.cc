@@ -1,0 +1,116 @@
+#include "worker/comm/shm_allreduce.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/in_memory_store.h"
+
+namespace herd {
+namespace {
+
+ShmAllReduceOptions Options(int rank, int size, size_t slot_bytes, std::chrono::milliseconds timeout) {
+  ShmAllReduceOptions options;
+  options.rank = rank;
+  options.size = size;
+  options.slot_bytes = slot_bytes;
+  options.timeout = timeout;
+  options.key_prefix = "test/";
+  return options;
+}
+
+// Sums of every size around the chunk boundaries, several ops in a row (the
+// slots are reused), with a buffer too large for the slots going to Gloo and
+// a non-float32 one too: all exact, on every rank.
+TEST(ShmAllReduce, SumsLikeGlooForEverySizeAndDelegatesTheRest) {
+  for (int world : {2, 3}) {
+    auto store = std::make_shared<InMemoryStore>();
+    RunGlooRanks(world, [&](int rank, Communicator* gloo) {
+      auto shm = CreateShmAllReduce(Options(rank, world, 4096 * sizeof(float), std::chrono::seconds(20)), gloo, store);
+      ASSERT_TRUE(shm.ok()) << shm.status();
+      EXPECT_EQ((*shm)->backend(), "gloo+shm");
+      for (size_t count : {1, 2, 3, 7, 1000, 4096, 5000}) {  // 5000 floats exceed the slot: Gloo
+        std::vector<float> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1) * 0.5f + static_cast<float>(i);
+        ASSERT_TRUE((*shm)->AllReduce(data.data(), count, DataType::kFloat32).ok()) << count;
+        for (size_t i = 0; i < count; ++i) {
+          float expected = 0;
+          for (int r = 0; r < world; ++r) expected += static_cast<float>(r + 1) * 0.5f + static_cast<float>(i);
+          ASSERT_EQ(data[i], expected) << "world " << world << " count " << count << " index " << i;
+        }
+      }
+      double value = rank + 1;
+      ASSERT_TRUE((*shm)->AllReduce(&value, 1, DataType::kFloat64).ok());
+      EXPECT_EQ(value, world * (world + 1) / 2.0);
+    });
+  }
+}
+
+// Overlapping async ops complete in issue order with their own results.
+TEST(ShmAllReduce, AsyncOpsInFlightKeepTheirOwnData) {
+  auto store = std::make_shared<InMemoryStore>();
+  RunGlooRanks(2, [&](int rank, Communicator* gloo) {
+    auto shm = CreateShmAllReduce(Options(rank, 2, 1 << 16, std::chrono::seconds(20)), gloo, store);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    std::vector<std::vector<float>> buffers(8, std::vector<float>(100));
+    std::vector<std::shared_ptr<Work>> works;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      std::fill(buffers[b].begin(), buffers[b].end(), static_cast<float>(b * 10 + rank));
+      works.push_back((*shm)->AllReduceAsync(buffers[b].data(), 100, DataType::kFloat32));
+    }
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      ASSERT_TRUE(works[b]->Wait().ok());
+      EXPECT_EQ(buffers[b][99], static_cast<float>(2 * b * 10 + 1)) << b;
+    }
+  });
+}
+
+// A rank that never joins the op: the other's wait is bounded by the timeout,
+// and the communicator stays broken afterwards. A rank that abandons the
+// segment (its communicator destroyed) fails a waiting peer at once.
+TEST(ShmAllReduce, MissingPeerTimesOutAndAbandonedPeerFailsFast) {
+  auto store = std::make_shared<InMemoryStore>();
+  std::mutex mu;
+  std::vector<absl::Status> first(2), second(2);
+  std::vector<double> waited(2);
+  RunGlooRanks(2, [&](int rank, Communicator* gloo) {
+    auto shm = CreateShmAllReduce(Options(rank, 2, 1 << 12, std::chrono::milliseconds(300)), gloo, store);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    float x = 1;
+    if (rank == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status a = (*shm)->AllReduce(&x, 1, DataType::kFloat32);
+      absl::Status b = (*shm)->AllReduce(&x, 1, DataType::kFloat32);
+      std::lock_guard<std::mutex> lock(mu);
+      first[0] = a;
+      second[0] = b;
+      waited[0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    ASSERT_TRUE(gloo->Barrier().ok());  // rank 1 stays away until rank 0 gave up
+  });
+  EXPECT_EQ(first[0].code(), absl::StatusCode::kDeadlineExceeded) << first[0];
+  EXPECT_EQ(second[0].code(), absl::StatusCode::kAborted) << second[0];
+  EXPECT_GE(waited[0], 0.3);
+
+  auto store2 = std::make_shared<InMemoryStore>();
+  RunGlooRanks(2, [&](int rank, Communicator* gloo) {
+    auto shm = CreateShmAllReduce(Options(rank, 2, 1 << 12, std::chrono::seconds(20)), gloo, store2);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    float x = 1;
+    if (rank == 1) {
+      shm->reset();  // leaves without joining
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = (*shm)->AllReduce(&x, 1, DataType::kFloat32);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_LT(seconds, 5.0);
+  });
+}
+
+}  // namespace
+}  // namespace herd
