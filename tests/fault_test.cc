@@ -11,6 +11,8 @@
 #include <functional>
 #include <numeric>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
@@ -54,6 +56,20 @@ nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
 }
 
 int64_t Field(const nlohmann::json& job, const char* name) { return job.value(name, int64_t{0}); }
+
+// Waits until the job (or its end) shows `world` ranks training more than 10
+// steps past `step`; returns the last status and the seconds it took.
+std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
+                                                    int64_t step, seconds timeout) {
+  const auto start = Clock::now();
+  auto job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" || (Field(j, "world_size") == world && Field(j, "step") > step + 10);
+      },
+      timeout);
+  return {job, std::chrono::duration<double>(Clock::now() - start).count()};
+}
 
 std::vector<std::string> ReadLedgers(const std::string& dir) {
   std::vector<std::string> contents;
@@ -101,16 +117,9 @@ seed: 11
   const int64_t first_generation = Field(job, "generation");
 
   SignalWorker(cluster, 2, SIGKILL);
-  const auto killed = Clock::now();
   const int64_t step_at_kill = Field(cluster.HerdJson({"status", id}), "step");
-  job = WaitForJob(
-      cluster, id,
-      [&](const auto& j) {
-        return j.value("state", "") != "RUNNING" ||
-               (Field(j, "world_size") == 2 && Field(j, "step") > step_at_kill + 10);
-      },
-      seconds(30));
-  const double recovered_after = std::chrono::duration<double>(Clock::now() - killed).count();
+  double recovered_after = 0;
+  std::tie(job, recovered_after) = WaitForProgressOn(cluster, id, 2, step_at_kill, seconds(30));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
   ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
   std::cerr << "continued on 2 workers " << recovered_after << " s after the kill (step " << step_at_kill << " -> "
@@ -192,16 +201,8 @@ collective_timeout_seconds: 3
   ASSERT_GE(Field(job, "step"), 40) << job.dump(2) << cluster.Logs();
 
   SignalWorker(cluster, 2, SIGSTOP);
-  const auto stopped = Clock::now();
-  const int64_t step_at_stop = Field(job, "step");
-  job = WaitForJob(
-      cluster, id,
-      [&](const auto& j) {
-        return j.value("state", "") != "RUNNING" ||
-               (Field(j, "world_size") == 2 && Field(j, "step") > step_at_stop + 10);
-      },
-      seconds(60));
-  const double evicted_after = std::chrono::duration<double>(Clock::now() - stopped).count();
+  double evicted_after = 0;
+  std::tie(job, evicted_after) = WaitForProgressOn(cluster, id, 2, Field(job, "step"), seconds(60));
   SignalWorker(cluster, 2, SIGKILL);  // a stopped process ignores SIGTERM at teardown
   ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
   std::cerr << "continued without the stopped worker " << evicted_after << " s after SIGSTOP\n";

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/comm/bfloat16.h"
+#include "worker/comm/float_sum.h"
 #include "worker/comm/collective_queue.h"
 #include "worker/comm/gloo_store_adapter.h"
 
@@ -31,34 +32,6 @@ namespace herd {
 namespace {
 
 using ReduceFunction = void (*)(void*, const void*, const void*, size_t);
-
-// c = a + b for float32, 16 lanes at a time. gloo::sum<float> counts with an
-// int and lets c alias a, so GCC keeps it scalar at -O2; the reduction was
-// ~14% of a large all-reduce's CPU (perf, bench/README.md). Loads and stores
-// go through memcpy: Gloo's segment offsets promise no vector alignment.
-// Exact aliasing c == a (Gloo reduces in place) is fine lane by lane.
-void SumFloat32(void* c, const void* a, const void* b, size_t n) {
-  using Lanes = float __attribute__((vector_size(64)));
-  constexpr size_t kLanes = sizeof(Lanes) / sizeof(float);
-  auto* out = static_cast<char*>(c);
-  const auto* x = static_cast<const char*>(a);
-  const auto* y = static_cast<const char*>(b);
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    Lanes u, v;
-    std::memcpy(&u, x + i * sizeof(float), sizeof(Lanes));
-    std::memcpy(&v, y + i * sizeof(float), sizeof(Lanes));
-    u += v;
-    std::memcpy(out + i * sizeof(float), &u, sizeof(Lanes));
-  }
-  for (; i < n; ++i) {
-    float u, v;
-    std::memcpy(&u, x + i * sizeof(float), sizeof(float));
-    std::memcpy(&v, y + i * sizeof(float), sizeof(float));
-    u += v;
-    std::memcpy(out + i * sizeof(float), &u, sizeof(float));
-  }
-}
 
 ReduceFunction SumFor(DataType type) {
   switch (type) {

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/collective_queue.h"
+#include "worker/comm/float_sum.h"
 
 namespace herd {
 namespace {
@@ -144,16 +145,12 @@ class ShmAllReduce : public Communicator {
     // This rank's share of the sum, in rank order on every rank.
     const size_t begin = count * options_.rank / options_.size;
     const size_t end = count * (options_.rank + 1) / options_.size;
-    float* out = Result();
-    const float* first = Slot(0);
-    for (size_t i = begin; i < end; ++i) out[i] = first[i];
-    for (int r = 1; r < options_.size; ++r) {
-      const float* in = Slot(r);
-      for (size_t i = begin; i < end; ++i) out[i] += in[i];
-    }
+    float* out = Result() + begin;
+    std::memcpy(out, Slot(0) + begin, (end - begin) * sizeof(float));
+    for (int r = 1; r < options_.size; ++r) SumFloat32(out, out, Slot(r) + begin, end - begin);
     Publish(&me.summed, op);
     if (auto s = WaitAll(&RankState::summed, op, what, deadline); !s.ok()) return s;
-    std::memcpy(data, out, count * sizeof(float));
+    std::memcpy(data, Result(), count * sizeof(float));
     return absl::OkStatus();
   }
 

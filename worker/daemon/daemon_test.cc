@@ -46,7 +46,7 @@ class FakeCluster final : public v1::ClusterService::Service {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator starting");
     }
     response->set_heartbeat_interval_seconds(0.02);
-    response->set_lease_seconds(10);
+    response->set_lease_seconds(lease_seconds_);
     return grpc::Status::OK;
   }
 
@@ -90,6 +90,10 @@ class FakeCluster final : public v1::ClusterService::Service {
     failing_registrations_ = count;
   }
   void HangRegistrations() { hang_registrations_ = true; }
+  void SetLease(double seconds) {
+    absl::MutexLock lock(&mu_);
+    lease_seconds_ = seconds;
+  }
   void FailHeartbeats(bool fail) {
     absl::MutexLock lock(&mu_);
     failing_heartbeats_ = fail;
@@ -130,6 +134,7 @@ class FakeCluster final : public v1::ClusterService::Service {
   bool failing_heartbeats_ = false;
   std::atomic<bool> hang_registrations_{false};
   int failed_heartbeats_ = 0;
+  double lease_seconds_ = 10;
 };
 
 class DaemonTest : public ::testing::Test {
@@ -352,6 +357,25 @@ TEST_F(DaemonTest, TrainersKeepRunningWhileHeartbeatsFail) {
   size_t heartbeats = cluster_.heartbeats().size();
   ASSERT_TRUE(WaitUntil([&] { return cluster_.heartbeats().size() > heartbeats; }));
   EXPECT_TRUE(cluster_.LastHeartbeatRuns("job-1"));
+}
+
+// While the coordinator is unreachable, retries stay within a quarter lease
+// however far the backoff has grown: a long backoff would outlast the lease
+// and get a healthy worker declared dead.
+TEST_F(DaemonTest, HeartbeatRetriesStayInsideTheLease) {
+  WriteTrainer("exit 0");
+  cluster_.SetLease(0.8);  // retries at most 0.2 s apart
+  daemon_options_.min_backoff = std::chrono::milliseconds(100);
+  daemon_options_.max_backoff = std::chrono::seconds(5);
+  StartDaemon();
+  ASSERT_TRUE(WaitUntil([&] { return !cluster_.heartbeats().empty(); }));
+  cluster_.FailHeartbeats(true);
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.failed_heartbeats() >= 1; }));
+  const int before = cluster_.failed_heartbeats();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Capped: ~15 retries in 3 s. Uncapped (0.1, 0.2, 0.4, 0.8, 1.6 s): 5.
+  EXPECT_GE(cluster_.failed_heartbeats() - before, 10);
+  cluster_.FailHeartbeats(false);
 }
 
 TEST_F(DaemonTest, StopTerminatesTrainersAndReportsTheirExits) {

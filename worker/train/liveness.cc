@@ -5,7 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
 
 namespace herd {
 namespace {
@@ -20,11 +24,16 @@ int64_t NowMs() {
 
 }  // namespace
 
-void SetAliveFile(const std::string& path) {
-  if (path.empty()) return;
-  alive_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+absl::Status SetAliveFile(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("--alive-file ", path, ": ", std::strerror(errno)));
+  }
+  alive_fd = fd;
   last_touch_ms = 0;
   MarkAlive();
+  return absl::OkStatus();
 }
 
 void MarkAlive() {

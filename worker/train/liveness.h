@@ -6,10 +6,13 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace herd {
 
 // Once, at startup; an empty path turns MarkAlive into a no-op.
-void SetAliveFile(const std::string& path);
+// FAILED_PRECONDITION naming the path when it cannot be opened.
+absl::Status SetAliveFile(const std::string& path);
 
 // Touches the file, at most about once a second; cheap enough for every step.
 void MarkAlive();

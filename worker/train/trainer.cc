@@ -60,6 +60,15 @@ absl::Status Trainer::CheckDevice() const {
   return absl::OkStatus();
 }
 
+// CPU ranks that all share one host address sum gradients in shared memory.
+bool Trainer::UseSharedMemory() const {
+  if (device_.is_cuda() || spec_.sync().same_host_transport() != "shm" || join_.world_size() < 2) return false;
+  for (const auto& peer : join_.peers()) {
+    if (peer.address() != join_.peers(0).address()) return false;
+  }
+  return true;
+}
+
 absl::Status Trainer::CreateCommunicators() {
   GlooOptions gloo;
   gloo.rank = static_cast<int>(join_.rank());
@@ -73,29 +82,25 @@ absl::Status Trainer::CreateCommunicators() {
   if (!comm.ok()) return comm.status();
   comm_ = std::move(*comm);
   data_comm_ = comm_.get();
-  if (!device_.is_cuda() && spec_.sync().same_host_transport() == "shm" && join_.world_size() > 1) {
-    bool one_host = true;
-    for (const auto& peer : join_.peers()) one_host = one_host && peer.address() == join_.peers(0).address();
-    if (one_host) {
-      // Slots as large as all parameters hold any bucket; past 64 MiB
-      // larger buckets go through Gloo rather than fill /dev/shm.
-      int64_t bytes = 0;
-      for (const auto& p : params_) bytes += p.numel() * static_cast<int64_t>(sizeof(float));
-      ShmAllReduceOptions shm;
-      shm.rank = gloo.rank;
-      shm.size = gloo.size;
-      shm.slot_bytes = static_cast<size_t>(std::min<int64_t>(bytes, int64_t{64} << 20));
-      shm.timeout = gloo.timeout;
-      shm.key_prefix = "shm/";
-      auto created = CreateShmAllReduce(shm, comm_.get(), client_->KvStore(join_.generation()));
-      if (created.ok()) {
-        shm_ = std::move(*created);
-        data_comm_ = shm_.get();
-      } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
-        return created.status();
-      } else {
-        LOG(WARNING) << "shared-memory all-reduce unavailable, using Gloo over TCP: " << created.status();
-      }
+  if (UseSharedMemory()) {
+    // Slots as large as all parameters hold any bucket; past 64 MiB larger
+    // buckets go through Gloo rather than fill /dev/shm.
+    size_t bytes = 0;
+    for (const auto& p : params_) bytes += p.nbytes();
+    ShmAllReduceOptions shm;
+    shm.rank = gloo.rank;
+    shm.size = gloo.size;
+    shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
+    shm.timeout = gloo.timeout;
+    shm.key_prefix = "shm/";
+    auto created = CreateShmAllReduce(shm, comm_.get(), client_->KvStore(join_.generation()));
+    if (created.ok()) {
+      shm_ = std::move(*created);
+      data_comm_ = shm_.get();
+    } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
+      return created.status();
+    } else {
+      LOG(WARNING) << "shared-memory all-reduce unavailable, using Gloo over TCP: " << created.status();
     }
   }
   if (device_.is_cuda()) {

@@ -65,6 +65,7 @@ class Trainer {
   absl::Status Setup();
   absl::Status CheckDevice() const;
   absl::Status CreateCommunicators();
+  bool UseSharedMemory() const;
   absl::Status TrainStep();
   absl::Status CommitPoint(bool final);
   absl::Status RunEval();

@@ -84,13 +84,13 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   ExitWithParent();
-  herd::SetAliveFile(alive_file);
 
   auto fail = [&](const absl::Status& status) {
     LOG(ERROR) << status;
     WriteTerminationMessage(termination_file, std::string(status.message()));
     return 1;
   };
+  if (auto s = herd::SetAliveFile(alive_file); !s.ok()) return fail(s);
 
   std::string token;
   if (!token_file.empty()) {
