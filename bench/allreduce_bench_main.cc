@@ -86,7 +86,8 @@ int Main(int argc, char** argv) {
   app.add_option("--max-case-seconds", flags.cases.max_case_seconds, "time budget per case (caps iterations)")
       ->capture_default_str();
   app.add_option("--variants", flags.cases.variants,
-                 "any of tcp_pump,herd,gloo_ring,gloo_ring_chunked, gloo_ring@BYTES (the direct ring with that max "
+                 "any of tcp_pump,herd,gloo_ring,gloo_ring_chunked,herd_shm (herd as trainers on one host run it: "
+                 "shared memory in front of Gloo), gloo_ring@BYTES (the direct ring with that max "
                  "segment), gloo_ring_xK[@BYTES] (K direct rings at once on K connections per peer)")
       ->delimiter(',');
   app.add_option("--gloo-segment-bytes", flags.cases.gloo_segment_bytes,
@@ -142,6 +143,10 @@ int Main(int argc, char** argv) {
       headline_bytes >> 10, first.value("ranks", 0), first.value("herd_busbw_gbps", 0.0),
       first.value("gloo_busbw_gbps", 0.0), first.value("pump_gbps", 0.0), first.value("herd_over_pump", 0.0),
       first.value("herd_over_gloo", 0.0));
+  if (first.value("herd_shm_busbw_gbps", 0.0) > 0) {
+    std::printf("herd on one host (herd_shm, summed in shared memory): busbw %.3f GB/s, %.2f x the tcp pump\n",
+                first.value("herd_shm_busbw_gbps", 0.0), first.value("herd_shm_over_pump", 0.0));
+  }
   if (flags.keep_files) {
     std::printf("samples kept in %s\n", dir.c_str());
   } else {

@@ -18,7 +18,7 @@ TEST(AllreduceBenchSmokeTest, ReportsPositiveFiguresAndCorrectSums) {
     ASSERT_EQ(world["sizes"].size(), 2u) << world.dump();
     for (const nlohmann::json& size : world["sizes"]) {
       const std::string where = "ranks " + world["ranks"].dump() + ", " + size["bytes"].dump() + " bytes";
-      for (const char* variant : {"tcp_pump", "herd", "gloo_ring", "gloo_ring_chunked"}) {
+      for (const char* variant : {"tcp_pump", "herd", "gloo_ring", "gloo_ring_chunked", "herd_shm"}) {
         ASSERT_TRUE(size.contains(variant)) << where << ": no " << variant;
         const nlohmann::json& figures = size[variant];
         ExpectPositive(figures, "us", where + " " + variant);

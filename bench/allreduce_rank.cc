@@ -15,6 +15,7 @@
 #include "bench/gloo_direct.h"
 #include "bench/tcp_pump.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/shm_allreduce.h"
 
 namespace herd::bench {
 namespace {
@@ -39,9 +40,15 @@ struct Rank {
   int world = 0;
   int rank = 0;
   std::unique_ptr<Communicator> herd;
+  std::unique_ptr<Communicator> herd_shm;  // in front of `herd`
+  std::shared_ptr<void> shm_buffer;        // in its in-place area
   std::unique_ptr<DirectGloo> direct;
   std::unique_ptr<TcpPump> pump;
   std::vector<float> buffer;
+
+  float* BufferFor(const std::string& variant) {
+    return variant == kHerdShm ? static_cast<float*>(shm_buffer.get()) : buffer.data();
+  }
 };
 
 absl::StatusOr<double> TimeOps(int reps, const std::function<absl::Status()>& op) {
@@ -53,7 +60,7 @@ absl::StatusOr<double> TimeOps(int reps, const std::function<absl::Status()>& op
 }
 
 Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& options) {
-  float* data = r.buffer.data();
+  float* data = r.BufferFor(variant);
   if (variant == kPump) {
     return [&r, data](size_t count, int reps) -> absl::StatusOr<double> {
       auto seconds = r.pump->Run(reinterpret_cast<char*>(data), count * sizeof(float), reps);
@@ -61,9 +68,10 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
       return *seconds / reps;
     };
   }
-  if (variant == kHerd) {
-    return [&r, data](size_t count, int reps) {
-      return TimeOps(reps, [&] { return r.herd->AllReduce(data, count, DataType::kFloat32); });
+  if (variant == kHerd || variant == kHerdShm) {
+    Communicator* comm = variant == kHerd ? r.herd.get() : r.herd_shm.get();
+    return [comm, data](size_t count, int reps) {
+      return TimeOps(reps, [&] { return comm->AllReduce(data, count, DataType::kFloat32); });
     };
   }
   if (variant == kGloo || variant.rfind(kGlooSegmentPrefix, 0) == 0) {
@@ -90,15 +98,33 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
 
 // One all-reduce of (rank + 1) everywhere must give world*(world+1)/2 in
 // every element; checked on a spread of elements.
-absl::StatusOr<bool> CheckSum(Rank& r, const Batch& batch, size_t count) {
-  std::fill(r.buffer.begin(), r.buffer.begin() + count, static_cast<float>(r.rank + 1));
+absl::StatusOr<bool> CheckSum(Rank& r, float* buffer, const Batch& batch, size_t count) {
+  std::fill(buffer, buffer + count, static_cast<float>(r.rank + 1));
   if (auto seconds = batch(count, 1); !seconds.ok()) return seconds.status();
   const float want = r.world * (r.world + 1) / 2.0f;
   bool ok = true;
-  for (size_t i = 0; i < count; i += std::max<size_t>(1, count / 97)) ok = ok && r.buffer[i] == want;
-  ok = ok && r.buffer[count - 1] == want;
-  std::fill(r.buffer.begin(), r.buffer.begin() + count, 0.0f);  // zeros stay zeros: no overflow later
+  for (size_t i = 0; i < count; i += std::max<size_t>(1, count / 97)) ok = ok && buffer[i] == want;
+  ok = ok && buffer[count - 1] == want;
+  std::fill(buffer, buffer + count, 0.0f);  // zeros stay zeros: no overflow later
   return ok;
+}
+
+absl::Status ConnectShm(Rank& r, const AllreduceCaseOptions& options, std::shared_ptr<RendezvousStore> store) {
+  const size_t max_bytes = *std::max_element(options.sizes.begin(), options.sizes.end());
+  ShmAllReduceOptions shm;
+  shm.rank = r.rank;
+  shm.size = r.world;
+  shm.slot_bytes = max_bytes;
+  shm.in_place_bytes = max_bytes;
+  shm.timeout = options.timeout;
+  shm.key_prefix = "shm/";
+  auto created = CreateShmAllReduce(shm, r.herd.get(), store);
+  if (!created.ok()) return created.status();
+  r.herd_shm = *std::move(created);
+  r.shm_buffer = r.herd_shm->AllocateAllReduceBuffer(max_bytes);
+  if (r.shm_buffer == nullptr) return absl::InternalError("the shared-memory communicator gave no buffer");
+  std::fill_n(static_cast<float*>(r.shm_buffer.get()), max_bytes / sizeof(float), 0.0f);  // touches every page
+  return absl::OkStatus();
 }
 
 absl::Status Connect(Rank& r, const AllreduceCaseOptions& options, const std::string& store_dir) {
@@ -111,6 +137,9 @@ absl::Status Connect(Rank& r, const AllreduceCaseOptions& options, const std::st
   auto herd = CreateGlooCommunicator(gloo, store);
   if (!herd.ok()) return herd.status();
   r.herd = *std::move(herd);
+  if (std::find(options.variants.begin(), options.variants.end(), kHerdShm) != options.variants.end()) {
+    if (auto status = ConnectShm(r, options, store); !status.ok()) return status;
+  }
   int stripes = 1;
   for (const std::string& variant : options.variants) {
     if (variant.rfind(kGlooStripedPrefix, 0) == 0) {
@@ -167,7 +196,7 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
       if (variant == kPump) {
         correct[variant] = true;
       } else {
-        auto ok = CheckSum(r, batches[variant], count);
+        auto ok = CheckSum(r, r.BufferFor(variant), batches[variant], count);
         if (!ok.ok()) return ok.status();
         correct[variant] = *ok;
       }

@@ -14,6 +14,10 @@ namespace herd::bench {
 // Variant names, also the JSON keys.
 inline constexpr char kPump[] = "tcp_pump";
 inline constexpr char kHerd[] = "herd";
+// herd's Communicator as trainers on one host build it: float32 sums in
+// shared memory (sync.same_host_transport: shm) in front of Gloo, on a buffer
+// the communicator handed out (as gradient buckets are), so summed in place.
+inline constexpr char kHerdShm[] = "herd_shm";
 inline constexpr char kGloo[] = "gloo_ring";
 inline constexpr char kGlooChunked[] = "gloo_ring_chunked";
 inline constexpr char kGlooSegmentPrefix[] = "gloo_ring@";   // + max segment bytes
@@ -21,7 +25,7 @@ inline constexpr char kGlooStripedPrefix[] = "gloo_ring_x";  // + stripes (conne
 
 struct AllreduceCaseOptions {
   std::vector<size_t> sizes;  // bytes, multiples of 4 (float32)
-  std::vector<std::string> variants = {kPump, kHerd, kGloo, kGlooChunked};
+  std::vector<std::string> variants = {kPump, kHerd, kGloo, kGlooChunked, kHerdShm};
   int iterations = 10;            // timed samples per case, at most
   int min_iterations = 3;         // ... and at least, whatever the time budget
   int warmup = 2;                 // untimed batches per case

@@ -54,6 +54,13 @@ class Communicator {
   virtual std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) = 0;
   virtual std::shared_ptr<Work> BarrierAsync() = 0;
 
+  // Memory for `bytes` of float32 data that AllReduceAsync sums where it
+  // lies, without staging copies (a slot of a shared-memory segment); null
+  // when this communicator has none to offer, or none left. It stays mapped
+  // while the returned pointer lives, even past the communicator, so tensors
+  // built on it can outlive a failed generation safely.
+  virtual std::shared_ptr<void> AllocateAllReduceBuffer(size_t /*bytes*/) { return nullptr; }
+
   // Blocking conveniences.
   absl::Status AllReduce(void* data, size_t count, DataType type) {
     return AllReduceAsync(data, count, type)->Wait();

@@ -8,12 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/collective_queue.h"
@@ -22,17 +25,20 @@
 namespace herd {
 namespace {
 
-constexpr uint64_t kMagic = 0x68657264'73686d31;  // "herdshm1"
+constexpr uint64_t kMagic = 0x68657264'73686d32;  // "herdshm2"
 constexpr size_t kMaxRanks = 64;
 constexpr size_t kAlign = 4096;
+constexpr size_t kBufferAlign = 64;      // in-place buffers start on a cache line
+constexpr size_t kChunkFloats = 2048;    // 8 KiB: a share is summed through L1 in chunks
 
 // One cache line per rank, so ranks do not bounce each other's lines. The
 // counters are 32-bit futex words (compared modulo 2^32).
 struct alignas(64) RankState {
   std::atomic<uint32_t> arrived;  // op number whose input is in the slot
-  std::atomic<uint32_t> summed;   // op number whose share is in the result
+  std::atomic<uint32_t> summed;   // op number whose share is in every slot
   std::atomic<int32_t> pid;
   std::atomic<int32_t> abandoned;  // set when the rank's communicator goes away
+  std::atomic<uint64_t> offset;    // where the op's data starts in the slot (floats)
 };
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words must be plain 32-bit");
 
@@ -55,25 +61,39 @@ void Publish(std::atomic<uint32_t>* field, uint32_t op) {
 struct Header {
   uint64_t magic;
   uint64_t slot_bytes;
+  uint64_t in_place_bytes;
   uint64_t size;
   RankState ranks[kMaxRanks];
 };
 
-size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t RoundUp(size_t n, size_t to = kAlign) { return (n + to - 1) / to * to; }
 
 std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
+// The mapped segment; unmapped when the communicator and every buffer handed
+// out from it are gone.
+struct Mapping {
+  void* base;
+  size_t bytes;
+  ~Mapping() { munmap(base, bytes); }
+};
+
 class ShmAllReduce : public Communicator {
  public:
-  ShmAllReduce(const ShmAllReduceOptions& options, Communicator* inner, void* base, size_t mapped)
-      : options_(options), inner_(inner), base_(base), mapped_(mapped), header_(static_cast<Header*>(base)) {
+  ShmAllReduce(const ShmAllReduceOptions& options, Communicator* inner, std::shared_ptr<Mapping> mapping)
+      : options_(options),
+        inner_(inner),
+        mapping_(std::move(mapping)),
+        header_(static_cast<Header*>(mapping_->base)),
+        slot_floats_((options_.in_place_bytes + options_.slot_bytes) / sizeof(float)),
+        scratch_offset_(options_.in_place_bytes / sizeof(float)),
+        offsets_(options_.size) {
     header_->ranks[options_.rank].pid.store(getpid());
   }
 
   ~ShmAllReduce() override {
     header_->ranks[options_.rank].abandoned.store(1);
     queue_.Shutdown();
-    munmap(base_, mapped_);
   }
 
   int rank() const override { return options_.rank; }
@@ -83,6 +103,8 @@ class ShmAllReduce : public Communicator {
 
   std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
     const size_t bytes = count * DataTypeSize(type);
+    // The path depends on type and size alone, never on where the data lies,
+    // so every rank takes the same one.
     if (type != DataType::kFloat32 || bytes > options_.slot_bytes) return inner_->AllReduceAsync(data, count, type);
     std::string what = absl::StrCat("shared-memory all-reduce of ", count, " float32");
     return queue_.Submit(what, [this, data, count, what](uint64_t sequence) {
@@ -97,11 +119,29 @@ class ShmAllReduce : public Communicator {
   }
   std::shared_ptr<Work> BarrierAsync() override { return inner_->BarrierAsync(); }
 
+  std::shared_ptr<void> AllocateAllReduceBuffer(size_t bytes) override {
+    if (bytes == 0 || bytes > options_.slot_bytes) return nullptr;
+    std::lock_guard<std::mutex> lock(allocate_mu_);
+    const size_t start = RoundUp(next_in_place_, kBufferAlign);
+    if (start + bytes > options_.in_place_bytes) return nullptr;
+    next_in_place_ = start + bytes;
+    // Shares ownership of the mapping: the segment outlives this communicator
+    // while the buffer is in use.
+    return std::shared_ptr<void>(mapping_, reinterpret_cast<char*>(Slot(options_.rank)) + start);
+  }
+
  private:
   float* Slot(int r) const {
-    return reinterpret_cast<float*>(static_cast<char*>(base_) + RoundUp(sizeof(Header)) + r * options_.slot_bytes);
+    return reinterpret_cast<float*>(static_cast<char*>(mapping_->base) + RoundUp(sizeof(Header)) +
+                                    r * slot_floats_ * sizeof(float));
   }
-  float* Result() const { return Slot(options_.size); }
+
+  // Whether `data` is an in-place buffer of this rank's slot.
+  bool InPlace(const float* data, size_t count) const {
+    const auto begin = reinterpret_cast<uintptr_t>(Slot(options_.rank));
+    const auto at = reinterpret_cast<uintptr_t>(data);
+    return at >= begin && at + count * sizeof(float) <= begin + options_.in_place_bytes;
+  }
 
   // Waits until every rank's `field` reached `op`.
   absl::Status WaitAll(std::atomic<uint32_t> RankState::*field, uint32_t op, const std::string& what,
@@ -135,30 +175,55 @@ class ShmAllReduce : public Communicator {
     return absl::OkStatus();
   }
 
+  // Sums elements [begin, end) of every rank's data, in rank order, and
+  // writes the sum into every rank's data. Other ranks touch only their own
+  // shares, so nobody reads what another writes during the op.
+  void ReduceShare(size_t count_begin, size_t count_end) {
+    const int n = options_.size;
+    if (n == 1) return;  // the only slot already holds the sum
+    alignas(64) float chunk[kChunkFloats];
+    for (size_t c = count_begin; c < count_end; c += kChunkFloats) {
+      const size_t len = std::min(kChunkFloats, count_end - c);
+      auto at = [&](int r) { return Slot(r) + offsets_[r] + c; };
+      SumFloat32(chunk, at(0), at(1), len);
+      for (int r = 2; r < n; ++r) SumFloat32(chunk, chunk, at(r), len);
+      for (int r = 0; r < n; ++r) std::memcpy(at(r), chunk, len * sizeof(float));
+    }
+  }
+
   absl::Status Run(float* data, size_t count, uint32_t op, const std::string& what) {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     RankState& me = header_->ranks[options_.rank];
-    std::memcpy(Slot(options_.rank), data, count * sizeof(float));
+    float* mine = Slot(options_.rank);
+    const bool in_place = InPlace(data, count);
+    const size_t offset = in_place ? static_cast<size_t>(data - mine) : scratch_offset_;
+    if (!in_place) std::memcpy(mine + offset, data, count * sizeof(float));
+    me.offset.store(offset, std::memory_order_relaxed);  // published by the release below
     Publish(&me.arrived, op);
     if (auto s = WaitAll(&RankState::arrived, op, what, deadline); !s.ok()) return s;
-
-    // This rank's share of the sum, in rank order on every rank.
-    const size_t begin = count * options_.rank / options_.size;
-    const size_t end = count * (options_.rank + 1) / options_.size;
-    float* out = Result() + begin;
-    std::memcpy(out, Slot(0) + begin, (end - begin) * sizeof(float));
-    for (int r = 1; r < options_.size; ++r) SumFloat32(out, out, Slot(r) + begin, end - begin);
+    for (int r = 0; r < options_.size; ++r) {
+      offsets_[r] = header_->ranks[r].offset.load(std::memory_order_relaxed);
+      if (offsets_[r] + count > slot_floats_) {
+        return absl::InternalError(absl::StrCat(what, ": rank ", r, " placed its data outside its slot"));
+      }
+    }
+    // This rank's share, the same split on every rank.
+    ReduceShare(count * options_.rank / options_.size, count * (options_.rank + 1) / options_.size);
     Publish(&me.summed, op);
     if (auto s = WaitAll(&RankState::summed, op, what, deadline); !s.ok()) return s;
-    std::memcpy(data, Result(), count * sizeof(float));
+    if (!in_place) std::memcpy(data, mine + offset, count * sizeof(float));
     return absl::OkStatus();
   }
 
   const ShmAllReduceOptions options_;
   Communicator* inner_;
-  void* base_;
-  size_t mapped_;
+  std::shared_ptr<Mapping> mapping_;
   Header* header_;
+  const size_t slot_floats_;     // in-place area + scratch area
+  const size_t scratch_offset_;  // where copied-in data goes (floats)
+  std::vector<size_t> offsets_;  // the op's data in each rank's slot; the queue runs one op at a time
+  std::mutex allocate_mu_;
+  size_t next_in_place_ = 0;  // bytes of the in-place area handed out
   CollectiveQueue queue_;
 };
 
@@ -173,7 +238,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmAllReduce(const ShmAllRed
   }
   ShmAllReduceOptions fixed = options;
   fixed.slot_bytes = RoundUp(options.slot_bytes);
-  const size_t total = RoundUp(sizeof(Header)) + (options.size + 1) * fixed.slot_bytes;
+  fixed.in_place_bytes = RoundUp(options.in_place_bytes);
+  const size_t total = RoundUp(sizeof(Header)) + options.size * (fixed.in_place_bytes + fixed.slot_bytes);
   const std::string key = options.key_prefix + "shm-name";
   std::string name;
   int fd = -1;
@@ -206,6 +272,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmAllReduce(const ShmAllRed
   if (status.ok() && options.rank == 0) {
     Header* header = static_cast<Header*>(base);
     header->slot_bytes = fixed.slot_bytes;
+    header->in_place_bytes = fixed.in_place_bytes;
     header->size = options.size;
     std::atomic_thread_fence(std::memory_order_release);
     header->magic = kMagic;
@@ -220,13 +287,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmAllReduce(const ShmAllRed
     if (!agreed.ok()) return agreed;
     return status.ok() ? absl::ResourceExhaustedError("a peer could not map the shared segment") : status;
   }
+  std::shared_ptr<Mapping> mapping(new Mapping{base, total});  // no temporary: its destructor unmaps
   const Header* header = static_cast<const Header*>(base);
   if (header->magic != kMagic || header->slot_bytes != fixed.slot_bytes ||
-      header->size != static_cast<uint64_t>(options.size)) {
-    munmap(base, total);
+      header->in_place_bytes != fixed.in_place_bytes || header->size != static_cast<uint64_t>(options.size)) {
     return absl::ResourceExhaustedError("shared segment " + name + " does not match this communicator");
   }
-  return std::unique_ptr<Communicator>(new ShmAllReduce(fixed, inner, base, total));
+  return std::unique_ptr<Communicator>(new ShmAllReduce(fixed, inner, std::move(mapping)));
 }
 
 }  // namespace herd

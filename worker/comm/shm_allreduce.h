@@ -1,12 +1,16 @@
 // All-reduce through shared memory for ranks on one host, in front of
 // another Communicator (Gloo) that keeps every other collective.
 //
-// Over loopback TCP a rank's data crosses the kernel twice per ring step; here
-// each rank copies its buffer into its slot of one shared segment, sums its
-// 1/N share of all slots into a result area, and copies the result back:
-// about four memory passes in all. float32 sums up to `slot_bytes` take this
-// path; other types and larger buffers go to `inner`. Every rank makes the
-// same choice, so the collective sequences stay matched.
+// Over loopback TCP a rank's data crosses the kernel twice per ring step.
+// Here every rank's data sits in its slot of one shared segment; each rank
+// sums its 1/N share of all slots (in rank order, so every rank gets the
+// same bits) and writes that share back into every slot. Buffers from
+// AllocateAllReduceBuffer already live in the slot (the trainer's gradient
+// buckets do): reading every share once and writing it once is all the
+// memory traffic. Other buffers are copied into a scratch area of the slot
+// and back. float32 sums up to `slot_bytes` take this path; other types and
+// larger buffers go to `inner`. Every rank makes the same choice, so the
+// collective sequences stay matched.
 //
 // Failure: waits are bounded by `timeout` (DEADLINE_EXCEEDED); a peer process
 // that exited is noticed within milliseconds (UNAVAILABLE), and a peer that
@@ -28,6 +32,8 @@ struct ShmAllReduceOptions {
   int rank = 0;
   int size = 1;
   size_t slot_bytes = 0;  // largest all-reduce taking the shared-memory path
+  // Room for AllocateAllReduceBuffer (in-place buffers), on top of slot_bytes.
+  size_t in_place_bytes = 0;
   std::chrono::milliseconds timeout{30000};
   std::string key_prefix;  // store namespace (one per generation)
 };

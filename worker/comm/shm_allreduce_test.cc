@@ -68,6 +68,50 @@ TEST(ShmAllReduce, AsyncOpsInFlightKeepTheirOwnData) {
   });
 }
 
+// Buffers from AllocateAllReduceBuffer are summed where they lie. Ranks may
+// mix them with ordinary buffers (each rank says where its data is), the
+// buffers are handed out aligned until the in-place area is used up, never
+// larger than the shared-memory path takes, and stay mapped after the
+// communicator is gone.
+TEST(ShmAllReduce, InPlaceBuffersMixWithCopiedOnesAndOutliveTheCommunicator) {
+  for (int world : {2, 3}) {
+    auto store = std::make_shared<InMemoryStore>();
+    std::vector<std::shared_ptr<void>> kept(world);
+    RunGlooRanks(world, [&](int rank, Communicator* gloo) {
+      ShmAllReduceOptions options = Options(rank, world, 4096 * sizeof(float), std::chrono::seconds(20));
+      options.in_place_bytes = 5120 * sizeof(float);  // whole pages: the area is not rounded up
+      auto shm = CreateShmAllReduce(options, gloo, store);
+      ASSERT_TRUE(shm.ok()) << shm.status();
+      EXPECT_EQ((*shm)->AllocateAllReduceBuffer(4097 * sizeof(float)), nullptr);  // larger than the path takes
+      std::shared_ptr<void> a = (*shm)->AllocateAllReduceBuffer(3 * sizeof(float));
+      std::shared_ptr<void> b = (*shm)->AllocateAllReduceBuffer(4096 * sizeof(float));
+      ASSERT_NE(a, nullptr);
+      ASSERT_NE(b, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.get()) % 64, 0u);
+      EXPECT_EQ((*shm)->AllocateAllReduceBuffer(2000 * sizeof(float)), nullptr);  // the area is used up
+      std::vector<float> ordinary(4096);
+      for (int round = 0; round < 3; ++round) {
+        for (size_t count : {1, 3, 1000, 4096}) {
+          // Rank 1 alternates between its in-place buffer and an ordinary one.
+          float* data = count <= 3 ? static_cast<float*>(a.get()) : static_cast<float*>(b.get());
+          if (rank == 1 && (round + count) % 2 == 0) data = ordinary.data();
+          for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + round) + 0.25f * i;
+          ASSERT_TRUE((*shm)->AllReduce(data, count, DataType::kFloat32).ok()) << count;
+          for (size_t i = 0; i < count; ++i) {
+            float expected = 0;
+            for (int r = 0; r < world; ++r) expected += static_cast<float>(r * 1000 + round) + 0.25f * i;
+            ASSERT_EQ(data[i], expected) << "world " << world << " round " << round << " count " << count << " at " << i;
+          }
+        }
+      }
+      static_cast<float*>(b.get())[4095] = 7;
+      kept[rank] = b;
+    });
+    // The communicators are destroyed; the segment is still mapped for the buffers.
+    for (int r = 0; r < world; ++r) EXPECT_EQ(static_cast<float*>(kept[r].get())[4095], 7.0f);
+  }
+}
+
 // A rank that never joins the op: the other's wait is bounded by the timeout,
 // and the communicator stays broken afterwards. A rank that abandons the
 // segment (its communicator destroyed) fails a waiting peer at once.

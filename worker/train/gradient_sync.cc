@@ -62,7 +62,7 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
     int64_t elements = 0;
     for (int i : bucket.params) elements += slots_[i].numel;
     auto options = params_[bucket.params.front()].options().requires_grad(false);
-    bucket.flat = torch::zeros({elements}, options);
+    bucket.flat = BucketBuffer(elements, options);
     if (wire_type_ != DataType::kFloat32) bucket.wire = torch::zeros({elements}, options.dtype(TorchType(wire_type_)));
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -73,6 +73,21 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
       return grad;
     }));
   }
+}
+
+// Uncompressed buckets live in memory the communicator can sum in place
+// when it offers some (shared memory for ranks on one host): the gradients
+// are then never staged through a second buffer.
+torch::Tensor GradientSync::BucketBuffer(int64_t elements, const torch::TensorOptions& options) {
+  if (wire_type_ == DataType::kFloat32 && options.device().is_cpu()) {
+    std::shared_ptr<void> memory = comm_->AllocateAllReduceBuffer(static_cast<size_t>(elements) * sizeof(float));
+    if (memory != nullptr) {
+      in_place_buckets_++;
+      // The deleter holds the memory for as long as any view of it (a .grad) lives.
+      return torch::from_blob(memory.get(), {elements}, [memory](void*) {}, options).zero_();
+    }
+  }
+  return torch::zeros({elements}, options);
 }
 
 GradientSync::~GradientSync() {

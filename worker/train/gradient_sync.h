@@ -62,6 +62,8 @@ class GradientSync {
 
   const GradientSyncStats& last_stats() const { return stats_; }
   std::vector<int64_t> bucket_elements() const;
+  // Buckets the communicator sums where they lie (AllocateAllReduceBuffer).
+  int in_place_buckets() const { return in_place_buckets_; }
 
  private:
   struct Slot {
@@ -78,6 +80,7 @@ class GradientSync {
     std::shared_ptr<Work> work;
   };
 
+  torch::Tensor BucketBuffer(int64_t elements, const torch::TensorOptions& options);
   void OnGradient(int param_index, const torch::Tensor& grad);
   void FillSlot(int param_index, const torch::Tensor* incoming);
   void LaunchReadyBucketsLocked();
@@ -92,6 +95,7 @@ class GradientSync {
   std::vector<Bucket> buckets_;
   std::vector<unsigned> hook_handles_;
   std::vector<bool> filled_;
+  int in_place_buckets_ = 0;
 
   std::mutex mu_;  // hooks may run on autograd worker threads
   bool armed_ = false;

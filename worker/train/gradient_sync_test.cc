@@ -7,6 +7,8 @@
 #include <mutex>
 
 #include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/in_memory_store.h"
+#include "worker/comm/shm_allreduce.h"
 
 namespace herd {
 namespace {
@@ -58,17 +60,36 @@ GradientSyncOptions TinyBuckets(const std::string& compression = "none") {
 
 // Each rank takes its share of 12 rows (an uneven split when `rows` differ),
 // scales its loss by share, and after Finish() holds the global-mean gradient.
+// With `shared_memory`, gradients are summed by the shared-memory all-reduce
+// (in front of Gloo), and every bucket must live in its in-place area.
 void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_t>>& rows, int micro_batches,
-                                     const std::string& compression, double tolerance) {
+                                     const std::string& compression, double tolerance, bool shared_memory = false) {
   torch::manual_seed(11);
   Data data;
   auto expected = ReferenceGrads(data, 0, 12);
   const int world = static_cast<int>(rows.size());
   std::vector<GradientSyncStats> stats(world);
+  std::vector<int> in_place(world);
   std::vector<std::vector<torch::Tensor>> synced(world);
-  RunGlooRanks(world, [&](int rank, Communicator* comm) {
+  auto store = std::make_shared<InMemoryStore>();
+  RunGlooRanks(world, [&](int rank, Communicator* gloo) {
+    std::unique_ptr<Communicator> shm;
+    Communicator* comm = gloo;
+    if (shared_memory) {
+      ShmAllReduceOptions options;
+      options.rank = rank;
+      options.size = world;
+      options.slot_bytes = 64 << 10;
+      options.in_place_bytes = 64 << 10;
+      options.key_prefix = "shm/";
+      auto created = CreateShmAllReduce(options, gloo, store);
+      ASSERT_TRUE(created.ok()) << created.status();
+      shm = std::move(*created);
+      comm = shm.get();
+    }
     auto net = MakeNet();
     GradientSync sync(net->parameters(), comm, TinyBuckets(compression));
+    in_place[rank] = sync.in_place_buckets();
     const auto [begin, end] = rows[rank];
     const int64_t n = end - begin;
     for (int m = 0; m < micro_batches; ++m) {
@@ -80,7 +101,8 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
     }
     ASSERT_TRUE(sync.Finish().ok());
     stats[rank] = sync.last_stats();
-    for (auto& p : net->parameters()) synced[rank].push_back(p.grad().clone());
+    // Not cloned: views into the buckets, read after the communicators are gone.
+    for (auto& p : net->parameters()) synced[rank].push_back(p.grad());
   });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(synced[r].size(), expected.size());
@@ -91,9 +113,17 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
     }
   }
   EXPECT_GT(stats[0].buckets, 2);
+  for (int r = 0; r < world; ++r) EXPECT_EQ(in_place[r], shared_memory ? stats[0].buckets : 0) << "rank " << r;
 }
 
 TEST(GradientSync, TwoRanksEqualOneFullBatch) { ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "none", 1e-6); }
+
+// Buckets in shared memory, summed where they lie: the same gradients, and
+// .grad views into the segment stay readable after the communicator is gone.
+TEST(GradientSync, SharedMemoryBucketsSumInPlace) {
+  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "none", 1e-6, /*shared_memory=*/true);
+  ExpectSyncedGradsMatchFullBatch({{0, 5}, {5, 12}, {12, 12}}, 2, "none", 1e-6, /*shared_memory=*/true);
+}
 
 TEST(GradientSync, UnevenAndEmptyShares) {
   ExpectSyncedGradsMatchFullBatch({{0, 9}, {9, 12}, {12, 12}}, 1, "none", 1e-6);

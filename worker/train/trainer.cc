@@ -84,13 +84,16 @@ absl::Status Trainer::CreateCommunicators() {
   data_comm_ = comm_.get();
   if (UseSharedMemory()) {
     // Slots as large as all parameters hold any bucket; past 64 MiB larger
-    // buckets go through Gloo rather than fill /dev/shm.
+    // buckets go through Gloo rather than fill /dev/shm. The in-place area
+    // holds the gradient buckets themselves (plus each one's alignment); the
+    // scratch area serves other float32 sums (parameter averaging, metrics).
     size_t bytes = 0;
     for (const auto& p : params_) bytes += p.nbytes();
     ShmAllReduceOptions shm;
     shm.rank = gloo.rank;
     shm.size = gloo.size;
     shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
+    shm.in_place_bytes = shm.slot_bytes + 64 * params_.size();
     shm.timeout = gloo.timeout;
     shm.key_prefix = "shm/";
     auto created = CreateShmAllReduce(shm, comm_.get(), client_->KvStore(join_.generation()));
@@ -180,7 +183,8 @@ absl::Status Trainer::Setup() {
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << ": " << spec_.model().name() << " with " << FlattenParameters(params_).numel() << " parameters, "
             << train_->size() << " training samples, " << steps_per_epoch << " steps per epoch, "
-            << sync_->bucket_elements().size() << " gradient buckets over " << data_comm_->backend();
+            << sync_->bucket_elements().size() << " gradient buckets over " << data_comm_->backend()
+            << (sync_->in_place_buckets() > 0 ? absl::StrCat(" (", sync_->in_place_buckets(), " summed in place)") : "");
   return absl::OkStatus();
 }
 
