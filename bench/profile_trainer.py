@@ -50,7 +50,9 @@ def main():
                         "-p", pid, "--", "sleep", str(args.seconds)], check=True)
         subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-a", "-o", machine_data,
                         "--", "sleep", str(args.seconds)], check=True)
-        for title, data, sort in (("trainer pid " + pid, trainer_data, "dso,sym"), ("whole machine", machine_data, "comm")):
+        for title, data, sort in (("trainer pid " + pid, trainer_data, "dso,sym"),
+                                  ("trainer pid " + pid + " by library", trainer_data, "dso"),
+                                  ("whole machine", machine_data, "comm")):
             report = subprocess.run(["perf", "report", "-i", data, "--no-children", "-g", "none", "--sort", sort,
                                      "--stdio"], capture_output=True, text=True).stdout
             lines = [l for l in report.splitlines() if l.strip() and not l.startswith("#")][:20]

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBuiltin(const Builtin& builtin, con
   absl::StatusOr<std::shared_ptr<LogitsModule>> module = builtin.make(info);
   if (!module.ok()) return module.status();
   if (absl::Status init = InitializeParameters(**module, seed); !init.ok()) return init;
+  (*module)->ChooseLayouts();  // after init: uniform_ fills in memory order
   return std::unique_ptr<Model>(new ModuleModel(builtin.name, std::move(*module)));
 }
 

@@ -19,10 +19,22 @@ class MnistCnn : public LogitsModule {
     f2_ = register_module("f2", torch::nn::Linear(128, classes));
   }
 
+  // Convolution weights in channels-last (NHWC) order: oneDNN then runs both
+  // convolutions, their backward and the pooling in that layout, about 20%
+  // less time per step on one CPU thread (bench/README.md). The ReLUs after
+  // the convolutions work in place: the convolutions' backward does not need
+  // their outputs.
+  void ChooseLayouts() override {
+    torch::NoGradGuard no_grad;
+    for (torch::nn::Conv2d* conv : {&c1_, &c2_}) {
+      (*conv)->weight.set_data((*conv)->weight.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+
   torch::Tensor forward(const torch::Tensor& inputs) override {
-    torch::Tensor x = at::relu(c1_->forward(inputs));
-    x = at::max_pool2d(at::relu(c2_->forward(x)), {2, 2});
-    x = at::relu(f1_->forward(x.flatten(1)));
+    torch::Tensor x = c1_->forward(inputs).relu_();
+    x = at::max_pool2d(c2_->forward(x).relu_(), {2, 2});
+    x = f1_->forward(x.flatten(1)).relu_();
     return f2_->forward(x);
   }
 

@@ -15,6 +15,10 @@ class LogitsModule : public torch::nn::Module {
  public:
   // [N, ...sample_shape] -> [N, C] or [N, T, C].
   virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  // Called once the parameters hold their initial values: a module may move
+  // them to the memory layout its kernels run fastest in. Values (and so
+  // every checkpoint, hash and all-reduce, which see logical order) stay.
+  virtual void ChooseLayouts() {}
 };
 
 class ModuleModel : public Model {
