@@ -177,7 +177,8 @@ class DaemonTest : public ::testing::Test {
   void WriteTrainer(const std::string& body) {
     std::ofstream(dir_ / "trainer.sh") << "#!/bin/sh\n"
                                        << "for a in \"$@\"; do case \"$a\" in "
-                                       << "--termination-message-file=*) msg=\"${a#*=}\";; esac; done\n"
+                                       << "--termination-message-file=*) msg=\"${a#*=}\";; "
+                                       << "--alive-file=*) alive=\"${a#*=}\";; esac; done\n"
                                        << body << "\n";
     chmod((dir_ / "trainer.sh").c_str(), 0755);
   }
@@ -268,6 +269,32 @@ TEST_F(DaemonTest, ReportsATrainerExitWithItsCodeAndMessage) {
   text << log.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("--job=job-1 --worker-id=w1"));
   EXPECT_EQ(MetricValue("herd_worker_trainer_exits_total{code=\"3\"}"), 1);
+}
+
+// A trainer lives across generations and writes each one it joins into its
+// alive file. Its exit is charged to the last generation it joined: one that
+// dies after its assignment moved to generation 2 but before it joined 2 did
+// not fail generation 2 (charging it there made the coordinator spend a
+// second restart on one failure).
+TEST_F(DaemonTest, ChargesATrainerExitToTheLastGenerationItJoined) {
+  for (bool joins_second : {false, true}) {
+    SCOPED_TRACE(joins_second ? "joined generation 2" : "never joined generation 2");
+    const std::string job = joins_second ? "job-joined" : "job-stale";
+    const std::filesystem::path die = dir_ / (job + ".die");
+    WriteTrainer("echo 1 > \"$alive\"; while [ ! -f " + die.string() + " ]; do sleep 0.01; done; " +
+                 (joins_second ? "echo 2 > \"$alive\"; " : "") + "exit 7");
+    cluster_.Assign(job, 1);
+    if (daemon_ == nullptr) StartDaemon();
+    ASSERT_TRUE(WaitUntil([&] { return cluster_.LastHeartbeatRuns(job); }));
+    cluster_.Assign(job, 2);
+    const size_t seen = cluster_.heartbeats().size();
+    ASSERT_TRUE(WaitUntil([&] { return cluster_.heartbeats().size() >= seen + 3; }));  // generation 2 applied
+    std::ofstream(die).put('\n');
+    ASSERT_TRUE(WaitUntil([&] { return ExitReported(job, 7); }));
+    for (const v1::TrainerExit& exit : cluster_.exits()) {
+      if (exit.job_id() == job) EXPECT_EQ(exit.generation(), joins_second ? 2 : 1);
+    }
+  }
 }
 
 TEST_F(DaemonTest, RemovingTheAssignmentKillsTheTrainer) {

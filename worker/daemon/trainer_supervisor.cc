@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -48,8 +49,6 @@ void TrainerSupervisor::ApplyAssignments(const HeartbeatReport& report,
                   << trainer.process->pid() << ")";
         trainer.process->BeginStop(options_.kill_grace);
       }
-    } else {
-      trainer.generation = it->second->generation();
     }
   }
 
@@ -81,8 +80,10 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
                      absl::StrCat("cannot create job dir ", job_dir, ": ", error.message()));
     return;
   }
-  // A message left by an earlier trainer of this job must not explain this one's exit.
+  // A message left by an earlier trainer of this job must not explain this
+  // one's exit, nor its alive file speak for this one's generation.
   std::filesystem::remove(TerminationMessagePath(job_dir), error);
+  std::filesystem::remove(TrainerAlivePath(job_dir), error);
   if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerStarting(job_id, job_dir);
 
   std::optional<int> gpu = PickGpuLocked();
@@ -155,6 +156,15 @@ std::optional<int> TrainerSupervisor::PickGpuLocked() const {
   return best;
 }
 
+// The last generation the trainer joined, as it wrote in its alive file,
+// or the one it was started for.
+int64_t TrainerSupervisor::JoinedGeneration(const Trainer& trainer) {
+  std::ifstream file(TrainerAlivePath(trainer.job_dir));
+  int64_t joined = 0;
+  if (file >> joined && joined > trainer.generation) return joined;
+  return trainer.generation;
+}
+
 int TrainerSupervisor::ReapLocked() {
   int exited = 0;
   for (auto it = trainers_.begin(); it != trainers_.end();) {
@@ -170,7 +180,7 @@ int TrainerSupervisor::ReapLocked() {
                               : ReadExitMessage(TerminationMessagePath(trainer.job_dir), TrainerLogPath(trainer.job_dir));
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
               << (message.empty() ? "" : ": ") << message;
-    RecordExitLocked(job_id, trainer.generation, *code, std::move(message));
+    RecordExitLocked(job_id, JoinedGeneration(trainer), *code, std::move(message));
     if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerExited(job_id);
     it = trainers_.erase(it);
     ++exited;

@@ -71,6 +71,10 @@ class TrainerSupervisor {
  private:
   struct Trainer {
     std::unique_ptr<TrainerProcess> process;
+    // The generation it was started for. A trainer lives across generations
+    // and writes each one it joins into its alive file; its exit is charged
+    // to the newer of the two (JoinedGeneration), never merely to the newest
+    // assigned: one killed before it joined a new generation did not fail it.
     int64_t generation = 0;
     std::optional<int> gpu;
     std::string job_dir;
@@ -84,6 +88,7 @@ class TrainerSupervisor {
 
   void StartLocked(const v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopStuckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static int64_t JoinedGeneration(const Trainer& trainer);
   void RecordExitLocked(const std::string& job_id, int64_t generation, int exit_code, std::string message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -32,13 +32,22 @@ class MnistCnn : public LogitsModule {
   }
 
   torch::Tensor forward(const torch::Tensor& inputs) override {
-    torch::Tensor x = c1_->forward(inputs).relu_();
-    x = at::max_pool2d(c2_->forward(x).relu_(), {2, 2});
+    torch::Tensor x = Convolve(c1_, inputs).relu_();
+    x = at::max_pool2d(Convolve(c2_, x).relu_(), {2, 2});
     x = f1_->forward(x.flatten(1)).relu_();
     return f2_->forward(x);
   }
 
  private:
+  // LibTorch 1.13 cannot run an empty batch (a rank's share at the end of an
+  // epoch may be empty) through channels-last weights: a view inside
+  // _convolution fails. Such a batch takes the plain layout; its gradients
+  // (zeros) still flow back to the weight.
+  static torch::Tensor Convolve(torch::nn::Conv2d& conv, const torch::Tensor& x) {
+    if (x.size(0) == 0) return at::conv2d(x, conv->weight.contiguous(), conv->bias);  // stride 1, no padding
+    return conv->forward(x);
+  }
+
   torch::nn::Conv2d c1_{nullptr};
   torch::nn::Conv2d c2_{nullptr};
   torch::nn::Linear f1_{nullptr};

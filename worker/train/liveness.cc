@@ -46,4 +46,14 @@ void MarkAlive() {
   futimens(fd, nullptr);
 }
 
+void MarkJoined(int64_t generation) {
+  const int fd = alive_fd.load();
+  if (fd < 0) return;
+  const std::string text = absl::StrCat(generation, "\n");
+  if (pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
+    (void)ftruncate(fd, static_cast<off_t>(text.size()));
+  }
+  last_touch_ms = NowMs();  // the write moved the mtime too
+}
+
 }  // namespace herd

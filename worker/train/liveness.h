@@ -4,6 +4,7 @@
 // bounded by a timeout shorter than that and marks progress around it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,5 +17,10 @@ absl::Status SetAliveFile(const std::string& path);
 
 // Touches the file, at most about once a second; cheap enough for every step.
 void MarkAlive();
+
+// Writes `generation` into the file once this trainer joined it: the daemon
+// charges the trainer's exit to the last generation it joined, not to a newer
+// one it was assigned but never reached.
+void MarkJoined(int64_t generation);
 
 }  // namespace herd
