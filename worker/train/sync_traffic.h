@@ -15,6 +15,9 @@ struct SyncTraffic {
   int64_t samples = 0;           // samples this rank trained on
   double train_seconds = 0;      // wall time in training steps (evaluation excluded)
   int64_t allreduce_steps = 0;   // steps whose gradients were all-reduced
+  // Of train_seconds, how long the gradient all-reduce held the step up after
+  // backward (slower peers included): what synchronization cost this rank.
+  double allreduce_wait_seconds = 0;
   int64_t local_steps = 0;       // steps without gradient sync (mode average)
   int64_t averaging_rounds = 0;
   double last_round_seconds = 0;           // the last round's all-reduce + update

@@ -353,6 +353,7 @@ absl::Status Trainer::TrainStep() {
   } else {
     ++traffic_.allreduce_steps;
     traffic_.wire_bytes += sync_->last_stats().wire_bytes;
+    traffic_.allreduce_wait_seconds += sync_->last_stats().exposed_wait_seconds;
     // Replicas are identical after an all-reduce step: averaging (after
     // warmup) starts from here.
     if (averaging_ != nullptr) averaging_->ResetAnchor();
@@ -442,8 +443,10 @@ void Trainer::LogSyncTraffic() const {
                                  t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps,
                                  t.allreduce_steps, rate);
   } else {
-    LOG(INFO) << absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s", t.allreduce_steps,
-                                 t.wire_bytes, t.BytesPerSample(), rate);
+    LOG(INFO) << absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s; waited %.1f s "
+                                 "(%.1f%%) for the all-reduce after backward",
+                                 t.allreduce_steps, t.wire_bytes, t.BytesPerSample(), rate, t.allreduce_wait_seconds,
+                                 t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
   }
 }
 
