@@ -15,7 +15,6 @@
 #include <cstring>
 #include <mutex>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

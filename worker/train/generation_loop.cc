@@ -29,7 +29,9 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std
     MarkAlive();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     auto joined = client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)));
-    if (joined.ok()) MarkJoined(joined->generation());
+    if (joined.ok()) {
+      if (absl::Status marked = MarkJoined(joined->generation()); !marked.ok()) LOG(WARNING) << marked;
+    }
     if (joined.ok() || joined.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kChunk) return joined;
   }
 }

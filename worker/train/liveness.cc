@@ -46,14 +46,17 @@ void MarkAlive() {
   futimens(fd, nullptr);
 }
 
-void MarkJoined(int64_t generation) {
+absl::Status MarkJoined(int64_t generation) {
   const int fd = alive_fd.load();
-  if (fd < 0) return;
+  if (fd < 0) return absl::OkStatus();
   const std::string text = absl::StrCat(generation, "\n");
-  if (pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
-    (void)ftruncate(fd, static_cast<off_t>(text.size()));
+  if (pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ftruncate(fd, static_cast<off_t>(text.size())) != 0) {
+    return absl::UnavailableError(absl::StrCat("recording generation ", generation, " in the alive file: ",
+                                               std::strerror(errno)));
   }
   last_touch_ms = NowMs();  // the write moved the mtime too
+  return absl::OkStatus();
 }
 
 }  // namespace herd

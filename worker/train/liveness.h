@@ -20,7 +20,8 @@ void MarkAlive();
 
 // Writes `generation` into the file once this trainer joined it: the daemon
 // charges the trainer's exit to the last generation it joined, not to a newer
-// one it was assigned but never reached.
-void MarkJoined(int64_t generation);
+// one it was assigned but never reached. UNAVAILABLE when the write fails
+// (the exit would then be charged to an older generation and ignored).
+absl::Status MarkJoined(int64_t generation);
 
 }  // namespace herd

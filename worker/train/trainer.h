@@ -106,7 +106,7 @@ class Trainer {
   std::unique_ptr<Communicator> nccl_;
   // Ranks on one host (CPU): float32 all-reduce through shared memory.
   std::unique_ptr<Communicator> shm_;
-  Communicator* data_comm_ = nullptr;  // nccl_ on cuda, else comm_
+  Communicator* data_comm_ = nullptr;  // gradients, averaging: nccl_ on cuda, else shm_ or comm_
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<ParameterAveraging> averaging_;  // mode average only
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
