@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "bench/file_store.h"
 #include "bench/gloo_direct.h"
 #include "bench/tcp_pump.h"
@@ -174,16 +175,7 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
   nlohmann::json cases = nlohmann::json::array();
   // Rewritten after every size, so a run that fails later keeps what it measured.
   auto save = [&]() -> absl::Status {
-    const std::string temporary = result_path + ".tmp";
-    {
-      std::ofstream out(temporary);
-      out << nlohmann::json{{"rank", rank}, {"cases", cases}}.dump() << "\n";
-      if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
-    }
-    if (std::rename(temporary.c_str(), result_path.c_str()) != 0) {
-      return absl::UnavailableError(absl::StrCat("cannot rename ", temporary));
-    }
-    return absl::OkStatus();
+    return WriteFileAtomically(result_path, nlohmann::json{{"rank", rank}, {"cases", cases}}.dump() + "\n");
   };
   for (size_t bytes : options.sizes) {
     const size_t count = bytes / sizeof(float);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 
 namespace herd::bench {
 
@@ -29,16 +30,7 @@ std::string FileStore::PathFor(const std::string& key) const {
 
 absl::Status FileStore::Set(const std::string& key, const std::string& value) {
   const std::string path = PathFor(key);
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(value.data(), static_cast<std::streamsize>(value.size()));
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, value);
 }
 
 absl::Status FileStore::Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) {

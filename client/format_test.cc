@@ -143,6 +143,15 @@ TEST(FormatTest, WorkersAndCheckpointsTables) {
   EXPECT_THAT(checkpoints, HasSubstr("ckpt-1  200   0      0    3.0 MiB  0123456789ab  1m   job-7/step-200"));
 }
 
+TEST(FormatTest, DetailShowsAWarning) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Warning:")));
+  job.set_warning("checkpoint at step 100 failed: No space left on device");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("checkpoint at step 100 failed: No space left on device"));
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
+}
+
 TEST(FormatTest, DetailShowsReasonAndEval) {
   v1::JobInfo job = SampleJob();
   job.set_state(v1::FAILED);

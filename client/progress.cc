@@ -11,6 +11,9 @@ namespace herd::client {
 
 void StepRateTracker::Observe(double now, int64_t step) {
   if (!samples_.empty() && step < samples_.back().second) samples_.clear();
+  // Until the step moves, the window starts at the newest sighting: time spent
+  // before training began (loading, rendezvous) or in a stall is no step rate.
+  if (!samples_.empty() && step == samples_.front().second) samples_.clear();
   samples_.emplace_back(now, step);
   while (samples_.size() > 2 && now - samples_[1].first >= window_seconds_) samples_.pop_front();
 }

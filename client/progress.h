@@ -10,8 +10,10 @@
 
 namespace herd::client {
 
-// Steps per second as the watcher sees them, over a sliding window. Reset
-// when the step goes backwards (a rollback to the last commit).
+// Steps per second as the watcher sees them, over a sliding window that
+// starts when the step last moved: the time before training started (data
+// loading, rendezvous) does not dilute the rate. Reset when the step goes
+// backwards (a rollback to the last commit).
 class StepRateTracker {
  public:
   explicit StepRateTracker(double window_seconds = 30) : window_seconds_(window_seconds) {}

@@ -94,5 +94,19 @@ TEST(StepRateTrackerTest, RateOverTheWindowAndResetOnRollback) {
   EXPECT_DOUBLE_EQ(tracker.StepsPerSecond(), 10);
 }
 
+// The ETA of a job 18% done was twice the real remaining time: the window
+// counted the seconds before its first step as training.
+TEST(StepRateTrackerTest, TimeBeforeTheFirstStepDoesNotCount) {
+  StepRateTracker tracker(30);
+  for (double t = 0; t <= 20; t += 1) tracker.Observe(t, 0);  // loading data, rendezvous
+  tracker.Observe(21, 50);
+  tracker.Observe(25, 250);
+  EXPECT_DOUBLE_EQ(tracker.StepsPerSecond(), 50);  // 250 steps in the 5 s since step 0 was last seen
+  v1::JobInfo job;
+  job.set_step(250);
+  job.set_total_steps(1250);
+  EXPECT_DOUBLE_EQ(EstimateEtaSeconds(job, tracker.StepsPerSecond()).value(), 20);
+}
+
 }  // namespace
 }  // namespace herd::client

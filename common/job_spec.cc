@@ -75,6 +75,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (dataset->kind() == "text" && dataset->sequence_length() == 0) dataset->set_sequence_length(64);
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
+  if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
@@ -167,6 +168,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 
   if (spec.checkpoint().interval_steps() < 0) return Bad("checkpoint.interval_steps", "must be >= 0");
   if (spec.checkpoint().keep() < 1) return Bad("checkpoint.keep", "must be >= 1");
+  if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
+    return s;
+  }
   if (spec.eval().interval_steps() < 0) return Bad("eval.interval_steps", "must be >= 0");
   if (spec.eval().max_samples() < 0) return Bad("eval.max_samples", "must be >= 0");
   return absl::OkStatus();

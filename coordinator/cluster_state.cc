@@ -93,7 +93,17 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
   auto worker = state.workers.find(worker_id);
   if (worker == state.workers.end()) return assignments;
   const JobRecord* job = RunningJobOf(state, worker->second);
-  if (job == nullptr || job->generation.finished.count(worker_id)) return assignments;
+  if (job == nullptr) {
+    // A worker held for re-admission keeps its trainer (rank -1: none yet).
+    const std::string held = HeldForJob(state, worker->second);
+    if (held.empty()) return assignments;
+    v1::Assignment& assignment = assignments.emplace_back();
+    assignment.set_job_id(held);
+    assignment.set_generation(state.jobs.at(held).generation.number);
+    assignment.set_rank(-1);
+    return assignments;
+  }
+  if (job->generation.finished.count(worker_id)) return assignments;
   // Survivors of a generation still forming stay assigned, so their daemon
   // keeps the trainer (and the state it holds in memory) alive.
   v1::Assignment& assignment = assignments.emplace_back();
@@ -101,6 +111,30 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
   assignment.set_generation(job->generation.number);
   assignment.set_rank(job->generation.RankOf(worker_id));
   return assignments;
+}
+
+std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
+  if (worker.state != v1::IDLE) return "";
+  for (const std::string& job_id : worker.running_jobs) {
+    auto it = state.jobs.find(job_id);
+    if (it == state.jobs.end()) continue;
+    const JobRecord& job = it->second;
+    if (job.info.state() != v1::RUNNING || job.info.spec().device() != worker.device_kind) continue;
+    if (job.generation.RankOf(worker.id) >= 0) continue;
+    if (static_cast<int64_t>(job.generation.members.size()) >= job.info.spec().max_workers()) continue;
+    return job_id;
+  }
+  return "";
+}
+
+bool GraceAfterPause(ClusterState& state, double last_upkeep, double now, double lease_seconds) {
+  // Upkeep runs several times a second; a gap of a quarter lease already
+  // risks expiring a worker whose last heartbeat came just before it.
+  if (last_upkeep <= 0 || now - last_upkeep <= lease_seconds / 4) return false;
+  for (auto& [id, worker] : state.workers) {
+    if (worker.state != v1::DEAD) worker.last_heartbeat = std::max(worker.last_heartbeat, now);
+  }
+  return true;
 }
 
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation) {
@@ -118,10 +152,7 @@ absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string
   return absl::OkStatus();
 }
 
-bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes) {
-  JobRecord& job = state.jobs.at(report.job_id());
-  if (job.info.state() != v1::RUNNING) return true;
-  if (report.rank() != 0) return false;
+void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   v1::JobInfo& info = job.info;
   info.set_step(report.step());
   info.set_epoch(report.epoch());
@@ -131,7 +162,15 @@ bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report,
   // Evaluations arrive only every eval interval: keep the last ones between.
   if (!report.eval().empty()) *info.mutable_eval() = report.eval();
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
-  info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
+  info.set_warning(report.checkpoint_warning());
+}
+
+bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes) {
+  JobRecord& job = state.jobs.at(report.job_id());
+  if (job.info.state() != v1::RUNNING) return true;
+  if (report.rank() != 0) return false;
+  RecordProgress(job, report);
+  job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
   job.generation.committed = true;
   Touch(job, now, changes);
   return false;

@@ -115,6 +115,21 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
 // generation has it as an unfinished member.
 std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std::string& worker_id);
 
+// The RUNNING job an IDLE worker is held for: its trainer still runs that
+// job (its heartbeat says so) although the worker was left out of the job's
+// generation (its lease lapsed during a stall or partition), and the job has
+// room for it. The trainer keeps its job context and commit while it waits;
+// the job takes the worker back at its next join, and no other job may take
+// it meanwhile. "" when none.
+std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
+
+// The coordinator itself could hear nobody from `last_upkeep` to `now` (it
+// was stopped, frozen or starved). When that gap is long enough to cost a
+// lease, every live worker's lease restarts from `now`, as after a restart:
+// the coordinator's own trouble must not look like the workers'. True when
+// it granted that grace.
+bool GraceAfterPause(ClusterState& state, double last_upkeep, double now, double lease_seconds);
+
 // Fencing: NOT_FOUND for an unknown job, FAILED_PRECONDITION when
 // `generation` is not the job's current one or has not formed yet.
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation);
@@ -123,6 +138,11 @@ absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string
 // Rank 0 reports at commit points, so its report is the job's committed state.
 // Returns true when the job is no longer RUNNING, i.e. the trainer should stop.
 bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes);
+
+// The progress fields of `report` (step, loss, eval, throughput, warning)
+// into the job's record; ApplyProgress and a successful trainer exit's final
+// report share it.
+void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report);
 
 // The newest complete checkpoint of a job, or nullptr.
 const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std::string& job_id);

@@ -255,7 +255,7 @@ TEST_F(ClusterStateTest, CleanExitsSucceedOnceEveryMemberFinished) {
 TEST_F(ClusterStateTest, NonZeroExitStartsGenerationWithoutTheMember) {
   StartJob(3, 1);
   Commit(10, 0, 480);
-  ChangeSet changes = ApplyTrainerExit(state_, "w2", Exit("j", 1, 3, "CUDA out of memory"), clock_.Now());
+  ChangeSet changes = ApplyTrainerExit(state_, "w2", Exit("j", 1, 1, "CUDA out of memory"), clock_.Now());
   const JobRecord& job = Job("j");
   EXPECT_EQ(job.info.state(), v1::RUNNING);
   EXPECT_EQ(job.generation.number, 2);
@@ -266,7 +266,7 @@ TEST_F(ClusterStateTest, NonZeroExitStartsGenerationWithoutTheMember) {
   EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 10);
   EXPECT_EQ(job.restarts_used, 1);
-  EXPECT_EQ(job.last_failure, "worker w2 (rank 1) trainer exited with code 3: CUDA out of memory");
+  EXPECT_EQ(job.last_failure, "worker w2 (rank 1) trainer exited with code 1: CUDA out of memory");
   EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
 
   // The same trainer's exit, or any, for generation 1 changes nothing now.
@@ -276,6 +276,112 @@ TEST_F(ClusterStateTest, NonZeroExitStartsGenerationWithoutTheMember) {
   ApplyTrainerExit(state_, "w1", Exit("j", 2, 0), clock_.Now());
   ApplyTrainerExit(state_, "w3", Exit("j", 2, 0), clock_.Now());
   EXPECT_EQ(Job("j").info.state(), v1::SUCCEEDED);
+}
+
+// A failure another generation would repeat (here: a checkpoint disk full
+// under on_failure: fail) fails the job at once with the trainer's message,
+// whichever generation it came from, and spends no restart budget.
+TEST_F(ClusterStateTest, JobErrorExitFailsTheJobAtOnceNamingTheCause) {
+  StartJob(3, 1);
+  ApplyTrainerExit(state_, "w1", Exit("j", 1, v1::TRAINER_EXIT_JOB_ERROR,
+                                      "checkpoint at step 100 failed: No space left on device"),
+                   clock_.Now());
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.info.state(), v1::FAILED);
+  EXPECT_EQ(job.info.reason(), "worker w1 trainer failed: checkpoint at step 100 failed: No space left on device");
+  EXPECT_EQ(job.restarts_used, 0);
+  for (const char* id : {"w1", "w2", "w3"}) EXPECT_THAT(AssignmentsFor(state_, id), IsEmpty()) << id;
+}
+
+// The final report rides with a clean exit: a coordinator that missed the
+// last progress reports (it was down) still records the true end.
+TEST_F(ClusterStateTest, CleanExitCarriesTheFinalProgress) {
+  StartTwoWorkerJob();
+  Commit(130, 0, 4160);
+  v1::TrainerExit exit = Exit("j", 1, 0);
+  v1::ReportProgressRequest& last = *exit.mutable_final_progress();
+  last.set_step(1250);
+  last.set_epoch(1);
+  last.set_total_steps(1250);
+  last.set_loss(0.31);
+  last.set_samples_per_second(1880);
+  (*last.mutable_eval())["accuracy"] = 0.88;
+  ApplyTrainerExit(state_, "w2", exit, clock_.Now());
+  // An older report (a lagging rank) never moves the record back.
+  v1::TrainerExit stale = Exit("j", 1, 0);
+  stale.mutable_final_progress()->set_step(40);
+  ApplyTrainerExit(state_, "w1", stale, clock_.Now());
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.info.state(), v1::SUCCEEDED);
+  EXPECT_EQ(job.info.step(), 1250);
+  EXPECT_EQ(job.info.epoch(), 1);
+  EXPECT_DOUBLE_EQ(job.info.loss(), 0.31);
+  EXPECT_DOUBLE_EQ(job.info.samples_per_second(), 1880);
+  EXPECT_DOUBLE_EQ(job.info.eval().at("accuracy"), 0.88);
+}
+
+// After a pause of its own longer than a lease, the coordinator restarts
+// every lease instead of declaring its workers dead.
+TEST_F(ClusterStateTest, CoordinatorPauseGrantsGraceInsteadOfExpiringEveryone) {
+  StartTwoWorkerJob();
+  const double before = clock_.Now();
+  clock_.Advance(3 * kLease);  // stopped: no upkeep, no heartbeats
+  EXPECT_TRUE(GraceAfterPause(state_, before, clock_.Now(), kLease));
+  EXPECT_TRUE(ExpireLeases(state_, clock_.Now(), kLease).empty());
+  EXPECT_EQ(Job("j").generation.number, 1);
+  EXPECT_EQ(Job("j").restarts_used, 0);
+  // Ordinary upkeep gaps grant nothing, and silent workers still expire.
+  EXPECT_FALSE(GraceAfterPause(state_, clock_.Now(), clock_.Now() + 0.2, kLease));
+  clock_.Advance(kLease + 1);
+  EXPECT_FALSE(ExpireLeases(state_, clock_.Now(), kLease).empty());
+  EXPECT_EQ(Worker("w1").state, v1::DEAD);
+}
+
+// A worker left out of a generation while its trainer still holds the job
+// context is held for that job: its trainer stays assigned, no other job
+// takes it, and the job takes it back at its next join.
+TEST_F(ClusterStateTest, WorkerLeftOutIsHeldAndReadmittedWithItsTrainer) {
+  StartJob(3, 2);
+  Commit(50, 0, 2400);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w3"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  ASSERT_EQ(Job("j").generation.number, 2);
+  ASSERT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+  // Another job waits for two workers meanwhile.
+  AddWorker("w4");
+  Submit("other", Spec(2, 2));
+
+  // w3's daemon comes back: registers, and its heartbeat says its trainer runs j.
+  AddWorker("w3");
+  Heartbeat("w3", {"j"});
+  EXPECT_EQ(HeldForJob(state_, Worker("w3")), "j");
+  auto assignments = AssignmentsFor(state_, "w3");
+  ASSERT_THAT(assignments, ::testing::SizeIs(1));
+  EXPECT_EQ(assignments[0].job_id(), "j");
+  Schedule(state_, clock_.Now());
+  EXPECT_EQ(Job("other").info.state(), v1::PENDING) << "w3 is held for j, w4 alone is not enough";
+
+  clock_.Advance(kLease + 1);  // joins are rate-limited to one per lease
+  AllBeatExcept({});
+  Heartbeat("w3", {"j"});
+  ChangeSet changes = Advance();
+  EXPECT_THAT(Reasons(changes), ElementsAre("join"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2", "w3"));
+  EXPECT_EQ(Job("j").restarts_used, 1);  // only the lease expiry cost budget
+  EXPECT_EQ(HeldForJob(state_, Worker("w3")), "");
+}
+
+// The reason names the first failure of a streak, not the echoes after it.
+TEST_F(ClusterStateTest, ExhaustedBudgetReasonNamesTheFirstFailure) {
+  StartJob(2, 1, /*restart_budget=*/1);
+  ASSERT_TRUE(ReportFailure("w2", 1, 1, "No space left on device").ok());
+  ASSERT_EQ(Job("j").generation.number, 2);
+  ASSERT_TRUE(ReportFailure("w1", 2, 0, "rank 0 left the collective").ok());
+  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
+  EXPECT_THAT(Job("j").info.reason(), ::testing::HasSubstr("first failure: worker w2 (rank 1) reported a failure: "
+                                                           "No space left on device"));
+  EXPECT_THAT(Job("j").info.reason(), ::testing::HasSubstr("last failure: worker w1"));
 }
 
 TEST_F(ClusterStateTest, StaleGenerationAndFinalJobExitsAreIgnored) {
@@ -538,8 +644,8 @@ TEST_F(ClusterStateTest, RestartBudgetExhaustedFailsTheJob) {
   EXPECT_TRUE(exhausted->generations_started.empty());
   EXPECT_EQ(Job("j").info.state(), v1::FAILED);
   EXPECT_EQ(Job("j").info.reason(),
-            "restart budget (1) exhausted; last failure: worker w1 (rank 0) reported a failure: nccl watchdog "
-            "timeout");
+            "restart budget (1) exhausted; first failure: worker w2 (rank 1) reported a failure: gloo: connection "
+            "reset; last failure: worker w1 (rank 0) reported a failure: nccl watchdog timeout");
   EXPECT_EQ(Worker("w1").state, v1::IDLE);
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
   EXPECT_THAT(AssignmentsFor(state_, "w1"), IsEmpty());

@@ -78,6 +78,13 @@ void Coordinator::RunTicker() {
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
   const double now = clock_->Now();
+  // Only the ticker keeps a rhythm to measure a pause against; a test that
+  // drives Tick by hand moves its clock in jumps on purpose.
+  if (options_.run_ticker && GraceAfterPause(state_, last_upkeep_, now, options_.lease_seconds)) {
+    LOG(WARNING) << "the coordinator heard nothing for " << now - last_upkeep_
+                 << " s (it was stopped or starved): every worker's lease restarts now";
+  }
+  last_upkeep_ = now;
   GenerationOptions generations;
   generations.lease_seconds = options_.lease_seconds;
   generations.min_workers_wait_seconds = options_.min_workers_wait_seconds;
@@ -121,8 +128,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
     metrics_->CountGenerationStarted(started.reason);
     const JobRecord& job = state_.jobs.at(started.job_id);
     LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
-              << ") with " << job.generation.members.size() << " workers from step " << job.generation.start_step
-              << ", healing from rank " << job.generation.heal_from_rank;
+              << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }
@@ -281,14 +287,21 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
       return absl::FailedPreconditionError(
           absl::StrCat("job ", request.job_id(), " is ", v1::JobState_Name(job->info.state())));
     }
-    if (job->info.state() == v1::RUNNING) {
-      if (job->generation.formed) break;
-      // Waiting for workers: only its survivors will be members.
-      if (job->generation.RankOf(request.worker_id()) < 0) break;
+    // A worker that is not a member waits too: one left out of a generation
+    // (its lease lapsed) is re-admitted into a later one while its trainer
+    // keeps the job context (see HeldForJob).
+    if (job->info.state() == v1::RUNNING && job->generation.formed &&
+        job->generation.RankOf(request.worker_id()) >= 0) {
+      break;
     }
     if (shutting_down_) return ShuttingDown();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
+      if (job->info.state() == v1::RUNNING && job->generation.formed) {
+        return absl::DeadlineExceededError(absl::StrCat("worker ", request.worker_id(), " is not a member of job ",
+                                                        request.job_id(), " generation ", job->generation.number,
+                                                        " (waited ", request.wait_ms(), " ms to be admitted)"));
+      }
       return absl::DeadlineExceededError(absl::StrCat("job ", request.job_id(), " is still ",
                                                       v1::JobState_Name(job->info.state()), " (", job->info.reason(),
                                                       ") after waiting ", request.wait_ms(), " ms"));
@@ -299,10 +312,6 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
 
   const Generation& generation = job->generation;
   const int64_t rank = generation.RankOf(request.worker_id());
-  if (rank < 0 || !generation.formed) {
-    return absl::FailedPreconditionError(absl::StrCat("worker ", request.worker_id(), " is not a member of job ",
-                                                      request.job_id(), " generation ", generation.number));
-  }
   v1::JoinGenerationResponse response;
   response.set_generation(generation.number);
   response.set_rank(rank);
@@ -316,10 +325,7 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
   }
   *response.mutable_spec() = job->info.spec();
   response.set_seed(job->info.spec().seed());
-  response.set_epoch(generation.epoch);
-  response.set_samples_in_epoch(generation.samples_in_epoch);
   response.set_start_step(generation.start_step);
-  response.set_heal_from_rank(generation.heal_from_rank);
   response.set_kv_prefix(absl::StrCat(request.job_id(), "/", generation.number, "/"));
   if (const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state_, request.job_id())) {
     response.set_checkpoint_path(checkpoint->path());

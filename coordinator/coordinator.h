@@ -136,6 +136,8 @@ class Coordinator {
   std::set<std::string> unsaved_jobs_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Clock time of the last upkeep round (Tick), to detect our own pauses.
+  double last_upkeep_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread ticker_;
 };
 

@@ -24,14 +24,23 @@ bool FailureReason(const std::string& reason) {
   return reason == kReasonMemberLost || reason == kReasonFailureReported;
 }
 
-// IDLE workers of the spec's device kind, lowest ids first.
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const v1::JobSpec& spec,
-                                        const std::string& excluded = "") {
-  std::vector<std::string> idle;
+// IDLE workers of the spec's device kind that `job_id` may take: those held
+// for it (their trainer still holds its context) first, then the free ones,
+// lowest ids first; never one held for another job.
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
+                                        const v1::JobSpec& spec, const std::string& excluded = "") {
+  std::vector<std::string> held, free;
   for (const auto& [id, worker] : state.workers) {
-    if (worker.state == v1::IDLE && worker.device_kind == spec.device() && id != excluded) idle.push_back(id);
+    if (worker.state != v1::IDLE || worker.device_kind != spec.device() || id == excluded) continue;
+    const std::string held_for = HeldForJob(state, worker);
+    if (held_for == job_id) {
+      held.push_back(id);
+    } else if (held_for.empty()) {
+      free.push_back(id);
+    }
   }
-  return idle;
+  held.insert(held.end(), free.begin(), free.end());
+  return held;
 }
 
 std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
@@ -97,7 +106,7 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
 // reach min_workers; false (and nothing changed) otherwise.
 bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, double now, ChangeSet* changes) {
   const v1::JobSpec& spec = job.info.spec();
-  std::vector<std::string> idle = IdleWorkersFor(state, spec, excluded);
+  std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
   const int64_t have = static_cast<int64_t>(job.generation.members.size());
   if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
   idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(spec.max_workers() - have, 0))));
@@ -123,13 +132,19 @@ void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string
                     ChangeSet* changes) {
   if (charge) {
     const int64_t budget = job.info.spec().restart_budget();
+    // The reason names the root cause: the first failure since the job last
+    // committed, not the echo of its peers that followed.
+    const std::string& first = job.last_failure.empty() ? cause : job.last_failure;
     if (job.restarts_used >= budget) {
-      FinishJob(state, job, v1::FAILED, absl::StrCat("restart budget (", budget, ") exhausted; last failure: ", cause),
+      FinishJob(state, job, v1::FAILED,
+                first == cause ? absl::StrCat("restart budget (", budget, ") exhausted; failure: ", cause)
+                               : absl::StrCat("restart budget (", budget, ") exhausted; first failure: ", first,
+                                              "; last failure: ", cause),
                 now, changes);
       return;
     }
     ++job.restarts_used;
-    job.last_failure = cause;
+    if (job.last_failure.empty() || job.generation.committed) job.last_failure = cause;
   }
   for (const std::string& member : job.generation.members) {
     if (!Contains(keep, member)) ReleaseWorker(state, member, job.info.id(), changes);
@@ -210,7 +225,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
             [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
   for (JobRecord* job : pending) {
     const v1::JobSpec& spec = job->info.spec();
-    std::vector<std::string> idle = IdleWorkersFor(state, spec);
+    std::vector<std::string> idle = IdleWorkersFor(state, job->info.id(), spec);
     if (static_cast<int64_t>(idle.size()) < spec.min_workers()) continue;
     if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
     job->generation = Generation{};
@@ -257,7 +272,15 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (it == state.jobs.end()) return changes;
   JobRecord& job = it->second;
   Generation& generation = job.generation;
-  if (job.info.state() != v1::RUNNING || exit.generation() != generation.number) return changes;
+  if (job.info.state() != v1::RUNNING) return changes;
+  if (exit.exit_code() == v1::TRAINER_EXIT_JOB_ERROR) {
+    // Whatever generation it came from, another one would fail the same way.
+    FinishJob(state, job, v1::FAILED,
+              absl::StrCat("worker ", worker_id, " trainer failed: ", exit.message().substr(0, kMaxFailureMessage)),
+              now, &changes);
+    return changes;
+  }
+  if (exit.generation() != generation.number) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
 
@@ -278,6 +301,12 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     return changes;
   }
   if (!generation.finished.insert(worker_id).second) return changes;  // a repeated report
+  // Its final report rides with the exit: the end of training reaches the
+  // record even when the coordinator missed the last progress report.
+  if (exit.has_final_progress() && exit.final_progress().step() >= job.info.step()) {
+    RecordProgress(job, exit.final_progress());
+    generation.committed = true;
+  }
   if (generation.finished.size() == generation.members.size()) {
     FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
   } else {
@@ -333,7 +362,7 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (!generation.formed || job->recovering || !generation.finished.empty()) continue;
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
-    if (IdleWorkersFor(state, spec).empty()) continue;
+    if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;
     NextGeneration(state, *job, generation.members, kReasonJoin, "", /*charge=*/false, "", now, &changes);
   }
   return changes;

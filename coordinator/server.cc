@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_serving.h"
 
 namespace herd::coordinator {
 
@@ -22,12 +23,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   if (error) {
     return absl::UnavailableError(absl::StrCat("cannot create state dir ", options.state_dir, ": ", error.message()));
   }
+  // One coordinator per state dir: a second one would schedule the same
+  // workers from a copy of the same jobs (split brain).
+  auto lock = ExclusiveLock::Acquire((std::filesystem::path(options.state_dir) / "coordinator.lock").string());
+  if (!lock.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("state dir ", options.state_dir,
+                                                      " is in use by another coordinator: ", lock.status().message()));
+  }
   auto store = StateStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string());
   if (!store.ok()) return store.status();
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->state_dir_lock_ = std::make_unique<ExclusiveLock>(*std::move(lock));
   const Clock* clock = options.clock != nullptr ? options.clock : &server->system_clock_;
   server->registry_ = std::make_shared<prometheus::Registry>();
   server->metrics_ = std::make_unique<Metrics>(*server->registry_);
@@ -39,18 +48,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
       std::make_unique<JobServiceImpl>(server->coordinator_.get(), server->edge_.get(), options.job_service);
   server->cluster_service_ = std::make_unique<ClusterServiceImpl>(server->coordinator_.get(), server->edge_.get());
 
-  int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->cluster_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
-  }
-  server->listen_address_ = WithPort(options.listen, port);
+  auto started = BuildAndStartServer(builder, options.listen, *credentials);
+  if (!started.ok()) return started.status();
+  server->server_ = std::move(started->server);
+  server->listen_address_ = WithPort(options.listen, started->port);
   server->coordinator_->StartServing();
 
   if (!options.metrics_listen.empty()) {
@@ -70,6 +76,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 void CoordinatorServer::Shutdown() {
+  SetServing(server_.get(), false);
   // Waiting calls (WatchJob, JoinGeneration, KvGet) return first, so the
   // gRPC shutdown below does not wait out their timeouts.
   if (coordinator_ != nullptr) coordinator_->Shutdown();

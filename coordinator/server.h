@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/exclusive_lock.h"
 #include "common/rpc_options.h"
 #include "coordinator/cluster_service.h"
 #include "coordinator/coordinator.h"
@@ -49,6 +50,8 @@ class CoordinatorServer {
   CoordinatorServer() = default;
 
   SystemClock system_clock_;
+  // Held while serving: released by the kernel if this process dies.
+  std::unique_ptr<ExclusiveLock> state_dir_lock_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Coordinator> coordinator_;

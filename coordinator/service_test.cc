@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "coordinator/server.h"
 #include "proto/herd.grpc.pb.h"
@@ -45,7 +46,7 @@ std::string HttpGet(const std::string& address, const std::string& path) {
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
+    ServerOptions& options = options_;
     options.listen = "127.0.0.1:0";
     options.metrics_listen = MetricsListen();
     options.state_dir =
@@ -123,6 +124,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  ServerOptions options_;
   std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::ClusterService::Stub> cluster_;
@@ -144,6 +146,45 @@ TEST_F(ServiceTest, MissingOrWrongTokenIsUnauthenticated) {
   EXPECT_EQ(jobs_->SubmitJob(Call("").get(), submit, &submitted).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(jobs_->ListJobs(Call().get(), {}, &jobs).ok());
   EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+// Two coordinators on one state dir would schedule the same workers.
+TEST_F(ServiceTest, SecondCoordinatorOnTheSameStateDirIsRefused) {
+  ServerOptions other = options_;
+  other.listen = "127.0.0.1:0";
+  auto second = CoordinatorServer::Start(other);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another coordinator"));
+  EXPECT_THAT(second.status().message(), HasSubstr(options_.state_dir));
+  // The first one is unaffected.
+  EXPECT_EQ(CheckHealth(*MakeChannel(server_->listen_address()), "", std::chrono::seconds(5)).value_or(false), true);
+}
+
+// gRPC would share the port (SO_REUSEPORT) and split connections between two
+// coordinators.
+TEST_F(ServiceTest, SecondCoordinatorOnAUsedPortIsRefused) {
+  ServerOptions other = options_;
+  other.state_dir += "-other";
+  std::filesystem::remove_all(other.state_dir);
+  other.listen = server_->listen_address();
+  auto second = CoordinatorServer::Start(other);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("cannot listen on " + server_->listen_address()));
+  // Its state dir lock went with it: a coordinator on a free port starts there.
+  other.listen = "127.0.0.1:0";
+  EXPECT_TRUE(CoordinatorServer::Start(other).ok());
+}
+
+// The standard health service answers without a token (probes carry none).
+TEST_F(ServiceTest, ServesTheStandardHealthService) {
+  auto channel = MakeChannel(server_->listen_address());
+  ASSERT_TRUE(channel.ok());
+  auto serving = CheckHealth(*channel, "", std::chrono::seconds(5));
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
+  auto unknown = CheckHealth(*channel, "no.such.Service", std::chrono::seconds(5));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
 }
 
 TEST_F(ServiceTest, BadSpecIsInvalidArgumentNamingTheField) {
@@ -294,7 +335,7 @@ TEST_F(ServiceTest, ReportedFailureStartsNextGenerationAndFencesEveryCallOfTheOl
   expect_fenced(cluster_->ReportFailure(Call().get(), failure, &failure_response), "ReportFailure");
 
   // Both members (the reporter included) join generation 2 and resume from
-  // the committed state, healed from rank 0.
+  // the committed state, healed by the ranks from the newest commit.
   v1::JoinGenerationResponse join1 = Join(job_id, "w1");
   v1::JoinGenerationResponse join2 = Join(job_id, "w2");
   EXPECT_EQ(join1.generation(), 2);
@@ -302,21 +343,21 @@ TEST_F(ServiceTest, ReportedFailureStartsNextGenerationAndFencesEveryCallOfTheOl
   EXPECT_EQ(join2.rank(), 1);
   EXPECT_EQ(join2.kv_prefix(), job_id + "/2/");
   EXPECT_EQ(join2.start_step(), 40);
-  EXPECT_EQ(join2.epoch(), 2);
-  EXPECT_EQ(join2.samples_in_epoch(), 1280);
-  EXPECT_EQ(join2.heal_from_rank(), 0);
   EXPECT_EQ(Heartbeat("w1").assignments(0).generation(), 2);
   set.set_generation(2);
   EXPECT_TRUE(cluster_->KvSet(Call().get(), set, &set_response).ok());
 
-  // A worker that is not a member is refused a place.
+  // A worker that is not a member gets no place: it waits to be admitted
+  // and is told so when its wait ends.
   Register("w9", "10.0.0.9");
   v1::JoinGenerationRequest outsider;
   outsider.set_job_id(job_id);
   outsider.set_worker_id("w9");
+  outsider.set_wait_ms(100);
   v1::JoinGenerationResponse outsider_response;
-  EXPECT_EQ(cluster_->JoinGeneration(Call().get(), outsider, &outsider_response).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::Status refused = cluster_->JoinGeneration(Call().get(), outsider, &outsider_response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("w9 is not a member of job " + job_id + " generation 2"));
 
   v1::GetJobRequest get_job;
   get_job.set_id(job_id);

@@ -102,7 +102,7 @@ run_rendered_pods() {
   chmod +x "$dir/herd-trainer"
   node "$TEST_DIR/pod_command.js" "$CASE_TMP/$rendering.json" worker worker "$dir/worker" \
     --pod-name herd-worker-0 --pod-ip 127.0.0.1 --writes --work-dir --writes --ready-file "$@" \
-    --set --coordinator="$address" --set --metrics-listen=127.0.0.1:0 \
+    --set --coordinator="$address" --set --metrics-listen=127.0.0.1:0 --set --health-listen=127.0.0.1:0 \
     --set --trainer-binary="$dir/herd-trainer" >"$dir/worker.argv"
   mapfile -d '' argv <"$dir/worker.argv"
   [ "${argv[0]}" = herd-worker ] || die "the worker container runs ${argv[0]}"

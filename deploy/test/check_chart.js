@@ -69,7 +69,7 @@ function checkCoordinator() {
   assert.equal(coordinatorArgs.get("--listen"), `0.0.0.0:${grpcPort}`);
   assert.equal(coordinatorArgs.get("--metrics-listen"), `0.0.0.0:${metricsPort}`);
   for (const probe of [c.readinessProbe, c.livenessProbe]) {
-    assert.equal(probe.tcpSocket.port, "grpc", "probes dial the gRPC port");
+    assert.equal(probe.grpc.port, grpcPort, "probes call the gRPC health service on the API port");
   }
   // The Service reaches the named ports, and only coordinator pods.
   const service = r.get("Service", coordinator.metadata.name);
@@ -99,6 +99,11 @@ function checkWorkers() {
   assert.equal(workerArgs.get("--worker-id"), "$(POD_NAME)");
   assert.equal(env.POD_NAME.valueFrom.fieldRef.fieldPath, "metadata.name");
   assert.match(workerArgs.get("--metrics-listen"), /^\$\(POD_IP\):\d+$/);
+  // Probes: readiness asks the gRPC health service (SERVING while registered).
+  const healthPort = workerContainer.ports.find((p) => p.name === "health").containerPort;
+  assert.equal(workerArgs.get("--health-listen"), `0.0.0.0:${healthPort}`);
+  assert.equal(workerContainer.readinessProbe.grpc.port, healthPort);
+  assert.equal(workerContainer.livenessProbe.tcpSocket.port, "health");
   // --coordinator comes from the ConfigMap and names the coordinator Service.
   assert.equal(workerArgs.get("--coordinator"), "$(HERD_COORDINATOR)");
   const configName = workerContainer.envFrom[0].configMapRef.name;

@@ -33,7 +33,12 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubIn
       supervisor_(supervisor),
       metrics_(metrics),
       heartbeat_interval_(options_.default_heartbeat_interval) {
-  metrics_->SetRegistered(false);
+  SetRegistered(false);
+}
+
+void Daemon::SetRegistered(bool registered) {
+  metrics_->SetRegistered(registered);
+  if (options_.on_registered) options_.on_registered(registered);
 }
 
 Daemon::~Daemon() {
@@ -100,7 +105,7 @@ absl::Status Daemon::Register() {
   LOG(INFO) << "registered as " << options_.worker_id << " (" << options_.device_kind << " x"
             << options_.device_count << ", address " << options_.address << "); heartbeat every "
             << Seconds(heartbeat_interval_) << ", lease " << response.lease_seconds() << "s";
-  metrics_->SetRegistered(true);
+  SetRegistered(true);
   if (!options_.ready_file.empty() && !ready_file_written_) {
     absl::Status written = WriteReadyFile(options_.ready_file, options_.worker_id, options_.metrics_address);
     if (!written.ok()) LOG(ERROR) << written;
@@ -174,7 +179,7 @@ void Daemon::Run() {
     } else if (*outcome == HeartbeatOutcome::kReregister) {
       LOG(WARNING) << "the coordinator asked this worker to register again";
       registered = false;
-      metrics_->SetRegistered(false);
+      SetRegistered(false);
       // Only a good heartbeat resets the backoff, so a coordinator that keeps
       // asking cannot make us spin.
       WaitFor(backoff.Next(), /*wake_on_exit=*/false);
@@ -187,7 +192,7 @@ void Daemon::Run() {
   if (reap_thread_.joinable()) reap_thread_.join();
   supervisor_->StopAll();
   if (registered) (void)Heartbeat(/*apply_assignments=*/false);
-  metrics_->SetRegistered(false);
+  SetRegistered(false);
   LOG(INFO) << "stopped";
 }
 

@@ -33,6 +33,9 @@ struct DaemonOptions {
   std::chrono::milliseconds default_heartbeat_interval{1000};
   std::string ready_file;       // written after the first registration; "" for none
   std::string metrics_address;  // host:port the ready file advertises
+  // Told whenever registration with the coordinator starts or ends (the
+  // health service's status); may be empty.
+  std::function<void(bool registered)> on_registered;
 };
 
 class Daemon {
@@ -54,6 +57,7 @@ class Daemon {
   enum class HeartbeatOutcome { kOk, kReregister };
 
   absl::Status Register();
+  void SetRegistered(bool registered);
   absl::StatusOr<HeartbeatOutcome> Heartbeat(bool apply_assignments);
   // Waits up to `delay`; returns early when stopping (then false) or, with
   // `wake_on_exit`, when a trainer exited (its exit should be reported now).

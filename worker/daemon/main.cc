@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
 
 #include "common/auth.h"
+#include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/daemon.h"
@@ -22,6 +24,27 @@
 #include "worker/daemon/worker_metrics.h"
 
 namespace {
+
+// herd.v1.WorkerService on the health port.
+class WorkerStatusService final : public herd::v1::WorkerService::Service {
+ public:
+  WorkerStatusService(std::string worker_id, const std::atomic<bool>* registered,
+                      herd::worker::TrainerSupervisor* supervisor)
+      : worker_id_(std::move(worker_id)), registered_(registered), supervisor_(supervisor) {}
+  grpc::Status GetWorkerStatus(grpc::ServerContext*, const herd::v1::GetWorkerStatusRequest*,
+                               herd::v1::GetWorkerStatusResponse* response) override {
+    response->set_worker_id(worker_id_);
+    response->set_registered(registered_->load());
+    for (const std::string& job : supervisor_->RunningJobs()) response->add_running_jobs(job);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::string worker_id_;
+  const std::atomic<bool>* registered_;
+  herd::worker::TrainerSupervisor* supervisor_;
+};
+
 
 std::string HostName() {
   char name[256] = {};
@@ -102,11 +125,29 @@ int main(int argc, char** argv) {
   supervisor_options.command.token_file = config->token_file;
   supervisor_options.command.insecure_no_auth = config->insecure_no_auth;
   supervisor_options.command.tls = config->tls;
+  supervisor_options.command.checkpoint_root = config->checkpoint_root;
   supervisor_options.gpus = config->gpu_indices;
   supervisor_options.kill_grace = SecondsToMillis(config->trainer_kill_grace_seconds);
   supervisor_options.stuck_after = SecondsToMillis(config->trainer_stuck_seconds);
   TrainerSupervisor supervisor(supervisor_options, &metrics, exposer ? trainer_metrics.get() : nullptr);
 
+  // The standard gRPC health service, SERVING while registered: what the
+  // chart's probes ask; and the worker's status for operators.
+  std::atomic<bool> registered{false};
+  std::unique_ptr<grpc::Server> health;
+  WorkerStatusService status_service(config->worker_id, &registered, &supervisor);
+  if (!config->health_listen.empty()) {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&status_service);
+    auto started = herd::BuildAndStartServer(builder, config->health_listen, grpc::InsecureServerCredentials());
+    if (!started.ok()) {
+      std::cerr << "herd-worker: --health-listen: " << started.status().message() << "\n";
+      return 1;
+    }
+    health = std::move(started->server);
+    herd::SetServing(health.get(), false);
+    LOG(INFO) << "gRPC health service on port " << started->port;
+  }
   DaemonOptions daemon_options;
   daemon_options.worker_id = config->worker_id;
   daemon_options.address = config->listen;
@@ -115,6 +156,10 @@ int main(int argc, char** argv) {
   daemon_options.token = token;
   daemon_options.ready_file = config->ready_file;
   daemon_options.metrics_address = metrics_address;
+  daemon_options.on_registered = [&health, &registered](bool now_registered) {
+    registered = now_registered;
+    herd::SetServing(health.get(), now_registered);
+  };
   Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
 
   std::thread signal_waiter([&daemon, &stop_signals] {
@@ -127,5 +172,6 @@ int main(int argc, char** argv) {
             << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
   daemon.Run();  // returns only after Stop(), i.e. after a signal
   signal_waiter.join();
+  if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;
 }

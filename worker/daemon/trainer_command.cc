@@ -4,14 +4,6 @@
 
 namespace herd::worker {
 
-std::string TerminationMessagePath(const std::string& job_dir) {
-  return absl::StrCat(job_dir, "/termination-message");
-}
-
-std::string TrainerLogPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/trainer.log"); }
-
-std::string TrainerAlivePath(const std::string& job_dir) { return absl::StrCat(job_dir, "/trainer.alive"); }
-
 std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const std::string& job_id,
                                           const std::string& job_dir, std::optional<int> gpu) {
   std::vector<std::string> argv = {
@@ -33,6 +25,7 @@ std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const s
   if (!command.tls.key_file.empty()) argv.push_back(absl::StrCat("--tls-key=", command.tls.key_file));
   argv.push_back(absl::StrCat("--termination-message-file=", TerminationMessagePath(job_dir)));
   argv.push_back(absl::StrCat("--alive-file=", TrainerAlivePath(job_dir)));
+  if (!command.checkpoint_root.empty()) argv.push_back(absl::StrCat("--checkpoint-root=", command.checkpoint_root));
   return argv;
 }
 

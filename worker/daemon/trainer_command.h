@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/rpc_options.h"
+#include "worker/contract/trainer_contract.h"
 
 namespace herd::worker {
 
@@ -18,6 +19,8 @@ struct TrainerCommand {
   std::string token_file;      // empty with insecure_no_auth
   bool insecure_no_auth = false;
   TlsOptions tls;
+  // Checkpoint storage shared by all workers of the cluster.
+  std::string checkpoint_root;
 };
 
 // argv for one job's trainer (argv[0] is the trainer binary). `gpu` is
@@ -25,10 +28,5 @@ struct TrainerCommand {
 std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const std::string& job_id,
                                           const std::string& job_dir, std::optional<int> gpu);
 
-// Where the trainer writes why it exited, inside its job dir.
-std::string TerminationMessagePath(const std::string& job_dir);
-std::string TrainerLogPath(const std::string& job_dir);
-// The file whose mtime the trainer refreshes while it makes progress.
-std::string TrainerAlivePath(const std::string& job_dir);
 
 }  // namespace herd::worker

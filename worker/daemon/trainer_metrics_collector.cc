@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "worker/contract/trainer_contract.h"
 #include "worker/train/metrics_snapshot.h"
 
 namespace herd::worker {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "worker/contract/trainer_contract.h"
 #include "worker/train/metrics_snapshot.h"
 
 namespace herd::worker {

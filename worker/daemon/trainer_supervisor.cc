@@ -84,6 +84,7 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   // one's exit, nor its alive file speak for this one's generation.
   std::filesystem::remove(TerminationMessagePath(job_dir), error);
   std::filesystem::remove(TrainerAlivePath(job_dir), error);
+  std::filesystem::remove(FinalReportPath(job_dir), error);
   if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerStarting(job_id, job_dir);
 
   std::optional<int> gpu = PickGpuLocked();
@@ -181,6 +182,14 @@ int TrainerSupervisor::ReapLocked() {
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
               << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, JoinedGeneration(trainer), *code, std::move(message));
+    if (*code == 0) {
+      auto report = ReadFinalReport(FinalReportPath(trainer.job_dir));
+      if (report.ok()) {
+        *pending_exits_.back().exit.mutable_final_progress() = *std::move(report);
+      } else {
+        LOG(WARNING) << "job " << job_id << ": " << report.status();
+      }
+    }
     if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerExited(job_id);
     it = trainers_.erase(it);
     ++exited;

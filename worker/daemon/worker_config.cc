@@ -18,6 +18,9 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
                                              std::ostream& err, int* exit_code) {
   WorkerConfig config;
   if (const char* env = std::getenv("HERD_COORDINATOR"); env != nullptr && *env != '\0') config.coordinator = env;
+  if (const char* env = std::getenv("HERD_CHECKPOINT_ROOT"); env != nullptr && *env != '\0') {
+    config.checkpoint_root = env;
+  }
 
   CLI::App app("herd-worker: runs herd trainers on this node for the jobs the coordinator assigns it.",
                "herd-worker");
@@ -32,10 +35,17 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
       // "--metrics-listen=" means empty rather than "take the next argument".
       // No captured default: CLI11 would put it back for an empty value.
       ->expected(0, 1);
+  app.add_option("--health-listen", config.health_listen,
+                 "host:port for the standard gRPC health service (grpc.health.v1; SERVING while registered "
+                 "with the coordinator), for Kubernetes gRPC probes; empty (the default) disables it")
+      ->expected(0, 1);
   app.add_option("--work-dir", config.work_dir, "Folder for job working dirs and trainer logs (created)")->required();
   app.add_option("--device", config.device, "Device kind the trainers use")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  app.add_option("--checkpoint-root", config.checkpoint_root,
+                 "Checkpoint storage for this worker's trainers, shared by all workers of the cluster (default: "
+                 "$HERD_CHECKPOINT_ROOT, else WORK_DIR/checkpoints)");
   app.add_option("--gpus", config.gpus, "Comma list of GPU indices this daemon may use (cuda; default 0)");
   app.add_option("--worker-id", config.worker_id,
                  "Stable worker name, [A-Za-z0-9._-]{1,128} (default: host name + work dir name)");
@@ -113,6 +123,8 @@ absl::Status FinishWorkerConfig(WorkerConfig* config, const std::string& host_na
   }
   config->work_dir = work_dir.lexically_normal().string();
   while (config->work_dir.size() > 1 && config->work_dir.back() == '/') config->work_dir.pop_back();
+
+  if (config->checkpoint_root.empty()) config->checkpoint_root = config->work_dir + "/checkpoints";
 
   if (config->worker_id.empty()) config->worker_id = DefaultWorkerId(host_name, config->work_dir);
   if (!IsValidWorkerId(config->worker_id)) {

@@ -15,7 +15,12 @@ struct WorkerConfig {
   std::string coordinator = "127.0.0.1:7070";
   std::string listen = "127.0.0.1";
   std::string metrics_listen = "127.0.0.1:9100";  // empty: no metrics server
+  std::string health_listen;                      // empty: no gRPC health server
   std::string work_dir;
+  // Checkpoint storage every trainer of this worker uses; shared by all
+  // workers of a cluster. Default: $HERD_CHECKPOINT_ROOT, else
+  // WORK_DIR/checkpoints (see FinishWorkerConfig).
+  std::string checkpoint_root;
   std::string device = "cpu";
   std::string gpus;  // comma list as given; see gpu_indices
   std::vector<int> gpu_indices;

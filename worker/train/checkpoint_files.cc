@@ -1,5 +1,7 @@
 #include "worker/train/checkpoint_files.h"
 
+#include <glog/logging.h>
+
 #include <fcntl.h>
 #include <openssl/sha.h>
 #include <unistd.h>
@@ -66,6 +68,21 @@ bool ValidName(const std::string& name) {
 
 }  // namespace
 
+int SweepCheckpointLeftovers(const std::string& root, const std::string& job_id) {
+  auto job_dir = ResolveUnderRoot(root, job_id);
+  if (!job_dir.ok()) return 0;
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(*job_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    std::error_code ignored;
+    if (fs::remove_all(it->path(), ignored) > 0) ++removed;
+  }
+  if (removed > 0) LOG(INFO) << "removed " << removed << " leftover temporary checkpoint folder(s) under " << *job_dir;
+  return removed;
+}
+
 std::string Sha256Hex(const std::string& data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
@@ -88,6 +105,15 @@ absl::StatusOr<CheckpointFolder> WriteCheckpointFolder(const std::string& root, 
   fs::remove_all(tmp_dir, ec);
   fs::create_directory(tmp_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", tmp_dir.string(), ": ", ec.message()));
+  // A write that fails anywhere below leaves nothing behind.
+  struct RemoveOnFailure {
+    fs::path dir;
+    bool published = false;
+    ~RemoveOnFailure() {
+      std::error_code ignored;
+      if (!published) fs::remove_all(dir, ignored);
+    }
+  } cleanup{tmp_dir};
 
   CheckpointFolder folder;
   folder.relative_path = absl::StrCat(job_id, "/", name);
@@ -108,6 +134,7 @@ absl::StatusOr<CheckpointFolder> WriteCheckpointFolder(const std::string& root, 
   if (fs::exists(final_dir)) fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot publish ", final_dir.string(), ": ", ec.message()));
+  cleanup.published = true;
   if (auto s = SyncDirectory(*job_dir); !s.ok()) return s;
   return folder;
 }

@@ -37,6 +37,11 @@ absl::StatusOr<std::map<std::string, std::string>> ReadCheckpointFolder(const st
 // interrupted writes are ignored; use ReadCheckpointFolder to verify).
 std::vector<CheckpointFolder> ListCheckpointFolders(const std::string& root, const std::string& job_id);
 
+// Removes temporary folders that interrupted writes of `job_id` left (a
+// crash, a full disk); call when no write of the job is under way. Returns
+// how many it removed.
+int SweepCheckpointLeftovers(const std::string& root, const std::string& job_id);
+
 // Removes a checkpoint folder (retention); the path must stay under root.
 absl::Status DeleteCheckpointFolder(const std::string& root, const std::string& relative_path);
 

@@ -63,9 +63,13 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const
     if (report) ReportFailure(client, failed, failure);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)));
-    const bool unreachable = !next.ok() && next.status().code() == absl::StatusCode::kUnavailable;
-    if (!next.ok() && !unreachable) return next.status();
+    const bool retry = !next.ok() && (next.status().code() == absl::StatusCode::kUnavailable ||
+                                      next.status().code() == absl::StatusCode::kDeadlineExceeded);
+    if (!next.ok() && !retry) return next.status();
     if (next.ok() && next->generation() > failed.generation()) return next;
+    // DEADLINE_EXCEEDED from the wait: this worker is not (yet) a member of
+    // a newer generation, e.g. it was left out while its lease had lapsed.
+    // It keeps its context and waits to be re-admitted, up to `timeout`.
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no generation after ", failed.generation(), " formed within ",
                                                       timeout.count(), " ms"));
@@ -79,20 +83,20 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const
 
 }  // namespace
 
-absl::Status RunGenerations(ClusterClient* client, v1::JoinGenerationResponse first,
-                            const GenerationLoopOptions& options, TrainerMetrics* metrics, SampleLedger* ledger) {
-  CommittedState committed;
+absl::Status RunGenerations(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                            const GenerationLoopOptions& options) {
   v1::JoinGenerationResponse join = std::move(first);
   while (true) {
     absl::Status status;
     {
-      Trainer trainer(client, join, options.trainer, metrics, &committed, ledger);
+      Trainer trainer(client, context, join);
       status = trainer.Run();
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
     if (status.ok() || !IsGenerationFailure(status)) return status;
     LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << status
-                 << "; joining the next one with the commit of step " << committed.step << " in memory";
-    if (metrics != nullptr) metrics->ObserveGenerationFailure();
+                 << "; keeping the job context and the commit of step " << context->committed.step
+                 << " in memory, waiting for the next generation";
+    if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
     auto next = JoinNext(client, join, status, options.join_timeout);
     if (!next.ok()) {
       return absl::Status(next.status().code(), absl::StrCat("after generation ", join.generation(), " failed (",

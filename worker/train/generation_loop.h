@@ -11,7 +11,7 @@
 #include "worker/train/cluster_client.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
-#include "worker/train/trainer_metrics.h"
+#include "worker/train/training_context.h"
 
 namespace herd {
 
@@ -26,14 +26,15 @@ bool IsGenerationFailure(const absl::Status& status);
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std::chrono::milliseconds timeout);
 
 struct GenerationLoopOptions {
-  TrainerOptions trainer;
-  // How long to wait for the next generation to form after a failure.
+  // How long to wait for the next generation to form after a failure, or to
+  // be re-admitted when this worker was left out of it (its lease lapsed
+  // during a stall or partition); the job context is kept all that time.
   std::chrono::milliseconds join_timeout{300000};
 };
 
-// Runs generations from `first` until training finishes (OK) or fails for
-// good (the error that ended it). `metrics` and `ledger` may be null.
-absl::Status RunGenerations(ClusterClient* client, v1::JoinGenerationResponse first,
-                            const GenerationLoopOptions& options, TrainerMetrics* metrics, SampleLedger* ledger);
+// Runs generations from `first` on `context` until training finishes (OK)
+// or fails for good (the error that ended it).
+absl::Status RunGenerations(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                            const GenerationLoopOptions& options);
 
 }  // namespace herd

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 
 namespace herd {
 namespace {
@@ -72,10 +73,6 @@ void SetScalarValue(prometheus::MetricType type, double value, prometheus::Clien
 }
 
 }  // namespace
-
-std::string MetricsSnapshotPath(const std::string& work_dir) {
-  return absl::StrCat(work_dir, "/", kMetricsSnapshotFile);
-}
 
 pb::MetricsSnapshot ToSnapshot(const std::vector<prometheus::MetricFamily>& families) {
   pb::MetricsSnapshot snapshot;
@@ -156,22 +153,7 @@ absl::Status WriteMetricsSnapshot(const std::string& path, const std::vector<pro
   if (!ToSnapshot(families).SerializeToString(&bytes)) {
     return absl::InternalError("cannot serialize the metrics snapshot");
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(error)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes);
 }
 
 absl::StatusOr<std::vector<prometheus::MetricFamily>> ReadMetricsSnapshot(const std::string& path) {

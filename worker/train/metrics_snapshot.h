@@ -14,11 +14,6 @@
 
 namespace herd {
 
-// The snapshot's name inside the trainer's work dir (<work-dir>/jobs/<job>).
-constexpr char kMetricsSnapshotFile[] = "metrics.snapshot";
-
-std::string MetricsSnapshotPath(const std::string& work_dir);
-
 metrics::v1::MetricsSnapshot ToSnapshot(const std::vector<prometheus::MetricFamily>& families);
 std::vector<prometheus::MetricFamily> FromSnapshot(const metrics::v1::MetricsSnapshot& snapshot);
 

@@ -1,3 +1,4 @@
+#include "worker/contract/trainer_contract.h"
 #include "worker/train/metrics_snapshot.h"
 
 #include <gtest/gtest.h>

@@ -13,7 +13,12 @@
 
 #include "common/auth.h"
 #include "common/rpc_options.h"
+#include "common/atomic_file.h"
+#include "worker/contract/trainer_contract.h"
+#include "worker/train/checkpoint_files.h"
 #include "worker/train/cluster_client.h"
+#include "worker/train/progress_reporter.h"
+#include "worker/train/training_context.h"
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/generation_loop.h"
@@ -27,7 +32,24 @@ namespace {
 // The daemon reads this file and reports it as the job's failure reason.
 void WriteTerminationMessage(const std::string& path, const std::string& message) {
   if (path.empty()) return;
-  std::ofstream(path, std::ios::trunc) << message << "\n";
+  if (auto s = herd::WriteFileAtomically(path, message + "\n"); !s.ok()) LOG(ERROR) << s;
+}
+
+// Failures another generation would repeat end the job at once (the
+// coordinator fails it with this message) instead of spending its restart
+// budget: bad input, lost state, storage failure under on_failure: fail.
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kPermissionDenied:
+      return herd::kExitJobError;
+    default:
+      return 1;
+  }
 }
 
 // A trainer whose daemon died would hold a rank nobody supervises: leave
@@ -65,11 +87,14 @@ int main(int argc, char** argv) {
   std::string alive_file;
   app.add_option("--alive-file", alive_file,
                  "file whose mtime this trainer refreshes while it makes progress (the daemon's stuck check)");
-  app.add_option("--join-timeout-seconds", join_timeout, "how long to wait for the generation")->capture_default_str();
+  app.add_option("--join-timeout-seconds", join_timeout,
+                 "how long to wait for a generation: the first, the next after a failure, or re-admission after "
+                 "this worker was left out of one (the job context is kept meanwhile)")
+      ->capture_default_str();
   std::string checkpoint_root;
   app.add_option("--checkpoint-root", checkpoint_root,
-                 "checkpoint storage, shared by the job's workers (default: $HERD_CHECKPOINT_ROOT, else "
-                 "WORK_DIR/../../checkpoints, i.e. beside the daemon's jobs folder)");
+                 "checkpoint storage, shared by the job's workers (the daemon passes it; default: "
+                 "$HERD_CHECKPOINT_ROOT)");
   app.add_option("--collective-timeout-seconds", collective_timeout,
                  "timeout of every collective (default: the job's collective_timeout_seconds)");
   CLI11_PARSE(app, argc, argv);
@@ -88,7 +113,7 @@ int main(int argc, char** argv) {
   auto fail = [&](const absl::Status& status) {
     LOG(ERROR) << status;
     WriteTerminationMessage(termination_file, std::string(status.message()));
-    return 1;
+    return ExitCodeFor(status);
   };
   if (auto s = herd::SetAliveFile(alive_file); !s.ok()) return fail(s);
 
@@ -112,23 +137,45 @@ int main(int argc, char** argv) {
   herd::TrainerMetrics metrics(registry, {job, join->rank(), worker_id});
   herd::MetricsSnapshotWriter snapshots(registry, {herd::MetricsSnapshotPath(work_dir)});
 
+  if (checkpoint_root.empty()) {
+    const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
+    if (env == nullptr || *env == '\0') {
+      return fail(absl::InvalidArgumentError("need --checkpoint-root (or $HERD_CHECKPOINT_ROOT)"));
+    }
+    checkpoint_root = env;
+  }
   herd::TrainerOptions options;
+  options.job_id = job;
   options.work_dir = work_dir;
   options.device = device;
   options.gpu = gpu;
-  if (checkpoint_root.empty()) {
-    const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
-    checkpoint_root = env != nullptr && *env != '\0' ? env : work_dir + "/../../checkpoints";
-  }
   options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
   auto ledger = herd::SampleLedger::FromEnvironment(worker_id);
   if (!ledger.ok()) return fail(ledger.status());
+  if (join->rank() == 0) herd::SweepCheckpointLeftovers(checkpoint_root, job);
+  // Checkpoint records and progress leave the step loop; retention deletes
+  // what the coordinator's answer names, on the reporter's thread.
+  herd::ProgressReporter reporter(&client, [&checkpoint_root](const herd::v1::CommitCheckpointResponse& recorded) {
+    for (const auto& old : recorded.delete_paths()) {
+      if (auto s = herd::DeleteCheckpointFolder(checkpoint_root, old); !s.ok()) LOG(WARNING) << s;
+    }
+    LOG(INFO) << "checkpoint " << recorded.checkpoint().id() << " at step " << recorded.checkpoint().step()
+              << " recorded";
+  });
+  auto context = herd::TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, &metrics,
+                                               ledger->get(), &reporter);
+  if (!context.ok()) return fail(context.status());
   herd::GenerationLoopOptions loop;
-  loop.trainer = options;
   loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
-  absl::Status status = herd::RunGenerations(&client, *join, loop, &metrics, ledger->get());
+  absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
   if (!status.ok()) return fail(status);
+  // The final report goes with the exit too (the daemon resends it until the
+  // coordinator acknowledges), so a coordinator down at the end loses nothing.
+  if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+    return fail(s);
+  }
+  if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the final report";
   LOG(INFO) << "training finished";
   return 0;
 }

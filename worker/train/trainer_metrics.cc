@@ -58,6 +58,20 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                                    "Generations that failed under this trainer (a collective failed or timed out, or "
                                    "the coordinator fenced it) and that it recovered from in memory.",
                                    labels_)),
+      checkpoint_failures_(Counter(registry, "herd_train_checkpoint_failures_total",
+                                   "Checkpoint writes that failed (storage full, read-only, missing or failing); the "
+                                   "job goes on unless its checkpoint.on_failure is fail.",
+                                   labels_)),
+      context_loads_(Counter(registry, "herd_train_context_loads_total",
+                             "Times this trainer loaded its dataset and built its model: once per trainer process, "
+                             "never again when a generation re-forms.",
+                             labels_)),
+      context_load_seconds_(Gauge(registry, "herd_train_context_load_seconds",
+                                  "How long loading the dataset and building the model took.", labels_)),
+      reform_seconds_(Gauge(registry, "herd_train_reform_seconds",
+                            "How long the last generation this trainer joined took to be ready to train: "
+                            "communicators and healing from the newest commit, no reload.",
+                            labels_)),
       last_checkpoint_(
           Gauge(registry, "herd_train_last_checkpoint_timestamp_seconds",
                 "Unix time of the newest checkpoint this trainer committed (rank 0 writes them); 0 until there is one.",
@@ -99,6 +113,15 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
 }
 
 void TrainerMetrics::ObserveGenerationFailure() { generation_failures_.Increment(); }
+
+void TrainerMetrics::ObserveCheckpointFailure() { checkpoint_failures_.Increment(); }
+
+void TrainerMetrics::ObserveContextLoad(double seconds) {
+  context_loads_.Increment();
+  context_load_seconds_.Set(seconds);
+}
+
+void TrainerMetrics::ObserveReform(double seconds) { reform_seconds_.Set(seconds); }
 
 void TrainerMetrics::SetMembership(int64_t world_size, int64_t generation) {
   world_size_.Set(static_cast<double>(world_size));

@@ -71,6 +71,12 @@ class TrainerMetrics {
   void ObserveSyncTraffic(const SyncTraffic& traffic);
   // A generation failed under this trainer, which goes on to the next one.
   void ObserveGenerationFailure();
+  // A checkpoint write failed (the job goes on unless checkpoint.on_failure is fail).
+  void ObserveCheckpointFailure();
+  // The trainer loaded its dataset and built its model (once per process).
+  void ObserveContextLoad(double seconds);
+  // Joining a generation until it was ready to train (communicators, healing).
+  void ObserveReform(double seconds);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -89,6 +95,10 @@ class TrainerMetrics {
   prometheus::Gauge& world_size_;
   prometheus::Gauge& generation_;
   prometheus::Counter& generation_failures_;
+  prometheus::Counter& checkpoint_failures_;
+  prometheus::Counter& context_loads_;
+  prometheus::Gauge& context_load_seconds_;
+  prometheus::Gauge& reform_seconds_;
   prometheus::Gauge& last_checkpoint_;
   prometheus::Family<prometheus::Gauge>& eval_;
   prometheus::Counter& averaging_rounds_;

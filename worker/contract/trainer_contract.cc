@@ -1,0 +1,39 @@
+#include "worker/contract/trainer_contract.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+
+namespace herd {
+
+std::string TrainerLogPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/trainer.log"); }
+std::string TerminationMessagePath(const std::string& job_dir) {
+  return absl::StrCat(job_dir, "/termination-message");
+}
+std::string TrainerAlivePath(const std::string& job_dir) { return absl::StrCat(job_dir, "/trainer.alive"); }
+std::string MetricsSnapshotPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/metrics.snapshot"); }
+std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/final-report"); }
+
+absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report) {
+  std::string bytes;
+  if (!report.SerializeToString(&bytes)) return absl::InternalError("cannot serialize the final report");
+  AtomicWriteOptions durable;
+  durable.durable = true;
+  return WriteFileAtomically(path, bytes, durable);
+}
+
+absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("no final report at ", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  v1::ReportProgressRequest report;
+  if (!report.ParseFromString(bytes.str())) {
+    return absl::DataLossError(absl::StrCat("the final report ", path, " does not parse"));
+  }
+  return report;
+}
+
+}  // namespace herd

@@ -1,0 +1,39 @@
+// The contract between herd-worker and the herd-trainer processes it starts,
+// in one place: the files each trainer keeps in its job dir (the daemon
+// passes the dir as --work-dir and reads the files), what they hold, and what
+// a trainer's exit code means. The command line itself is built by
+// worker/daemon/trainer_command and parsed by worker/train/trainer_main.
+//
+//   trainer.log          the trainer's stdout and stderr (the daemon redirects)
+//   termination-message  why it failed, one line (written on a failed exit)
+//   trainer.alive        mtime: the trainer is making progress (the daemon's
+//                        stuck check); contents: the last generation joined
+//   metrics.snapshot     its Prometheus metrics, rewritten every second
+//   final-report         its last progress report (ReportProgressRequest),
+//                        written before a successful exit so the final step,
+//                        loss and evaluation reach the coordinator with the
+//                        exit even when the coordinator was down at the end
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/herd.pb.h"
+
+namespace herd {
+
+std::string TrainerLogPath(const std::string& job_dir);
+std::string TerminationMessagePath(const std::string& job_dir);
+std::string TrainerAlivePath(const std::string& job_dir);
+std::string MetricsSnapshotPath(const std::string& job_dir);
+std::string FinalReportPath(const std::string& job_dir);
+
+// Exit codes: see v1::TrainerExitCode in proto/herd.proto.
+constexpr int kExitJobError = v1::TRAINER_EXIT_JOB_ERROR;
+
+absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
+// NOT_FOUND when the trainer wrote none; DATA_LOSS when it does not parse.
+absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path);
+
+}  // namespace herd

@@ -1,0 +1,43 @@
+#include "worker/contract/trainer_contract.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace herd {
+namespace {
+
+TEST(TrainerContract, FinalReportRoundTripsAndMissingOrCorruptIsNamed) {
+  const std::string dir = ::testing::TempDir() + "/trainer_contract_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = FinalReportPath(dir);
+  EXPECT_EQ(ReadFinalReport(path).status().code(), absl::StatusCode::kNotFound);
+
+  v1::ReportProgressRequest report;
+  report.set_job_id("job-1");
+  report.set_step(1250);
+  report.set_loss(0.25);
+  (*report.mutable_eval())["accuracy"] = 0.875;
+  ASSERT_TRUE(WriteFinalReport(path, report).ok());
+  auto read = ReadFinalReport(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->step(), 1250);
+  EXPECT_EQ(read->eval().at("accuracy"), 0.875);
+
+  std::ofstream(path, std::ios::trunc) << "\xff\xff\xff not a proto";
+  auto corrupt = ReadFinalReport(path);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(corrupt.status().message().find(path), std::string::npos);
+}
+
+TEST(TrainerContract, FilesLiveInTheJobDir) {
+  for (const std::string& path : {TrainerLogPath("/j"), TerminationMessagePath("/j"), TrainerAlivePath("/j"),
+                                  MetricsSnapshotPath("/j"), FinalReportPath("/j")}) {
+    EXPECT_EQ(path.rfind("/j/", 0), 0u) << path;
+  }
+}
+
+}  // namespace
+}  // namespace herd

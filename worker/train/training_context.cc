@@ -1,0 +1,72 @@
+#include "worker/train/training_context.h"
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/train/checkpoint_files.h"
+#include "worker/train/liveness.h"
+#include "worker/train/optimizer_factory.h"
+#include "worker/train/replicas.h"
+
+namespace herd {
+
+TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options,
+                                 TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter)
+    : spec(spec),
+      seed(seed),
+      options(std::move(options)),
+      device(this->options.device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, this->options.gpu))
+                                            : torch::Device(torch::kCPU)),
+      metrics(metrics),
+      ledger(ledger),
+      reporter(reporter) {}
+
+absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v1::JobSpec& spec, int64_t seed,
+                                                                         TrainerOptions options,
+                                                                         TrainerMetrics* metrics, SampleLedger* ledger,
+                                                                         ProgressReporter* reporter) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<TrainingContext> context(
+      new TrainingContext(spec, seed, std::move(options), metrics, ledger, reporter));
+  MarkAlive();
+  if (context->device.is_cuda()) {
+    if (!torch::cuda::is_available()) {
+      return absl::UnimplementedError(
+          "device cuda: this trainer's LibTorch has no usable CUDA (build with HERD_LIBTORCH pointing at a CUDA "
+          "LibTorch, see worker/comm/README.md) or the machine has no GPU");
+    }
+    if (context->device.index() >= static_cast<int>(torch::cuda::device_count())) {
+      return absl::InvalidArgumentError(absl::StrCat("device cuda: GPU ", context->device.index(),
+                                                     " does not exist (", torch::cuda::device_count(), " visible)"));
+    }
+  }
+  torch::set_num_threads(static_cast<int>(spec.threads()));
+  auto train = LoadDataset(spec.dataset(), /*train=*/true, seed);
+  if (!train.ok()) return train.status();
+  context->train = std::move(*train);
+  auto eval = LoadDataset(spec.dataset(), /*train=*/false, seed);
+  if (!eval.ok()) return eval.status();
+  context->eval = std::move(*eval);
+  if (context->train->size() == 0) return absl::InvalidArgumentError("dataset: the training set is empty");
+
+  auto model = CreateModel(spec.model(), ModelInputInfo{context->train->sample_shape(), context->train->num_classes()},
+                           seed);
+  if (!model.ok()) return model.status();
+  context->model = std::move(*model);
+  context->model->To(context->device);
+  context->model->SetTraining(true);
+  context->params = context->model->Parameters();
+  auto optimizer = MakeOptimizer(spec.optimizer(), context->params);
+  if (!optimizer.ok()) return optimizer.status();
+  context->optimizer = std::move(*optimizer);
+  context->sampler = std::make_unique<EpochSampler>(context->train->size(), seed);
+
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (metrics != nullptr) metrics->ObserveContextLoad(seconds);
+  LOG(INFO) << "job context loaded in " << seconds << " s: " << context->train->size() << " training samples, "
+            << spec.model().name() << " with " << FlattenParameters(context->params).numel()
+            << " parameters (kept across generations)";
+  return context;
+}
+
+}  // namespace herd

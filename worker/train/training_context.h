@@ -1,0 +1,92 @@
+// A trainer process's job context: everything that must outlive a change of
+// membership, built once per process. Dataset, model, optimizer, sampler
+// position, the last commit held in memory, the sample ledger, the metrics
+// and the progress reporter live here; a generation (worker/train/trainer.h)
+// only adds its communicators and sync on top, so re-forming a generation
+// never reloads data or rebuilds the model.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/herd.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/models/model.h"
+#include "worker/train/progress_reporter.h"
+#include "worker/train/sample_ledger.h"
+#include "worker/train/sampler.h"
+#include "worker/train/state_snapshot.h"
+#include "worker/train/sync_traffic.h"
+#include "worker/train/trainer_metrics.h"
+
+namespace herd {
+
+struct TrainerOptions {
+  std::string job_id;
+  std::string work_dir;
+  std::string device = "cpu";
+  int gpu = -1;
+  // 0: the job spec's collective_timeout_seconds.
+  std::chrono::milliseconds collective_timeout{0};
+  // Root of the checkpoint storage (shared by all workers of a cluster).
+  std::string checkpoint_root;
+};
+
+struct TrainingContext {
+  // Loads the datasets and builds the model and optimizer for `spec`.
+  // `metrics`, `ledger` and `reporter` may be null and must outlive the context.
+  static absl::StatusOr<std::unique_ptr<TrainingContext>> Create(const v1::JobSpec& spec, int64_t seed,
+                                                                 TrainerOptions options, TrainerMetrics* metrics,
+                                                                 SampleLedger* ledger, ProgressReporter* reporter);
+
+  const v1::JobSpec spec;
+  const int64_t seed;
+  const TrainerOptions options;
+  const torch::Device device;
+  TrainerMetrics* const metrics;
+  SampleLedger* const ledger;
+  ProgressReporter* const reporter;
+
+  std::unique_ptr<Dataset> train;
+  std::unique_ptr<Dataset> eval;
+  std::unique_ptr<Model> model;
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<EpochSampler> sampler;
+
+  // The training position: where the last step left it.
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int64_t position = 0;  // samples of the current epoch already consumed
+  // The last commit, what the next generation heals from.
+  CommittedState committed;
+  int64_t last_checkpoint_step = -1;
+  std::map<std::string, double> eval_metrics;
+  // Synchronization and samples over the process's life (all generations).
+  SyncTraffic traffic;
+  int64_t global_samples = 0;  // samples of the whole job trained by steps this process took part in
+
+  // Since the last commit point, for progress reports.
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  int64_t samples_since_report = 0;
+  std::chrono::steady_clock::time_point last_report_time = std::chrono::steady_clock::now();
+  double last_loss = 0;
+  double samples_per_second = 0;
+  // The last report posted: what a successful exit leaves as its final report.
+  v1::ReportProgressRequest last_report;
+  // The first checkpoint failure not yet reported (herd status shows it).
+  std::string checkpoint_warning;
+
+ private:
+  TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, TrainerMetrics* metrics,
+                  SampleLedger* ledger, ProgressReporter* reporter);
+};
+
+}  // namespace herd
