@@ -303,7 +303,10 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (!generation.finished.insert(worker_id).second) return changes;  // a repeated report
   // Its final report rides with the exit: the end of training reaches the
   // record even when the coordinator missed the last progress report.
-  if (exit.has_final_progress() && exit.final_progress().step() >= job.info.step()) {
+  // Rank 0's report is the record (it alone writes checkpoints and knows
+  // their warning); another rank's counts only when it is newer.
+  if (exit.has_final_progress() &&
+      (exit.final_progress().step() > job.info.step() || (rank == 0 && exit.final_progress().step() == job.info.step()))) {
     RecordProgress(job, exit.final_progress());
     generation.committed = true;
   }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "tests/harness/final_model.h"
+#include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/sample_ledger.h"
@@ -26,63 +27,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::seconds;
 
-// pids of the trainers a worker runs.
-std::vector<pid_t> TrainerPids(const std::string& worker_id) {
-  CommandResult found = RunCommand({"/usr/bin/pgrep", "-f", "herd-trainer .*--worker-id=" + worker_id + "( |$)"},
-                                   seconds(10));
-  std::vector<pid_t> pids;
-  std::istringstream lines(found.out);
-  for (pid_t pid; lines >> pid;) pids.push_back(pid);
-  return pids;
-}
-
-// Signals a worker daemon and its trainers: the whole machine fails.
-void SignalWorker(LocalCluster& cluster, int index, int signal) {
-  for (pid_t pid : TrainerPids(cluster.worker_id(index))) kill(pid, signal);
-  cluster.worker(index).Signal(signal);
-}
-
-// Polls `herd status` until `done(job)` or the timeout; returns the last status.
-nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
-                          const std::function<bool(const nlohmann::json&)>& done, seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  nlohmann::json job;
-  while (Clock::now() < deadline) {
-    job = cluster.HerdJson({"status", id});
-    if (done(job)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return job;
-}
-
-int64_t Field(const nlohmann::json& job, const char* name) { return job.value(name, int64_t{0}); }
-
-// Waits until the job (or its end) shows `world` ranks training more than 10
-// steps past `step`; returns the last status and the seconds it took.
-std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
-                                                    int64_t step, seconds timeout) {
-  const auto start = Clock::now();
-  auto job = WaitForJob(
-      cluster, id,
-      [&](const auto& j) {
-        return j.value("state", "") != "RUNNING" || (Field(j, "world_size") == world && Field(j, "step") > step + 10);
-      },
-      timeout);
-  return {job, std::chrono::duration<double>(Clock::now() - start).count()};
-}
-
-std::vector<std::string> ReadLedgers(const std::string& dir) {
-  std::vector<std::string> contents;
-  for (const auto& entry : fs::directory_iterator(dir)) contents.push_back(ReadFile(entry.path().string()));
-  return contents;
-}
-
-std::vector<int64_t> Iota(int64_t n) {
-  std::vector<int64_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0);
-  return ids;
-}
-
 constexpr int64_t kLedgerSamples = 24000;
 
 // SIGKILL one of three workers mid-training: the two survivors report the
@@ -91,9 +35,7 @@ constexpr int64_t kLedgerSamples = 24000;
 // ledger proves every sample of each epoch was consumed exactly once by the
 // history that stayed, and all final members hold identical parameters.
 void KillOneOfThreeThenReplacementHeals(const std::string& sync) {
-  const std::string ledger_dir = std::string(std::getenv("TEST_TMPDIR")) + "/ledger-" + std::to_string(getpid()) +
-                                 "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(ledger_dir);
+  const std::string ledger_dir = NewLedgerDir();
   ClusterOptions options;
   options.workers = 3;
   options.lease_seconds = 3;
@@ -145,8 +87,14 @@ seed: 11
 
   // Survivors recovered in memory (no checkpoints exist) and the replacement
   // received the state from a peer.
-  EXPECT_NE(ReadFile(cluster.job_dir(0, id) + "/trainer.log").find("joining the next one with the commit of step"),
-            std::string::npos);
+  // ... without reloading data or model: one job context per trainer
+  // process, every later generation re-formed on top of it.
+  for (int survivor : {0, 1}) {
+    const std::string log = ReadFile(cluster.job_dir(survivor, id) + "/trainer.log");
+    EXPECT_NE(log.find("keeping the job context and the commit of step"), std::string::npos) << log;
+    EXPECT_EQ(Count(log, "job context loaded"), 1) << log;
+    EXPECT_GE(Count(log, "(no reload)"), 3) << "start, after the kill, after the join: " << log;
+  }
   const std::string replacement_log = ReadFile(cluster.job_dir(3, id) + "/trainer.log");
   EXPECT_NE(replacement_log.find("healed from rank"), std::string::npos) << replacement_log;
   EXPECT_TRUE(cluster.HerdJson({"checkpoints", id})["checkpoints"].empty());
@@ -241,17 +189,32 @@ min_workers: 2
   ASSERT_FALSE(catalog["checkpoints"].empty()) << cluster.Logs();
   const nlohmann::json before = cluster.HerdJson({"status", id});
 
-  // Down for longer than the lease (4 s): the daemons' retries must stay
-  // inside the lease so the restarted coordinator hears from them in time.
+  // Down until training has ended: the trainers finish, evaluate and exit
+  // while nobody hears their last reports (on any machine speed). The
+  // restart also finds the dead coordinator's state-dir lock, which must not
+  // block it.
   cluster.StopCoordinator(SIGKILL);
-  std::this_thread::sleep_for(seconds(7));
+  const auto trainers_deadline = Clock::now() + seconds(300);
+  while ((!TrainerPids(cluster.worker_id(0)).empty() || !TrainerPids(cluster.worker_id(1)).empty()) &&
+         Clock::now() < trainers_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(TrainerPids(cluster.worker_id(0)).empty() && TrainerPids(cluster.worker_id(1)).empty())
+      << cluster.Logs();
   cluster.StartCoordinator();
 
   auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(300));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
   EXPECT_EQ(job.value("name", ""), "survives-coordinator");
   EXPECT_EQ(Field(job, "generation"), Field(before, "generation")) << "the job should not have needed a new generation";
-  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  // The true end, carried with the trainers' exits: last step, loss, the
+  // final evaluation and the whole run's throughput.
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps")) << job.dump(2);
+  EXPECT_EQ(Field(job, "epoch"), 1) << job.dump(2);
+  EXPECT_GT(job.value("loss", 0.0), 0.0) << job.dump(2);
+  EXPECT_GT(job.value("samples_per_second", 0.0), 0.0) << job.dump(2);
+  ASSERT_TRUE(job.contains("eval")) << job.dump(2);
+  EXPECT_TRUE(job["eval"].contains("accuracy")) << job.dump(2);
   // Every checkpoint recorded before the crash is still listed, and all verify.
   auto after = cluster.HerdJson({"checkpoints", id});
   std::set<std::string> listed;

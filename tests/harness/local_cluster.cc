@@ -109,8 +109,8 @@ void LocalCluster::StartWorker(int index) {
   argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
   // One checkpoint root for all workers, as shared storage would be on a
   // real cluster: any rank of a later generation must find rank 0's files.
-  std::vector<std::string> env = {"HERD_CHECKPOINT_ROOT=" + checkpoint_root()};
-  env.insert(env.end(), options_.worker_env.begin(), options_.worker_env.end());
+  argv.push_back("--checkpoint-root=" + checkpoint_root());
+  std::vector<std::string> env = options_.worker_env;
   if (index >= static_cast<int>(workers_.size())) workers_.resize(index + 1);
   workers_[index] = std::make_unique<Process>(argv, root_ + "/" + worker_id(index) + ".log", env);
 }

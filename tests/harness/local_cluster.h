@@ -24,6 +24,8 @@ struct ClusterOptions {
   int coordinator_port = 0;
   // Extra NAME=value entries for the worker daemons (and so their trainers).
   std::vector<std::string> worker_env;
+  // The workers' --checkpoint-root; empty: ROOT/checkpoints.
+  std::string checkpoint_root;
 };
 
 class LocalCluster {
@@ -49,7 +51,9 @@ class LocalCluster {
   std::string job_dir(int worker_index, const std::string& job_id) const;
   std::string coordinator_metrics_address() const;
   // Shared by every worker's trainers (HERD_CHECKPOINT_ROOT).
-  std::string checkpoint_root() const { return root_ + "/checkpoints"; }
+  std::string checkpoint_root() const {
+    return options_.checkpoint_root.empty() ? root_ + "/checkpoints" : options_.checkpoint_root;
+  }
 
   // Runs `herd ARGS...` against this cluster (address and token added).
   CommandResult Herd(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(30));

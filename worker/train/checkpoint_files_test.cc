@@ -48,6 +48,39 @@ TEST(CheckpointFiles, RoundTripAndListing) {
   EXPECT_EQ(ListCheckpointFolders(root, "job-1").size(), 2u);
 }
 
+int Leftovers(const std::string& job_dir) {
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator(job_dir)) found += entry.path().filename().string().rfind(".tmp-", 0) == 0;
+  return found;
+}
+
+// A write that fails after its temporary folder exists (here a bad file name
+// after a good one; a full disk fails the same way) leaves nothing behind.
+TEST(CheckpointFiles, AFailedWriteLeavesNoTemporaryFolder) {
+  const std::string root = FreshRoot("failed");
+  auto files = Payload(10, 1024);
+  files["zz/escapes"] = "x";
+  auto folder = WriteCheckpointFolder(root, "job-1", 10, files);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_EQ(Leftovers(root + "/job-1"), 0);
+  EXPECT_TRUE(ListCheckpointFolders(root, "job-1").empty());
+}
+
+// Leftovers of a crashed writer are swept at the next start, complete
+// checkpoints stay.
+TEST(CheckpointFiles, SweepRemovesCrashLeftoversOnly) {
+  const std::string root = FreshRoot("sweep");
+  ASSERT_TRUE(WriteCheckpointFolder(root, "job-1", 10, Payload(10, 64)).ok());
+  fs::create_directories(root + "/job-1/.tmp-step-0000000020-4242");
+  std::ofstream(root + "/job-1/.tmp-step-0000000020-4242/model.pt") << "half";
+  fs::create_directories(root + "/job-1/.tmp-step-0000000030-4343");
+  EXPECT_EQ(SweepCheckpointLeftovers(root, "job-1"), 2);
+  EXPECT_EQ(Leftovers(root + "/job-1"), 0);
+  EXPECT_EQ(ListCheckpointFolders(root, "job-1").size(), 1u);
+  EXPECT_EQ(SweepCheckpointLeftovers(root, "job-1"), 0);
+  EXPECT_EQ(SweepCheckpointLeftovers(root, "no-such-job"), 0);
+}
+
 TEST(CheckpointFiles, CorruptionIsDetected) {
   const std::string root = FreshRoot("corrupt");
   auto folder = WriteCheckpointFolder(root, "job-1", 5, Payload(5, 1000));

@@ -18,8 +18,8 @@ class FakeCluster final : public v1::ClusterService::Service {
   grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest* request,
                               v1::ReportProgressResponse* response) override {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](bool* open) { return *open; }, &open_));
     received_.push_back(request->step());
+    mu_.Await(absl::Condition(+[](bool* open) { return *open; }, &open_));
     if (unavailable_left_ > 0) {
       --unavailable_left_;
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down for now");
@@ -86,6 +86,12 @@ TEST_F(ProgressReporterTest, PostingNeverWaitsForAStalledCoordinatorAndTheLatest
     service_.open_ = false;  // the coordinator hangs (SIGSTOP)
   }
   reporter.PostProgress(Report(10));
+  {
+    // The call carrying step 10 has reached the hung coordinator.
+    absl::MutexLock lock(&service_.mu_);
+    service_.mu_.Await(absl::Condition(
+        +[](std::vector<int64_t>* received) { return !received->empty(); }, &service_.received_));
+  }
   // Posts return at once while the call to the hung coordinator is in flight.
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 11; step <= 20; ++step) reporter.PostProgress(Report(step));

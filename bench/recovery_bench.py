@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""How fast herd recovers, with default settings (lease 10 s, collective
+timeout 30 s), on a real local cluster of 3 workers training an mlp.
+
+Two figures, each over --reps repetitions, medians printed:
+- kill: SIGKILL of one of 3 workers (daemon and trainer) to the survivors'
+  first completed step in the next generation (rank 0's log, one line per
+  step: log_interval_steps 1);
+- readmit: a worker daemon stopped (SIGSTOP) for two leases while its trainer
+  runs on, then resumed (SIGCONT), to its trainer's first completed step in a
+  generation that has re-admitted it (same trainer process: no reload).
+
+Times come from the trainers' own log timestamps against the wall clock at
+the signal. Prints one line per repetition and a final JSON line.
+
+Usage: bench/recovery_bench.py [--reps 3]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_ddp import LocalCluster, build  # noqa: E402
+
+LEASE = 10.0  # the coordinator's default --lease-seconds
+LINE = re.compile(r"^I(\d{8}) (\d\d:\d\d:\d\d\.\d+) .*?\] (.*)$")
+READY = re.compile(r"rank \d+/(\d+) generation (\d+) ready in")
+STEP = re.compile(r"^step (\d+)/")
+
+
+def log_events(path):
+    """[(unix seconds, message)] of a trainer log (glog stamps local time)."""
+    events = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = LINE.match(line)
+            if m:
+                when = datetime.datetime.strptime(m.group(1) + " " + m.group(2), "%Y%m%d %H:%M:%S.%f")
+                events.append((when.timestamp(), m.group(3)))
+    return events
+
+
+def first_step_after(path, since, world=None, min_generation=0, timeout=120):
+    """Wall time of the first step logged after a generation (of `world`
+    ranks, newer than `min_generation`) became ready after `since`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ready = None
+        for when, message in log_events(path):
+            if when < since:
+                continue
+            m = READY.search(message)
+            if m and (world is None or int(m.group(1)) == world) and int(m.group(2)) > min_generation:
+                ready = (when, int(m.group(2)))
+            elif ready and STEP.match(message):
+                return when, ready[1]
+        time.sleep(0.2)
+    raise RuntimeError(f"no step after a new generation in {path}")
+
+
+def pids_of(pattern):
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def status(cluster, job):
+    return json.loads(cluster.herd("status", job, "-o", "json"))
+
+
+def wait_world(cluster, job, world, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        info = status(cluster, job)
+        if info["state"] != "RUNNING":
+            raise RuntimeError(f"job {job} is {info['state']}: {info.get('reason')}")
+        if info.get("world_size") == world and int(info.get("step", 0)) > 0:
+            return info
+        time.sleep(0.2)
+    raise RuntimeError(f"job {job} never ran on {world} workers")
+
+
+def submit(cluster):
+    spec = ("name: recovery-bench\nmodel: mlp\n"
+            "dataset: {kind: synthetic, synthetic_samples: 2000000, synthetic_features: 64}\n"
+            "batch_size: 16\nepochs: 1\nlog_interval_steps: 1\nthreads: 1\n"
+            "min_workers: 2\nmax_workers: 3\nrestart_budget: 100\n")
+    path = os.path.join(cluster.dir, "recovery.yaml")
+    with open(path, "w") as f:
+        f.write(spec)
+    return json.loads(cluster.herd("submit", path, "-o", "json"))["id"]
+
+
+def trainer_log(cluster, worker, job):
+    return os.path.join(cluster.dir, f"worker-{worker}", "jobs", job, "trainer.log")
+
+
+def measure_kill(bin_dir):
+    cluster = LocalCluster(bin_dir, 3)
+    try:
+        job = submit(cluster)
+        info = wait_world(cluster, job, 3)
+        victim = 2
+        for pid in pids_of(f"herd-trainer .*--worker-id=worker-{victim}( |$)"):
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(cluster.procs[1 + victim].pid, signal.SIGKILL)
+        killed = time.time()
+        survivor = 0
+        when, generation = first_step_after(trainer_log(cluster, survivor, job), killed, world=2,
+                                            min_generation=int(info["generation"]))
+        return when - killed
+    finally:
+        cluster.herd("cancel", job) if "job" in locals() else None
+        cluster.stop()
+
+
+def measure_readmit(bin_dir):
+    cluster = LocalCluster(bin_dir, 3)
+    try:
+        job = submit(cluster)
+        info = wait_world(cluster, job, 3)
+        daemon = cluster.procs[3]  # worker-2's daemon (procs[0] is the coordinator)
+        trainer = pids_of("herd-trainer .*--worker-id=worker-2( |$)")
+        os.kill(daemon.pid, signal.SIGSTOP)
+        time.sleep(2 * LEASE)
+        os.kill(daemon.pid, signal.SIGCONT)
+        resumed = time.time()
+        when, _ = first_step_after(trainer_log(cluster, 2, job), resumed, world=3,
+                                   min_generation=int(info["generation"]))
+        if pids_of("herd-trainer .*--worker-id=worker-2( |$)") != trainer:
+            raise RuntimeError("the re-admitted worker's trainer was restarted")
+        return when - resumed
+    finally:
+        cluster.herd("cancel", job) if "job" in locals() else None
+        cluster.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    bin_dir = build()
+    kills, readmits = [], []
+    for rep in range(args.reps):
+        kills.append(measure_kill(bin_dir))
+        print(f"rep {rep + 1}: SIGKILL of 1 of 3 -> survivors' first step: {kills[-1]:.2f} s", flush=True)
+        readmits.append(measure_readmit(bin_dir))
+        print(f"rep {rep + 1}: daemon back after 2 leases -> its trainer's first step re-admitted: "
+              f"{readmits[-1]:.2f} s", flush=True)
+    result = {"kill_to_resumed_s": statistics.median(kills), "return_to_readmitted_s": statistics.median(readmits),
+              "kills": kills, "readmits": readmits, "lease_s": LEASE, "reps": args.reps}
+    print(f"median kill -> resumed {result['kill_to_resumed_s']:.2f} s (target <= 3 s); "
+          f"median return -> re-admitted {result['return_to_readmitted_s']:.2f} s")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+#include "tests/harness/job_watch.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace herd::testing {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::seconds;
+
+// pids of the trainers a worker runs.
+std::vector<pid_t> TrainerPids(const std::string& worker_id) {
+  CommandResult found = RunCommand({"/usr/bin/pgrep", "-f", "herd-trainer .*--worker-id=" + worker_id + "( |$)"},
+                                   seconds(10));
+  std::vector<pid_t> pids;
+  std::istringstream lines(found.out);
+  for (pid_t pid; lines >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// Signals a worker daemon and its trainers: the whole machine fails.
+void SignalWorker(LocalCluster& cluster, int index, int signal) {
+  for (pid_t pid : TrainerPids(cluster.worker_id(index))) kill(pid, signal);
+  cluster.worker(index).Signal(signal);
+}
+
+// Polls `herd status` until `done(job)` or the timeout; returns the last status.
+nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
+                          const std::function<bool(const nlohmann::json&)>& done, seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  nlohmann::json job;
+  while (Clock::now() < deadline) {
+    job = cluster.HerdJson({"status", id});
+    if (done(job)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return job;
+}
+
+int64_t Field(const nlohmann::json& job, const char* name) { return job.value(name, int64_t{0}); }
+
+// Waits until the job (or its end) shows `world` ranks training more than 10
+// steps past `step`; returns the last status and the seconds it took.
+std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
+                                                    int64_t step, seconds timeout) {
+  const auto start = Clock::now();
+  auto job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" || (Field(j, "world_size") == world && Field(j, "step") > step + 10);
+      },
+      timeout);
+  return {job, std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+std::vector<std::string> ReadLedgers(const std::string& dir) {
+  std::vector<std::string> contents;
+  for (const auto& entry : fs::directory_iterator(dir)) contents.push_back(ReadFile(entry.path().string()));
+  return contents;
+}
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++count;
+  return count;
+}
+
+std::string NewLedgerDir() {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/ledger-" + std::to_string(getpid()) + "-" +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace herd::testing

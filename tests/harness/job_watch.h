@@ -1,0 +1,48 @@
+// Watching a job and its processes from a test: polls of `herd status`,
+// trainer pids, sample ledgers. Shared by the fault and stall tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/harness/local_cluster.h"
+
+namespace herd::testing {
+
+// pids of the trainers a worker runs.
+std::vector<pid_t> TrainerPids(const std::string& worker_id);
+
+// Signals a worker daemon and its trainers: the whole machine fails.
+void SignalWorker(LocalCluster& cluster, int index, int signal);
+
+// Polls `herd status` until `done(job)` or the timeout; returns the last status.
+nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
+                          const std::function<bool(const nlohmann::json&)>& done, std::chrono::seconds timeout);
+
+int64_t Field(const nlohmann::json& job, const char* name);
+
+// Waits until the job (or its end) shows `world` ranks training more than 10
+// steps past `step`; returns the last status and the seconds it took.
+std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
+                                                    int64_t step, std::chrono::seconds timeout);
+
+// The contents of every file in `dir` (the sample ledgers of all workers).
+std::vector<std::string> ReadLedgers(const std::string& dir);
+
+// 0, 1, ..., n-1.
+std::vector<int64_t> Iota(int64_t n);
+
+// How often `needle` occurs in `text`.
+int Count(const std::string& text, const std::string& needle);
+
+// A fresh folder for this test's sample ledgers.
+std::string NewLedgerDir();
+
+}  // namespace herd::testing
