@@ -2,62 +2,24 @@
 
 #include <algorithm>
 
+#include "worker/train/sync_buckets.h"
+
 namespace herd {
-namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
-
-DataType WireType(const std::string& compression) {
-  if (compression == "fp16") return DataType::kFloat16;
-  if (compression == "bf16") return DataType::kBFloat16;
-  return DataType::kFloat32;
-}
-
-torch::ScalarType TorchType(DataType type) {
-  switch (type) {
-    case DataType::kFloat16:
-      return torch::kHalf;
-    case DataType::kBFloat16:
-      return torch::kBFloat16;
-    default:
-      return torch::kFloat;
-  }
-}
-
-}  // namespace
 
 GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm, GradientSyncOptions options)
-    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(WireType(options_.compression)) {
+    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(ParseWireType(options_.compression).value_or(DataType::kFloat32)) {
   slots_.resize(params_.size());
   filled_.assign(params_.size(), false);
 
-  // Reverse registration order approximates the order backward finishes
-  // gradients, so early buckets fill (and launch) while backward still runs.
-  // As DDP does, a bucket closes once it reaches its cap, so the gradient
-  // that crosses it still goes out early: a small first bucket would hold only
-  // the last layer's few values and leave everything else for one bucket at
-  // the end of backward (no overlap at all for an MLP).
-  int64_t cap = static_cast<int64_t>(options_.first_bucket_mib * kMiB / sizeof(float));
-  int64_t used = 0;
-  bool open = false;
-  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    const auto& p = params_[i];
-    if (!p.requires_grad()) continue;
-    TORCH_CHECK(p.scalar_type() == torch::kFloat, "gradient sync needs float32 parameters");
-    const int64_t numel = p.numel();
-    if (!open) {
-      buckets_.emplace_back();
-      used = 0;
-      open = true;
-    }
-    slots_[i] = Slot{static_cast<int>(buckets_.size()) - 1, used, numel};
-    buckets_.back().params.push_back(i);
-    used += numel;
-    if (used >= cap) {
-      open = false;
-      cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
-    }
+  for (const auto& p : params_) {
+    if (p.requires_grad()) TORCH_CHECK(p.scalar_type() == torch::kFloat, "gradient sync needs float32 parameters");
   }
+  const BucketLayout layout =
+      PlanBuckets(params_, options_.first_bucket_mib, options_.bucket_cap_mib, /*only_requiring_grad=*/true);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    slots_[i] = Slot{layout.slots[i].bucket, layout.slots[i].offset, layout.slots[i].numel};
+  }
+  for (const auto& members : layout.buckets) buckets_.emplace_back().params = members;
   for (auto& bucket : buckets_) {
     int64_t elements = 0;
     for (int i : bucket.params) elements += slots_[i].numel;

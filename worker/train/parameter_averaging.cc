@@ -1,24 +1,10 @@
 #include "worker/train/parameter_averaging.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/train/sync_buckets.h"
 
 namespace herd {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
-
-absl::StatusOr<DataType> WireType(const std::string& compression) {
-  if (compression == "none") return DataType::kFloat32;
-  if (compression == "fp16") return DataType::kFloat16;
-  if (compression == "bf16") return DataType::kBFloat16;
-  return absl::InvalidArgumentError(absl::StrCat("sync.compression: unknown value \"", compression, "\""));
-}
-
-torch::ScalarType TorchType(DataType type) {
-  if (type == DataType::kFloat16) return torch::kHalf;
-  if (type == DataType::kBFloat16) return torch::kBFloat16;
-  return torch::kFloat;
-}
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -39,7 +25,7 @@ void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, 
 absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(std::vector<torch::Tensor> params,
                                                                               Communicator* comm,
                                                                               ParameterAveragingOptions options) {
-  auto wire = WireType(options.compression);
+  auto wire = ParseWireType(options.compression);
   if (!wire.ok()) return wire.status();
   OuterStepConfig outer;
   if (options.outer == "nesterov") {
@@ -60,20 +46,14 @@ absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(s
 ParameterAveraging::ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm,
                                        ParameterAveragingOptions options, OuterStepConfig outer, DataType wire_type)
     : params_(std::move(params)), comm_(comm), options_(std::move(options)), outer_(outer), wire_type_(wire_type) {
-  // The gradient buckets' layout (reverse registration order, a small first
-  // bucket), so the same sync.* sizes mean the same messages in both modes.
-  int64_t cap = static_cast<int64_t>(options_.first_bucket_mib * kMiB / sizeof(float));
-  int64_t used = 0;
-  for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    const int64_t numel = params_[i].numel();
-    if (buckets_.empty() || (used > 0 && used + numel > cap)) {
-      if (!buckets_.empty()) cap = static_cast<int64_t>(options_.bucket_cap_mib * kMiB / sizeof(float));
-      buckets_.emplace_back();
-      used = 0;
-    }
-    buckets_.back().params.push_back(i);
-    buckets_.back().offsets.push_back(used);
-    used += numel;
+  // The gradient buckets' layout, so the same sync.* sizes mean the same
+  // messages in both modes.
+  const BucketLayout layout =
+      PlanBuckets(params_, options_.first_bucket_mib, options_.bucket_cap_mib, /*only_requiring_grad=*/false);
+  for (const auto& members : layout.buckets) {
+    Bucket& bucket = buckets_.emplace_back();
+    bucket.params = members;
+    for (int i : members) bucket.offsets.push_back(layout.slots[i].offset);
   }
   for (auto& bucket : buckets_) {
     int64_t elements = 0;
