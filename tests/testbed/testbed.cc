@@ -10,7 +10,6 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <tuple>
 #include <random>
 #include <set>
 #include <sstream>
@@ -214,10 +213,11 @@ bool LinkRunning(const std::string& name) {
   return running;
 }
 
+// The state folder's lock: held while picking a /24 and while sweeping.
 class StateLock {
  public:
-  explicit StateLock(const std::string& dir) {
-    fd_ = open((dir + "/.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  StateLock() {
+    fd_ = open((std::string(kStateDir) + "/.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
       close(fd_);
       fd_ = -1;
@@ -232,14 +232,19 @@ class StateLock {
   int fd_ = -1;
 };
 
-absl::Status EnsureStateDir(const std::string& dir) {
+absl::Status EnsureStateDir() {
   std::error_code error;
-  fs::create_directories(dir, error);
+  fs::create_directories(kStateDir, error);
   if (error) {
     return absl::FailedPreconditionError(
-        absl::StrCat("testbed: cannot create the state folder ", dir, ": ", error.message(), RootHint()));
+        absl::StrCat("testbed: cannot create the state folder ", kStateDir, ": ", error.message(), RootHint()));
   }
   return absl::OkStatus();
+}
+
+absl::Status LockFailed() {
+  return absl::FailedPreconditionError(
+      absl::StrCat("testbed: cannot lock ", kStateDir, "/.lock: ", std::strerror(errno), RootHint()));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
@@ -285,10 +290,10 @@ struct Record {
   std::string path;
 };
 
-std::vector<Record> ReadRecords(const std::string& state_dir) {
+std::vector<Record> ReadRecords() {
   std::vector<Record> records;
   std::error_code error;
-  for (const auto& entry : fs::directory_iterator(state_dir, error)) {
+  for (const auto& entry : fs::directory_iterator(kStateDir, error)) {
     const std::string file = entry.path().filename();
     if (!absl::EndsWith(file, ".json") || file[0] == '.') continue;
     auto json = nlohmann::json::parse(ReadWholeFile(entry.path()), nullptr, false);
@@ -310,16 +315,11 @@ bool OwnerGone(const nlohmann::json& record) {
 }
 
 // SweepStale() with the state folder's lock held.
-absl::StatusOr<std::vector<std::string>> SweepStaleLocked(const std::string& state_dir);
+absl::StatusOr<std::vector<std::string>> SweepStaleLocked();
 
 }  // namespace
 
-std::string DefaultStateDir() {
-  const char* dir = std::getenv("HERD_TESTBED_STATE_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : "/run/herd-testbed";
-}
-
-std::string Testbed::state_file() const { return state_dir_ + "/" + name_ + ".json"; }
+std::string Testbed::state_file() const { return std::string(kStateDir) + "/" + name_ + ".json"; }
 
 std::string Testbed::Json() const {
   nlohmann::json hosts = nlohmann::json::array();
@@ -384,9 +384,8 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
     return absl::InvalidArgumentError(absl::StrCat("testbed: hosts must be 1..", kMaxHosts));
   }
   if (auto tools = FindTools(); !tools.ok()) return tools.status();
-  if (auto s = EnsureStateDir(options.state_dir); !s.ok()) return s;
+  if (auto s = EnsureStateDir(); !s.ok()) return s;
   std::unique_ptr<Testbed> bed(new Testbed());
-  bed->state_dir_ = options.state_dir;
   bed->owner_pid_ = options.owner_pid == 0 ? getpid() : options.owner_pid;
   bed->owner_start_ = ProcessStartTime(bed->owner_pid_);
   if (bed->owner_start_ == 0) {
@@ -394,16 +393,13 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
   }
   bed->token_ = RandomToken();
   {
-    StateLock lock(options.state_dir);
-    if (!lock.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("testbed: cannot lock ", options.state_dir, "/.lock: ", std::strerror(errno), RootHint()));
-    }
+    StateLock lock;
+    if (!lock.ok()) return LockFailed();
     // Stale testbeds go first, so a killed run's /24 can be reused.
-    auto swept = SweepStaleLocked(options.state_dir);
+    auto swept = SweepStaleLocked();
     if (!swept.ok()) return swept.status();
     std::set<int> used;
-    for (const auto& record : ReadRecords(options.state_dir)) used.insert(IndexOf(record.json.value("name", "")));
+    for (const auto& record : ReadRecords()) used.insert(IndexOf(record.json.value("name", "")));
     for (const auto& names : {NetnsNames(), LinkNames()}) {
       for (const auto& object : names) {
         if (std::string owner = TestbedOf(object); !owner.empty()) used.insert(IndexOf(owner));
@@ -497,15 +493,14 @@ absl::Status Testbed::WaitForLinks(const std::vector<int>& hosts) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Open(const std::string& name, const std::string& state_dir) {
-  const std::string path = state_dir + "/" + name + ".json";
+absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Open(const std::string& name) {
+  const std::string path = std::string(kStateDir) + "/" + name + ".json";
   auto json = nlohmann::json::parse(ReadWholeFile(path), nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::NotFoundError(absl::StrCat("testbed: no testbed ", name, " (no readable ", path, ")"));
   }
   std::unique_ptr<Testbed> bed(new Testbed());
   try {
-    bed->state_dir_ = state_dir;
     bed->name_ = json.at("name").get<std::string>();
     bed->bridge_ = json.at("bridge").get<std::string>();
     bed->subnet_ = json.at("subnet").get<std::string>();
@@ -669,37 +664,34 @@ absl::Status Testbed::Restore(int host) {
   return WaitForLinks({host});
 }
 
-absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds(const std::string& state_dir) {
+absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds() {
   std::vector<TestbedRecord> list;
-  for (const auto& record : ReadRecords(state_dir)) {
+  for (const auto& record : ReadRecords()) {
     list.push_back(TestbedRecord{record.json.value("name", ""), record.json.value("owner_pid", 0),
                                  OwnerGone(record.json), record.json.dump(2)});
   }
   return list;
 }
 
-absl::StatusOr<std::vector<std::string>> SweepStale(const std::string& state_dir) {
-  if (auto s = EnsureStateDir(state_dir); !s.ok()) return s;
-  StateLock lock(state_dir);
-  if (!lock.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("testbed: cannot lock ", state_dir, "/.lock: ", std::strerror(errno), RootHint()));
-  }
-  return SweepStaleLocked(state_dir);
+absl::StatusOr<std::vector<std::string>> SweepStale() {
+  if (auto s = EnsureStateDir(); !s.ok()) return s;
+  StateLock lock;
+  if (!lock.ok()) return LockFailed();
+  return SweepStaleLocked();
 }
 
 namespace {
 
-absl::StatusOr<std::vector<std::string>> SweepStaleLocked(const std::string& state_dir) {
+absl::StatusOr<std::vector<std::string>> SweepStaleLocked() {
   std::vector<std::string> removed;
   std::set<std::string> claimed;
-  for (const auto& record : ReadRecords(state_dir)) {
+  for (const auto& record : ReadRecords()) {
     const std::string name = record.json.value("name", "");
     if (!OwnerGone(record.json)) {
       claimed.insert(name);
       continue;
     }
-    auto bed = Testbed::Open(name, state_dir);
+    auto bed = Testbed::Open(name);
     if (!bed.ok()) {
       std::remove(record.path.c_str());  // unreadable: nothing to tear down by it
       continue;

@@ -9,7 +9,7 @@
 // restored, and processes run inside a host with `ip netns exec`.
 //
 // Every object is named PREFIX+INDEX+suffix ("htb137br", "htb137h0",
-// "htb137v0"), and a state file per testbed (STATE_DIR/NAME.json) records its
+// "htb137v0"), and a state file per testbed (kStateDir/NAME.json) records its
 // owner process. Teardown happens in the destructor, in a watchdog process
 // when the owner dies (even by SIGKILL), and in SweepStale() for anything a
 // dead owner left behind. Creating and sweeping need root (CAP_NET_ADMIN and
@@ -32,8 +32,10 @@ namespace herd::testbed {
 // Every testbed's objects start with this.
 inline constexpr char kNamePrefix[] = "htb";
 
-// $HERD_TESTBED_STATE_DIR, else /run/herd-testbed.
-std::string DefaultStateDir();
+// The testbeds' state files: one folder for the machine, so every run sees
+// every testbed (parallel runs pick different /24s, and a sweep can tell a
+// dead run's leftovers from a live testbed).
+inline constexpr char kStateDir[] = "/run/herd-testbed";
 
 struct Host {
   int index = 0;
@@ -50,7 +52,6 @@ struct TestbedOptions {
   pid_t owner_pid = 0;
   // Without a watchdog only the destructor, Down() and SweepStale() remove it.
   bool watchdog = true;
-  std::string state_dir = DefaultStateDir();
 };
 
 struct ShapeOptions {
@@ -66,8 +67,7 @@ class Testbed {
   static absl::StatusOr<std::unique_ptr<Testbed>> Create(TestbedOptions options = {});
   // A testbed another process created (the CLI's later commands). The object
   // does not own it: destroying the object leaves the testbed up.
-  static absl::StatusOr<std::unique_ptr<Testbed>> Open(const std::string& name,
-                                                       const std::string& state_dir = DefaultStateDir());
+  static absl::StatusOr<std::unique_ptr<Testbed>> Open(const std::string& name);
   ~Testbed();  // Down() if this object created the testbed
   Testbed(const Testbed&) = delete;
   Testbed& operator=(const Testbed&) = delete;
@@ -117,7 +117,6 @@ class Testbed {
   std::string state_file() const;
   absl::Status CheckHost(int host) const;
 
-  std::string state_dir_;
   std::string name_;
   std::string bridge_;
   std::string subnet_;
@@ -139,12 +138,12 @@ struct TestbedRecord {
   std::string json;    // the state file
 };
 
-// Every testbed with a state file in `state_dir`.
-absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds(const std::string& state_dir = DefaultStateDir());
+// Every testbed on this machine.
+absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds();
 
 // Tears down testbeds whose owner is gone, and namespaces and links named
 // like a testbed's that no state file claims (a run killed mid-teardown).
 // Returns what it removed.
-absl::StatusOr<std::vector<std::string>> SweepStale(const std::string& state_dir = DefaultStateDir());
+absl::StatusOr<std::vector<std::string>> SweepStale();
 
 }  // namespace herd::testbed

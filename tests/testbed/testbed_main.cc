@@ -34,9 +34,6 @@ int main(int argc, char** argv) {
       "HOST is an index (0, 1, ...) or h0, h1, ...; NAME is what `up` printed (\"name\").",
       "herd-testbed");
   app.require_subcommand(1);
-  std::string state_dir = herd::testbed::DefaultStateDir();
-  app.add_option("--state-dir", state_dir, "Folder of the testbeds' state files ($HERD_TESTBED_STATE_DIR)")
-      ->capture_default_str();
 
   herd::testbed::TestbedOptions up_options;
   up_options.owner_pid = getppid();
@@ -90,7 +87,6 @@ int main(int argc, char** argv) {
   }
 
   if (*up) {
-    up_options.state_dir = state_dir;
     up_options.watchdog = !no_watchdog;
     auto bed = Testbed::Create(up_options);
     if (!bed.ok()) return Fail(bed.status());
@@ -98,7 +94,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*list) {
-    auto all = herd::testbed::ListTestbeds(state_dir);
+    auto all = herd::testbed::ListTestbeds();
     if (!all.ok()) return Fail(all.status());
     nlohmann::json out = nlohmann::json::array();
     for (const auto& record : *all) {
@@ -110,13 +106,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*sweep) {
-    auto removed = herd::testbed::SweepStale(state_dir);
+    auto removed = herd::testbed::SweepStale();
     if (!removed.ok()) return Fail(removed.status());
     for (const auto& what : *removed) std::cout << "removed " << what << "\n";
     return 0;
   }
 
-  auto bed = Testbed::Open(name, state_dir);
+  auto bed = Testbed::Open(name);
   if (!bed.ok()) return Fail(bed.status());
   if (*down) {
     absl::Status s = (*bed)->Down();

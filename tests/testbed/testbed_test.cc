@@ -125,11 +125,13 @@ bool WaitUntil(const std::function<bool()>& gone, milliseconds timeout) {
   return true;
 }
 
-bool Listed(const std::string& name) {
+// Whether testbed `name` of `owner` is still listed (a parallel run may
+// reuse the name once it is gone).
+bool Listed(const std::string& name, pid_t owner) {
   auto all = ListTestbeds();
   if (!all.ok()) return false;
   for (const auto& record : *all) {
-    if (record.name == name) return true;
+    if (record.name == name && record.owner_pid == owner) return true;
   }
   return false;
 }
@@ -146,7 +148,7 @@ TEST(Testbed, HostsTalkTcpOverTheBridgeAndCutLinksDoNot) {
     EXPECT_TRUE(LinkExists(h.veth)) << h.veth;
     EXPECT_LE(h.veth.size(), 15u);
   }
-  EXPECT_TRUE(Listed(bed->name()));
+  EXPECT_TRUE(Listed(bed->name(), getpid()));
 
   int port0 = 0, port_root = 0;
   int listener0 = Listen(*bed, 0, &port0);
@@ -170,7 +172,7 @@ TEST(Testbed, HostsTalkTcpOverTheBridgeAndCutLinksDoNot) {
   EXPECT_FALSE(NetnsExists(h0.netns));
   EXPECT_FALSE(LinkExists(h0.veth));
   EXPECT_FALSE(LinkExists(bed->bridge()));
-  EXPECT_FALSE(Listed(name));
+  EXPECT_FALSE(Listed(name, getpid()));
 }
 
 TEST(Testbed, ShapingLimitsTheRate) {
@@ -263,7 +265,7 @@ TEST(Testbed, CliTestbedGoesWithItsOwner) {
 
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));
-  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name); }, seconds(20)))
+  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name, owner.pid()); }, seconds(20)))
       << "testbed " << name << " outlived its owner";
 }
 
@@ -275,20 +277,22 @@ TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   auto json = nlohmann::json::parse(up.out);
   const std::string name = json["name"];
   const std::string netns = json["hosts"][0]["netns"];
+  ASSERT_TRUE(NetnsExists(netns));
+  const pid_t owner_pid = owner.pid();
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));
-  ASSERT_TRUE(NetnsExists(netns));
+  // From here any run's sweep (every creation sweeps) may remove it first.
   auto all = ListTestbeds();
   ASSERT_TRUE(all.ok());
-  bool stale = false;
-  for (const auto& record : *all) stale |= record.name == name && record.stale;
-  EXPECT_TRUE(stale) << name << " is not listed as stale";
-
+  for (const auto& record : *all) {
+    if (record.name == name && record.owner_pid == owner_pid) {
+      EXPECT_TRUE(record.stale) << record.json;
+    }
+  }
   CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
-  EXPECT_NE(sweep.out.find("testbed " + name), std::string::npos) << sweep.out;
-  EXPECT_FALSE(NetnsExists(netns));
-  EXPECT_FALSE(Listed(name));
+  EXPECT_FALSE(NetnsExists(netns)) << sweep.out;
+  EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
 }
 
 // A test process killed outright (a Bazel timeout) still leaves nothing:
@@ -306,14 +310,15 @@ TEST(Testbed, KilledOwnerProcessLeavesNothing) {
         options.hosts = 1;
         auto bed = Testbed::Create(options);
         if (!bed.ok()) _exit(3);
-        std::ofstream(name_file(getppid())) << (*bed)->name() << " " << (*bed)->host(0).netns;
+        std::ofstream(name_file(getppid())) << (*bed)->name() << " " << (*bed)->host(0).netns << " " << getpid();
         raise(SIGKILL);
       },
       ::testing::KilledBySignal(SIGKILL), "");
   std::string name, netns;
-  std::ifstream(name_file(getpid())) >> name >> netns;
+  pid_t child = 0;
+  std::ifstream(name_file(getpid())) >> name >> netns >> child;
   ASSERT_FALSE(netns.empty());
-  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name); }, seconds(20)))
+  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name, child); }, seconds(20)))
       << "testbed " << name << " outlived its killed owner";
 }
 
