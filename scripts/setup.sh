@@ -16,6 +16,8 @@ PACKAGES=(
   libopenblas0-serial
   # data, tests and benchmarks
   dataset-fashion-mnist prometheus python3 python3-torch
+  # tests/testbed: hosts as network namespaces, rate shaping, packet loss
+  iproute2 nftables
   # deploy/test: Helm's template engine rebuilt from Debian's Go packages,
   # Kubernetes schema checks in Node, certificates for the TLS case
   golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev

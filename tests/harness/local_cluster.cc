@@ -47,7 +47,7 @@ std::string LocalCluster::Binary(const std::string& package_path) {
 
 LocalCluster::LocalCluster(ClusterOptions options) : options_(options), root_(TempRoot()) {
   if (options_.coordinator_port == 0) options_.coordinator_port = FreePort();
-  address_ = "127.0.0.1:" + std::to_string(options_.coordinator_port);
+  address_ = options_.coordinator_host + ":" + std::to_string(options_.coordinator_port);
   token_file_ = root_ + "/token";
   std::ofstream(token_file_) << "test-token-" << getpid() << "\n";
   workers_.resize(options_.workers);
@@ -72,7 +72,7 @@ void LocalCluster::StartCoordinator() {
   fs::remove(ready);
   std::vector<std::string> argv = {Binary("coordinator/herd-coordinator"),
                                    "--listen=" + address_,
-                                   "--metrics-listen=127.0.0.1:0",
+                                   "--metrics-listen=" + options_.coordinator_host + ":0",
                                    "--state-dir=" + root_ + "/state",
                                    "--lease-seconds=" + std::to_string(options_.lease_seconds),
                                    "--ready-file=" + ready};
@@ -98,14 +98,18 @@ std::string LocalCluster::job_dir(int worker_index, const std::string& job_id) c
 }
 
 void LocalCluster::StartWorker(int index) {
-  std::vector<std::string> argv = {Binary("worker/daemon/herd-worker"),
-                                   "--coordinator=" + address_,
-                                   "--worker-id=" + worker_id(index),
-                                   "--work-dir=" + worker_dir(index),
-                                   "--metrics-listen=127.0.0.1:0",
-                                   "--trainer-binary=" + Binary("worker/train/herd-trainer"),
-                                   "--trainer-kill-grace-seconds=2",
-                                   "--ready-file=" + root_ + "/" + worker_id(index) + ".json"};
+  WorkerHost host{"127.0.0.1", {}};
+  if (!options_.worker_hosts.empty()) host = options_.worker_hosts[index % options_.worker_hosts.size()];
+  std::vector<std::string> argv = host.exec_prefix;
+  argv.insert(argv.end(), {Binary("worker/daemon/herd-worker"),
+                           "--coordinator=" + address_,
+                           "--worker-id=" + worker_id(index),
+                           "--work-dir=" + worker_dir(index),
+                           "--listen=" + host.address,
+                           "--metrics-listen=" + host.address + ":0",
+                           "--trainer-binary=" + Binary("worker/train/herd-trainer"),
+                           "--trainer-kill-grace-seconds=2",
+                           "--ready-file=" + root_ + "/" + worker_id(index) + ".json"});
   argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
   // One checkpoint root for all workers, as shared storage would be on a
   // real cluster: any rank of a later generation must find rank 0's files.

@@ -15,6 +15,13 @@
 
 namespace herd::testing {
 
+// Where a worker daemon runs (and so its trainers): by default this
+// machine's loopback; with a testbed (tests/testbed), a host of it.
+struct WorkerHost {
+  std::string address;                   // its --listen (trainers' Gloo address) and metrics host
+  std::vector<std::string> exec_prefix;  // prepended to its command line, e.g. `ip netns exec NS`
+};
+
 struct ClusterOptions {
   int workers = 2;
   bool auth = true;
@@ -26,6 +33,11 @@ struct ClusterOptions {
   std::vector<std::string> worker_env;
   // The workers' --checkpoint-root; empty: ROOT/checkpoints.
   std::string checkpoint_root;
+  // The coordinator's listen address; workers on other hosts need one they
+  // can reach (a testbed's root_address()).
+  std::string coordinator_host = "127.0.0.1";
+  // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
+  std::vector<WorkerHost> worker_hosts;
 };
 
 class LocalCluster {

@@ -1,0 +1,149 @@
+// Hosts as network namespaces on one machine, for tests and benchmarks.
+//
+// A testbed is N network namespaces ("hosts") with one veth link each to a
+// bridge in the current namespace (the "root host"). Addresses come only from
+// 198.18.0.0/15 (RFC 2544's benchmark range): each testbed takes a free /24
+// of it, the bridge is .1 and host i is .(10+i). A host's link can be shaped
+// (tc tbf, both directions), made lossy (nftables `numgen random`, both
+// directions; the kernel here has no netem, so no added delay), cut and
+// restored, and processes run inside a host with `ip netns exec`.
+//
+// Every object is named PREFIX+INDEX+suffix ("htb137br", "htb137h0",
+// "htb137v0"), and a state file per testbed (kStateDir/NAME.json) records its
+// owner process. Teardown happens in the destructor, in a watchdog process
+// when the owner dies (even by SIGKILL), and in SweepStale() for anything a
+// dead owner left behind. Creating and sweeping need root (CAP_NET_ADMIN and
+// CAP_SYS_ADMIN); errors say which command failed and why.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace herd::testbed {
+
+// Every testbed's objects start with this.
+inline constexpr char kNamePrefix[] = "htb";
+
+// The testbeds' state files: one folder for the machine, so every run sees
+// every testbed (parallel runs pick different /24s, and a sweep can tell a
+// dead run's leftovers from a live testbed).
+inline constexpr char kStateDir[] = "/run/herd-testbed";
+
+struct Host {
+  int index = 0;
+  std::string netns;    // the host's network namespace, e.g. "htb137h0"
+  std::string veth;     // its link's end on the bridge, in the root namespace
+  std::string address;  // e.g. "198.18.137.10"; the interface inside is eth0
+};
+
+struct TestbedOptions {
+  int hosts = 2;  // 1..100
+  // The process whose death tears the testbed down; 0: this process. With
+  // this process, a watchdog child notices its exit (a pipe closes); with
+  // another process (the CLI's caller), the watchdog checks it every second.
+  pid_t owner_pid = 0;
+  // Without a watchdog only the destructor, Down() and SweepStale() remove it.
+  bool watchdog = true;
+};
+
+struct ShapeOptions {
+  std::string rate;  // tc syntax: "100mbit", "1gbit"
+  std::string burst = "64kb";
+  std::string latency = "100ms";
+};
+
+class Testbed {
+ public:
+  // Sweeps stale testbeds, picks a free /24 and creates the hosts; returns
+  // once every link is up.
+  static absl::StatusOr<std::unique_ptr<Testbed>> Create(TestbedOptions options = {});
+  // A testbed another process created (the CLI's later commands). The object
+  // does not own it: destroying the object leaves the testbed up.
+  static absl::StatusOr<std::unique_ptr<Testbed>> Open(const std::string& name);
+  ~Testbed();  // Down() if this object created the testbed
+  Testbed(const Testbed&) = delete;
+  Testbed& operator=(const Testbed&) = delete;
+
+  // Kills the processes inside the hosts, deletes links, namespaces and
+  // bridge, removes the state file, and checks that nothing is left.
+  absl::Status Down();
+
+  const std::string& name() const { return name_; }
+  const std::string& bridge() const { return bridge_; }
+  const std::string& subnet() const { return subnet_; }  // "198.18.137.0/24"
+  // The bridge's address: the root namespace as a host.
+  const std::string& root_address() const { return root_address_; }
+  const std::vector<Host>& hosts() const { return hosts_; }
+  const Host& host(int index) const { return hosts_.at(index); }
+  // `ip netns exec NETNS`, absolute path first: prepend it to a command's
+  // argv to run it inside the host.
+  std::vector<std::string> ExecPrefix(int host) const;
+  // Runs `fn` on a thread that has entered the host's network namespace:
+  // sockets it opens belong to that host (and stay there when used later
+  // from any thread).
+  absl::Status RunInHost(int host, const std::function<void()>& fn) const;
+
+  // Limits the host's link to `options.rate` in each direction (tbf).
+  absl::Status Shape(int host, const ShapeOptions& options);
+  absl::Status Unshape(int host);
+  // Drops `percent` (0..100, 0.01 steps) of the packets in each direction of
+  // the host's link; 0 removes the rules.
+  absl::Status SetLoss(int host, double percent);
+  // Packets the loss rules dropped so far (0 without rules).
+  absl::StatusOr<uint64_t> DroppedPackets(int host) const;
+  // Takes the host's link down (its bridge port; the host sees no carrier).
+  absl::Status Cut(int host);
+  // Brings it back; returns once both ends are up.
+  absl::Status Restore(int host);
+
+  // The state file's content: {name, subnet, bridge, root_address,
+  // owner_pid, hosts: [{index, name, netns, veth, address}]}.
+  std::string Json() const;
+
+ private:
+  Testbed() = default;
+  absl::Status CreateObjects();
+  absl::Status WaitForLinks(const std::vector<int>& hosts) const;
+  absl::Status StartWatchdog();
+  std::string TeardownScript() const;
+  std::string state_file() const;
+  absl::Status CheckHost(int host) const;
+
+  std::string name_;
+  std::string bridge_;
+  std::string subnet_;
+  std::string root_address_;
+  std::string token_;  // per run: a watchdog only removes its own testbed
+  pid_t owner_pid_ = 0;
+  uint64_t owner_start_ = 0;  // the owner's start time, against pid reuse
+  std::vector<Host> hosts_;
+  bool owned_ = false;
+  bool down_ = false;
+  int watchdog_fd_ = -1;  // write end of the pipe an in-process watchdog reads
+  pid_t watchdog_pid_ = -1;
+};
+
+struct TestbedRecord {
+  std::string name;
+  pid_t owner_pid = 0;
+  bool stale = false;  // its owner is gone
+  std::string json;    // the state file
+};
+
+// Every testbed on this machine.
+absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds();
+
+// Tears down testbeds whose owner is gone, and namespaces and links named
+// like a testbed's that no state file claims (a run killed mid-teardown).
+// Returns what it removed.
+absl::StatusOr<std::vector<std::string>> SweepStale();
+
+}  // namespace herd::testbed

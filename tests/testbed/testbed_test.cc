@@ -1,0 +1,339 @@
+// The testbed itself: hosts in 198.18.0.0/15 that reach each other over TCP,
+// cut and restored links, shaping, loss, and teardown in every way a run can
+// end (destructor, `down`, owner killed, sweep). Runs as root, like CI; a
+// testbed that cannot be created fails the test with the reason.
+#include "tests/testbed/testbed.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/harness/process.h"
+
+namespace herd::testbed {
+namespace {
+
+namespace fs = std::filesystem;
+using herd::testing::CommandResult;
+using herd::testing::Process;
+using herd::testing::RunCommand;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string Cli() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return fs::absolute(fs::path(srcdir ? srcdir : ".") / "herd/tests/testbed/herd-testbed").string();
+}
+
+bool InBenchmarkRange(const std::string& address) {
+  in_addr a{};
+  if (inet_pton(AF_INET, address.c_str(), &a) != 1) return false;
+  return (ntohl(a.s_addr) >> 17) == ((198u << 24 | 18u << 16) >> 17);
+}
+
+sockaddr_in Endpoint(const std::string& address, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, address.c_str(), &addr.sin_addr);
+  return addr;
+}
+
+// A socket of host `host` (-1: the root host, this namespace).
+int SocketOn(const Testbed& bed, int host, int type) {
+  int fd = -1;
+  if (host < 0) return socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  absl::Status s = bed.RunInHost(host, [&] { fd = socket(AF_INET, type | SOCK_CLOEXEC, 0); });
+  EXPECT_TRUE(s.ok()) << s;
+  return fd;
+}
+
+std::string AddressOf(const Testbed& bed, int host) { return host < 0 ? bed.root_address() : bed.host(host).address; }
+
+// A TCP listener on `host`'s address; returns its fd and sets `port`.
+int Listen(const Testbed& bed, int host, int* port) {
+  int fd = SocketOn(bed, host, SOCK_STREAM);
+  sockaddr_in addr = Endpoint(AddressOf(bed, host), 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  EXPECT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// Connects from `from` to address:port; the connected fd, or -1 if the
+// connection fails or is not made within `timeout`.
+int Connect(const Testbed& bed, int from, const std::string& address, int port, milliseconds timeout) {
+  int fd = SocketOn(bed, from, SOCK_STREAM | SOCK_NONBLOCK);
+  sockaddr_in addr = Endpoint(address, port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  pollfd p{fd, POLLOUT, 0};
+  int error = 0;
+  socklen_t len = sizeof(error);
+  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 ||
+      error != 0) {
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+bool CanConnect(const Testbed& bed, int from, int to, int port, milliseconds timeout) {
+  int fd = Connect(bed, from, AddressOf(bed, to), port, timeout);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+std::unique_ptr<Testbed> MustCreate(int hosts) {
+  TestbedOptions options;
+  options.hosts = hosts;
+  auto bed = Testbed::Create(options);
+  // Not a skip: CI runs as root, so a testbed that cannot be made is a failure.
+  EXPECT_TRUE(bed.ok()) << bed.status();
+  return bed.ok() ? std::move(*bed) : nullptr;
+}
+
+bool NetnsExists(const std::string& name) { return fs::exists("/run/netns/" + name); }
+bool LinkExists(const std::string& name) { return if_nametoindex(name.c_str()) != 0; }
+
+// Polls until `gone` holds (teardown by another process); false after `timeout`.
+bool WaitUntil(const std::function<bool()>& gone, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!gone()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
+}
+
+// Whether testbed `name` of `owner` is still listed (a parallel run may
+// reuse the name once it is gone).
+bool Listed(const std::string& name, pid_t owner) {
+  auto all = ListTestbeds();
+  if (!all.ok()) return false;
+  for (const auto& record : *all) {
+    if (record.name == name && record.owner_pid == owner) return true;
+  }
+  return false;
+}
+
+TEST(Testbed, HostsTalkTcpOverTheBridgeAndCutLinksDoNot) {
+  auto bed = MustCreate(2);
+  ASSERT_NE(bed, nullptr);
+  EXPECT_EQ(bed->name().rfind(kNamePrefix, 0), 0u) << bed->name();
+  EXPECT_TRUE(InBenchmarkRange(bed->root_address())) << bed->root_address();
+  ASSERT_EQ(bed->hosts().size(), 2u);
+  for (const auto& h : bed->hosts()) {
+    EXPECT_TRUE(InBenchmarkRange(h.address)) << h.address;
+    EXPECT_TRUE(NetnsExists(h.netns)) << h.netns;
+    EXPECT_TRUE(LinkExists(h.veth)) << h.veth;
+    EXPECT_LE(h.veth.size(), 15u);
+  }
+  EXPECT_TRUE(Listed(bed->name(), getpid()));
+
+  int port0 = 0, port_root = 0;
+  int listener0 = Listen(*bed, 0, &port0);
+  int listener_root = Listen(*bed, -1, &port_root);
+  EXPECT_TRUE(CanConnect(*bed, 1, 0, port0, seconds(10)));        // host to host, across the bridge
+  EXPECT_TRUE(CanConnect(*bed, -1, 0, port0, seconds(10)));       // root host to host
+  EXPECT_TRUE(CanConnect(*bed, 0, -1, port_root, seconds(10)));   // host to root host
+
+  ASSERT_TRUE(bed->Cut(0).ok());
+  EXPECT_FALSE(CanConnect(*bed, 1, 0, port0, seconds(2)));
+  EXPECT_FALSE(CanConnect(*bed, 0, -1, port_root, seconds(2)));
+  ASSERT_TRUE(bed->Restore(0).ok());
+  EXPECT_TRUE(CanConnect(*bed, 1, 0, port0, seconds(10)));
+  EXPECT_TRUE(CanConnect(*bed, 0, -1, port_root, seconds(10)));
+  close(listener0);
+  close(listener_root);
+
+  const std::string name = bed->name();
+  const Host h0 = bed->host(0);
+  ASSERT_TRUE(bed->Down().ok());
+  EXPECT_FALSE(NetnsExists(h0.netns));
+  EXPECT_FALSE(LinkExists(h0.veth));
+  EXPECT_FALSE(LinkExists(bed->bridge()));
+  EXPECT_FALSE(Listed(name, getpid()));
+}
+
+TEST(Testbed, ShapingLimitsTheRate) {
+  auto bed = MustCreate(1);
+  ASSERT_NE(bed, nullptr);
+  ASSERT_TRUE(bed->Shape(0, ShapeOptions{"8mbit"}).ok());
+  int port = 0;
+  int listener = Listen(*bed, 0, &port);
+  // 1 MB from the root host to host 0 cannot take less than ~1 s at 8 Mbit/s
+  // (less the 64 kB burst): a lower bound, which load cannot break.
+  const auto start = std::chrono::steady_clock::now();
+  std::thread receiver([&] {
+    int conn = accept(listener, nullptr, nullptr);
+    char buffer[65536];
+    while (read(conn, buffer, sizeof(buffer)) > 0) {
+    }
+    close(conn);
+  });
+  int fd = Connect(*bed, -1, bed->host(0).address, port, seconds(10));
+  ASSERT_GE(fd, 0);
+  std::vector<char> data(1 << 20, 'x');
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = write(fd, data.data() + sent, data.size() - sent);
+    ASSERT_GT(n, 0);
+    sent += n;
+  }
+  shutdown(fd, SHUT_WR);
+  receiver.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  close(fd);
+  close(listener);
+  EXPECT_GE(elapsed, 0.85);
+  EXPECT_TRUE(bed->Unshape(0).ok());
+  EXPECT_TRUE(bed->Unshape(0).ok());  // nothing to remove: still fine
+  EXPECT_FALSE(bed->Shape(0, ShapeOptions{""}).ok());
+}
+
+TEST(Testbed, LossDropsTheGivenShareOfPackets) {
+  auto bed = MustCreate(1);
+  ASSERT_NE(bed, nullptr);
+  ASSERT_TRUE(bed->SetLoss(0, 10).ok());
+  // 1000 datagrams out of host 0 at 10% loss: ~100 dropped (sd ~10).
+  int receiver = SocketOn(*bed, -1, SOCK_DGRAM);
+  sockaddr_in addr = Endpoint(bed->root_address(), 0);
+  ASSERT_EQ(bind(receiver, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(receiver, reinterpret_cast<sockaddr*>(&addr), &len);
+  int sender = SocketOn(*bed, 0, SOCK_DGRAM);
+  for (int i = 0; i < 1000; ++i) {
+    sendto(sender, "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  close(sender);
+  close(receiver);
+  auto dropped = bed->DroppedPackets(0);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_GE(*dropped, 40u);
+  EXPECT_LE(*dropped, 250u);
+  ASSERT_TRUE(bed->SetLoss(0, 0).ok());
+  dropped = bed->DroppedPackets(0);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, 0u);
+  EXPECT_FALSE(bed->SetLoss(0, 101).ok());
+  EXPECT_FALSE(bed->SetLoss(5, 1).ok());  // no such host
+}
+
+// The CLI's testbed lives past the CLI; it goes when its owner exits.
+TEST(Testbed, CliTestbedGoesWithItsOwner) {
+  Process owner({"/bin/sleep", "600"}, "/dev/null");
+  CommandResult up = RunCommand({Cli(), "up", "--hosts", "2", "--owner-pid", std::to_string(owner.pid())},
+                                seconds(60));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto json = nlohmann::json::parse(up.out);
+  const std::string name = json["name"];
+  const std::string netns = json["hosts"][1]["netns"];
+  const std::string address = json["hosts"][1]["address"];
+  EXPECT_TRUE(InBenchmarkRange(address));
+  ASSERT_TRUE(NetnsExists(netns));
+
+  // exec runs inside the host: its eth0 carries the host's address.
+  CommandResult inside = RunCommand({Cli(), "exec", name, "h1", "--", "/bin/cat", "/proc/net/fib_trie"}, seconds(30));
+  EXPECT_EQ(inside.exit_code, 0) << inside.err;
+  EXPECT_NE(inside.out.find(address), std::string::npos) << inside.out;
+  CommandResult shown = RunCommand({Cli(), "show", name}, seconds(30));
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  CommandResult shaped = RunCommand({Cli(), "shape", name, "0", "100mbit"}, seconds(30));
+  EXPECT_EQ(shaped.exit_code, 0) << shaped.err;
+  CommandResult bad_host = RunCommand({Cli(), "cut", name, "7"}, seconds(30));
+  EXPECT_EQ(bad_host.exit_code, 2);
+
+  owner.Signal(SIGKILL);
+  owner.Wait(seconds(10));
+  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name, owner.pid()); }, seconds(20)))
+      << "testbed " << name << " outlived its owner";
+}
+
+TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
+  Process owner({"/bin/sleep", "600"}, "/dev/null");
+  CommandResult up = RunCommand(
+      {Cli(), "up", "--hosts", "1", "--owner-pid", std::to_string(owner.pid()), "--no-watchdog"}, seconds(60));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto json = nlohmann::json::parse(up.out);
+  const std::string name = json["name"];
+  const std::string netns = json["hosts"][0]["netns"];
+  ASSERT_TRUE(NetnsExists(netns));
+  const pid_t owner_pid = owner.pid();
+  owner.Signal(SIGKILL);
+  owner.Wait(seconds(10));
+  // From here any run's sweep (every creation sweeps) may remove it first.
+  auto all = ListTestbeds();
+  ASSERT_TRUE(all.ok());
+  for (const auto& record : *all) {
+    if (record.name == name && record.owner_pid == owner_pid) {
+      EXPECT_TRUE(record.stale) << record.json;
+    }
+  }
+  CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
+  EXPECT_FALSE(NetnsExists(netns)) << sweep.out;
+  EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
+}
+
+// A test process killed outright (a Bazel timeout) still leaves nothing:
+// its watchdog sees the process go and tears the testbed down.
+TEST(Testbed, KilledOwnerProcessLeavesNothing) {
+  ::testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  // The child (this binary run again) names the file by its parent: us.
+  auto name_file = [&](pid_t test_pid) {
+    return std::string(tmp ? tmp : "/tmp") + "/killed-testbed-" + std::to_string(test_pid);
+  };
+  EXPECT_EXIT(
+      {
+        TestbedOptions options;
+        options.hosts = 1;
+        auto bed = Testbed::Create(options);
+        if (!bed.ok()) _exit(3);
+        std::ofstream(name_file(getppid())) << (*bed)->name() << " " << (*bed)->host(0).netns << " " << getpid();
+        raise(SIGKILL);
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+  std::string name, netns;
+  pid_t child = 0;
+  std::ifstream(name_file(getpid())) >> name >> netns >> child;
+  ASSERT_FALSE(netns.empty());
+  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name, child); }, seconds(20)))
+      << "testbed " << name << " outlived its killed owner";
+}
+
+TEST(Testbed, WithoutNetworkCapabilitiesCreationFailsNamingWhy) {
+  // Root without CAP_NET_ADMIN and CAP_SYS_ADMIN, as an unprivileged CI would be.
+  CommandResult up = RunCommand(
+      {"/usr/bin/setpriv", "--bounding-set=-net_admin,-sys_admin", Cli(), "up",
+       "--hosts", "1"},
+      seconds(60));
+  EXPECT_EQ(up.exit_code, 1) << up.out << up.err;
+  EXPECT_NE(up.err.find("CAP_NET_ADMIN"), std::string::npos) << up.err;
+  auto all = ListTestbeds();
+  ASSERT_TRUE(all.ok());
+  for (const auto& record : *all) EXPECT_NE(record.owner_pid, getpid()) << record.json;  // nothing left behind
+}
+
+}  // namespace
+}  // namespace herd::testbed
