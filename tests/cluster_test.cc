@@ -7,6 +7,9 @@
 #include <map>
 #include <thread>
 
+#include "common/grpc_serving.h"
+#include "common/rpc_options.h"
+#include "proto/herd.grpc.pb.h"
 #include "tests/harness/local_cluster.h"
 
 namespace herd::testing {
@@ -158,6 +161,75 @@ TEST(Cluster, InvalidJobSpecIsRefusedNamingTheField) {
   EXPECT_NE(result.err.find("model.name: unknown value 'gpt9'"), std::string::npos) << result.err;
   // Nothing was stored.
   EXPECT_EQ(cluster.HerdJson({"list"})["jobs"].size(), 0u);
+}
+
+// Two coordinators would schedule the same workers: a second one on the same
+// port or the same state dir exits at once, naming why; the first serves on.
+TEST(Cluster, SecondCoordinatorIsRefused) {
+  LocalCluster cluster(NoWorkers());
+  const std::string coordinator = LocalCluster::Binary("coordinator/herd-coordinator");
+  CommandResult same_port = RunCommand({coordinator, "--listen=" + cluster.address(), "--metrics-listen=",
+                                        "--state-dir=" + cluster.root() + "/other-state", "--insecure-no-auth"},
+                                       seconds(20));
+  EXPECT_EQ(same_port.exit_code, 1) << same_port.err;
+  EXPECT_NE(same_port.err.find("cannot listen on " + cluster.address()), std::string::npos) << same_port.err;
+  CommandResult same_state = RunCommand({coordinator, "--listen=127.0.0.1:0", "--metrics-listen=",
+                                         "--state-dir=" + cluster.root() + "/state", "--insecure-no-auth"},
+                                        seconds(20));
+  EXPECT_EQ(same_state.exit_code, 1) << same_state.err;
+  EXPECT_NE(same_state.err.find("is in use by another coordinator"), std::string::npos) << same_state.err;
+  EXPECT_EQ(cluster.Herd({"list"}).exit_code, 0);
+}
+
+// herd-worker --health-listen serves grpc.health.v1: SERVING once registered
+// (readiness), NOT_SERVING while it cannot reach the coordinator (but it
+// answers: alive), and its status for operators.
+TEST(Cluster, WorkerHealthFollowsRegistration) {
+  LocalCluster cluster(NoWorkers());
+  auto start_worker = [&](const std::string& id, const std::string& coordinator, int health_port) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{LocalCluster::Binary("worker/daemon/herd-worker"), "--coordinator=" + coordinator,
+                                 "--worker-id=" + id, "--work-dir=" + cluster.root() + "/" + id, "--metrics-listen=",
+                                 "--health-listen=127.0.0.1:" + std::to_string(health_port),
+                                 "--token-file=" + cluster.token_file(),
+                                 "--trainer-binary=" + LocalCluster::Binary("worker/train/herd-trainer"),
+                                 "--ready-file=" + cluster.root() + "/" + id + ".json"},
+        cluster.root() + "/" + id + ".log");
+  };
+  auto wait_health = [](int port, bool serving) {
+    auto channel = MakeChannel("127.0.0.1:" + std::to_string(port));
+    const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+    absl::StatusOr<bool> health = absl::UnavailableError("not asked yet");
+    while (std::chrono::steady_clock::now() < deadline) {
+      health = CheckHealth(*channel, "", seconds(2));
+      if (health.ok() && *health == serving) return health;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return health;
+  };
+
+  const int lonely_port = LocalCluster::FreeLocalPort();
+  auto lonely = start_worker("lonely", "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort()), lonely_port);
+  auto unready = wait_health(lonely_port, false);
+  ASSERT_TRUE(unready.ok()) << unready.status() << cluster.Logs();
+  EXPECT_FALSE(*unready);
+
+  const int port = LocalCluster::FreeLocalPort();
+  auto worker = start_worker("probed", cluster.address(), port);
+  ASSERT_TRUE(WaitForFile(cluster.root() + "/probed.json", seconds(30))) << cluster.Logs();
+  auto ready = wait_health(port, true);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(*ready);
+  auto stub = v1::WorkerService::NewStub(*MakeChannel("127.0.0.1:" + std::to_string(port)));
+  grpc::ClientContext context;
+  v1::GetWorkerStatusResponse status;
+  ASSERT_TRUE(stub->GetWorkerStatus(&context, v1::GetWorkerStatusRequest(), &status).ok());
+  EXPECT_EQ(status.worker_id(), "probed");
+  EXPECT_TRUE(status.registered());
+  lonely->Signal(SIGTERM);
+  worker->Signal(SIGTERM);
+  EXPECT_TRUE(lonely->Wait(seconds(15)).has_value());
+  EXPECT_TRUE(worker->Wait(seconds(15)).has_value());
 }
 
 }  // namespace

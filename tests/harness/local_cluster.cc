@@ -39,6 +39,8 @@ std::string TempRoot() {
 
 }  // namespace
 
+int LocalCluster::FreeLocalPort() { return FreePort(); }
+
 std::string LocalCluster::Binary(const std::string& package_path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   fs::path path = fs::path(srcdir ? srcdir : ".") / "herd" / package_path;

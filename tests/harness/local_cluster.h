@@ -47,6 +47,8 @@ class LocalCluster {
 
   // Absolute path of a herd binary from the test's runfiles.
   static std::string Binary(const std::string& package_path);
+  // A loopback port nobody listens on right now.
+  static int FreeLocalPort();
 
   void StartCoordinator();
   // Starts worker `index` (a new one past the initial count adds a worker).
