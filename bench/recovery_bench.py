@@ -13,7 +13,7 @@ Two figures, each over --reps repetitions, medians printed:
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
 
-Usage: bench/recovery_bench.py [--reps 3]
+Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin]
 """
 import argparse
 import datetime
@@ -78,7 +78,7 @@ def wait_world(cluster, job, world, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
         info = status(cluster, job)
-        if info["state"] != "RUNNING":
+        if info["state"] not in ("PENDING", "RUNNING"):
             raise RuntimeError(f"job {job} is {info['state']}: {info.get('reason')}")
         if info.get("world_size") == world and int(info.get("step", 0)) > 0:
             return info
@@ -144,8 +144,9 @@ def measure_readmit(bin_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     args = parser.parse_args()
-    bin_dir = build()
+    bin_dir = args.bin_dir or build()
     kills, readmits = [], []
     for rep in range(args.reps):
         kills.append(measure_kill(bin_dir))

@@ -123,6 +123,11 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
 // it meanwhile. "" when none.
 std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
 
+// How often workers heartbeat for a given lease: ten beats a lease (at most
+// 5 per second), so one missed beat is not a lost lease and a silent worker
+// shows within about a second.
+inline double HeartbeatInterval(double lease_seconds) { return lease_seconds / 10 > 0.2 ? lease_seconds / 10 : 0.2; }
+
 // The coordinator itself could hear nobody from `last_upkeep` to `now` (it
 // was stopped, frozen or starved). When that gap is long enough to cost a
 // lease, every live worker's lease restarts from `now`, as after a restart:

@@ -372,6 +372,32 @@ TEST_F(ClusterStateTest, WorkerLeftOutIsHeldAndReadmittedWithItsTrainer) {
   EXPECT_EQ(HeldForJob(state_, Worker("w3")), "");
 }
 
+// After a reported failure, a member that stays silent past one and a half
+// heartbeat intervals (lease/10) is left out at once, without waiting out its
+// lease, and without a second charge; live members are not touched.
+TEST_F(ClusterStateTest, SilentMemberAfterAFailureIsLeftOutBeforeItsLeaseEnds) {
+  StartJob(3, 2);
+  Commit(30, 0, 1440);
+  clock_.Advance(0.5);  // w3's machine died after its last heartbeat
+  ASSERT_TRUE(ReportFailure("w1", 1, 0, "gloo: connection reset by peer").ok());
+  ASSERT_EQ(Job("j").generation.number, 2);
+  ASSERT_EQ(Job("j").generation.members.size(), 3u);
+  clock_.Advance(0.5);
+  AllBeatExcept({"w3"});
+  EXPECT_TRUE(DropSilentMembersAfterFailure(state_, clock_.Now(), kLease).empty()) << "too early to tell";
+  clock_.Advance(1.1);  // 1.6 s > 1.5 heartbeat intervals of 1 s
+  AllBeatExcept({"w3"});
+  ChangeSet changes = DropSilentMembersAfterFailure(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(Job("j").restarts_used, 1) << "the failure was paid for once";
+  EXPECT_EQ(Worker("w3").state, v1::DEAD);
+  EXPECT_THAT(Job("j").last_failure, ::testing::HasSubstr("gloo: connection reset by peer"));
+  // Once the new generation runs, nobody is dropped for silence any more.
+  clock_.Advance(5);
+  EXPECT_TRUE(DropSilentMembersAfterFailure(state_, clock_.Now(), kLease).empty());
+}
+
 // The reason names the first failure of a streak, not the echoes after it.
 TEST_F(ClusterStateTest, ExhaustedBudgetReasonNamesTheFirstFailure) {
   StartJob(2, 1, /*restart_budget=*/1);

@@ -89,6 +89,7 @@ void Coordinator::Tick() {
   generations.lease_seconds = options_.lease_seconds;
   generations.min_workers_wait_seconds = options_.min_workers_wait_seconds;
   ChangeSet changes = ExpireLeases(state_, now, options_.lease_seconds);
+  changes.Merge(DropSilentMembersAfterFailure(state_, now, options_.lease_seconds));
   changes.Merge(AdvanceGenerations(state_, now, generations));
   if (!changes.empty()) {
     if (auto status = Commit(changes); !status.ok()) LOG(ERROR) << "persisting scheduler changes: " << status;
@@ -250,7 +251,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1:
             << worker.device_kind << ", " << v1::WorkerState_Name(worker.state) << ")";
   v1::RegisterWorkerResponse response;
   response.set_lease_seconds(options_.lease_seconds);
-  response.set_heartbeat_interval_seconds(std::max(options_.lease_seconds / 5, 0.2));
+  response.set_heartbeat_interval_seconds(HeartbeatInterval(options_.lease_seconds));
   return response;
 }
 

@@ -466,7 +466,7 @@ TEST_F(CoordinatorTest, RegistrationIsValidated) {
   auto response = coordinator_->RegisterWorker(request);
   ASSERT_TRUE(response.ok());
   EXPECT_DOUBLE_EQ(response->lease_seconds(), 10);
-  EXPECT_DOUBLE_EQ(response->heartbeat_interval_seconds(), 2);
+  EXPECT_DOUBLE_EQ(response->heartbeat_interval_seconds(), 1);
   EXPECT_EQ(Stored().workers.at("w1").state, v1::IDLE);
 }
 

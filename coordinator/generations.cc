@@ -164,15 +164,15 @@ void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string
 }
 
 // Unfinished members of a RUNNING job are gone (lease expired).
-void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::string>& lost, double now,
-                 ChangeSet* changes) {
+void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::string>& lost, const std::string& why,
+                 double now, ChangeSet* changes) {
   Generation& generation = job.generation;
   std::vector<std::string> gone;
   for (const std::string& id : lost) {
     if (generation.RankOf(id) >= 0 && !generation.finished.count(id)) gone.push_back(id);
   }
   if (gone.empty()) return;
-  const std::string cause = absl::StrCat(Described(generation, gone), " lost: lease expired");
+  const std::string cause = absl::StrCat(Described(generation, gone), " lost: ", why);
   std::vector<std::string> keep;
   for (const std::string& member : UnfinishedMembers(generation)) {
     if (!Contains(gone, member)) keep.push_back(member);
@@ -249,7 +249,32 @@ ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds) {
   for (const auto& [job_id, lost] : lost_by_job) {
     auto it = state.jobs.find(job_id);
     if (it == state.jobs.end() || it->second.info.state() != v1::RUNNING) continue;
-    MembersLost(state, it->second, lost, now, &changes);
+    MembersLost(state, it->second, lost, "lease expired", now, &changes);
+  }
+  return changes;
+}
+
+ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double lease_seconds) {
+  ChangeSet changes;
+  const double heartbeat_interval = HeartbeatInterval(lease_seconds);
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    const Generation& generation = job->generation;
+    if (!generation.formed || job->recovering || generation.committed || !FailureReason(generation.reason)) continue;
+    if (now - generation.started_at < 1.5 * heartbeat_interval) continue;
+    std::vector<std::string> silent;
+    for (const std::string& member : UnfinishedMembers(generation)) {
+      auto worker = state.workers.find(member);
+      if (worker == state.workers.end() || worker->second.last_heartbeat <= generation.started_at) silent.push_back(member);
+    }
+    // Never everyone: that is the coordinator's own silence, not theirs.
+    if (silent.empty() || silent.size() == UnfinishedMembers(generation).size()) continue;
+    // As if their lease had expired: one that is alive after all registers
+    // again at its next heartbeat and is re-admitted with its trainer.
+    for (const std::string& id : silent) {
+      auto worker = state.workers.find(id);
+      if (worker != state.workers.end()) SetWorker(worker->second, v1::DEAD, "", &changes);
+    }
+    MembersLost(state, *job, silent, "silent since the failure", now, &changes);
   }
   return changes;
 }

@@ -51,6 +51,16 @@ ChangeSet Schedule(ClusterState& state, double now);
 // timeout reported before the dead peer's lease ran out).
 ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds);
 
+// After a failure, a member that has not heartbeated since the generation
+// that followed it started, although one and a half heartbeat intervals
+// (HeartbeatInterval: lease/10) have passed, is presumed gone with the failure (a machine
+// that died takes its daemon along) and left out now rather than after a
+// whole lease: the survivors need not wait for it at the rendezvous. The
+// failure was already paid for, so nothing is charged. A member that was
+// only slow loses nothing either: its trainer keeps its job context and the
+// job re-admits it (HeldForJob).
+ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double lease_seconds);
+
 // A heartbeat from a known worker: refreshes its lease, records which jobs its
 // trainers run and applies the trainer exits it carries.
 ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& request, double now);

@@ -100,7 +100,7 @@ class ServiceTest : public ::testing::Test {
     grpc::Status status = cluster_->RegisterWorker(Call().get(), request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_DOUBLE_EQ(response.lease_seconds(), 10);
-    EXPECT_DOUBLE_EQ(response.heartbeat_interval_seconds(), 2);
+    EXPECT_DOUBLE_EQ(response.heartbeat_interval_seconds(), 1);
   }
 
   v1::HeartbeatResponse Heartbeat(const std::string& id) {
