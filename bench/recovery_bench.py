@@ -7,7 +7,7 @@ Two figures, each over --reps repetitions, medians printed:
   first completed step in the next generation (rank 0's log, one line per
   step: log_interval_steps 1);
 - readmit: a worker daemon stopped (SIGSTOP) for two leases while its trainer
-  runs on, then resumed (SIGCONT), to its trainer's first completed step in a
+  runs on, then resumed (SIGCONT), to the first completed step of a 3-rank
   generation that has re-admitted it (same trainer process: no reload).
 
 Times come from the trainers' own log timestamps against the wall clock at
@@ -107,7 +107,7 @@ def measure_kill(bin_dir):
         job = submit(cluster)
         info = wait_world(cluster, job, 3)
         victim = 2
-        for pid in pids_of(f"herd-trainer .*--worker-id=worker-{victim}( |$)"):
+        for pid in pids_of(f"herd-trainer .*--job={job} .*--worker-id=worker-{victim}( |$)"):
             os.kill(pid, signal.SIGKILL)
         os.killpg(cluster.procs[1 + victim].pid, signal.SIGKILL)
         killed = time.time()
@@ -126,14 +126,21 @@ def measure_readmit(bin_dir):
         job = submit(cluster)
         info = wait_world(cluster, job, 3)
         daemon = cluster.procs[3]  # worker-2's daemon (procs[0] is the coordinator)
-        trainer = pids_of("herd-trainer .*--worker-id=worker-2( |$)")
+        mine = f"herd-trainer .*--job={job} .*--worker-id=worker-2( |$)"
+        trainer = pids_of(mine)
         os.kill(daemon.pid, signal.SIGSTOP)
         time.sleep(2 * LEASE)
         os.kill(daemon.pid, signal.SIGCONT)
         resumed = time.time()
-        when, _ = first_step_after(trainer_log(cluster, 2, job), resumed, world=3,
+        # Rank 0 logs the steps; a step of a 3-rank generation includes the
+        # re-admitted trainer.
+        when, _ = first_step_after(trainer_log(cluster, 0, job), resumed, world=3,
                                    min_generation=int(info["generation"]))
-        if pids_of("herd-trainer .*--worker-id=worker-2( |$)") != trainer:
+        with open(trainer_log(cluster, 2, job)) as f:
+            healed = "healed from rank" in f.read()
+        if not healed:
+            raise RuntimeError("the re-admitted trainer did not heal into the job")
+        if pids_of(mine) != trainer:
             raise RuntimeError("the re-admitted worker's trainer was restarted")
         return when - resumed
     finally:
