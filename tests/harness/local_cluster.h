@@ -36,6 +36,9 @@ struct ClusterOptions {
   // The coordinator's listen address; workers on other hosts need one they
   // can reach (a testbed's root_address()).
   std::string coordinator_host = "127.0.0.1";
+  // Prepended to the coordinator's command line, e.g. a testbed host's
+  // `ip netns exec NS` to run it on that host (coordinator_host its address).
+  std::vector<std::string> coordinator_exec_prefix;
   // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
   std::vector<WorkerHost> worker_hosts;
 };
