@@ -125,6 +125,7 @@ TEST(Partition, WorkerCutOffForTwoLeasesIsReadmittedWithItsTrainer) {
   options.workers = 3;
   options.lease_seconds = kLease;
   options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  options.worker_id_prefix = "partitioned-";  // out of other tests' machine-wide TrainerPids(id)
   options.coordinator_host = bed->root_address();
   for (const auto& host : bed->hosts()) options.worker_hosts.push_back({host.address, bed->ExecPrefix(host.index)});
   LocalCluster cluster(options);
@@ -135,7 +136,7 @@ TEST(Partition, WorkerCutOffForTwoLeasesIsReadmittedWithItsTrainer) {
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
   const std::string id = job.value("id", "");
-  const std::vector<pid_t> trainer = TrainerPids(cluster.worker_id(2));
+  const std::vector<pid_t> trainer = TrainerPids(cluster, 2);
   ASSERT_EQ(trainer.size(), 1u);
   const int64_t first_generation = Field(job, "generation");
 
@@ -157,7 +158,7 @@ TEST(Partition, WorkerCutOffForTwoLeasesIsReadmittedWithItsTrainer) {
   job = watch.Until([&](const auto& j) { return Field(j, "generation") > without && Field(j, "world_size") == 3; },
                     seconds(40));
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
-  EXPECT_EQ(TrainerPids(cluster.worker_id(2)), trainer) << "the cut-off worker's trainer was restarted";
+  EXPECT_EQ(TrainerPids(cluster, 2), trainer) << "the cut-off worker's trainer was restarted";
 
   job = watch.Until([](const auto&) { return false; }, seconds(120));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
@@ -180,6 +181,7 @@ TEST(Partition, CoordinatorCutOffForTwoLeasesLosesNoCommittedStep) {
   options.workers = 2;
   options.lease_seconds = kLease;
   options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  options.worker_id_prefix = "partitioned-";  // out of other tests' machine-wide TrainerPids(id)
   options.coordinator_host = bed->host(0).address;
   options.coordinator_exec_prefix = bed->ExecPrefix(0);
   for (int i = 1; i < 3; ++i) options.worker_hosts.push_back({bed->host(i).address, bed->ExecPrefix(i)});

@@ -16,8 +16,11 @@
 
 namespace herd::testing {
 
-// pids of the trainers a worker runs.
+// pids of the trainers a worker runs (any cluster on this machine whose
+// worker has that id).
 std::vector<pid_t> TrainerPids(const std::string& worker_id);
+// pids of the trainers worker `index` of this cluster runs (by work dir).
+std::vector<pid_t> TrainerPids(const LocalCluster& cluster, int index);
 
 // Signals a worker daemon and its trainers: the whole machine fails.
 void SignalWorker(LocalCluster& cluster, int index, int signal);

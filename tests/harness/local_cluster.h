@@ -41,6 +41,10 @@ struct ClusterOptions {
   std::vector<std::string> coordinator_exec_prefix;
   // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
   std::vector<WorkerHost> worker_hosts;
+  // Worker i's id is this plus i. Tests that find trainers by id across the
+  // machine (TrainerPids(worker_id)) match "worker-N" of every cluster
+  // running here; another prefix keeps this cluster's trainers out of them.
+  std::string worker_id_prefix = "worker-";
 };
 
 class LocalCluster {
@@ -61,7 +65,7 @@ class LocalCluster {
   const std::string& root() const { return root_; }
   const std::string& address() const { return address_; }
   const std::string& token_file() const { return token_file_; }
-  std::string worker_id(int index) const { return "worker-" + std::to_string(index); }
+  std::string worker_id(int index) const { return options_.worker_id_prefix + std::to_string(index); }
   std::string worker_dir(int index) const;
   std::string job_dir(int worker_index, const std::string& job_id) const;
   std::string coordinator_metrics_address() const;
