@@ -398,6 +398,38 @@ TEST_F(ClusterStateTest, SilentMemberAfterAFailureIsLeftOutBeforeItsLeaseEnds) {
   EXPECT_TRUE(DropSilentMembersAfterFailure(state_, clock_.Now(), kLease).empty());
 }
 
+// Every member lost at once (the coordinator was cut off from all of them)
+// while their trainers kept the commit: when they come back held for the
+// job, the new generation heals from their commit, so the job's committed
+// step stays instead of falling back to the checkpoint (none: step 0).
+TEST_F(ClusterStateTest, AllMembersLostAndHeldKeepTheCommittedStep) {
+  StartTwoWorkerJob();
+  Commit(630, 1, 320);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w1", "w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  Advance();
+  ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
+  ASSERT_TRUE(Job("j").generation.members.empty());
+  EXPECT_EQ(Job("j").info.step(), 630);
+
+  for (const std::string id : {"w1", "w2"}) {
+    AddWorker(id);
+    Heartbeat(id, {"j"});
+    EXPECT_EQ(HeldForJob(state_, Worker(id)), "j");
+  }
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({});
+  Advance();
+  const JobRecord& job = Job("j");
+  ASSERT_TRUE(job.generation.formed);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(job.info.step(), 630);
+  EXPECT_EQ(job.info.epoch(), 1);
+  EXPECT_EQ(job.info.samples_in_epoch(), 320);
+  EXPECT_EQ(job.generation.start_step, 630);
+}
+
 // The reason names the first failure of a streak, not the echoes after it.
 TEST_F(ClusterStateTest, ExhaustedBudgetReasonNamesTheFirstFailure) {
   StartJob(2, 1, /*restart_budget=*/1);

@@ -75,12 +75,22 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     // Survivors hold the committed state in memory; rank 0 is one of them.
     generation.heal_from_rank = 0;
   } else {
-    // Nobody holds it: resume from the newest checkpoint, or from scratch.
     generation.heal_from_rank = -1;
-    const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, info.id());
-    info.set_step(checkpoint != nullptr ? checkpoint->step() : 0);
-    info.set_epoch(checkpoint != nullptr ? checkpoint->epoch() : 0);
-    info.set_samples_in_epoch(checkpoint != nullptr ? checkpoint->samples_in_epoch() : 0);
+    // Every member was lost at once (e.g. the coordinator was cut off from
+    // all of them), but a joiner held for the job still runs its trainer,
+    // which kept its commit in memory: the ranks heal from the newest one,
+    // so the committed step stands. Resetting it here made `herd status`
+    // show the step going back until rank 0 reported again.
+    const bool commit_held = std::any_of(joiners.begin(), joiners.end(), [&](const std::string& id) {
+      return HeldForJob(state, state.workers.at(id)) == info.id();
+    });
+    if (!commit_held) {
+      // Nobody holds it: resume from the newest checkpoint, or from scratch.
+      const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, info.id());
+      info.set_step(checkpoint != nullptr ? checkpoint->step() : 0);
+      info.set_epoch(checkpoint != nullptr ? checkpoint->epoch() : 0);
+      info.set_samples_in_epoch(checkpoint != nullptr ? checkpoint->samples_in_epoch() : 0);
+    }
   }
   generation.members.insert(generation.members.end(), joiners.begin(), joiners.end());
   generation.finished.clear();

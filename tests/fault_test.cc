@@ -195,11 +195,11 @@ min_workers: 2
   // block it.
   cluster.StopCoordinator(SIGKILL);
   const auto trainers_deadline = Clock::now() + seconds(300);
-  while ((!TrainerPids(cluster.worker_id(0)).empty() || !TrainerPids(cluster.worker_id(1)).empty()) &&
+  while ((!TrainerPids(cluster, 0).empty() || !TrainerPids(cluster, 1).empty()) &&
          Clock::now() < trainers_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  ASSERT_TRUE(TrainerPids(cluster.worker_id(0)).empty() && TrainerPids(cluster.worker_id(1)).empty())
+  ASSERT_TRUE(TrainerPids(cluster, 0).empty() && TrainerPids(cluster, 1).empty())
       << cluster.Logs();
   cluster.StartCoordinator();
 

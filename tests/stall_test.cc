@@ -114,7 +114,7 @@ TEST(Stalls, WorkerDaemonStoppedForTwoLeasesIsReadmittedWithItsTrainer) {
   const std::string id = cluster.Submit(JobSpec(2, 3));
   auto job = WaitForJob(cluster, id, [](const auto& j) { return Field(j, "step") >= 40; }, seconds(120));
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
-  const std::vector<pid_t> trainer = TrainerPids(cluster.worker_id(2));
+  const std::vector<pid_t> trainer = TrainerPids(cluster, 2);
   ASSERT_EQ(trainer.size(), 1u);
   const int64_t first_generation = Field(job, "generation");
 
@@ -136,7 +136,7 @@ TEST(Stalls, WorkerDaemonStoppedForTwoLeasesIsReadmittedWithItsTrainer) {
       },
       seconds(60));
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
-  EXPECT_EQ(TrainerPids(cluster.worker_id(2)), trainer) << "the left-out worker's trainer was restarted";
+  EXPECT_EQ(TrainerPids(cluster, 2), trainer) << "the left-out worker's trainer was restarted";
 
   job = WatchStepNeverGoesBack(cluster, id, Field(job, "step"));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();

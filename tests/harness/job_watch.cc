@@ -16,19 +16,26 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::seconds;
 
-// pids of the trainers a worker runs.
-std::vector<pid_t> TrainerPids(const std::string& worker_id) {
-  CommandResult found = RunCommand({"/usr/bin/pgrep", "-f", "herd-trainer .*--worker-id=" + worker_id + "( |$)"},
-                                   seconds(10));
+namespace {
+
+std::vector<pid_t> Pgrep(const std::string& pattern) {
+  CommandResult found = RunCommand({"/usr/bin/pgrep", "-f", pattern}, seconds(10));
   std::vector<pid_t> pids;
   std::istringstream lines(found.out);
   for (pid_t pid; lines >> pid;) pids.push_back(pid);
   return pids;
 }
 
+}  // namespace
+
+// pids of the trainers a worker runs.
+std::vector<pid_t> TrainerPids(const LocalCluster& cluster, int index) {
+  return Pgrep("herd-trainer .*--work-dir=" + cluster.worker_dir(index) + "/");
+}
+
 // Signals a worker daemon and its trainers: the whole machine fails.
 void SignalWorker(LocalCluster& cluster, int index, int signal) {
-  for (pid_t pid : TrainerPids(cluster.worker_id(index))) kill(pid, signal);
+  for (pid_t pid : TrainerPids(cluster, index)) kill(pid, signal);
   cluster.worker(index).Signal(signal);
 }
 

@@ -16,8 +16,8 @@
 
 namespace herd::testing {
 
-// pids of the trainers a worker runs.
-std::vector<pid_t> TrainerPids(const std::string& worker_id);
+// pids of the trainers worker `index` of this cluster runs (by work dir).
+std::vector<pid_t> TrainerPids(const LocalCluster& cluster, int index);
 
 // Signals a worker daemon and its trainers: the whole machine fails.
 void SignalWorker(LocalCluster& cluster, int index, int signal);

@@ -72,12 +72,13 @@ LocalCluster::~LocalCluster() {
 void LocalCluster::StartCoordinator() {
   const std::string ready = root_ + "/coordinator.json";
   fs::remove(ready);
-  std::vector<std::string> argv = {Binary("coordinator/herd-coordinator"),
-                                   "--listen=" + address_,
-                                   "--metrics-listen=" + options_.coordinator_host + ":0",
-                                   "--state-dir=" + root_ + "/state",
-                                   "--lease-seconds=" + std::to_string(options_.lease_seconds),
-                                   "--ready-file=" + ready};
+  std::vector<std::string> argv = options_.coordinator_exec_prefix;
+  argv.insert(argv.end(), {Binary("coordinator/herd-coordinator"),
+                           "--listen=" + address_,
+                           "--metrics-listen=" + options_.coordinator_host + ":0",
+                           "--state-dir=" + root_ + "/state",
+                           "--lease-seconds=" + std::to_string(options_.lease_seconds),
+                           "--ready-file=" + ready});
   argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
   coordinator_ = std::make_unique<Process>(argv, root_ + "/coordinator.log");
   ASSERT_TRUE(WaitForFile(ready, std::chrono::seconds(30))) << Logs();
