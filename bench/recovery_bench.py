@@ -149,6 +149,8 @@ def measure_readmit(bin_dir):
 
 
 def main():
+    # A SIGTERM (timeout, Ctrl-C in a pipeline) still stops the clusters.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
