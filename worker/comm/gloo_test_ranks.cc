@@ -27,4 +27,9 @@ void RunGlooRanks(int world, const std::function<void(int, Communicator*)>& body
   for (auto& t : threads) t.join();
 }
 
+std::mutex& RankComputeMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 }  // namespace herd

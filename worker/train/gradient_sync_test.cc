@@ -96,6 +96,7 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
       if (m + 1 == micro_batches) sync.ArmForBackward();
       const int64_t mb = begin + n * m / micro_batches, me = begin + n * (m + 1) / micro_batches;
       if (me == mb) continue;
+      std::lock_guard<std::mutex> compute(RankComputeMutex());
       auto loss = torch::nn::functional::cross_entropy(net->forward(data.x.slice(0, mb, me)), data.y.slice(0, mb, me));
       (loss * (static_cast<double>(me - mb) / 12.0)).backward();
     }
@@ -147,8 +148,11 @@ TEST(GradientSync, BucketsLaunchDuringBackward) {
     for (int step = 0; step < 3; ++step) {
       for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
       sync.ArmForBackward();
-      auto loss = torch::nn::functional::cross_entropy(net->forward(data.x), data.y);
-      loss.backward();
+      {
+        std::lock_guard<std::mutex> compute(RankComputeMutex());
+        auto loss = torch::nn::functional::cross_entropy(net->forward(data.x), data.y);
+        loss.backward();
+      }
       ASSERT_TRUE(sync.Finish().ok());
       const auto& stats = sync.last_stats();
       // The overlap: buckets went on the wire from gradient hooks while

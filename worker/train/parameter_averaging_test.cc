@@ -173,8 +173,12 @@ torch::Tensor TrainTwoRanks(const Data& data, bool averaging, double momentum) {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       const int64_t begin = (2 * step + rank) * kRowsPerRank;
       if (sync) sync->ArmForBackward();
-      auto loss = Loss(*net, data, begin, begin + kRowsPerRank);
-      (averaging ? loss : loss * 0.5).backward();
+      {
+        // Backward hooks only launch collectives, they never wait on one.
+        std::lock_guard<std::mutex> compute(RankComputeMutex());
+        auto loss = Loss(*net, data, begin, begin + kRowsPerRank);
+        (averaging ? loss : loss * 0.5).backward();
+      }
       if (sync) ASSERT_TRUE(sync->Finish().ok());
       sgd.step();
       if (average) ASSERT_TRUE(average->Round().ok());
@@ -269,7 +273,10 @@ void ExpectIdenticalOnlyAfterRounds(const std::string& outer, const std::string&
       for (int k = 0; k < kEvery; ++k, ++step) {
         for (auto& p : params) p.mutable_grad() = torch::Tensor();
         const int64_t begin = (2 * step + rank) * kRowsPerRank;
-        Loss(*net, data, begin, begin + kRowsPerRank).backward();
+        {
+          std::lock_guard<std::mutex> compute(RankComputeMutex());
+          Loss(*net, data, begin, begin + kRowsPerRank).backward();
+        }
         sgd.step();
         snapshots[rank].push_back(FlattenParameters(params));
       }
