@@ -41,17 +41,6 @@ int64_t LastLoggedStep(const std::string& log) {
   return last;
 }
 
-// Every sample of both epochs exactly once in the history that stayed.
-void ExpectExactlyOnce(const std::string& ledger_dir) {
-  auto replay = ReplayLedgers(ReadLedgers(ledger_dir));
-  ASSERT_TRUE(replay.ok()) << replay.status();
-  ASSERT_EQ(replay->committed.size(), 2u);
-  for (auto& [epoch, ids] : replay->committed) {
-    std::sort(ids.begin(), ids.end());
-    EXPECT_EQ(ids, Iota(kSamples)) << "epoch " << epoch << ": " << ids.size() << " committed samples";
-  }
-}
-
 // Polls the job until it ends, failing the test if its committed step ever
 // moves backwards.
 nlohmann::json WatchStepNeverGoesBack(LocalCluster& cluster, const std::string& id, int64_t floor) {
@@ -98,7 +87,7 @@ TEST(Stalls, CoordinatorStoppedForThreeLeasesCostsNothing) {
   EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
   const std::string coordinator_log = ReadFile(cluster.root() + "/coordinator.log");
   EXPECT_NE(coordinator_log.find("every worker's lease restarts now"), std::string::npos) << coordinator_log;
-  ExpectExactlyOnce(ledger_dir);
+  ExpectEachSampleOnce(ledger_dir, 2, kSamples);
 }
 
 // A worker daemon hangs for two leases while its trainer runs on: the job
@@ -143,7 +132,7 @@ TEST(Stalls, WorkerDaemonStoppedForTwoLeasesIsReadmittedWithItsTrainer) {
   const std::string log = ReadFile(cluster.job_dir(2, id) + "/trainer.log");
   EXPECT_EQ(Count(log, "job context loaded"), 1) << log;
   EXPECT_NE(log.find("healed from rank"), std::string::npos) << log;
-  ExpectExactlyOnce(ledger_dir);
+  ExpectEachSampleOnce(ledger_dir, 2, kSamples);
 }
 
 }  // namespace

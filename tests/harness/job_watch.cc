@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -78,6 +79,19 @@ std::vector<int64_t> Iota(int64_t n) {
   std::vector<int64_t> ids(n);
   std::iota(ids.begin(), ids.end(), 0);
   return ids;
+}
+
+LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples) {
+  auto replay = ReplayLedgers(ReadLedgers(dir));
+  EXPECT_TRUE(replay.ok()) << replay.status();
+  if (!replay.ok()) return LedgerReplay{};
+  EXPECT_EQ(replay->committed.size(), epochs);
+  for (auto& [epoch, ids] : replay->committed) {
+    std::vector<int64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, Iota(samples)) << "epoch " << epoch << ": " << sorted.size() << " committed samples";
+  }
+  return *std::move(replay);
 }
 
 int Count(const std::string& text, const std::string& needle) {

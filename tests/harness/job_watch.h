@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/harness/local_cluster.h"
+#include "worker/train/sample_ledger.h"
 
 namespace herd::testing {
 
@@ -35,6 +36,11 @@ std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const
 
 // The contents of every file in `dir` (the sample ledgers of all workers).
 std::vector<std::string> ReadLedgers(const std::string& dir);
+
+// Replays the sample ledgers in `dir` and expects each of `samples` samples
+// in each of `epochs` epochs exactly once in the history that stayed (steps a
+// later generation re-ran dropped). Returns the replay for further checks.
+LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples);
 
 // 0, 1, ..., n-1.
 std::vector<int64_t> Iota(int64_t n);

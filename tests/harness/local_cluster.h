@@ -41,10 +41,6 @@ struct ClusterOptions {
   std::vector<std::string> coordinator_exec_prefix;
   // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
   std::vector<WorkerHost> worker_hosts;
-  // Worker i's id is this plus i. (Find a cluster's trainers by its work
-  // dirs, TrainerPids(cluster, i): ids repeat across the clusters of tests
-  // that run in parallel.)
-  std::string worker_id_prefix = "worker-";
 };
 
 class LocalCluster {
@@ -67,7 +63,9 @@ class LocalCluster {
   const std::string& root() const { return root_; }
   const std::string& address() const { return address_; }
   const std::string& token_file() const { return token_file_; }
-  std::string worker_id(int index) const { return options_.worker_id_prefix + std::to_string(index); }
+  // Ids repeat across the clusters of tests that run in parallel: find a
+  // cluster's trainers by its work dirs (TrainerPids(cluster, i)).
+  std::string worker_id(int index) const { return "worker-" + std::to_string(index); }
   std::string worker_dir(int index) const;
   std::string job_dir(int worker_index, const std::string& job_id) const;
   std::string coordinator_metrics_address() const;
