@@ -1,5 +1,5 @@
-// The trainer's side of the ClusterService: joining a generation, the
-// key-value store used for collective bootstrap, and progress reports.
+// The trainer's side of the ClusterService over gRPC: the CoordinatorLink
+// a real trainer uses.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/coordinator_link.h"
 
 namespace herd {
 
@@ -19,18 +20,18 @@ struct ClusterClientOptions {
   std::chrono::milliseconds rpc_timeout{10000};
 };
 
-class ClusterClient {
+class ClusterClient : public CoordinatorLink {
  public:
   ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClientOptions options);
 
-  // Waits up to `wait` for this worker's place in the job's current generation.
-  absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait);
-  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
-  absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
-  absl::Status ReportFailure(const v1::ReportFailureRequest& request);
-
+  const std::string& job_id() const override { return options_.job_id; }
+  const std::string& worker_id() const override { return options_.worker_id; }
+  absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait) override;
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) override;
+  absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request) override;
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request) override;
   // A RendezvousStore over the coordinator's KV, scoped to one generation.
-  std::shared_ptr<RendezvousStore> KvStore(int64_t generation);
+  std::shared_ptr<RendezvousStore> KvStore(int64_t generation) override;
 
   const ClusterClientOptions& options() const { return options_; }
   v1::ClusterService::Stub* stub() { return stub_.get(); }

@@ -20,6 +20,8 @@ absl::StatusOr<std::map<std::string, double>> Evaluate(Model* model, const Datas
         indices.push_back(i);
       }
       Batch batch = dataset.Get(indices);
+      std::unique_lock<std::mutex> compute;
+      if (options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*options.compute_mutex);
       ModelOutput out = model->Forward(batch);
       const double n = static_cast<double>(indices.size());
       sums[0] += out.loss.item<double>() * n;

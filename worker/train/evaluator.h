@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@ namespace herd {
 struct EvalOptions {
   int64_t max_samples = 0;  // 0: the whole set
   int64_t batch_size = 256;
+  std::mutex* compute_mutex = nullptr;  // held around forward (see TrainerOptions)
 };
 
 // {"loss": mean loss, "accuracy": fraction correct (per token for sequences)}.

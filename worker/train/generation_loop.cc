@@ -22,7 +22,7 @@ bool IsGenerationFailure(const absl::Status& status) {
   }
 }
 
-absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std::chrono::milliseconds timeout) {
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout) {
   constexpr std::chrono::milliseconds kChunk{10000};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
@@ -38,12 +38,12 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std
 
 namespace {
 
-void ReportFailure(ClusterClient* client, const v1::JoinGenerationResponse& join, const absl::Status& failure) {
+void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& join, const absl::Status& failure) {
   v1::ReportFailureRequest report;
-  report.set_job_id(client->options().job_id);
+  report.set_job_id(client->job_id());
   report.set_generation(join.generation());
   report.set_rank(join.rank());
-  report.set_worker_id(client->options().worker_id);
+  report.set_worker_id(client->worker_id());
   report.set_message(std::string(failure.message()).substr(0, 1000));
   // FAILED_PRECONDITION: a peer reported it first, the generation is gone.
   absl::Status reported = client->ReportFailure(report);
@@ -54,7 +54,7 @@ void ReportFailure(ClusterClient* client, const v1::JoinGenerationResponse& join
 
 // The generation after `failed`: retried until the coordinator has moved on
 // (a lost report is sent again) or `timeout` passes.
-absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const v1::JoinGenerationResponse& failed,
+absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
                                                     const absl::Status& failure, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // A fenced generation is already replaced; anything else is news to the coordinator.
@@ -83,13 +83,13 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(ClusterClient* client, const
 
 }  // namespace
 
-absl::Status RunGenerations(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse first,
+absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
                             const GenerationLoopOptions& options) {
   v1::JoinGenerationResponse join = std::move(first);
   while (true) {
     absl::Status status;
     {
-      Trainer trainer(client, context, join);
+      Trainer trainer(client, context, join, options.communicators);
       status = trainer.Run();
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
     if (status.ok() || !IsGenerationFailure(status)) return status;

@@ -8,7 +8,8 @@
 
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
-#include "worker/train/cluster_client.h"
+#include "worker/train/coordinator_link.h"
+#include "worker/train/group_communicators.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_context.h"
@@ -23,18 +24,20 @@ bool IsGenerationFailure(const absl::Status& status);
 
 // JoinGeneration waiting up to `timeout` in short calls, marking the
 // trainer alive between them (a long wait is not a stuck trainer).
-absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(ClusterClient* client, std::chrono::milliseconds timeout);
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout);
 
 struct GenerationLoopOptions {
   // How long to wait for the next generation to form after a failure, or to
   // be re-admitted when this worker was left out of it (its lease lapsed
   // during a stall or partition); the job context is kept all that time.
   std::chrono::milliseconds join_timeout{300000};
+  // Each generation's communicators; tests inject their own.
+  CommunicatorFactory communicators = CreateGroupCommunicators;
 };
 
 // Runs generations from `first` on `context` until training finishes (OK)
 // or fails for good (the error that ended it).
-absl::Status RunGenerations(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse first,
+absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
                             const GenerationLoopOptions& options);
 
 }  // namespace herd

@@ -7,7 +7,7 @@
 namespace herd {
 
 GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm, GradientSyncOptions options)
-    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(ParseWireType(options_.compression).value_or(DataType::kFloat32)) {
+    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(options_.wire_type) {
   slots_.resize(params_.size());
   filled_.assign(params_.size(), false);
 

@@ -30,7 +30,7 @@ namespace herd {
 struct GradientSyncOptions {
   double first_bucket_mib = 1;
   double bucket_cap_mib = 25;
-  std::string compression = "none";  // none, fp16, bf16: the wire format
+  DataType wire_type = DataType::kFloat32;  // sync.compression
 };
 
 // What one synchronized step did; the overlap proof reads these.

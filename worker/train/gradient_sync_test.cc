@@ -50,11 +50,11 @@ std::vector<torch::Tensor> ReferenceGrads(const Data& data, int64_t begin, int64
 }
 
 // Runs `body(rank, comm)` on `world` threads with Gloo communicators.
-GradientSyncOptions TinyBuckets(const std::string& compression = "none") {
+GradientSyncOptions TinyBuckets(DataType wire = DataType::kFloat32) {
   GradientSyncOptions options;
   options.first_bucket_mib = 1.0 / 1024;  // 1 KiB: one small layer per bucket
   options.bucket_cap_mib = 8.0 / 1024;
-  options.compression = compression;
+  options.wire_type = wire;
   return options;
 }
 
@@ -63,7 +63,7 @@ GradientSyncOptions TinyBuckets(const std::string& compression = "none") {
 // With `shared_memory`, gradients are summed by the shared-memory all-reduce
 // (in front of Gloo), and every bucket must live in its in-place area.
 void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_t>>& rows, int micro_batches,
-                                     const std::string& compression, double tolerance, bool shared_memory = false) {
+                                     DataType compression, double tolerance, bool shared_memory = false) {
   torch::manual_seed(11);
   Data data;
   auto expected = ReferenceGrads(data, 0, 12);
@@ -117,26 +117,26 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
   for (int r = 0; r < world; ++r) EXPECT_EQ(in_place[r], shared_memory ? stats[0].buckets : 0) << "rank " << r;
 }
 
-TEST(GradientSync, TwoRanksEqualOneFullBatch) { ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "none", 1e-6); }
+TEST(GradientSync, TwoRanksEqualOneFullBatch) { ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, DataType::kFloat32, 1e-6); }
 
 // Buckets in shared memory, summed where they lie: the same gradients, and
 // .grad views into the segment stay readable after the communicator is gone.
 TEST(GradientSync, SharedMemoryBucketsSumInPlace) {
-  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "none", 1e-6, /*shared_memory=*/true);
-  ExpectSyncedGradsMatchFullBatch({{0, 5}, {5, 12}, {12, 12}}, 2, "none", 1e-6, /*shared_memory=*/true);
+  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, DataType::kFloat32, 1e-6, /*shared_memory=*/true);
+  ExpectSyncedGradsMatchFullBatch({{0, 5}, {5, 12}, {12, 12}}, 2, DataType::kFloat32, 1e-6, /*shared_memory=*/true);
 }
 
 TEST(GradientSync, UnevenAndEmptyShares) {
-  ExpectSyncedGradsMatchFullBatch({{0, 9}, {9, 12}, {12, 12}}, 1, "none", 1e-6);
+  ExpectSyncedGradsMatchFullBatch({{0, 9}, {9, 12}, {12, 12}}, 1, DataType::kFloat32, 1e-6);
 }
 
 TEST(GradientSync, AccumulationSyncsOnlyTheLastMicroBatch) {
-  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 3, "none", 1e-6);
+  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 3, DataType::kFloat32, 1e-6);
 }
 
 TEST(GradientSync, CompressedWireStaysClose) {
-  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "fp16", 2e-3);
-  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, "bf16", 2e-2);
+  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, DataType::kFloat16, 2e-3);
+  ExpectSyncedGradsMatchFullBatch({{0, 6}, {6, 12}}, 1, DataType::kBFloat16, 2e-2);
 }
 
 TEST(GradientSync, BucketsLaunchDuringBackward) {

@@ -59,7 +59,7 @@ absl::StatusOr<std::map<std::string, std::string>> DecodeFiles(const std::string
   return files;
 }
 
-absl::StatusOr<int> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step) {
+absl::StatusOr<HealSource> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step) {
   const int64_t have[2] = {generation, generation >= 0 ? step : -1};
   std::vector<int64_t> all(2 * static_cast<size_t>(comm->size()));
   if (auto s = comm->AllGather(have, sizeof(have), all.data()); !s.ok()) return s;
@@ -72,7 +72,12 @@ absl::StatusOr<int> ChooseHealSource(Communicator* comm, int64_t generation, int
       source = r;
     }
   }
-  return source;
+  if (source < 0) return HealSource{};
+  HealSource chosen{source, all[2 * source], all[2 * source + 1], true};
+  for (int r = 0; r < comm->size(); ++r) {
+    if (all[2 * r] != chosen.generation || all[2 * r + 1] != chosen.step) chosen.held_by_all = false;
+  }
+  return chosen;
 }
 
 absl::Status BroadcastFiles(Communicator* comm, int source, std::map<std::string, std::string>* files) {

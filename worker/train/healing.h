@@ -4,7 +4,8 @@
 // Every rank keeps its last commit in memory (state_snapshot.h). A new
 // generation all-gathers each rank's (generation, step) of that commit; the
 // newest one wins (lowest rank on ties) and its holder broadcasts it in the
-// checkpoint format. Commits form one history: a generation starts from the
+// checkpoint format to the ranks that do not hold it (none is sent when all
+// do). Commits form one history: a generation starts from the
 // newest commit among its members, so a commit made in a later generation is
 // always the one to continue from, and within a generation a later step is.
 // Picking the newest also makes a commit all-or-nothing: if any rank finished
@@ -25,10 +26,20 @@ namespace herd {
 std::string EncodeFiles(const std::map<std::string, std::string>& files);
 absl::StatusOr<std::map<std::string, std::string>> DecodeFiles(const std::string& bytes);
 
+// The newest commit among a generation's ranks and who holds it.
+struct HealSource {
+  int rank = -1;  // -1: no rank holds a commit
+  int64_t generation = -1;
+  int64_t step = -1;
+  bool held_by_all = false;  // every rank holds this very commit: nothing to send
+};
+
 // Collective: the rank holding the newest commit (highest generation, then
-// step; lowest rank on ties), or -1 when no rank holds one. A rank holding
-// none (a joiner) passes generation -1.
-absl::StatusOr<int> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step);
+// step; lowest rank on ties). A rank holding none (a joiner) passes
+// generation -1. Every rank whose own commit is that same (generation, step)
+// holds the same parameters and outer state; only its inner optimizer state
+// may differ (sync mode average keeps it local), so it restores its own.
+absl::StatusOr<HealSource> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step);
 
 // Collective: `source` broadcasts `*files`; the other ranks receive them into it.
 absl::Status BroadcastFiles(Communicator* comm, int source, std::map<std::string, std::string>* files);

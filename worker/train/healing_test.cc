@@ -39,16 +39,20 @@ TEST(Healing, NewestCommitIsChosenAndBroadcast) {
   std::mutex mu;
   std::vector<int> sources(3, -2);
   std::vector<std::map<std::string, std::string>> received(3);
+  HealSource chosen;
   RunGlooRanks(3, [&](int rank, Communicator* comm) {
     auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok()) << source.status();
     std::map<std::string, std::string> files = held[rank].files;
-    ASSERT_TRUE(BroadcastFiles(comm, *source, &files).ok());
+    ASSERT_TRUE(BroadcastFiles(comm, source->rank, &files).ok());
     std::lock_guard<std::mutex> lock(mu);
-    sources[rank] = *source;
+    sources[rank] = source->rank;
     received[rank] = files;
+    chosen = *source;
   });
   EXPECT_EQ(sources, (std::vector<int>{2, 2, 2}));
+  EXPECT_EQ(chosen.generation, 2);
+  EXPECT_EQ(chosen.step, 30);
   for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(received[rank], held[2].files) << rank;
 }
 
@@ -60,7 +64,7 @@ TEST(Healing, LaterGenerationBeatsHigherStep) {
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
     auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok()) << source.status();
-    sources[rank] = *source;
+    sources[rank] = source->rank;
   });
   EXPECT_EQ(sources, (std::vector<int>{1, 1}));
 }
@@ -70,7 +74,7 @@ TEST(Healing, NobodyHoldingStateChoosesNoSource) {
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
     auto source = ChooseHealSource(comm, -1, rank == 0 ? 7 : -1);  // holding nothing
     ASSERT_TRUE(source.ok()) << source.status();
-    sources[rank] = *source;
+    sources[rank] = source->rank;
   });
   EXPECT_EQ(sources, (std::vector<int>{-1, -1}));
 }
@@ -81,7 +85,7 @@ TEST(Healing, TiesGoToTheLowestRank) {
   RunGlooRanks(3, [&](int rank, Communicator* comm) {
     auto source = ChooseHealSource(comm, held[rank].generation, held[rank].step);
     ASSERT_TRUE(source.ok());
-    sources[rank] = *source;
+    sources[rank] = source->rank;
   });
   EXPECT_EQ(sources, (std::vector<int>{0, 0, 0}));
 }

@@ -25,14 +25,6 @@ void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, 
 absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(std::vector<torch::Tensor> params,
                                                                               Communicator* comm,
                                                                               ParameterAveragingOptions options) {
-  auto wire = ParseWireType(options.compression);
-  if (!wire.ok()) return wire.status();
-  OuterStepConfig outer;
-  if (options.outer == "nesterov") {
-    outer = OuterStepConfig{OuterKind::kNesterov, options.outer_lr, options.outer_momentum};
-  } else if (options.outer != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("sync.outer.kind: unknown value \"", options.outer, "\""));
-  }
   if (options.first_bucket_mib <= 0 || options.bucket_cap_mib <= 0) {
     return absl::InvalidArgumentError("sync bucket sizes must be > 0");
   }
@@ -40,12 +32,16 @@ absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(s
     if (p.scalar_type() != torch::kFloat) return absl::InvalidArgumentError("parameter averaging needs float32 parameters");
   }
   return std::unique_ptr<ParameterAveraging>(
-      new ParameterAveraging(std::move(params), comm, std::move(options), outer, *wire));
+      new ParameterAveraging(std::move(params), comm, std::move(options)));
 }
 
 ParameterAveraging::ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm,
-                                       ParameterAveragingOptions options, OuterStepConfig outer, DataType wire_type)
-    : params_(std::move(params)), comm_(comm), options_(std::move(options)), outer_(outer), wire_type_(wire_type) {
+                                       ParameterAveragingOptions options)
+    : params_(std::move(params)),
+      comm_(comm),
+      options_(std::move(options)),
+      outer_(options_.outer),
+      wire_type_(options_.wire_type) {
   // The gradient buckets' layout, so the same sync.* sizes mean the same
   // messages in both modes.
   const BucketLayout layout =

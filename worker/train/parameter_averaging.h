@@ -26,16 +26,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/sync_config.h"
 
 namespace herd {
-
-enum class OuterKind { kNone, kNesterov };
-
-struct OuterStepConfig {
-  OuterKind kind = OuterKind::kNone;
-  double lr = 1;        // nesterov only
-  double momentum = 0;  // nesterov only
-};
 
 // The outer update on flat float tensors, in place: the math of a round once
 // the mean pseudo-gradient is known. `momentum` is used for nesterov only.
@@ -45,10 +38,8 @@ void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, 
 struct ParameterAveragingOptions {
   double first_bucket_mib = 1;
   double bucket_cap_mib = 25;
-  std::string compression = "none";  // none, fp16, bf16: the wire format
-  std::string outer = "none";        // none, nesterov
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
+  DataType wire_type = DataType::kFloat32;  // sync.compression
+  OuterStepConfig outer;
 };
 
 // What the last round did.
@@ -61,8 +52,7 @@ struct AveragingRoundStats {
 
 class ParameterAveraging {
  public:
-  // INVALID_ARGUMENT for an unknown outer kind or compression, or a
-  // parameter that is not float32. Takes the current parameters as anchor.
+  // INVALID_ARGUMENT for bucket sizes <= 0 or a parameter that is not float32. Takes the current parameters as anchor.
   static absl::StatusOr<std::unique_ptr<ParameterAveraging>> Create(std::vector<torch::Tensor> params,
                                                                    Communicator* comm,
                                                                    ParameterAveragingOptions options);
@@ -99,8 +89,7 @@ class ParameterAveraging {
     torch::Tensor wire;      // compressed copy sent on the wire, if compressing
   };
 
-  ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options,
-                     OuterStepConfig outer, DataType wire_type);
+  ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options);
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;

@@ -63,12 +63,12 @@ TEST(OuterStep, NoneSetsTheAnchorToTheAverage) {
 }
 
 // Runs `body(rank, comm)` on `world` threads with Gloo communicators.
-ParameterAveragingOptions TinyBuckets(const std::string& outer = "none", const std::string& compression = "none") {
+ParameterAveragingOptions TinyBuckets(OuterKind outer = OuterKind::kNone, DataType wire = DataType::kFloat32) {
   ParameterAveragingOptions options;
   options.first_bucket_mib = 1.0 / 1024;  // 1 KiB: a few buckets even for small nets
   options.bucket_cap_mib = 8.0 / 1024;
-  options.compression = compression;
-  options.outer = outer;
+  options.wire_type = wire;
+  options.outer = outer == OuterKind::kNesterov ? Nesterov() : OuterStepConfig{};
   return options;
 }
 
@@ -85,10 +85,10 @@ TEST(ParameterAveraging, TwoRanksFollowTheHandComputedExample) {
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f}).requires_grad_(),
                                          torch::tensor({3.0f}).requires_grad_()};
-    ParameterAveragingOptions options = TinyBuckets("nesterov");
+    ParameterAveragingOptions options = TinyBuckets(OuterKind::kNesterov);
     options.first_bucket_mib = 4.0 / (1024 * 1024);  // one float: the second parameter alone
-    options.outer_lr = 0.7;
-    options.outer_momentum = 0.9;
+    options.outer.lr = 0.7;
+    options.outer.momentum = 0.9;
     auto averaging = ParameterAveraging::Create(params, comm, options);
     ASSERT_TRUE(averaging.ok()) << averaging.status();
     ASSERT_EQ((*averaging)->bucket_elements(), (std::vector<int64_t>{1, 2}));
@@ -198,10 +198,10 @@ TEST(ParameterAveraging, RestoredOuterStateContinuesTheExample) {
   RunGlooRanks(2, [&](int rank, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f}).requires_grad_(),
                                          torch::tensor({3.0f}).requires_grad_()};
-    ParameterAveragingOptions options = TinyBuckets("nesterov");
+    ParameterAveragingOptions options = TinyBuckets(OuterKind::kNesterov);
     options.first_bucket_mib = 4.0 / (1024 * 1024);
-    options.outer_lr = 0.7;
-    options.outer_momentum = 0.9;
+    options.outer.lr = 0.7;
+    options.outer.momentum = 0.9;
     auto set = [&](const std::vector<float>& v) {
       Assign(params[0], {v[0], v[1]});
       Assign(params[1], {v[2]});
@@ -254,7 +254,7 @@ TEST(ParameterAveraging, EveryStepWithOuterNoneEqualsAllReduceSgd) {
 
 // K local steps on different data, then a round: replicas differ between
 // rounds and are bitwise identical right after each one.
-void ExpectIdenticalOnlyAfterRounds(const std::string& outer, const std::string& compression) {
+void ExpectIdenticalOnlyAfterRounds(OuterKind outer, DataType compression) {
   constexpr int kEvery = 3, kRounds = 2;
   torch::manual_seed(23);
   Data data(2 * kEvery * kRounds * kRowsPerRank);
@@ -293,31 +293,32 @@ void ExpectIdenticalOnlyAfterRounds(const std::string& outer, const std::string&
     EXPECT_TRUE(torch::equal(after_round[0][round], after_round[1][round])) << "round " << round;
     EXPECT_EQ(ParameterHash({after_round[0][round]}), ParameterHash({after_round[1][round]}));
   }
-  const int64_t wire_size = compression == "none" ? 4 : 2;
+  const int64_t wire_size = compression == DataType::kFloat32 ? 4 : 2;
   EXPECT_EQ(wire_bytes[0], numel[0] * wire_size);
-  if (outer == "none") {
+  if (outer == OuterKind::kNone) {
     // The last round's result is the mean of the two replicas it started from.
     const auto mean = (snapshots[0].back() + snapshots[1].back()) / 2;
-    const double tolerance = compression == "none" ? 1e-6 : compression == "fp16" ? 1e-3 : 1e-2;
+    const double tolerance = compression == DataType::kFloat32 ? 1e-6 : compression == DataType::kFloat16 ? 1e-3 : 1e-2;
     EXPECT_LT(MaxDiff(after_round[0].back(), mean), tolerance);
   }
 }
 
 TEST(ParameterAveraging, ReplicasIdenticalAfterEachRoundAndDifferBetween) {
-  ExpectIdenticalOnlyAfterRounds("none", "none");
-  ExpectIdenticalOnlyAfterRounds("nesterov", "none");
+  ExpectIdenticalOnlyAfterRounds(OuterKind::kNone, DataType::kFloat32);
+  ExpectIdenticalOnlyAfterRounds(OuterKind::kNesterov, DataType::kFloat32);
 }
 
 TEST(ParameterAveraging, CompressedWireStaysIdenticalAndClose) {
-  ExpectIdenticalOnlyAfterRounds("none", "fp16");
-  ExpectIdenticalOnlyAfterRounds("none", "bf16");
+  ExpectIdenticalOnlyAfterRounds(OuterKind::kNone, DataType::kFloat16);
+  ExpectIdenticalOnlyAfterRounds(OuterKind::kNone, DataType::kBFloat16);
 }
 
 TEST(ParameterAveraging, RejectsBadOptions) {
   RunGlooRanks(1, [&](int, Communicator* comm) {
     std::vector<torch::Tensor> params = {torch::zeros({3})};
-    EXPECT_FALSE(ParameterAveraging::Create(params, comm, TinyBuckets("adam")).ok());
-    EXPECT_FALSE(ParameterAveraging::Create(params, comm, TinyBuckets("none", "int8")).ok());
+    ParameterAveragingOptions no_buckets = TinyBuckets();
+    no_buckets.bucket_cap_mib = 0;
+    EXPECT_FALSE(ParameterAveraging::Create(params, comm, no_buckets).ok());
     EXPECT_FALSE(ParameterAveraging::Create({torch::zeros({3}, torch::kDouble)}, comm, TinyBuckets()).ok());
   });
 }

@@ -6,7 +6,7 @@
 
 namespace herd {
 
-ProgressReporter::ProgressReporter(ClusterClient* client,
+ProgressReporter::ProgressReporter(CoordinatorLink* client,
                                    std::function<void(const v1::CommitCheckpointResponse&)> on_recorded,
                                    Options options)
     : client_(client), on_recorded_(std::move(on_recorded)), options_(options), thread_([this] { Run(); }) {}

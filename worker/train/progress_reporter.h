@@ -18,7 +18,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "proto/herd.pb.h"
-#include "worker/train/cluster_client.h"
+#include "worker/train/coordinator_link.h"
 
 namespace herd {
 
@@ -29,9 +29,9 @@ class ProgressReporter {
   };
   // `on_recorded` (may be empty) runs on the reporter's thread for each
   // acknowledged checkpoint record. `client` must outlive the reporter.
-  ProgressReporter(ClusterClient* client, std::function<void(const v1::CommitCheckpointResponse&)> on_recorded,
+  ProgressReporter(CoordinatorLink* client, std::function<void(const v1::CommitCheckpointResponse&)> on_recorded,
                    Options options);
-  ProgressReporter(ClusterClient* client, std::function<void(const v1::CommitCheckpointResponse&)> on_recorded)
+  ProgressReporter(CoordinatorLink* client, std::function<void(const v1::CommitCheckpointResponse&)> on_recorded)
       : ProgressReporter(client, std::move(on_recorded), Options()) {}
   // Stops the thread; what is still unsent is dropped (see Flush).
   ~ProgressReporter();
@@ -52,7 +52,7 @@ class ProgressReporter {
   bool Send(const v1::CommitCheckpointRequest& record);
   void Fenced(int64_t generation);
 
-  ClusterClient* client_;
+  CoordinatorLink* client_;
   std::function<void(const v1::CommitCheckpointResponse&)> on_recorded_;
   Options options_;
   mutable absl::Mutex mu_;

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/rpc_options.h"
+#include "worker/train/cluster_client.h"
 
 namespace herd {
 namespace {

@@ -9,9 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "worker/comm/gloo_communicator.h"
-#include "worker/comm/nccl_communicator.h"
-#include "worker/comm/shm_allreduce.h"
 #include "common/atomic_file.h"
 #include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
@@ -19,7 +16,6 @@
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/optimizer_factory.h"
-#include "worker/train/parameter_averaging.h"
 #include "worker/train/replicas.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/training_state.h"
@@ -35,102 +31,33 @@ absl::Status TorchError(const char* what, const std::exception& e) {
 
 }  // namespace
 
-Trainer::Trainer(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse join)
-    : client_(client), ctx_(*context), join_(std::move(join)), spec_(ctx_.spec) {}
+Trainer::Trainer(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse join,
+                 CommunicatorFactory communicators)
+    : client_(client),
+      ctx_(*context),
+      join_(std::move(join)),
+      spec_(ctx_.spec),
+      make_communicators_(std::move(communicators)) {}
 
 Trainer::~Trainer() = default;
-
-// CPU ranks that all share one host address sum gradients in shared memory.
-bool Trainer::UseSharedMemory() const {
-  if (ctx_.device.is_cuda() || spec_.sync().same_host_transport() != "shm" || join_.world_size() < 2) return false;
-  for (const auto& peer : join_.peers()) {
-    if (peer.address() != join_.peers(0).address()) return false;
-  }
-  return true;
-}
-
-absl::Status Trainer::CreateCommunicators() {
-  GlooOptions gloo;
-  gloo.rank = static_cast<int>(join_.rank());
-  gloo.size = static_cast<int>(join_.world_size());
-  gloo.host = join_.peers(join_.rank()).address();
-  gloo.timeout = ctx_.options.collective_timeout.count() > 0
-                     ? ctx_.options.collective_timeout
-                     : std::chrono::milliseconds(static_cast<int64_t>(spec_.collective_timeout_seconds() * 1000));
-  gloo.key_prefix = "gloo/";
-  auto comm = CreateGlooCommunicator(gloo, client_->KvStore(join_.generation()));
-  if (!comm.ok()) return comm.status();
-  comm_ = std::move(*comm);
-  data_comm_ = comm_.get();
-  if (UseSharedMemory()) {
-    // Slots as large as all parameters hold any bucket; past 64 MiB larger
-    // buckets go through Gloo rather than fill /dev/shm. The in-place area
-    // holds the gradient buckets themselves (plus each one's alignment); the
-    // scratch area serves other float32 sums (parameter averaging, metrics).
-    size_t bytes = 0;
-    for (const auto& p : ctx_.params) bytes += p.nbytes();
-    ShmAllReduceOptions shm;
-    shm.rank = gloo.rank;
-    shm.size = gloo.size;
-    shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
-    shm.in_place_bytes = shm.slot_bytes + 64 * ctx_.params.size();
-    shm.timeout = gloo.timeout;
-    shm.key_prefix = "shm/";
-    auto created = CreateShmAllReduce(shm, comm_.get(), client_->KvStore(join_.generation()));
-    if (created.ok()) {
-      shm_ = std::move(*created);
-      data_comm_ = shm_.get();
-    } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
-      return created.status();
-    } else {
-      LOG(WARNING) << "shared-memory all-reduce unavailable, using Gloo over TCP: " << created.status();
-    }
-  }
-  if (ctx_.device.is_cuda()) {
-    NcclOptions nccl;
-    nccl.rank = gloo.rank;
-    nccl.size = gloo.size;
-    nccl.device = ctx_.device.index();
-    nccl.timeout = gloo.timeout;
-    nccl.key_prefix = "nccl/";
-    nccl.compute_stream = nullptr;  // LibTorch computes on the legacy default stream
-    auto created = CreateNcclCommunicator(nccl, client_->KvStore(join_.generation()));
-    if (!created.ok()) return created.status();
-    nccl_ = std::move(*created);
-    data_comm_ = nccl_.get();
-  }
-  return absl::OkStatus();
-}
 
 absl::Status Trainer::Setup() {
   const auto start = std::chrono::steady_clock::now();
   MarkAlive();
-  if (auto s = CreateCommunicators(); !s.ok()) return s;
+  auto group = make_communicators_(join_, ctx_, client_);
+  if (!group.ok()) return group.status();
+  group_ = std::move(*group);
+  comm_ = group_.control.get();
 
-  GradientSyncOptions sync;
-  sync.first_bucket_mib = spec_.sync().first_bucket_mib();
-  sync.bucket_cap_mib = spec_.sync().bucket_cap_mib();
-  sync.compression = spec_.sync().compression();
-  sync_ = std::make_unique<GradientSync>(ctx_.params, data_comm_, sync);
-  if (spec_.sync().mode() == "average") {
-    ParameterAveragingOptions averaging;
-    averaging.first_bucket_mib = sync.first_bucket_mib;
-    averaging.bucket_cap_mib = sync.bucket_cap_mib;
-    averaging.compression = sync.compression;
-    averaging.outer = spec_.sync().outer().kind();
-    averaging.outer_lr = spec_.sync().outer().lr();
-    averaging.outer_momentum = spec_.sync().outer().momentum();
-    auto created = ParameterAveraging::Create(ctx_.params, data_comm_, averaging);
-    if (!created.ok()) return created.status();
-    averaging_ = std::move(*created);
-    LOG(INFO) << "sync average: a round every " << spec_.sync().every() << " local steps after "
-              << spec_.sync().warmup_steps() << " all-reduce steps, outer " << averaging.outer;
-  }
+  auto sync = CreateSyncStrategy(ctx_.sync, ctx_.params, group_.data);
+  if (!sync.ok()) return sync.status();
+  sync_ = std::move(*sync);
+  LOG(INFO) << sync_->Describe();
 
   if (auto s = ChooseStartingState(); !s.ok()) return s;
   last_commit_step_ = ctx_.step;
-  // Averaging starts from the parameters training starts from (healed, restored or broadcast).
-  if (averaging_ != nullptr) averaging_->ResetAnchor();
+  // Sync starts from the parameters training starts from (healed, restored or broadcast).
+  sync_->StartFromCurrentParameters();
   // The generation's starting state is its first commit.
   if (auto s = Commit(); !s.ok()) return s;
   if (ctx_.ledger != nullptr) ctx_.ledger->GenerationStart(join_.generation(), ctx_.step, ctx_.epoch, ctx_.position);
@@ -145,37 +72,52 @@ absl::Status Trainer::Setup() {
   }
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << " ready in " << absl::StrFormat("%.3f", seconds) << " s (no reload): " << steps_per_epoch
-            << " steps per epoch, " << sync_->bucket_elements().size() << " gradient buckets over "
-            << data_comm_->backend()
-            << (sync_->in_place_buckets() > 0 ? absl::StrCat(" (", sync_->in_place_buckets(), " summed in place)") : "");
+            << " steps per epoch, " << sync_->gradients().bucket_elements().size() << " gradient buckets over "
+            << group_.data->backend()
+            << (sync_->gradients().in_place_buckets() > 0
+                    ? absl::StrCat(" (", sync_->gradients().in_place_buckets(), " summed in place)")
+                    : "");
   return absl::OkStatus();
 }
 
 absl::Status Trainer::ChooseStartingState() {
   const bool holding = !ctx_.committed.snapshot.empty();
-  auto source = ChooseHealSource(comm_.get(), holding ? ctx_.committed.generation : -1, holding ? ctx_.committed.step : -1);
+  auto source = ChooseHealSource(comm_, holding ? ctx_.committed.generation : -1, holding ? ctx_.committed.step : -1);
   if (!source.ok()) return source.status();
-  if (*source >= 0) {
+  if (source->rank >= 0) {
     // Survivors roll back to the newest commit any of them holds; joiners
-    // receive it: parameters, optimizer, RNG, sampler position and step.
-    std::map<std::string, std::string> files;
-    if (*source == static_cast<int>(join_.rank())) {
-      TrainingPosition position;
-      std::vector<torch::Tensor> outer;
-      if (auto s = ctx_.committed.snapshot.Apply(ctx_.model.get(), ctx_.optimizer.get(), &position, &outer); !s.ok()) return s;
-      auto serialized = SerializeTrainingState(ctx_.model.get(), ctx_.optimizer.get(), position, outer);
-      if (!serialized.ok()) return serialized.status();
-      files = std::move(*serialized);
+    // receive it: parameters, optimizer, RNG, sampler position and step. A
+    // rank holding that very commit restores its own copy: the same
+    // parameters and outer state, and its own inner optimizer state (which
+    // sync mode average keeps local to each rank).
+    const bool mine = holding && ctx_.committed.generation == source->generation && ctx_.committed.step == source->step;
+    if (!source->held_by_all) {
+      std::map<std::string, std::string> files;
+      if (source->rank == static_cast<int>(join_.rank())) {
+        TrainingPosition position;
+        std::vector<torch::Tensor> outer;
+        if (auto s = ctx_.committed.snapshot.Apply(ctx_.model.get(), ctx_.optimizer.get(), &position, &outer); !s.ok()) return s;
+        auto serialized = SerializeTrainingState(ctx_.model.get(), ctx_.optimizer.get(), position, outer);
+        if (!serialized.ok()) return serialized.status();
+        files = std::move(*serialized);
+      }
+      if (auto s = BroadcastFiles(comm_, source->rank, &files); !s.ok()) return s;
+      if (!mine) {
+        if (auto s = RestoreFiles(files); !s.ok()) return s;
+      }
     }
-    if (auto s = BroadcastFiles(comm_.get(), *source, &files); !s.ok()) return s;
-    if (auto s = RestoreFiles(files); !s.ok()) return s;
-    LOG(INFO) << "generation " << join_.generation() << ": healed from rank " << *source << "'s commit in memory at step "
-              << ctx_.step << " (epoch " << ctx_.epoch << ", " << ctx_.position << " samples into it)";
+    if (mine) {
+      if (auto s = RestoreOwnCommit(); !s.ok()) return s;
+    }
+    LOG(INFO) << "generation " << join_.generation() << ": healed from "
+              << (mine ? std::string("its own") : absl::StrCat("rank ", source->rank, "'s"))
+              << " commit in memory at step " << ctx_.step << " (epoch " << ctx_.epoch << ", " << ctx_.position
+              << " samples into it)" << (source->held_by_all ? "; every rank held it, nothing sent" : "");
     return absl::OkStatus();
   }
   // Nobody holds a commit: every rank starts from rank 0's parameters,
   // whatever its own init did, then from the newest checkpoint if any.
-  if (auto s = BroadcastParameters(comm_.get(), ctx_.params, 0); !s.ok()) return s;
+  if (auto s = BroadcastParameters(comm_, ctx_.params, 0); !s.ok()) return s;
   ctx_.step = 0;
   ctx_.epoch = 0;
   ctx_.position = 0;
@@ -193,9 +135,20 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
   std::vector<torch::Tensor> outer_state;
   if (auto s = RestoreTrainingState(files, ctx_.model.get(), ctx_.optimizer.get(), &position, &outer_state); !s.ok()) return s;
   // The outer optimizer (parameter averaging) resumes with its momentum.
-  if (averaging_ != nullptr && !outer_state.empty()) {
-    if (auto s = averaging_->RestoreOuterState(outer_state); !s.ok()) return s;
+  if (auto s = sync_->RestoreOuterState(outer_state); !s.ok()) return s;
+  ctx_.step = position.step;
+  ctx_.epoch = position.epoch;
+  ctx_.position = position.samples_in_epoch;
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::RestoreOwnCommit() {
+  TrainingPosition position;
+  std::vector<torch::Tensor> outer;
+  if (auto s = ctx_.committed.snapshot.Apply(ctx_.model.get(), ctx_.optimizer.get(), &position, &outer); !s.ok()) {
+    return s;
   }
+  if (auto s = sync_->RestoreOuterState(outer); !s.ok()) return s;
   ctx_.step = position.step;
   ctx_.epoch = position.epoch;
   ctx_.position = position.samples_in_epoch;
@@ -207,7 +160,7 @@ absl::Status Trainer::Commit() {
   ctx_.committed.generation = -1;
   if (auto s = ctx_.committed.snapshot.Capture(
           ctx_.model.get(), ctx_.optimizer.get(), TrainingPosition{ctx_.step, ctx_.epoch, ctx_.position},
-          averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+          sync_->OuterState());
       !s.ok()) {
     return s;
   }
@@ -259,7 +212,7 @@ absl::Status Trainer::TrainStep() {
 
   // Mode average after warmup: no gradient sync, each rank steps on the
   // mean loss of its own samples, and rounds average the parameters.
-  const bool local = LocalStep();
+  const bool local = sync_->LocalStep(ctx_.step);
   int64_t mine = 0;
   for (const auto& micro : micros) mine += static_cast<int64_t>(micro.indices.size());
   if (ctx_.ledger != nullptr) {
@@ -274,7 +227,7 @@ absl::Status Trainer::TrainStep() {
   StepStats stats;
   ZeroGrads();
   for (size_t m = 0; m < micros.size(); ++m) {
-    if (m + 1 == micros.size() && !local) sync_->ArmForBackward();
+    if (m + 1 == micros.size() && !local) sync_->gradients().ArmForBackward();
     const auto& indices = micros[m].indices;
     if (indices.empty()) continue;  // a short last step leaves some ranks idle
     Batch batch = ctx_.train->Get(indices);
@@ -284,6 +237,8 @@ absl::Status Trainer::TrainStep() {
       batch.targets = batch.targets.pin_memory().to(ctx_.device, /*non_blocking=*/true);
     }
     timer.Lap();  // loading the batch is neither forward nor backward
+    std::unique_lock<std::mutex> compute;
+    if (ctx_.options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options.compute_mutex);
     ModelOutput out = [&] {
       CudaBf16Autocast autocast(spec_.bf16_autocast() && ctx_.device.is_cuda());
       return ctx_.model->Forward(batch);
@@ -298,7 +253,7 @@ absl::Status Trainer::TrainStep() {
     ctx_.loss_sum += out.loss.item<double>() * static_cast<double>(indices.size());
     ctx_.loss_count += static_cast<int64_t>(indices.size());
   }
-  if (auto s = local ? absl::OkStatus() : sync_->Finish(); !s.ok()) {
+  if (auto s = local ? absl::OkStatus() : sync_->gradients().Finish(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", ctx_.step, ": ", s.message()));
   }
   timer.Lap();  // GradientSync measures its own wait
@@ -309,26 +264,11 @@ absl::Status Trainer::TrainStep() {
   stats.optimizer_seconds = timer.Lap();
   stats.step_seconds = timer.Total();
   ctx_.traffic.samples += mine;
-  if (local) {
-    ++ctx_.traffic.local_steps;
-    ++local_steps_since_round_;
-  } else {
-    ++ctx_.traffic.allreduce_steps;
-    ctx_.traffic.wire_bytes += sync_->last_stats().wire_bytes;
-    ctx_.traffic.allreduce_wait_seconds += sync_->last_stats().exposed_wait_seconds;
-    // Replicas are identical after an all-reduce step: averaging (after
-    // warmup) starts from here.
-    if (averaging_ != nullptr) averaging_->ResetAnchor();
-  }
-  replicas_in_sync_ = !local;
-
   ctx_.samples_since_report += global;
   ctx_.global_samples += global;
   ctx_.position += global;
   ++ctx_.step;
-  if (local && AveragingDue()) {
-    if (auto s = AverageRound(); !s.ok()) return s;
-  }
+  if (auto s = sync_->AfterStep(local, Boundary(), &ctx_.traffic); !s.ok()) return s;
   ctx_.traffic.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
   if (ctx_.position >= n) {
     ++ctx_.epoch;
@@ -337,7 +277,7 @@ absl::Status Trainer::TrainStep() {
   }
   if (ctx_.metrics != nullptr) {
     // A local step leaves last_stats() at the last all-reduce step's values.
-    const GradientSyncStats sync = local ? GradientSyncStats{} : sync_->last_stats();
+    const GradientSyncStats sync = local ? GradientSyncStats{} : sync_->gradients().last_stats();
     const bool averaged = ctx_.traffic.averaging_rounds > rounds_before;
     stats.allreduce_wait_seconds = sync.exposed_wait_seconds + (averaged ? ctx_.traffic.last_round_seconds : 0);
     stats.allreduce_bytes = ctx_.traffic.wire_bytes - wire_bytes_before;
@@ -350,73 +290,23 @@ absl::Status Trainer::TrainStep() {
   return absl::OkStatus();
 }
 
-bool Trainer::LocalStep() const { return averaging_ != nullptr && ctx_.step >= spec_.sync().warmup_steps(); }
-
-// Mode average: a round after `every` local steps, and wherever replicas must
-// agree: before an evaluation (epoch end, eval interval), at a checkpoint step
-// and at the last step, so evaluations, checkpoints and the final bitwise
-// check see the averaged model.
-bool Trainer::AveragingDue() const {
-  if (local_steps_since_round_ >= spec_.sync().every()) return true;
-  if (ctx_.position >= ctx_.train->size()) return true;
+StepBoundary Trainer::Boundary() const {
+  StepBoundary at;
+  at.step = ctx_.step;
+  at.epoch_end = ctx_.position >= ctx_.train->size();
   const int64_t eval_interval = spec_.eval().interval_steps();
-  if (eval_interval > 0 && ctx_.step % eval_interval == 0) return true;
+  at.eval_due = eval_interval > 0 && ctx_.step % eval_interval == 0;
   const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
-  if (checkpoint_interval > 0 && ctx_.step % checkpoint_interval == 0) return true;
-  return Done();
-}
-
-absl::Status Trainer::AverageRound() {
-  if (auto s = averaging_->Round(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", ctx_.step, ": ", s.message()));
-  }
-  const AveragingRoundStats& round = averaging_->last_round();
-  ctx_.traffic.wire_bytes += round.wire_bytes;
-  ++ctx_.traffic.averaging_rounds;
-  ctx_.traffic.last_round_seconds = round.seconds;
-  ctx_.traffic.last_round_interval_seconds = round.interval_seconds;
-  local_steps_since_round_ = 0;
-  replicas_in_sync_ = true;
-  VLOG(1) << absl::StrFormat("averaging round %d at step %d: %d bytes, %.4f s, %.3f s since the previous round",
-                             ctx_.traffic.averaging_rounds, ctx_.step, round.wire_bytes, round.seconds, round.interval_seconds);
-  return absl::OkStatus();
-}
-
-// Commits (replica hash check, progress report, checkpoint) need identical
-// replicas: in mode average they fall on the first round at least
-// log_interval_steps after the previous commit, and on checkpoint steps.
-bool Trainer::CommitDue() const {
-  if (!replicas_in_sync_) return false;
-  if (Done()) return true;
-  const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
-  if (LocalStep()) {
-    return ctx_.step - last_commit_step_ >= spec_.log_interval_steps() ||
-           (checkpoint_interval > 0 && ctx_.step % checkpoint_interval == 0);
-  }
-  return ctx_.step % spec_.log_interval_steps() == 0;
-}
-
-void Trainer::LogSyncTraffic() const {
-  const SyncTraffic& t = ctx_.traffic;
-  const std::string rate = absl::StrFormat("%d samples in %.1f s of training (%.1f samples/s)", t.samples,
-                                           t.train_seconds, t.SamplesPerSecond());
-  if (averaging_ != nullptr) {
-    LOG(INFO) << absl::StrFormat("averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, "
-                                 "%d all-reduce steps, %s",
-                                 t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps,
-                                 t.allreduce_steps, rate);
-  } else {
-    LOG(INFO) << absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s; waited %.1f s "
-                                 "(%.1f%%) for the all-reduce after backward",
-                                 t.allreduce_steps, t.wire_bytes, t.BytesPerSample(), rate, t.allreduce_wait_seconds,
-                                 t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
-  }
+  at.checkpoint_due = checkpoint_interval > 0 && ctx_.step % checkpoint_interval == 0;
+  at.done = Done();
+  return at;
 }
 
 absl::Status Trainer::RunEval() {
   EvalOptions options;
   options.max_samples = spec_.eval().max_samples();
-  auto metrics = Evaluate(ctx_.model.get(), *ctx_.eval, comm_.get(), options);
+  options.compute_mutex = ctx_.options.compute_mutex;
+  auto metrics = Evaluate(ctx_.model.get(), *ctx_.eval, comm_, options);
   if (!metrics.ok()) return metrics.status();
   ctx_.eval_metrics = *metrics;
   if (ctx_.metrics != nullptr) ctx_.metrics->SetEval(ctx_.eval_metrics);
@@ -441,7 +331,7 @@ absl::Status Trainer::CheckCoordinatorVerdict() const {
 
 absl::Status Trainer::CommitPoint(bool final) {
   // Replicas must agree at every commit point; a mismatch fails loudly.
-  if (auto s = CompareReplicaHashes(comm_.get(), ParameterHash(ctx_.params), ctx_.step); !s.ok()) return s;
+  if (auto s = CompareReplicaHashes(comm_, ParameterHash(ctx_.params), ctx_.step); !s.ok()) return s;
   last_commit_step_ = ctx_.step;
   // Held in memory: what the next generation heals from if this one fails.
   if (auto s = Commit(); !s.ok()) return s;
@@ -511,16 +401,16 @@ absl::Status Trainer::Run() {
       }
       // The last step is a commit point too, so its report (and log line)
       // marks the end of training before the final evaluation starts.
-      if (CommitDue()) {
+      if (sync_->CommitDue(Boundary(), last_commit_step_, spec_.log_interval_steps())) {
         if (auto s = CommitPoint(false); !s.ok()) return s;
       }
     }
     if (ctx_.eval_metrics.empty() || ctx_.position != 0) {
       if (auto s = RunEval(); !s.ok()) return s;
     }
-    if (auto s = VerifyReplicasBitwise(comm_.get(), ctx_.params); !s.ok()) return s;
+    if (auto s = VerifyReplicasBitwise(comm_, ctx_.params); !s.ok()) return s;
     LOG(INFO) << "replicas verified bitwise across " << join_.world_size() << " ranks (all-gather of all parameters)";
-    LogSyncTraffic();
+    LOG(INFO) << sync_->TrafficSummary(ctx_.traffic);
     if (auto s = SaveFinalModel(); !s.ok()) return s;
     return CommitPoint(true);
   } catch (const c10::Error& e) {
@@ -538,7 +428,7 @@ absl::Status Trainer::SaveCheckpoint() {
   ctx_.last_checkpoint_step = ctx_.step;  // tried once per step, whatever the outcome
   auto files = SerializeTrainingState(ctx_.model.get(), ctx_.optimizer.get(),
                                       TrainingPosition{ctx_.step, ctx_.epoch, ctx_.position},
-                                      averaging_ != nullptr ? averaging_->OuterState() : std::vector<torch::Tensor>{});
+                                      sync_->OuterState());
   if (!files.ok()) return files.status();
   auto folder = WriteCheckpointFolder(ctx_.options.checkpoint_root, ctx_.options.job_id, ctx_.step, *files);
   if (!folder.ok()) {

@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
-#include "worker/train/cluster_client.h"
-#include "worker/train/gradient_sync.h"
-#include "worker/train/parameter_averaging.h"
+#include "worker/train/coordinator_link.h"
+#include "worker/train/group_communicators.h"
+#include "worker/train/sync_strategy.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
@@ -32,16 +32,16 @@ constexpr char kFinalModelFile[] = "model-final.pt";
 
 class Trainer {
  public:
-  // `client` and `context` must outlive the trainer.
-  Trainer(ClusterClient* client, TrainingContext* context, v1::JoinGenerationResponse join);
+  // `client` and `context` must outlive the trainer; `communicators` makes
+  // the generation's communicators (CreateGroupCommunicators for real).
+  Trainer(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse join,
+          CommunicatorFactory communicators);
   ~Trainer();
 
   absl::Status Run();
 
  private:
   absl::Status Setup();
-  absl::Status CreateCommunicators();
-  bool UseSharedMemory() const;
   absl::Status TrainStep();
   absl::Status CommitPoint(bool final);
   absl::Status RunEval();
@@ -52,39 +52,28 @@ class Trainer {
   // else the newest checkpoint, else rank 0's fresh parameters.
   absl::Status ChooseStartingState();
   absl::Status RestoreFiles(const std::map<std::string, std::string>& files);
+  absl::Status RestoreOwnCommit();
   absl::Status Commit();
   // What the coordinator answered the reporter: fenced or cancelled.
   absl::Status CheckCoordinatorVerdict() const;
   int64_t TotalSteps() const;
   bool Done() const;
   void ZeroGrads();
-  // Mode average: steps without gradient sync, rounds, and where commits may fall.
-  bool LocalStep() const;
-  bool AveragingDue() const;
-  absl::Status AverageRound();
-  bool CommitDue() const;
-  void LogSyncTraffic() const;
+  // Where the step just taken left training (for rounds and commits).
+  StepBoundary Boundary() const;
 
-  ClusterClient* client_;
+  CoordinatorLink* client_;
   TrainingContext& ctx_;
   v1::JoinGenerationResponse join_;
   const v1::JobSpec& spec_;
 
-  // Gloo over CPU buffers: hashes, evaluation sums, healing, replica checks.
-  std::unique_ptr<Communicator> comm_;
-  // Device cuda: NCCL for gradients and averaged parameters (device buffers).
-  std::unique_ptr<Communicator> nccl_;
-  // Ranks on one host (CPU): float32 all-reduce through shared memory.
-  std::unique_ptr<Communicator> shm_;
-  Communicator* data_comm_ = nullptr;  // gradients, averaging: nccl_ on cuda, else shm_ or comm_
-  std::unique_ptr<GradientSync> sync_;
-  std::unique_ptr<ParameterAveraging> averaging_;  // mode average only
+  CommunicatorFactory make_communicators_;
+  GroupCommunicators group_;
+  Communicator* comm_ = nullptr;  // group_.control: hashes, evaluation, healing
+  std::unique_ptr<SyncStrategy> sync_;
 
   int64_t total_steps_ = 0;
   int64_t last_commit_step_ = 0;
-  // Mode average: replicas differ between rounds; commits wait for a round.
-  int64_t local_steps_since_round_ = 0;
-  bool replicas_in_sync_ = true;
 };
 
 }  // namespace herd

@@ -40,6 +40,9 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
                                                      " does not exist (", torch::cuda::device_count(), " visible)"));
     }
   }
+  auto sync = ParseSyncConfig(spec.sync());
+  if (!sync.ok()) return sync.status();
+  context->sync = *sync;
   torch::set_num_threads(static_cast<int>(spec.threads()));
   auto train = LoadDataset(spec.dataset(), /*train=*/true, seed);
   if (!train.ok()) return train.status();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "worker/train/sample_ledger.h"
 #include "worker/train/sampler.h"
 #include "worker/train/state_snapshot.h"
+#include "worker/train/sync_config.h"
 #include "worker/train/sync_traffic.h"
 #include "worker/train/trainer_metrics.h"
 
@@ -36,6 +38,10 @@ struct TrainerOptions {
   std::chrono::milliseconds collective_timeout{0};
   // Root of the checkpoint storage (shared by all workers of a cluster).
   std::string checkpoint_root;
+  // Tests running ranks as threads of one process: held around forward and
+  // backward, because Debian's serial OpenBLAS is not safe to call from two
+  // threads at once. Null in a real trainer (one rank per process).
+  std::mutex* compute_mutex = nullptr;
 };
 
 struct TrainingContext {
@@ -49,6 +55,8 @@ struct TrainingContext {
   const int64_t seed;
   const TrainerOptions options;
   const torch::Device device;
+  // The spec's sync.* settings, parsed once (typed).
+  SyncConfig sync;
   TrainerMetrics* const metrics;
   SampleLedger* const ledger;
   ProgressReporter* const reporter;

@@ -1,0 +1,42 @@
+// The job's sync.* settings, parsed once into typed values: the trainer and
+// the sync strategies switch on enums, never on the spec's strings.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "proto/herd.pb.h"
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+enum class SyncMode { kAllReduce, kAverage };
+enum class OuterKind { kNone, kNesterov };
+
+// Mode average's outer step on the anchor (parameter_averaging.h).
+struct OuterStepConfig {
+  OuterKind kind = OuterKind::kNone;
+  double lr = 1;        // nesterov only
+  double momentum = 0;  // nesterov only
+};
+enum class SameHostTransport { kSharedMemory, kTcp };
+
+struct SyncConfig {
+  SyncMode mode = SyncMode::kAllReduce;
+  double first_bucket_mib = 1;
+  double bucket_cap_mib = 25;
+  DataType wire_type = DataType::kFloat32;  // sync.compression
+  SameHostTransport same_host = SameHostTransport::kSharedMemory;
+  // Mode average.
+  int64_t every = 8;         // local steps between rounds
+  int64_t warmup_steps = 0;  // all-reduce steps before the first local step
+  OuterStepConfig outer;
+};
+
+// INVALID_ARGUMENT naming the sync.* field for a value it does not know.
+absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& sync);
+
+const char* SyncModeName(SyncMode mode);
+const char* OuterKindName(OuterKind kind);
+
+}  // namespace herd

@@ -1,0 +1,300 @@
+// Whole trainers (job context, generations, sync strategy, commits, healing)
+// as threads of this test, against an in-memory coordinator: the context's
+// step, commit and heal under failures injected at a chosen collective.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "worker/train/generation_loop.h"
+#include "worker/train/progress_reporter.h"
+#include "worker/train/replicas.h"
+#include "worker/train/sample_ledger.h"
+#include "worker/train/testing/faulty_communicator.h"
+#include "worker/train/testing/in_process_coordinator.h"
+#include "worker/train/training_context.h"
+
+namespace herd {
+namespace {
+
+constexpr int64_t kSamples = 480;
+constexpr char kJob[] = "job-1";
+
+v1::JobSpec Spec(const std::string& mode) {
+  v1::JobSpec spec;
+  spec.set_name("in-process");
+  spec.mutable_model()->set_name("mlp");
+  spec.mutable_dataset()->set_kind("synthetic");
+  spec.mutable_dataset()->set_synthetic_samples(kSamples);
+  spec.mutable_dataset()->set_synthetic_features(16);
+  spec.mutable_dataset()->set_synthetic_classes(4);
+  spec.set_batch_size(16);
+  spec.set_epochs(2);
+  spec.set_log_interval_steps(2);
+  spec.set_collective_timeout_seconds(30);
+  spec.mutable_optimizer()->set_name("sgd");
+  spec.mutable_optimizer()->set_lr(0.05);
+  spec.mutable_optimizer()->set_momentum(0.9);  // state the heal must carry
+  spec.mutable_eval()->set_max_samples(64);
+  spec.mutable_sync()->set_mode(mode);
+  spec.mutable_sync()->set_same_host_transport("tcp");  // thread ranks: Gloo over loopback
+  if (mode == "average") {
+    spec.mutable_sync()->set_every(3);
+    spec.mutable_sync()->set_warmup_steps(2);
+    spec.mutable_sync()->mutable_outer()->set_kind("nesterov");
+  }
+  ApplyJobDefaults(&spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  return spec;
+}
+
+std::mutex& ComputeMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// A fault: in generation `generation`, the `call`th collective of the
+// listed workers fails with `failure`, after `before` runs (on each of them).
+struct Fault {
+  int64_t generation = 1;
+  int64_t call = 0;
+  std::vector<std::string> workers;
+  absl::Status failure;
+  std::function<void()> before;
+};
+
+struct RankOutcome {
+  absl::Status status;
+  int64_t step = -1;
+  int64_t epoch = -1;
+  torch::Tensor params;
+};
+
+class InProcessJob {
+ public:
+  InProcessJob(const v1::JobSpec& spec, std::vector<std::string> workers, std::vector<Fault> faults)
+      : coordinator_(kJob, spec, /*seed=*/7), workers_(std::move(workers)), faults_(std::move(faults)) {
+    root_ = std::filesystem::path(testing::TempDir()) / absl::StrCat("job-", ++runs_);
+    std::filesystem::create_directories(root_ / "ledger");
+    coordinator_.SetMembers(workers_);
+  }
+
+  InProcessCoordinator& coordinator() { return coordinator_; }
+
+  // Runs every worker's trainer to its end; the outcomes by worker id.
+  std::map<std::string, RankOutcome> Run() {
+    // Read by SampleLedger::FromEnvironment before any rank thread starts.
+    setenv(kSampleLedgerDirEnv, (root_ / "ledger").c_str(), 1);
+    std::map<std::string, RankOutcome> outcomes;
+    for (const auto& id : workers_) outcomes[id];
+    std::vector<std::thread> threads;
+    for (const auto& id : workers_) {
+      threads.emplace_back([this, id, &outcomes] { outcomes[id] = RunRank(id); });
+    }
+    for (auto& t : threads) t.join();
+    unsetenv(kSampleLedgerDirEnv);
+    return outcomes;
+  }
+
+  std::vector<std::string> LedgerContents() const {
+    std::vector<std::string> contents;
+    for (const auto& entry : std::filesystem::directory_iterator(root_ / "ledger")) {
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      contents.push_back(text.str());
+    }
+    return contents;
+  }
+
+ private:
+  CommunicatorFactory FactoryFor(const std::string& worker_id) {
+    return [this, worker_id](const v1::JoinGenerationResponse& join, const TrainingContext& context,
+                             CoordinatorLink* link) -> absl::StatusOr<GroupCommunicators> {
+      auto group = CreateGroupCommunicators(join, context, link);
+      if (!group.ok()) return group;
+      for (const auto& fault : faults_) {
+        if (fault.generation != join.generation() ||
+            std::find(fault.workers.begin(), fault.workers.end(), worker_id) == fault.workers.end()) {
+          continue;
+        }
+        group->control = std::make_unique<FaultyCommunicator>(std::move(group->control), fault.call, fault.failure,
+                                                              fault.before);
+        group->data = group->control.get();
+      }
+      return group;
+    };
+  }
+
+  RankOutcome RunRank(const std::string& worker_id) {
+    RankOutcome outcome;
+    auto link = coordinator_.Link(worker_id);
+    auto join = JoinWithin(link.get(), std::chrono::seconds(60));
+    if (!join.ok()) {
+      outcome.status = join.status();
+      return outcome;
+    }
+    auto ledger = SampleLedger::FromEnvironment(worker_id);
+    if (!ledger.ok()) {
+      outcome.status = ledger.status();
+      return outcome;
+    }
+    ProgressReporter reporter(link.get(), nullptr);
+    TrainerOptions options;
+    options.job_id = kJob;
+    options.work_dir = (root_ / worker_id).string();
+    options.checkpoint_root = (root_ / "checkpoints").string();
+    options.compute_mutex = &ComputeMutex();
+    std::filesystem::create_directories(options.work_dir);
+    auto context = TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, nullptr,
+                                           ledger->get(), &reporter);
+    if (!context.ok()) {
+      outcome.status = context.status();
+      return outcome;
+    }
+    GenerationLoopOptions loop;
+    loop.join_timeout = std::chrono::seconds(60);
+    loop.communicators = FactoryFor(worker_id);
+    outcome.status = RunGenerations(link.get(), context->get(), *join, loop);
+    outcome.step = (*context)->step;
+    outcome.epoch = (*context)->epoch;
+    outcome.params = FlattenParameters((*context)->params);
+    return outcome;
+  }
+
+  static inline int runs_ = 0;
+  InProcessCoordinator coordinator_;
+  std::vector<std::string> workers_;
+  std::vector<Fault> faults_;
+  std::filesystem::path root_;
+};
+
+// Every sample of each of the job's epochs exactly once in the history that
+// stayed (rolled-back steps excluded); the replay for further checks.
+LedgerReplay ExpectEverySampleOnce(const std::vector<std::string>& ledgers, int64_t epochs) {
+  auto replay = ReplayLedgers(ledgers);
+  EXPECT_TRUE(replay.ok()) << replay.status();
+  if (!replay.ok()) return {};
+  EXPECT_EQ(static_cast<int64_t>(replay->committed.size()), epochs);
+  for (auto [epoch, ids] : replay->committed) {
+    std::sort(ids.begin(), ids.end());
+    std::vector<int64_t> expected(kSamples);
+    for (int64_t i = 0; i < kSamples; ++i) expected[i] = i;
+    EXPECT_EQ(ids, expected) << "epoch " << epoch;
+  }
+  return *replay;
+}
+
+int64_t LastReportedStep(const InProcessCoordinator& coordinator, int64_t generation) {
+  int64_t step = -1;
+  for (const auto& report : coordinator.reports()) {
+    if (report.generation() == generation) step = std::max(step, report.step());
+  }
+  return step;
+}
+
+Fault CollectiveFailure(int64_t generation, int64_t call, std::vector<std::string> workers,
+                        std::function<void()> before = nullptr) {
+  return Fault{generation, call, std::move(workers), absl::UnavailableError("injected: a peer's connection dropped"),
+               std::move(before)};
+}
+
+// A sync mode, and a collective early enough in its run to fail mid-training
+// (mode average issues far fewer collectives per step).
+struct HealCase {
+  std::string mode;
+  int64_t fault_call;
+};
+
+class HealTest : public testing::TestWithParam<HealCase> {};
+
+// A failed generation costs nothing: every rank rolls back to the commit it
+// holds, heals, and the job ends bitwise where an uninterrupted run ends
+// (parameters, optimizer and outer state, sampler position all carried).
+TEST_P(HealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
+  const v1::JobSpec spec = Spec(GetParam().mode);
+  InProcessJob clean(spec, {"w0", "w1"}, {});
+  auto reference = clean.Run();
+  ASSERT_TRUE(reference["w0"].status.ok()) << reference["w0"].status;
+  ASSERT_TRUE(reference["w1"].status.ok()) << reference["w1"].status;
+  EXPECT_EQ(clean.coordinator().generation(), 1);
+
+  InProcessJob faulty(spec, {"w0", "w1"}, {CollectiveFailure(1, GetParam().fault_call, {"w0", "w1"})});
+  auto outcomes = faulty.Run();
+  for (const auto& id : {"w0", "w1"}) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id << " ends elsewhere";
+  }
+  EXPECT_EQ(faulty.coordinator().generation(), 2);
+  EXPECT_FALSE(faulty.coordinator().failures().empty());
+  const LedgerReplay replay = ExpectEverySampleOnce(faulty.LedgerContents(), spec.epochs());
+  // Generation 2 resumed from the newest commit, not from the start.
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(faulty.coordinator(), 1));
+  EXPECT_GT(replay.rolled_back_records, 0) << "the fault came after the last step: nothing was re-run";
+}
+
+INSTANTIATE_TEST_SUITE_P(SyncModes, HealTest, testing::Values(HealCase{"allreduce", 40}, HealCase{"average", 12}),
+                         [](const testing::TestParamInfo<HealCase>& info) { return info.param.mode; });
+
+// Kill 1 of 3: the victim's trainer ends mid-step (its connections close);
+// the coordinator drops it; the survivors form a generation of 2, heal from
+// the newest commit and finish with identical replicas, every sample once.
+TEST(InProcessTrainers, SurvivorsOfALostRankHealAndFinish) {
+  const v1::JobSpec spec = Spec("allreduce");
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 30, {"w2"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1"}); }};
+  InProcessJob job(spec, {"w0", "w1", "w2"}, {crash});
+  job_ptr = &job;
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["w2"].status.code(), absl::StatusCode::kInternal) << outcomes["w2"].status;
+  for (const auto& id : {"w0", "w1"}) ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+  EXPECT_EQ(outcomes["w0"].epoch, spec.epochs());
+  EXPECT_EQ(outcomes["w0"].step, outcomes["w1"].step);
+  EXPECT_TRUE(torch::equal(outcomes["w0"].params, outcomes["w1"].params));
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
+// A worker left out of a generation (its lease lapsed) keeps its context and
+// waits; re-admitted later, it is healed from the members' newer commit, not
+// its own older one, and all three end identical with every sample once.
+TEST(InProcessTrainers, LeftOutWorkerWaitsAndIsReadmittedWithTheNewestCommit) {
+  const v1::JobSpec spec = Spec("allreduce");
+  InProcessJob* job_ptr = nullptr;
+  auto left_out = [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1"}); };
+  auto back = [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1", "w2"}); };
+  InProcessJob job(spec, {"w0", "w1", "w2"},
+                   {CollectiveFailure(1, 20, {"w0", "w1", "w2"}, left_out), CollectiveFailure(2, 30, {"w0", "w1"}, back)});
+  job_ptr = &job;
+  auto outcomes = job.Run();
+
+  for (const auto& id : {"w0", "w1", "w2"}) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].epoch, spec.epochs()) << id;
+    EXPECT_EQ(outcomes[id].step, outcomes["w0"].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, outcomes["w0"].params)) << id;
+  }
+  EXPECT_EQ(job.coordinator().generation(), 3);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(3), 1u);
+  // Generation 3 starts from generation 2's commit, past anything w2 held.
+  EXPECT_GT(replay.generation_start_step.at(3), replay.generation_start_step.at(2));
+  EXPECT_GE(replay.generation_start_step.at(3), LastReportedStep(job.coordinator(), 2));
+}
+
+}  // namespace
+}  // namespace herd
