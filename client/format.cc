@@ -202,6 +202,13 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   if (job.workers_size() > 0) lines.push_back({"Workers", absl::StrJoin(job.workers(), ", ")});
   lines.push_back({"Samples/s", absl::StrFormat("%.1f", job.samples_per_second())});
   lines.push_back({"Loss", job.step() > 0 ? FormatLoss(job.loss()) : "-"});
+  std::string lr = job.learning_rate() > 0 ? absl::StrFormat("%.6g", job.learning_rate()) : "-";
+  if (job.learning_rate() > 0 && job.has_spec() && job.spec().optimizer().scale_lr() != "none" &&
+      !job.spec().optimizer().scale_lr().empty()) {
+    absl::StrAppend(&lr, absl::StrFormat(" (optimizer.lr %g scaled %s at world size %d)", job.spec().optimizer().lr(),
+                                         job.spec().optimizer().scale_lr(), job.world_size()));
+  }
+  lines.push_back({"Learning rate", lr});
   lines.push_back({"Eval", job.eval().empty() ? "-" : FormatEval(job.eval())});
   if (job.has_spec()) {
     const v1::JobSpec& spec = job.spec();

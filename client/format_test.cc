@@ -152,6 +152,19 @@ TEST(FormatTest, DetailShowsAWarning) {
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
 }
 
+TEST(FormatTest, DetailShowsTheLearningRateAndItsScaling) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("Learning rate:"));
+  job.set_learning_rate(0.15);
+  job.set_world_size(3);
+  job.mutable_spec()->mutable_optimizer()->set_lr(0.05);
+  job.mutable_spec()->mutable_optimizer()->set_scale_lr("linear");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("0.15 (optimizer.lr 0.05 scaled linear at world size 3)"));
+  job.mutable_spec()->mutable_optimizer()->set_scale_lr("none");
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("scaled")));
+}
+
 TEST(FormatTest, DetailShowsReasonAndEval) {
   v1::JobInfo job = SampleJob();
   job.set_state(v1::FAILED);

@@ -49,6 +49,8 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (opt->eps() == 0) opt->set_eps(1e-8);
   if (opt->name() == "adamw" && opt->weight_decay() == 0) opt->set_weight_decay(0.01);
 
+  if (opt->scale_lr().empty()) opt->set_scale_lr("none");
+
   auto* schedule = spec->mutable_schedule();
   if (schedule->name().empty()) schedule->set_name("constant");
   if (schedule->name() == "step" && schedule->gamma() == 0) schedule->set_gamma(0.1);
@@ -80,6 +82,50 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
 
+namespace {
+
+// model.hidden/width/heads/layers/context/widths: each for one built-in model,
+// in sizes that build.
+absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& dataset) {
+  auto only = [&](const char* field, bool set, const char* owner) -> absl::Status {
+    if (set && model.name() != owner) return Bad(field, absl::StrCat("only model ", owner, " uses it"));
+    return absl::OkStatus();
+  };
+  const bool transformer_sizes = model.width() != 0 || model.heads() != 0 || model.layers() != 0 || model.context() != 0;
+  if (auto s = only("model.hidden", model.hidden_size() > 0, "mlp"); !s.ok()) return s;
+  if (auto s = only("model.widths", model.widths_size() > 0, "resnet_small"); !s.ok()) return s;
+  if (transformer_sizes && model.name() != "char_transformer") {
+    const char* field = model.width() != 0 ? "model.width" : model.heads() != 0 ? "model.heads"
+                        : model.layers() != 0 ? "model.layers" : "model.context";
+    return Bad(field, "only model char_transformer uses it");
+  }
+  if (model.hidden_size() > 16) return Bad("model.hidden", "at most 16 layers");
+  for (int64_t h : model.hidden()) {
+    if (h < 1 || h > 65536) return Bad("model.hidden", absl::StrCat("width ", h, " is not in [1, 65536]"));
+  }
+  if (model.widths_size() > 8) return Bad("model.widths", "at most 8 stages");
+  for (int64_t w : model.widths()) {
+    if (w < 8 || w > 4096 || w % 8 != 0) {
+      return Bad("model.widths", absl::StrCat("width ", w, " is not a multiple of 8 in [8, 4096]"));
+    }
+  }
+  if (model.width() < 0 || model.width() > 8192) return Bad("model.width", "must be in [1, 8192]");
+  if (model.heads() < 0 || model.heads() > 256) return Bad("model.heads", "must be in [1, 256]");
+  if (model.layers() < 0 || model.layers() > 128) return Bad("model.layers", "must be in [1, 128]");
+  const int64_t width = model.width() > 0 ? model.width() : 128, heads = model.heads() > 0 ? model.heads() : 4;
+  if (width % heads != 0) {
+    return Bad("model.heads", absl::StrCat(heads, " heads do not divide model.width ", width));
+  }
+  if (model.context() < 0 || model.context() > 65536) return Bad("model.context", "must be in [1, 65536]");
+  if (model.context() > 0 && model.context() < dataset.sequence_length()) {
+    return Bad("model.context", absl::StrCat(model.context(), " is shorter than dataset.sequence_length ",
+                                             dataset.sequence_length()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.name().size() > 128) return Bad("name", "longer than 128 characters");
   const auto& model = spec.model();
@@ -107,6 +153,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (dataset.kind() == "text" && model.name() != "char_transformer" && model.name() != "torchscript") {
     return Bad("model.name", "dataset.kind text needs model char_transformer or torchscript");
   }
+  if (auto s = CheckModelSizes(model, dataset); !s.ok()) return s;
   if (dataset.kind() == "text" && (dataset.sequence_length() < 2 || dataset.sequence_length() > 4096)) {
     return Bad("dataset.sequence_length", "must be in [2, 4096]");
   }
@@ -138,9 +185,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (opt.weight_decay() < 0) return Bad("optimizer.weight_decay", "must be >= 0");
   if (opt.beta1() < 0 || opt.beta1() >= 1) return Bad("optimizer.beta1", "must be in [0, 1)");
   if (opt.beta2() < 0 || opt.beta2() >= 1) return Bad("optimizer.beta2", "must be in [0, 1)");
+  if (auto s = CheckChoice("optimizer.scale_lr", opt.scale_lr(), {"none", "linear", "sqrt"}); !s.ok()) return s;
 
   const auto& schedule = spec.schedule();
-  if (auto s = CheckChoice("schedule.name", schedule.name(), {"constant", "cosine", "step"}); !s.ok()) return s;
+  if (auto s = CheckChoice("schedule.name", schedule.name(), {"constant", "cosine", "step", "noam"}); !s.ok()) {
+    return s;
+  }
+  if (schedule.name() == "noam") {
+    if (schedule.d_model() <= 0) return Bad("schedule.d_model", "must be > 0 for schedule noam (the model width)");
+    if (schedule.warmup_steps() <= 0) return Bad("schedule.warmup_steps", "must be > 0 for schedule noam");
+  } else if (schedule.d_model() != 0) {
+    return Bad("schedule.d_model", "only schedule noam uses it");
+  }
   if (schedule.warmup_steps() < 0) return Bad("schedule.warmup_steps", "must be >= 0");
   if (schedule.min_lr() < 0) return Bad("schedule.min_lr", "must be >= 0");
   if (schedule.name() == "step" && schedule.step_size() <= 0) {

@@ -67,6 +67,42 @@ struct BadCase {
   void (*mutate)(v1::JobSpec*);
 };
 
+TEST(JobSpecValidate, AcceptsNoamAndLrScaling) {
+  auto spec = GoodSpec();
+  spec.mutable_schedule()->set_name("noam");
+  spec.mutable_schedule()->set_d_model(128);
+  spec.mutable_schedule()->set_warmup_steps(400);
+  spec.mutable_optimizer()->set_scale_lr("sqrt");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(JobSpecYaml, ParsesListsOfSizes) {
+  auto spec = ParseJobSpecYaml("name: big\nmodel: {name: mlp, hidden: [4096, 2048, 512]}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(std::vector<int64_t>(spec->model().hidden().begin(), spec->model().hidden().end()),
+            (std::vector<int64_t>{4096, 2048, 512}));
+  auto bad = ParseJobSpecYaml("name: big\nmodel: {name: mlp, hidden: [64, wide]}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.hidden[1]"), std::string::npos) << bad.status();
+}
+
+TEST(JobSpecValidate, TransformerSizesAreChecked) {
+  auto spec = ParseJobSpecYaml(R"(
+name: sized
+model: {name: char_transformer, width: 96, heads: 3, layers: 4, context: 128}
+dataset: {kind: text, path: /tmp/corpus.txt, sequence_length: 64}
+batch_size: 8
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ApplyJobDefaults(&*spec);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  spec->mutable_model()->set_heads(5);
+  EXPECT_EQ(ValidateJobSpec(*spec).message().rfind("model.heads:", 0), 0u) << ValidateJobSpec(*spec);
+  spec->mutable_model()->set_heads(3);
+  spec->mutable_model()->set_context(32);
+  EXPECT_EQ(ValidateJobSpec(*spec).message().rfind("model.context:", 0), 0u) << ValidateJobSpec(*spec);
+}
+
 TEST(JobSpecValidate, NamesTheBadField) {
   const BadCase cases[] = {
       {"model.name", [](v1::JobSpec* s) { s->mutable_model()->set_name("gpt9"); }},
@@ -82,6 +118,28 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"sync.same_host_transport", [](v1::JobSpec* s) { s->mutable_sync()->set_same_host_transport("rdma"); }},
       {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
       {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
+      {"schedule.name", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("linear_decay"); }},
+      {"schedule.d_model", [](v1::JobSpec* s) {
+         s->mutable_schedule()->set_name("noam");
+         s->mutable_schedule()->set_warmup_steps(100);
+       }},
+      {"schedule.warmup_steps", [](v1::JobSpec* s) {
+         s->mutable_schedule()->set_name("noam");
+         s->mutable_schedule()->set_d_model(512);
+         s->mutable_schedule()->set_warmup_steps(0);
+       }},
+      {"schedule.d_model", [](v1::JobSpec* s) { s->mutable_schedule()->set_d_model(512); }},
+      {"optimizer.scale_lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_scale_lr("cubic"); }},
+      {"model.widths", [](v1::JobSpec* s) { s->mutable_model()->add_widths(16); }},  // GoodSpec is a mnist_cnn
+      {"model.width", [](v1::JobSpec* s) { s->mutable_model()->set_width(256); }},
+      {"model.hidden", [](v1::JobSpec* s) {
+         s->mutable_model()->set_name("mlp");
+         s->mutable_model()->add_hidden(0);
+       }},
+      {"model.widths", [](v1::JobSpec* s) {
+         s->mutable_model()->set_name("resnet_small");
+         s->mutable_model()->add_widths(20);
+       }},
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(0.1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},

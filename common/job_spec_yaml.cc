@@ -57,11 +57,19 @@ absl::Status FillField(const YAML::Node& value, const std::string& path, const F
   }
   if (field->is_repeated()) {
     if (!value.IsSequence()) return Bad(path, "expected a list");
-    if (field->type() != FieldDescriptor::TYPE_STRING) return Bad(path, "unsupported list type");
     for (size_t i = 0; i < value.size(); ++i) {
-      auto s = Scalar<std::string>(value[i], absl::StrCat(path, "[", i, "]"), "a string");
-      if (!s.ok()) return s.status();
-      refl->AddString(msg, field, *s);
+      const std::string item = absl::StrCat(path, "[", i, "]");
+      if (field->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+        auto v = Scalar<int64_t>(value[i], item, "an integer");
+        if (!v.ok()) return v.status();
+        refl->AddInt64(msg, field, *v);
+      } else if (field->type() == FieldDescriptor::TYPE_STRING) {
+        auto v = Scalar<std::string>(value[i], item, "a string");
+        if (!v.ok()) return v.status();
+        refl->AddString(msg, field, *v);
+      } else {
+        return Bad(path, "unsupported list type");
+      }
     }
     return absl::OkStatus();
   }

@@ -163,6 +163,7 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   if (!report.eval().empty()) *info.mutable_eval() = report.eval();
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_warning(report.checkpoint_warning());
+  info.set_learning_rate(report.learning_rate());
 }
 
 bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes) {

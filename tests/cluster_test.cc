@@ -32,6 +32,7 @@ max_steps: 12
 min_workers: 2
 max_workers: 2
 log_interval_steps: 4
+optimizer: {lr: 0.05, scale_lr: linear}
 )";
 
 TEST(Cluster, TwoWorkersTrainAsRanksOfOneGeneration) {
@@ -51,6 +52,11 @@ TEST(Cluster, TwoWorkersTrainAsRanksOfOneGeneration) {
   // peer through addresses exchanged in the coordinator's key-value store.
   EXPECT_NE(ReadFile(cluster.job_dir(0, id) + "/trainer.log").find("rank 0/2 generation 1"), std::string::npos);
   EXPECT_NE(ReadFile(cluster.job_dir(1, id) + "/trainer.log").find("rank 1/2 generation 1"), std::string::npos);
+  // optimizer.scale_lr linear at world size 2: the trainers stepped at 2 x lr
+  // and said so; the job shows the rate of its last step.
+  EXPECT_DOUBLE_EQ(job.value("learning_rate", 0.0), 0.1);
+  EXPECT_NE(ReadFile(cluster.job_dir(0, id) + "/trainer.log").find("learning rate 0.1 = 0.05 scaled linear at world size 2"),
+            std::string::npos);
 
   // Both workers are free again and `herd list` shows the job.
   EXPECT_TRUE(cluster.WaitForAliveWorkers(2, seconds(10)));

@@ -11,10 +11,10 @@
 
 namespace herd {
 
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMlp(const ModelInputInfo& info);
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const ModelInputInfo& info);
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const ModelInputInfo& info);
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMlp(const v1::ModelSpec& spec, const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const v1::ModelSpec& spec, const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const v1::ModelSpec& spec, const ModelInputInfo& info);
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const v1::ModelSpec& spec, const ModelInputInfo& info);
 
 // Loads spec.path; its parameters come from the file, identical on every rank.
 absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path);

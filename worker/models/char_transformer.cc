@@ -17,43 +17,45 @@
 namespace herd {
 namespace {
 
+// The defaults; model.width, heads, layers and context override them.
 constexpr int64_t kModelWidth = 128;
 constexpr int64_t kHeads = 4;
 constexpr int64_t kLayers = 2;
 
-torch::nn::LayerNorm Norm() { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({kModelWidth})); }
+torch::nn::LayerNorm Norm(int64_t width) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width})); }
 
 class CausalSelfAttention : public torch::nn::Module {
  public:
-  CausalSelfAttention() {
-    qkv_ = register_module("qkv", torch::nn::Linear(kModelWidth, 3 * kModelWidth));
-    proj_ = register_module("proj", torch::nn::Linear(kModelWidth, kModelWidth));
+  CausalSelfAttention(int64_t width, int64_t heads) : width_(width), heads_(heads) {
+    qkv_ = register_module("qkv", torch::nn::Linear(width, 3 * width));
+    proj_ = register_module("proj", torch::nn::Linear(width, width));
   }
 
   // x [N, T, D]; `future` [T, T] is true where a position must not look.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& future) {
-    const int64_t n = x.size(0), t = x.size(1), head_width = kModelWidth / kHeads;
+    const int64_t n = x.size(0), t = x.size(1), head_width = width_ / heads_;
     // [3, N, H, T, head_width]
-    const torch::Tensor qkv = qkv_->forward(x).view({n, t, 3, kHeads, head_width}).permute({2, 0, 3, 1, 4});
+    const torch::Tensor qkv = qkv_->forward(x).view({n, t, 3, heads_, head_width}).permute({2, 0, 3, 1, 4});
     const torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
     torch::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_width));
     scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
     const torch::Tensor mixed = at::softmax(scores, -1).matmul(v);  // [N, H, T, head_width]
-    return proj_->forward(mixed.transpose(1, 2).reshape({n, t, kModelWidth}));
+    return proj_->forward(mixed.transpose(1, 2).reshape({n, t, width_}));
   }
 
  private:
+  int64_t width_, heads_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
 };
 
 class Block : public torch::nn::Module {
  public:
-  Block() {
-    norm1_ = register_module("norm1", Norm());
-    attention_ = register_module("attention", std::make_shared<CausalSelfAttention>());
-    norm2_ = register_module("norm2", Norm());
-    fc1_ = register_module("fc1", torch::nn::Linear(kModelWidth, 4 * kModelWidth));
-    fc2_ = register_module("fc2", torch::nn::Linear(4 * kModelWidth, kModelWidth));
+  Block(int64_t width, int64_t heads) {
+    norm1_ = register_module("norm1", Norm(width));
+    attention_ = register_module("attention", std::make_shared<CausalSelfAttention>(width, heads));
+    norm2_ = register_module("norm2", Norm(width));
+    fc1_ = register_module("fc1", torch::nn::Linear(width, 4 * width));
+    fc2_ = register_module("fc2", torch::nn::Linear(4 * width, width));
   }
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& future) {
@@ -69,14 +71,15 @@ class Block : public torch::nn::Module {
 
 class CharTransformer : public LogitsModule {
  public:
-  CharTransformer(int64_t vocabulary, int64_t context) : context_(context) {
-    tokens_ = register_module("token_embedding", torch::nn::Embedding(vocabulary, kModelWidth));
-    positions_ = register_module("position_embedding", torch::nn::Embedding(context, kModelWidth));
-    for (int64_t i = 0; i < kLayers; ++i) {
-      blocks_.push_back(register_module(absl::StrCat("block", i + 1), std::make_shared<Block>()));
+  CharTransformer(int64_t vocabulary, int64_t context, int64_t width, int64_t heads, int64_t layers)
+      : context_(context) {
+    tokens_ = register_module("token_embedding", torch::nn::Embedding(vocabulary, width));
+    positions_ = register_module("position_embedding", torch::nn::Embedding(context, width));
+    for (int64_t i = 0; i < layers; ++i) {
+      blocks_.push_back(register_module(absl::StrCat("block", i + 1), std::make_shared<Block>(width, heads)));
     }
-    final_norm_ = register_module("final_norm", Norm());
-    head_ = register_module("head", torch::nn::Linear(kModelWidth, vocabulary));
+    final_norm_ = register_module("final_norm", Norm(width));
+    head_ = register_module("head", torch::nn::Linear(width, vocabulary));
   }
 
   // tokens int64 [N, T] with T <= context.
@@ -100,7 +103,8 @@ class CharTransformer : public LogitsModule {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const ModelInputInfo& info) {
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const v1::ModelSpec& spec,
+                                                                  const ModelInputInfo& info) {
   if (info.sample_shape.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("model.name char_transformer needs token sequences (sample shape {T}); the dataset gives ",
@@ -110,7 +114,18 @@ absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const ModelInp
     return absl::InvalidArgumentError(
         absl::StrCat("model.name char_transformer needs a vocabulary of at least 2, got ", info.num_classes));
   }
-  return std::make_shared<CharTransformer>(info.num_classes, info.sample_shape[0]);
+  const int64_t width = spec.width() > 0 ? spec.width() : kModelWidth;
+  const int64_t heads = spec.heads() > 0 ? spec.heads() : kHeads;
+  const int64_t layers = spec.layers() > 0 ? spec.layers() : kLayers;
+  const int64_t context = spec.context() > 0 ? spec.context() : info.sample_shape[0];
+  if (width % heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model.heads: ", heads, " does not divide model.width ", width));
+  }
+  if (context < info.sample_shape[0]) {
+    return absl::InvalidArgumentError(absl::StrCat("model.context: ", context, " is shorter than the dataset's ",
+                                                   info.sample_shape[0], "-token samples"));
+  }
+  return std::make_shared<CharTransformer>(info.num_classes, context, width, heads, layers);
 }
 
 }  // namespace herd

@@ -10,7 +10,7 @@ namespace {
 
 struct Builtin {
   const char* name;
-  absl::StatusOr<std::shared_ptr<LogitsModule>> (*make)(const ModelInputInfo&);
+  absl::StatusOr<std::shared_ptr<LogitsModule>> (*make)(const v1::ModelSpec&, const ModelInputInfo&);
 };
 
 constexpr Builtin kBuiltins[] = {
@@ -35,10 +35,10 @@ absl::Status ValidateInputInfo(const std::string& model, const ModelInputInfo& i
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Model>> CreateBuiltin(const Builtin& builtin, const ModelInputInfo& info,
-                                                     uint64_t seed) {
+absl::StatusOr<std::unique_ptr<Model>> CreateBuiltin(const Builtin& builtin, const v1::ModelSpec& spec,
+                                                     const ModelInputInfo& info, uint64_t seed) {
   if (absl::Status valid = ValidateInputInfo(builtin.name, info); !valid.ok()) return valid;
-  absl::StatusOr<std::shared_ptr<LogitsModule>> module = builtin.make(info);
+  absl::StatusOr<std::shared_ptr<LogitsModule>> module = builtin.make(spec, info);
   if (!module.ok()) return module.status();
   if (absl::Status init = InitializeParameters(**module, seed); !init.ok()) return init;
   (*module)->ChooseLayouts();  // after init: uniform_ fills in memory order
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const v1::ModelSpec& spec, co
   try {
     if (spec.name() == "torchscript") return LoadTorchScriptModel(spec.path());
     for (const Builtin& builtin : kBuiltins) {
-      if (spec.name() == builtin.name) return CreateBuiltin(builtin, info, seed);
+      if (spec.name() == builtin.name) return CreateBuiltin(builtin, spec, info, seed);
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("building model ", spec.name(), ": ", e.what_without_backtrace()));

@@ -56,7 +56,7 @@ class MnistCnn : public LogitsModule {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const ModelInputInfo& info) {
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeMnistCnn(const v1::ModelSpec&, const ModelInputInfo& info) {
   if (info.sample_shape != std::vector<int64_t>{1, 28, 28}) {
     return absl::InvalidArgumentError(absl::StrCat("model.name mnist_cnn needs 1x28x28 images (sample shape {1, 28, 28}); "
                                                    "the dataset gives ",

@@ -157,6 +157,50 @@ TEST(ModelTest, MlpAndCnnMatchTheDdpBaseline) {
   EXPECT_NEAR(w.mean().item<double>(), 0.0, 1e-3);
 }
 
+// model.hidden / width / heads / layers / context / widths size the models.
+TEST(ModelTest, SizedModelsHaveTheAskedShapesAndTrain) {
+  v1::ModelSpec mlp = Spec("mlp");
+  for (int64_t h : {64, 32, 16}) mlp.add_hidden(h);
+  auto sized_mlp = CreateModel(mlp, ModelInputInfo{{20}, 3}, 0);
+  ASSERT_TRUE(sized_mlp.ok()) << sized_mlp.status();
+  EXPECT_EQ(CountParameters(**sized_mlp), 20 * 64 + 64 + 64 * 32 + 32 + 32 * 16 + 16 + 16 * 3 + 3);
+
+  v1::ModelSpec transformer = Spec("char_transformer");
+  transformer.set_width(48);
+  transformer.set_heads(3);
+  transformer.set_layers(3);
+  transformer.set_context(32);
+  auto sized_transformer = CreateModel(transformer, ModelInputInfo{{16}, 40}, 0);
+  ASSERT_TRUE(sized_transformer.ok()) << sized_transformer.status();
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, p] : (*sized_transformer)->NamedParameters()) shapes[name] = p.sizes().vec();
+  EXPECT_EQ(shapes["token_embedding.weight"], (std::vector<int64_t>{40, 48}));
+  EXPECT_EQ(shapes["position_embedding.weight"], (std::vector<int64_t>{32, 48}));
+  EXPECT_EQ(shapes.count("block3.fc1.weight"), 1u);
+  EXPECT_EQ(shapes.count("block4.fc1.weight"), 0u);
+  const Batch tokens = TinyBatch(BuiltinCase{"char_transformer", {16}, 40, true}, 2, 5);
+  EXPECT_EQ((*sized_transformer)->Forward(tokens).logits.sizes().vec(), (std::vector<int64_t>{2, 16, 40}));
+
+  v1::ModelSpec resnet = Spec("resnet_small");
+  resnet.add_widths(8);
+  resnet.add_widths(24);
+  auto sized_resnet = CreateModel(resnet, ModelInputInfo{{1, 12, 12}, 5}, 0);
+  ASSERT_TRUE(sized_resnet.ok()) << sized_resnet.status();
+  std::map<std::string, std::vector<int64_t>> resnet_shapes;
+  for (const auto& [name, p] : (*sized_resnet)->NamedParameters()) resnet_shapes[name] = p.sizes().vec();
+  EXPECT_EQ(resnet_shapes["fc.weight"], (std::vector<int64_t>{5, 24}));
+  EXPECT_EQ(resnet_shapes.count("stage2_block2.conv1.weight"), 1u);
+  EXPECT_EQ(resnet_shapes.count("stage3_block1.conv1.weight"), 0u);
+  const Batch images = TinyBatch(BuiltinCase{"resnet_small", {1, 12, 12}, 5, false}, 2, 5);
+  EXPECT_EQ((*sized_resnet)->Forward(images).logits.sizes().vec(), (std::vector<int64_t>{2, 5}));
+
+  // What the spec check cannot know without the data is refused at build.
+  transformer.set_context(8);
+  auto short_context = CreateModel(transformer, ModelInputInfo{{16}, 40}, 0);
+  ASSERT_FALSE(short_context.ok());
+  EXPECT_EQ(short_context.status().message().rfind("model.context:", 0), 0u) << short_context.status();
+}
+
 TEST(ModelTest, WrongInputShapesAreRejected) {
   auto cnn = CreateModel(Spec("mnist_cnn"), ModelInputInfo{{3, 32, 32}, 10}, 0);
   EXPECT_EQ(cnn.status().code(), absl::StatusCode::kInvalidArgument);

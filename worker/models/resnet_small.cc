@@ -59,12 +59,12 @@ class BasicBlock : public torch::nn::Module {
 
 class ResnetSmall : public LogitsModule {
  public:
-  ResnetSmall(int64_t in_channels, int64_t classes) {
-    stem_conv_ = register_module("stem_conv", Conv(in_channels, 16, 3, 1));
-    stem_norm_ = register_module("stem_norm", Norm(16));
-    int64_t width = 16;
-    const int64_t widths[3] = {16, 32, 64};
-    for (int stage = 0; stage < 3; ++stage) {
+  // Two blocks per stage; stages after the first halve the resolution.
+  ResnetSmall(int64_t in_channels, const std::vector<int64_t>& widths, int64_t classes) {
+    stem_conv_ = register_module("stem_conv", Conv(in_channels, widths[0], 3, 1));
+    stem_norm_ = register_module("stem_norm", Norm(widths[0]));
+    int64_t width = widths[0];
+    for (size_t stage = 0; stage < widths.size(); ++stage) {
       for (int block = 0; block < 2; ++block) {
         const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
         blocks_.push_back(register_module(absl::StrCat("stage", stage + 1, "_block", block + 1),
@@ -90,12 +90,20 @@ class ResnetSmall : public LogitsModule {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const ModelInputInfo& info) {
+absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const v1::ModelSpec& spec, const ModelInputInfo& info) {
   if (info.sample_shape.size() != 3) {
     return absl::InvalidArgumentError(absl::StrCat("model.name resnet_small needs CxHxW images; the dataset gives ",
                                                    ShapeString(info.sample_shape)));
   }
-  return std::make_shared<ResnetSmall>(info.sample_shape[0], info.num_classes);
+  std::vector<int64_t> widths(spec.widths().begin(), spec.widths().end());
+  if (widths.empty()) widths = {16, 32, 64};
+  for (int64_t w : widths) {
+    if (w <= 0 || w % kGroups != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.widths: ", w, " is not a positive multiple of ", kGroups, " (the group norm's groups)"));
+    }
+  }
+  return std::make_shared<ResnetSmall>(info.sample_shape[0], widths, info.num_classes);
 }
 
 }  // namespace herd

@@ -65,13 +65,16 @@ absl::Status Trainer::Setup() {
   const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
   const int64_t steps_per_epoch = CeilDiv(ctx_.train->size(), per_step);
   total_steps_ = TotalSteps();
+  // optimizer.scale_lr follows this generation's world size.
+  lr_plan_ = PlanLearningRate(spec_.optimizer(), join_.world_size());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (ctx_.metrics != nullptr) {
     ctx_.metrics->SetMembership(join_.world_size(), join_.generation());
     ctx_.metrics->ObserveReform(seconds);
   }
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
-            << " ready in " << absl::StrFormat("%.3f", seconds) << " s (no reload): " << steps_per_epoch
+            << " ready in " << absl::StrFormat("%.3f", seconds) << " s (no reload): "
+            << lr_plan_.Describe(spec_.optimizer(), join_.world_size()) << ", " << steps_per_epoch
             << " steps per epoch, " << sync_->gradients().bucket_elements().size() << " gradient buckets over "
             << group_.data->backend()
             << (sync_->gradients().in_place_buckets() > 0
@@ -258,8 +261,8 @@ absl::Status Trainer::TrainStep() {
   }
   timer.Lap();  // GradientSync measures its own wait
   if (spec_.grad_clip_norm() > 0) torch::nn::utils::clip_grad_norm_(ctx_.params, spec_.grad_clip_norm());
-  SetLearningRate(ctx_.optimizer.get(),
-                  LearningRateAt(spec_.schedule(), spec_.optimizer().lr(), ctx_.step, std::max<int64_t>(1, total_steps_)));
+  ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
+  SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
   ctx_.optimizer->step();
   stats.optimizer_seconds = timer.Lap();
   stats.step_seconds = timer.Total();
@@ -369,6 +372,7 @@ absl::Status Trainer::CommitPoint(bool final) {
   report.set_loss(ctx_.last_loss);
   report.set_total_steps(total_steps_);
   report.set_checkpoint_warning(ctx_.checkpoint_warning);
+  report.set_learning_rate(ctx_.learning_rate);
   for (const auto& [name, value] : ctx_.eval_metrics) (*report.mutable_eval())[name] = value;
   if (join_.rank() == 0) {
     LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", ctx_.step, total_steps_, ctx_.epoch,

@@ -21,6 +21,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
+#include "worker/train/lr_schedule.h"
 #include "worker/train/sync_strategy.h"
 #include "worker/train/training_context.h"
 
@@ -73,6 +74,7 @@ class Trainer {
   std::unique_ptr<SyncStrategy> sync_;
 
   int64_t total_steps_ = 0;
+  LearningRatePlan lr_plan_;
   int64_t last_commit_step_ = 0;
 };
 

@@ -86,6 +86,7 @@ struct TrainingContext {
   int64_t samples_since_report = 0;
   std::chrono::steady_clock::time_point last_report_time = std::chrono::steady_clock::now();
   double last_loss = 0;
+  double learning_rate = 0;  // of the last step
   double samples_per_second = 0;
   // The last report posted: what a successful exit leaves as its final report.
   v1::ReportProgressRequest last_report;
