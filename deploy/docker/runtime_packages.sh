@@ -28,18 +28,33 @@ libraries() {
   done
 }
 
+# owners < LIBRARIES: the package of each library. One dpkg -S for all (one
+# per library takes minutes); usrmerge: dpkg may know a file under /lib
+# rather than /usr/lib, so what is not found is asked again without /usr.
 owners() {
-  local lib real owner dir
+  local lib real dir found missing=()
+  declare -A path_of=()
   while read -r lib; do
     real="$(readlink -f "$lib")"
     for dir in "${bundled[@]}"; do
       [[ "$real" == "$dir"/* ]] && continue 2
     done
-    # usrmerge: dpkg may know the file under /lib rather than /usr/lib.
-    owner="$(dpkg -S "$real" 2>/dev/null || dpkg -S "${real#/usr}" 2>/dev/null)" ||
-      { echo "runtime_packages.sh: no Debian package holds $real ($lib)" >&2; return 1; }
-    echo "${owner%%:*}"
+    path_of["$real"]="$lib"
   done
+  [ ${#path_of[@]} -gt 0 ] || return 0
+  found=$'\n'"$(dpkg -S "${!path_of[@]}" 2>/dev/null || true)"$'\n'
+  for real in "${!path_of[@]}"; do
+    [[ "$found" == *": $real"$'\n'* ]] || missing+=("$real")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    found+="$(dpkg -S "${missing[@]#/usr}" 2>/dev/null || true)"$'\n'
+    for real in "${missing[@]}"; do
+      [[ "$found" == *": ${real#/usr}"$'\n'* ]] ||
+        { echo "runtime_packages.sh: no Debian package holds $real (${path_of[$real]})" >&2; return 1; }
+    done
+  fi
+  # "pkg:arch: /path" or "pkg1, pkg2: /path" (a file two packages share).
+  sed -n 's/^\(.*\): \/.*$/\1/p' <<<"$found" | tr ',' '\n' | sed 's/:.*//; s/^ *//'
 }
 
 libs="$(libraries "$@")"
