@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Checks the images deploy/docker/build.sh made, on demand (slow, a few
-# minutes; not part of CI). Needs root, buildah, and the images in the local
-# store. Two parts:
+# Checks the images deploy/docker/build.sh made, on demand: it needs root,
+# buildah and the images in the local store, and takes about a minute, so it
+# is not part of CI. Two parts:
 #   1. each image: mounted (buildah mount), its binaries' --help and
 #      --version run inside it with chroot as the chart's user; its user and
 #      entrypoint are the chart's; it holds no compiler, Bazel or -dev package;
