@@ -6,6 +6,7 @@
 #include "client/commands.h"
 #include "common/auth.h"
 #include "common/rpc_options.h"
+#include "common/version.h"
 
 namespace herd::client {
 namespace {
@@ -50,6 +51,7 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
 
   CLI::App app("herd: submit, watch and manage data-parallel training jobs.", "herd");
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("herd ") + kVersion);
   AddGlobalOptions(&app, &flags);
 
   std::string job_file;

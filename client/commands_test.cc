@@ -14,6 +14,7 @@
 #include "client/cli.h"
 #include "client/commands.h"
 #include "common/job_spec_yaml.h"
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -425,6 +426,11 @@ TEST_F(CommandsTest, UsageErrorsExit2AndHelpExits0) {
   EXPECT_THAT(out_.str(), HasSubstr("checkpoints"));
   EXPECT_EQ(Herd({"watch", "--help"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("--timeout"));
+}
+
+TEST_F(CommandsTest, VersionNeedsNoSubcommand) {
+  EXPECT_EQ(Herd({"--version"}), kExitOk);
+  EXPECT_EQ(out_.str(), std::string("herd ") + kVersion + "\n");
 }
 
 }  // namespace

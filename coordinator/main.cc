@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "common/auth.h"
+#include "common/version.h"
 #include "coordinator/ready_file.h"
 #include "coordinator/server.h"
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tls-require-client-cert", options.tls.require_client_cert, "require mutual TLS");
   app.add_option("--ready-file", ready_file,
                  "once serving, write {\"listen\": ADDR, \"metrics\": ADDR} here (atomically)");
+  app.set_version_flag("--version", std::string("herd-coordinator ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
   if (token_file.empty() == !insecure_no_auth) {

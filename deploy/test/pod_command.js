@@ -16,8 +16,16 @@
 //   node pod_command.js RENDERED.json COMPONENT CONTAINER ROOT
 //        [--pod-name N] [--pod-ip IP] [--namespace NS] [--secrets FILE]
 //        [--writes FLAG]... [--set FLAG=VALUE]... [--add FLAG=VALUE]...
+//        [--in-root MOUNTS_FILE] [--env-out FILE]
 // --secrets: {"secret-name": {"key": "plain value"}} for Secrets the chart
 // references but does not create (existing token, TLS).
+// --in-root: ROOT is an image's root filesystem the caller will chroot into:
+// paths stay as the container sees them and may name files the image holds
+// (read-only); the emptyDir, PVC and hostPath volumes are listed in
+// MOUNTS_FILE ("KIND<TAB>SOURCE<TAB>MOUNT_PATH<TAB>ro|rw" a line; SOURCE is
+// the volume name, claim name or host path) for the caller to mount, so that
+// pods can share a PVC as they would a ReadWriteMany one.
+// --env-out: the container's environment, NAME=VALUE NUL-separated.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -25,7 +33,17 @@ const { Rendered, podSpec, container, flags, mountFor } = require("./lib/rendere
 
 function parseOptions(argv) {
   const [renderedPath, component, containerName, root, ...rest] = argv;
-  const options = { podName: "pod-0", podIp: "127.0.0.1", namespace: "default", secrets: {}, writes: [], set: [], add: [] };
+  const options = {
+    podName: "pod-0",
+    podIp: "127.0.0.1",
+    namespace: "default",
+    secrets: {},
+    writes: [],
+    set: [],
+    add: [],
+    inRoot: null,
+    envFile: null,
+  };
   for (let i = 0; i < rest.length; i += 2) {
     const [name, value] = [rest[i], rest[i + 1]];
     if (value === undefined) throw new Error(`${name} needs a value`);
@@ -36,6 +54,8 @@ function parseOptions(argv) {
     else if (name === "--writes") options.writes.push(value);
     else if (name === "--set") options.set.push(splitPair(value));
     else if (name === "--add") options.add.push(splitPair(value));
+    else if (name === "--in-root") options.inRoot = value;
+    else if (name === "--env-out") options.envFile = value;
     else throw new Error(`unknown option ${name}`);
   }
   return { renderedPath, component, containerName, root, options };
@@ -112,20 +132,34 @@ function writeFiles(dir, data, items, what) {
   }
 }
 
+// The volumes the caller mounts itself (--in-root), as MOUNTS_FILE lines.
+function listedMount(volume, mount) {
+  const mode = mount.readOnly ? "ro" : "rw";
+  if (volume.emptyDir) return ["emptyDir", volume.name, mount.mountPath, mode];
+  if (volume.persistentVolumeClaim) return ["pvc", volume.persistentVolumeClaim.claimName, mount.mountPath, mode];
+  if (volume.hostPath) return ["hostPath", volume.hostPath.path, mount.mountPath, mode];
+  return null;
+}
+
 function materializeVolumes(rendered, workload, c, root, options) {
   const volumes = podSpec(workload).volumes || [];
+  const listed = [];
   for (const mount of c.volumeMounts || []) {
     const volume = volumes.find((v) => v.name === mount.name);
     if (!volume) throw new Error(`volumeMount ${mount.name} has no volume`);
     const dir = path.join(root, mount.mountPath);
-    if (volume.secret) {
+    if (volume.persistentVolumeClaim) rendered.get("PersistentVolumeClaim", volume.persistentVolumeClaim.claimName);
+    const line = options.inRoot ? listedMount(volume, mount) : null;
+    if (line) {
+      fs.mkdirSync(dir, { recursive: true }); // the mount point
+      listed.push(line.join("\t"));
+    } else if (volume.secret) {
       const name = volume.secret.secretName;
       writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`);
     } else if (volume.configMap) {
       const name = volume.configMap.name;
       writeFiles(dir, configMapData(rendered, name), volume.configMap.items, `ConfigMap ${name}`);
     } else if (volume.persistentVolumeClaim) {
-      rendered.get("PersistentVolumeClaim", volume.persistentVolumeClaim.claimName);
       fs.mkdirSync(dir, { recursive: true });
     } else if (volume.emptyDir) {
       fs.mkdirSync(dir, { recursive: true });
@@ -133,6 +167,7 @@ function materializeVolumes(rendered, workload, c, root, options) {
       throw new Error(`volume ${volume.name}: unsupported type`);
     }
   }
+  if (options.inRoot) fs.writeFileSync(options.inRoot, listed.map((l) => l + "\n").join(""));
 }
 
 function main() {
@@ -142,6 +177,9 @@ function main() {
   const c = container(workload, containerName);
   materializeVolumes(rendered, workload, c, root, options);
   const env = environment(rendered, c, options);
+  if (options.envFile) {
+    fs.writeFileSync(options.envFile, Object.entries(env).map(([k, v]) => `${k}=${v}`).join("\0"));
+  }
   const command = (c.command || []).map((part) => expand(part, env));
   if (command.length !== 1) throw new Error(`expected command: [binary], got ${JSON.stringify(c.command)}`);
   const args = flags((c.args || []).map((arg) => expand(arg, env)));
@@ -154,12 +192,15 @@ function main() {
   for (const [flag, value] of args) {
     if (overridden.has(flag) || typeof value !== "string" || !value.startsWith("/")) continue;
     const held = mountFor(workload, containerName, value);
+    // In an image's root: what the image itself holds (a program) may be read.
+    const inImage = options.inRoot && !options.writes.includes(flag) && fs.existsSync(path.join(root, value));
+    if (!held && inImage) continue;
     if (!held) throw new Error(`${flag}=${value} is on no volume (the root filesystem is read-only)`);
     if (options.writes.includes(flag) && held.mount.readOnly) throw new Error(`${flag}=${value} is on a read-only mount`);
     if ((held.volume.secret || held.volume.configMap) && !fs.existsSync(path.join(root, value))) {
       throw new Error(`${flag}=${value}: no such file in volume ${held.volume.name}`);
     }
-    args.set(flag, path.join(root, value));
+    if (!options.inRoot) args.set(flag, path.join(root, value));
   }
   for (const [flag, value] of options.add) {
     if (args.has(flag)) throw new Error(`--add ${flag}: the chart already renders it`);

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/version.h"
 #include "worker/daemon/identifiers.h"
 
 namespace herd::worker {
@@ -71,6 +72,7 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
   app.add_option("--ready-file", config.ready_file,
                  "Once registered, write {\"worker_id\":...,\"metrics\":\"host:port\"} here (atomically)");
 
+  app.set_version_flag("--version", std::string("herd-worker ") + kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -111,6 +112,12 @@ TEST_F(WorkerConfigTest, HelpExitsZero) {
   EXPECT_EQ(exit_code_, 0);
   EXPECT_THAT(out_.str(), HasSubstr("--trainer-kill-grace-seconds"));
   EXPECT_THAT(out_.str(), HasSubstr("--ready-file"));
+}
+
+TEST_F(WorkerConfigTest, VersionExitsZeroWithoutRequiredFlags) {
+  EXPECT_FALSE(Parse({"--version"}).has_value());
+  EXPECT_EQ(exit_code_, 0);
+  EXPECT_EQ(out_.str(), std::string("herd-worker ") + kVersion + "\n");
 }
 
 TEST_F(WorkerConfigTest, RejectsBadWorkerId) {

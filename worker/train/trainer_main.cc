@@ -13,6 +13,7 @@
 
 #include "common/auth.h"
 #include "common/rpc_options.h"
+#include "common/version.h"
 #include "common/atomic_file.h"
 #include "worker/contract/trainer_contract.h"
 #include "worker/train/checkpoint_files.h"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
                  "$HERD_CHECKPOINT_ROOT)");
   app.add_option("--collective-timeout-seconds", collective_timeout,
                  "timeout of every collective (default: the job's collective_timeout_seconds)");
+  app.set_version_flag("--version", std::string("herd-trainer ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
   // Every step allocates and frees the same large blocks (activations,
