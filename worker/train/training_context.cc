@@ -43,6 +43,9 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   auto sync = ParseSyncConfig(spec.sync());
   if (!sync.ok()) return sync.status();
   context->sync = *sync;
+  // Building data and model computes too (a synthetic set's labels are a matmul).
+  std::unique_lock<std::mutex> compute;
+  if (context->options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*context->options.compute_mutex);
   torch::set_num_threads(static_cast<int>(spec.threads()));
   auto train = LoadDataset(spec.dataset(), /*train=*/true, seed);
   if (!train.ok()) return train.status();

@@ -38,9 +38,10 @@ struct TrainerOptions {
   std::chrono::milliseconds collective_timeout{0};
   // Root of the checkpoint storage (shared by all workers of a cluster).
   std::string checkpoint_root;
-  // Tests running ranks as threads of one process: held around forward and
-  // backward, because Debian's serial OpenBLAS is not safe to call from two
-  // threads at once. Null in a real trainer (one rank per process).
+  // Tests running ranks as threads of one process: held around everything
+  // that calls BLAS (building the data and model, forward, backward), because
+  // Debian's serial OpenBLAS is not safe to call from two threads at once.
+  // Null in a real trainer (one rank per process).
   std::mutex* compute_mutex = nullptr;
 };
 
