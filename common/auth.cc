@@ -2,10 +2,8 @@
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/server_context.h>
-#include <openssl/sha.h>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/private_file.h"
 
@@ -38,12 +36,6 @@ absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContext& context) {
     return absl::UnauthenticatedError("authorization metadata is not \"Bearer <token>\"");
   }
   return value.substr(sizeof(kBearerPrefix) - 1);
-}
-
-std::string Sha256Hex(const std::string& text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
 }
 
 bool TokensEqual(const std::string& a, const std::string& b) {

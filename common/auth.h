@@ -26,9 +26,6 @@ void AttachBearerToken(grpc::ClientContext* context, const std::string& token);
 // the authorization metadata is not "Bearer <token>".
 absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContext& context);
 
-// Lower-case hex SHA-256 of `text`: how auth files store tokens.
-std::string Sha256Hex(const std::string& text);
-
 // Constant-time comparison, so response timing does not leak the token.
 bool TokensEqual(const std::string& a, const std::string& b);
 

@@ -1,4 +1,5 @@
 #include "common/auth.h"
+#include "common/sha256.h"
 
 #include <gtest/gtest.h>
 

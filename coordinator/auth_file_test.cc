@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "common/auth.h"
+#include "common/sha256.h"
 #include "coordinator/authenticator.h"
 
 namespace herd::coordinator {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/sha256.h"
 
 namespace herd::coordinator {
 

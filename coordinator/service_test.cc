@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/auth.h"
+#include "common/sha256.h"
 #include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "coordinator/server.h"

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/auth.h"
+#include "common/sha256.h"
 #include "common/rpc_options.h"
 #include "proto/herd.grpc.pb.h"
 #include "tests/harness/http_client.h"

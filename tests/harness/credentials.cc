@@ -8,7 +8,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "common/auth.h"
+#include "common/sha256.h"
 
 namespace herd::testing {
 namespace {
