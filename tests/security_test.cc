@@ -43,11 +43,14 @@ max_workers: 1
 // One principal's gRPC view of the coordinator.
 class Caller {
  public:
-  Caller(const std::string& address, const std::string& token_file) {
-    auto token = ReadTokenFile(token_file);
-    EXPECT_TRUE(token.ok()) << token.status();
-    token_ = token.value_or("");
-    auto channel = MakeChannel(address);
+  // An empty `token_file`: no token (a client certificate in `tls`, or nothing).
+  Caller(const std::string& address, const std::string& token_file, const TlsOptions& tls = {}) {
+    if (!token_file.empty()) {
+      auto token = ReadTokenFile(token_file);
+      EXPECT_TRUE(token.ok()) << token.status();
+      token_ = token.value_or("");
+    }
+    auto channel = MakeChannel(address, tls);
     EXPECT_TRUE(channel.ok()) << channel.status();
     jobs = v1::JobService::NewStub(*channel);
     cluster = v1::ClusterService::NewStub(*channel);
@@ -472,6 +475,74 @@ TEST(Security, SighupReloadsTheAuthFile) {
   }
   EXPECT_NE(cluster.coordinator().Log().find(":1: unknown role 'boss'"), std::string::npos);
   EXPECT_EQ(cluster.HerdAs(carol_token, {"list"}).exit_code, 0);
+}
+
+// A CA, a server certificate for 127.0.0.1 and one client certificate per
+// common name, made with openssl (EC keys: fast).
+void MakeCertificates(const std::string& dir, const std::vector<std::string>& clients) {
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  std::string script = "set -e; cd '" + dir + "'; " +
+                       "openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 1 -subj /CN=herd-test-ca; " +
+                       "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1; " +
+                       "printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext; " +
+                       "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt " +
+                       "-days 1 -extfile server.ext; ";
+  for (const std::string& client : clients) {
+    script += "openssl req " + key + " -keyout " + client + ".key -out " + client + ".csr -subj /CN=" + client +
+              "; openssl x509 -req -in " + client + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + client +
+              ".crt -days 1; ";
+  }
+  CommandResult made = RunCommand({"bash", "-c", script}, seconds(60));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+}
+
+// Under mutual TLS the identity comes from the client certificate: the auth
+// file's cert: lines give it a principal, a role and worker ids.
+TEST(Security, MutualTlsIdentityComesFromTheClientCertificate) {
+  const std::string dir = ::testing::TempDir() + "/mtls";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_NO_FATAL_FAILURE(MakeCertificates(dir, {"node-7", "alice-laptop", "stranger"}));
+  WritePrivateFile(dir + "/auth",
+                   "node-7 worker cert:node-7 node-7\n"
+                   "alice-laptop user cert:alice-laptop\n");
+  Process coordinator({LocalCluster::Binary("coordinator/herd-coordinator"), "--listen=127.0.0.1:0",
+                       "--metrics-listen=", "--state-dir=" + dir + "/state", "--auth-file=" + dir + "/auth",
+                       "--tls-cert=" + dir + "/server.crt", "--tls-key=" + dir + "/server.key",
+                       "--tls-ca=" + dir + "/ca.crt", "--tls-require-client-cert", "--ready-file=" + dir + "/ready"},
+                      dir + "/coordinator.log");
+  ASSERT_TRUE(WaitForFile(dir + "/ready", seconds(30))) << coordinator.Log();
+  const std::string address = nlohmann::json::parse(ReadFile(dir + "/ready"))["listen"].get<std::string>();
+  auto as = [&](const std::string& name) {
+    return std::make_unique<Caller>(address, "", TlsOptions{dir + "/ca.crt", dir + "/" + name + ".crt",
+                                                            dir + "/" + name + ".key"});
+  };
+  auto node = as("node-7");
+  EXPECT_TRUE(node->Register("node-7").ok());
+  grpc::Status other = node->Register("node-8");
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::PERMISSION_DENIED) << other.error_message();
+  EXPECT_NE(other.error_message().find("principal 'node-7' may not act as worker 'node-8'"), std::string::npos);
+  v1::ListJobsResponse jobs;
+  EXPECT_EQ(node->jobs->ListJobs(node->Context().get(), {}, &jobs).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  auto alice = as("alice-laptop");
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->mutable_model()->set_name("mlp");
+  submit.mutable_spec()->mutable_dataset()->set_kind("synthetic");
+  submit.mutable_spec()->set_batch_size(8);
+  v1::SubmitJobResponse submitted;
+  grpc::Status status = alice->jobs->SubmitJob(alice->Context().get(), submit, &submitted);
+  ASSERT_TRUE(status.ok()) << status.error_message() << coordinator.Log();
+  EXPECT_EQ(submitted.job().owner(), "alice-laptop");
+  EXPECT_EQ(alice->Register("alice-laptop").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  auto stranger = as("stranger");
+  grpc::Status unknown = stranger->jobs->ListJobs(stranger->Context().get(), {}, &jobs);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(unknown.error_message().find("client certificate 'stranger' is not in the auth file"), std::string::npos)
+      << unknown.error_message();
+  coordinator.Signal(SIGTERM);
+  EXPECT_EQ(coordinator.Wait(seconds(15)), 0);
 }
 
 }  // namespace
