@@ -492,7 +492,7 @@ void MakeCertificates(const std::string& dir, const std::vector<std::string>& cl
               "; openssl x509 -req -in " + client + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + client +
               ".crt -days 1; ";
   }
-  CommandResult made = RunCommand({"bash", "-c", script}, seconds(60));
+  CommandResult made = RunCommand({"/bin/bash", "-c", script}, seconds(60));
   ASSERT_EQ(made.exit_code, 0) << made.err;
 }
 
