@@ -17,6 +17,7 @@ Build first: scripts/bazel.sh build //coordinator:herd-coordinator \
 Prints a table, then one JSON line.
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -46,12 +47,22 @@ class Cluster:
         self.bin = bin_dir
         self.run = tempfile.mkdtemp(prefix="herd-avg-bench.")
         self.procs = []
-        token = os.path.join(self.run, "token")
-        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write(secrets.token_hex(32))
+        # One token per principal (this script as a user, the workers); the
+        # coordinator's auth file holds their SHA-256s.
+        token, worker_token = os.path.join(self.run, "user-token"), os.path.join(self.run, "worker-token")
+        auth = os.path.join(self.run, "auth")
+        lines = []
+        for path, entry in ((token, "bench user"), (worker_token, "bench-workers worker")):
+            secret = secrets.token_hex(32)
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(secret)
+            lines.append(f"{entry} sha256:{hashlib.sha256(secret.encode()).hexdigest()}")
+        lines[1] += " worker-*"
+        with open(os.open(auth, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("\n".join(lines) + "\n")
         ready = os.path.join(self.run, "coordinator.json")
         self._start([f"{bin_dir}/coordinator/herd-coordinator", "--listen=127.0.0.1:0",
-                     "--metrics-listen=127.0.0.1:0", f"--state-dir={self.run}/state", f"--token-file={token}",
+                     "--metrics-listen=127.0.0.1:0", f"--state-dir={self.run}/state", f"--auth-file={auth}",
                      f"--ready-file={ready}"], "coordinator.log")
         wait_for_file(ready)
         with open(ready) as f:
@@ -59,7 +70,7 @@ class Cluster:
         self.env = dict(os.environ, HERD_COORDINATOR=address, HERD_TOKEN_FILE=token)
         for i in range(workers):
             self._start([f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={address}",
-                         f"--token-file={token}", f"--worker-id=worker-{i}", f"--work-dir={self.run}/worker-{i}",
+                         f"--token-file={worker_token}", f"--worker-id=worker-{i}", f"--work-dir={self.run}/worker-{i}",
                          "--metrics-listen=127.0.0.1:0", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
                          f"--ready-file={self.run}/worker-{i}.json"], f"worker-{i}.log")
         for i in range(workers):

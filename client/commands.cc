@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/format.h"
 #include "client/progress.h"
+#include "common/control_chars.h"
 #include "common/job_spec.h"
 #include "common/job_spec_yaml.h"
 #include "common/rpc_options.h"
@@ -143,17 +144,19 @@ int Watch(const CommandContext& context, const std::string& job_id) {
 int ReportRpcError(const CommandContext& context, const absl::Status& status) {
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
     *context.err << "herd: cannot reach coordinator at " << context.options.coordinator << ": "
-                 << status.message() << "\n";
+                 << EscapeControlChars(status.message()) << "\n";
     return kExitUnreachable;
   }
-  *context.err << "herd: " << absl::StatusCodeToString(status.code()) << ": " << status.message() << "\n";
+  // Messages may quote names and reasons: printed inert.
+  *context.err << "herd: " << absl::StatusCodeToString(status.code()) << ": "
+               << EscapeControlChars(status.message()) << "\n";
   return kExitFailed;
 }
 
 int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch) {
   absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(job_file);
   if (!spec.ok()) {
-    *context.err << "herd: " << spec.status().message() << "\n";
+    *context.err << "herd: " << EscapeControlChars(spec.status().message()) << "\n";
     return kExitUsage;
   }
   // Check locally for a quick, precise error; the coordinator checks again
@@ -161,7 +164,7 @@ int SubmitCommand(const CommandContext& context, const std::string& job_file, bo
   v1::JobSpec checked = *spec;
   ApplyJobDefaults(&checked);
   if (absl::Status valid = ValidateJobSpec(checked); !valid.ok()) {
-    *context.err << "herd: " << job_file << ": " << valid.message() << "\n";
+    *context.err << "herd: " << job_file << ": " << EscapeControlChars(valid.message()) << "\n";
     return kExitUsage;
   }
   v1::SubmitJobRequest request;

@@ -189,6 +189,12 @@ class CommandsTest : public ::testing::Test {
     std::ofstream(path) << content;
     return path;
   }
+  // Token files must be private to their owner.
+  std::string WriteTokenFile(const std::string& name, const std::string& token) {
+    std::string path = WriteFile(name, token);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    return path;
+  }
 
   std::vector<std::string> OutLines() {
     std::vector<std::string> lines;
@@ -257,14 +263,17 @@ TEST_F(CommandsTest, SubmitRejectsAnInvalidFileNamingFileAndField) {
 }
 
 TEST_F(CommandsTest, SendsTheBearerTokenFromTheEnvironmentOrFlag) {
-  env_token_file_ = WriteFile("token", "s3cret\n");
+  env_token_file_ = WriteTokenFile("token", "s3cret\n");
   ASSERT_EQ(Herd({"submit", WriteFile("job.yaml", kJobYaml)}), kExitOk) << err_.str();
   EXPECT_EQ(service_.last_authorization(), "Bearer s3cret");
   env_token_file_.clear();
-  ASSERT_EQ(Herd({"submit", WriteFile("job.yaml", kJobYaml), "--token-file", WriteFile("other", "t2")}), kExitOk);
+  ASSERT_EQ(Herd({"submit", WriteFile("job.yaml", kJobYaml), "--token-file", WriteTokenFile("other", "t2")}), kExitOk);
   EXPECT_EQ(service_.last_authorization(), "Bearer t2");
   EXPECT_EQ(Herd({"list", "--token-file", (dir_ / "nope").string()}), kExitUsage);
-  env_token_file_ = WriteFile("token", "s3cret\n");
+  // A token file others may read is refused, as ssh refuses such keys.
+  EXPECT_EQ(Herd({"list", "--token-file", WriteFile("shared", "t3")}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("permissions 0644 are too open"));
+  env_token_file_ = WriteTokenFile("token", "s3cret\n");
   ASSERT_EQ(Herd({"submit", WriteFile("job.yaml", kJobYaml), "--insecure-no-auth"}), kExitOk);
   EXPECT_EQ(service_.last_authorization(), "");
 }
@@ -301,14 +310,16 @@ TEST_F(CommandsTest, StatusTableIsReadable) {
 }
 
 TEST_F(CommandsTest, ListTableAndJson) {
-  service_.AddJob(Job("job-1", v1::RUNNING, 10));
+  v1::JobInfo owned = Job("job-1", v1::RUNNING, 10);
+  owned.set_owner("alice");
+  service_.AddJob(owned);
   service_.AddJob(Job("job-2", v1::SUCCEEDED, 100));
   ASSERT_EQ(Herd({"list"}), kExitOk);
   std::vector<std::string> lines = OutLines();
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_THAT(lines[0], StartsWith("ID     NAME   STATE"));
-  EXPECT_THAT(lines[1], StartsWith("job-1  mnist  RUNNING    10/100"));
-  EXPECT_THAT(lines[2], StartsWith("job-2  mnist  SUCCEEDED  100/100"));
+  EXPECT_THAT(lines[0], StartsWith("ID     NAME   OWNER  STATE"));
+  EXPECT_THAT(lines[1], StartsWith("job-1  mnist  alice  RUNNING    10/100"));
+  EXPECT_THAT(lines[2], StartsWith("job-2  mnist  -      SUCCEEDED  100/100"));
   ASSERT_EQ(Herd({"list", "--output=json"}), kExitOk);
   nlohmann::json parsed = nlohmann::json::parse(out_.str());
   ASSERT_EQ(parsed["jobs"].size(), 2u);

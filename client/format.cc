@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/table.h"
+#include "common/control_chars.h"
 
 namespace herd::client {
 
@@ -129,6 +130,7 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
     rows.push_back({
         job.id(),
         job.name(),
+        job.owner().empty() ? "-" : job.owner(),
         JobStateName(job.state()),
         FormatStep(job),
         absl::StrCat(job.epoch()),
@@ -139,7 +141,7 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
         job.created_unix() > 0 ? FormatAge(now - job.created_unix()) : "-",
     });
   }
-  return FormatTable({"ID", "NAME", "STATE", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
+  return FormatTable({"ID", "NAME", "OWNER", "STATE", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
 }
 
 std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now) {
@@ -189,6 +191,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"ID", job.id()});
   lines.push_back({"Name", job.name()});
+  lines.push_back({"Owner", job.owner().empty() ? "-" : job.owner()});
   lines.push_back({"State", JobStateName(job.state())});
   if (!job.reason().empty()) lines.push_back({"Reason", job.reason()});
   if (!job.warning().empty()) lines.push_back({"Warning", job.warning()});
@@ -227,7 +230,8 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   for (const auto& [label, value] : lines) width = std::max(width, label.size());
   std::string text;
   for (const auto& [label, value] : lines) {
-    absl::StrAppend(&text, label, ":", std::string(width - label.size() + 2, ' '), value, "\n");
+    // Values hold names, reasons, paths and eval keys from users and workers.
+    absl::StrAppend(&text, label, ":", std::string(width - label.size() + 2, ' '), EscapeControlChars(value), "\n");
   }
   return text;
 }

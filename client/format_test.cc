@@ -112,11 +112,36 @@ TEST(FormatTest, JobsTable) {
   pending.set_name("new");
   pending.set_state(v1::PENDING);
   pending.set_created_unix(1290);
+  pending.set_owner("bob");
   std::string table = JobsTable({SampleJob(), pending}, 1300);
   EXPECT_EQ(table,
-            "ID     NAME   STATE    STEP      EPOCH  WORLD  GEN  SAMPLES/S  LOSS    AGE\n"
-            "job-7  mnist  RUNNING  420/1000  1      2      3    5321       0.4123  5m\n"
-            "job-8  new    PENDING  0         0      0      0    -          -       10s\n");
+            "ID     NAME   OWNER  STATE    STEP      EPOCH  WORLD  GEN  SAMPLES/S  LOSS    AGE\n"
+            "job-7  mnist  -      RUNNING  420/1000  1      2      3    5321       0.4123  5m\n"
+            "job-8  new    bob    PENDING  0         0      0      0    -          -       10s\n");
+}
+
+// Names, reasons, paths and eval keys come from users and workers; the
+// table and detail views print their control characters as escapes.
+TEST(FormatTest, ControlCharactersPrintEscaped) {
+  v1::JobInfo job = SampleJob();
+  job.set_name("x\x1b]0;title\x07");
+  job.set_reason("failed\x1b[2J at /data/\x1b[31mred");
+  (*job.mutable_eval())["acc\x1b[8m"] = 0.5;
+  const std::string table = JobsTable({job}, 1300);
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_NE(table.find("x\\x1b]0;title\\x07"), std::string::npos) << table;
+  const std::string detail = JobDetail(job, 1300);
+  EXPECT_EQ(detail.find('\x1b'), std::string::npos) << detail;
+  EXPECT_NE(detail.find("failed\\x1b[2J at /data/\\x1b[31mred"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("acc\\x1b[8m 0.5"), std::string::npos) << detail;
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_path("job/\x1b[2Jstep-1");
+  const std::string checkpoints = CheckpointsTable({checkpoint}, 1300);
+  EXPECT_NE(checkpoints.find("job/\\x1b[2Jstep-1"), std::string::npos) << checkpoints;
+  // JSON stays exact: a JSON reader gets the original text back.
+  auto json = ToJson(job);
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(nlohmann::json::parse(*json).value("reason", ""), job.reason());
 }
 
 TEST(FormatTest, WorkersAndCheckpointsTables) {

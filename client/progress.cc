@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/control_chars.h"
 #include "client/format.h"
 
 namespace herd::client {
@@ -73,18 +74,19 @@ std::string Pending(const v1::JobInfo& job) {
 
 }  // namespace
 
+// Reasons and eval keys come from workers and users: printed inert.
 std::string TtyProgressLine(const v1::JobInfo& job, double observed_steps_per_second, int bar_width) {
-  if (job.state() == v1::PENDING) return Pending(job);
+  if (job.state() == v1::PENDING) return EscapeControlChars(Pending(job));
   std::string prefix;
   if (job.total_steps() > 0) prefix = absl::StrCat(ProgressBar(Fraction(job), bar_width), " ", Percent(job), " ");
-  return prefix + Details(job, observed_steps_per_second);
+  return EscapeControlChars(prefix + Details(job, observed_steps_per_second));
 }
 
 std::string PlainProgressLine(const v1::JobInfo& job, double observed_steps_per_second) {
-  if (job.state() == v1::PENDING) return Pending(job);
+  if (job.state() == v1::PENDING) return EscapeControlChars(Pending(job));
   std::string line = JobStateName(job.state()) + " ";
   if (job.total_steps() > 0) absl::StrAppend(&line, Percent(job), " ");
-  return line + Details(job, observed_steps_per_second);
+  return EscapeControlChars(line + Details(job, observed_steps_per_second));
 }
 
 std::string FinalSummary(const v1::JobInfo& job) {
@@ -92,7 +94,7 @@ std::string FinalSummary(const v1::JobInfo& job) {
   if (job.step() > 0) absl::StrAppend(&text, " | final loss ", FormatLoss(job.loss()));
   if (!job.eval().empty()) absl::StrAppend(&text, " | eval ", FormatEval(job.eval()));
   if (!job.reason().empty()) absl::StrAppend(&text, " | reason: ", job.reason());
-  return text;
+  return EscapeControlChars(text);
 }
 
 }  // namespace herd::client

@@ -2,9 +2,19 @@
 
 #include <algorithm>
 
+#include "common/control_chars.h"
+
 namespace herd::client {
 
-std::string FormatTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& raw_rows) {
+  // Cells hold names, reasons and paths from users and workers: inert text only.
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(raw_rows.size());
+  for (const auto& raw : raw_rows) {
+    std::vector<std::string>& row = rows.emplace_back();
+    for (const std::string& cell : raw) row.push_back(EscapeControlChars(cell));
+  }
   std::vector<size_t> widths(header.size(), 0);
   auto measure = [&widths](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());

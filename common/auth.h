@@ -1,4 +1,5 @@
-// Bearer-token authentication shared by every herd process.
+// Bearer-token handling shared by every herd process: reading a token file,
+// attaching the token to calls, and taking it out of a call on the server.
 #pragma once
 
 #include <string>
@@ -14,16 +15,16 @@ class ServerContext;
 namespace herd {
 
 // Reads a token file (surrounding whitespace trimmed). Empty files are an
-// error: an empty token would let anyone in.
+// error (an empty token would let anyone in), and so are files that group
+// or others may read (see common/private_file.h).
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // Adds "authorization: Bearer <token>" to an outgoing call (no-op if empty).
 void AttachBearerToken(grpc::ClientContext* context, const std::string& token);
 
-// UNAUTHENTICATED unless the call carries the expected bearer token. An empty
-// `expected` means auth is disabled (--insecure-no-auth) and accepts all.
-absl::Status CheckBearerToken(const grpc::ServerContext& context,
-                              const std::string& expected);
+// The bearer token a call carries; UNAUTHENTICATED when it carries none or
+// the authorization metadata is not "Bearer <token>".
+absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContext& context);
 
 // Constant-time comparison, so response timing does not leak the token.
 bool TokensEqual(const std::string& a, const std::string& b);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/control_chars.h"
 
 namespace herd {
 namespace {
@@ -21,6 +22,27 @@ absl::Status CheckChoice(const std::string& field, const std::string& value,
   if (OneOf(value, allowed)) return absl::OkStatus();
   return Bad(field, absl::StrCat("unknown value '", value, "' (expected one of: ",
                                  absl::StrJoin(allowed, ", "), ")"));
+}
+
+// The first string field under `message` (by its YAML path) that holds a
+// control character: such text would reach terminals through `herd list`.
+absl::Status CheckNoControlChars(const google::protobuf::Message& message, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string path = prefix.empty() ? field->name() : absl::StrCat(prefix, ".", field->name());
+    if (field->is_repeated()) continue;  // the spec has no repeated fields
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      if (HasControlChars(reflection->GetString(message, field))) {
+        return Bad(path, "must not contain control characters (escape sequences, newlines, tabs)");
+      }
+    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (auto s = CheckNoControlChars(reflection->GetMessage(message, field), path); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -127,6 +149,7 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
 }  // namespace
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  if (auto s = CheckNoControlChars(spec, ""); !s.ok()) return s;
   if (spec.name().size() > 128) return Bad("name", "longer than 128 characters");
   const auto& model = spec.model();
   if (model.name().empty()) return Bad("model.name", "required");

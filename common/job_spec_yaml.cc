@@ -6,13 +6,23 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "common/control_chars.h"
 
 namespace herd {
 namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+
+bool IsPlainKey(const std::string& key) {
+  if (key.empty()) return false;
+  for (char c : key) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
 
 std::string Join(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : absl::StrCat(prefix, ".", key);
@@ -138,7 +148,11 @@ absl::Status FillMessage(const YAML::Node& node, const std::string& path, Messag
     std::string key = kv.first.Scalar();
     const FieldDescriptor* field = d->FindFieldByName(key);
     if (field == nullptr) {
-      return Bad(Join(path, key), absl::StrCat("unknown field (known: ", FieldNames(d), ")"));
+      const std::string known = absl::StrCat("(known: ", FieldNames(d), ")");
+      if (IsPlainKey(key)) return Bad(Join(path, key), absl::StrCat("unknown field ", known));
+      // A key such as "a.b" would make a misleading path: name the mapping.
+      return Bad(path.empty() ? "job spec" : path,
+                 absl::StrCat("unknown field '", EscapeControlChars(key), "' ", known));
     }
     if (auto s = FillField(kv.second, Join(path, key), field, msg); !s.ok()) return s;
   }
@@ -152,7 +166,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(const std::string& yaml_text) {
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec is not valid YAML: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("job spec: not valid YAML: ", e.what()));
   }
   v1::JobSpec spec;
   if (auto s = FillMessage(root, "", &spec); !s.ok()) return s;

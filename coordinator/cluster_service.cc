@@ -1,5 +1,7 @@
 #include "coordinator/cluster_service.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace herd::coordinator {
 namespace {
 
@@ -9,38 +11,91 @@ CancelledFn CallerGone(grpc::ServerContext* context) {
 
 }  // namespace
 
+absl::Status ClusterServiceImpl::Denied(const std::string& method, const Principal& caller,
+                                        absl::Status status) const {
+  if (absl::IsPermissionDenied(status)) edge_->Audit("permission_denied", caller.name, method, status);
+  return status;
+}
+
+absl::Status ClusterServiceImpl::CheckWorker(const std::string& method, const Principal& caller,
+                                             const std::string& worker_id) const {
+  return Denied(method, caller, CheckSpeaksFor(caller, worker_id));
+}
+
+absl::Status ClusterServiceImpl::CheckMember(const std::string& method, const Principal& caller,
+                                             const std::string& job_id, int64_t generation, int64_t rank) const {
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  auto members = coordinator_->GenerationMembers(job_id, generation);
+  if (!members.ok()) return members.status();
+  if (rank >= 0) {
+    if (rank >= static_cast<int64_t>(members->size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank, " is not in generation ", generation, " of job ", job_id));
+    }
+    return CheckWorker(method, caller, (*members)[rank]);
+  }
+  for (const std::string& member : *members) {
+    if (caller.SpeaksFor(member)) return absl::OkStatus();
+  }
+  return Denied(method, caller,
+                absl::PermissionDeniedError(absl::StrCat("principal '", caller.name, "' speaks for no member of job ",
+                                                         job_id, " generation ", generation)));
+}
+
 grpc::Status ClusterServiceImpl::RegisterWorker(grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
                                                 v1::RegisterWorkerResponse* response) {
-  return edge_->Handle("RegisterWorker", *context,
-                       [&] { return AssignTo(coordinator_->RegisterWorker(*request), response); });
+  return edge_->Handle("RegisterWorker", Api::kCluster, *context, [&](const Principal& caller) {
+    absl::Status status = CheckWorker("RegisterWorker", caller, request->worker_id());
+    if (!status.ok()) return status;
+    status = AssignTo(coordinator_->RegisterWorker(*request), response);
+    edge_->Audit("register", caller.name, absl::StrCat("worker ", request->worker_id(), " at ", request->address()),
+                 status);
+    return status;
+  });
 }
 
 grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                            v1::HeartbeatResponse* response) {
-  return edge_->Handle("Heartbeat", *context, [&] { return AssignTo(coordinator_->Heartbeat(*request), response); });
+  return edge_->Handle("Heartbeat", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status = CheckWorker("Heartbeat", caller, request->worker_id()); !status.ok()) return status;
+    return AssignTo(coordinator_->Heartbeat(*request), response);
+  });
 }
 
 grpc::Status ClusterServiceImpl::JoinGeneration(grpc::ServerContext* context, const v1::JoinGenerationRequest* request,
                                                 v1::JoinGenerationResponse* response) {
-  return edge_->Handle("JoinGeneration", *context,
-                       [&] { return AssignTo(coordinator_->JoinGeneration(*request, CallerGone(context)), response); });
+  return edge_->Handle("JoinGeneration", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) return status;
+    return AssignTo(coordinator_->JoinGeneration(*request, CallerGone(context)), response);
+  });
 }
 
 grpc::Status ClusterServiceImpl::KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
                                        v1::KvSetResponse* response) {
-  return edge_->Handle("KvSet", *context, [&] { return coordinator_->KvSet(*request); });
+  return edge_->Handle("KvSet", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status = CheckMember("KvSet", caller, request->job_id(), request->generation()); !status.ok()) {
+      return status;
+    }
+    return coordinator_->KvSet(*request);
+  });
 }
 
 grpc::Status ClusterServiceImpl::KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
                                        v1::KvGetResponse* response) {
-  return edge_->Handle("KvGet", *context, [&] {
+  return edge_->Handle("KvGet", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status = CheckMember("KvGet", caller, request->job_id(), request->generation()); !status.ok()) {
+      return status;
+    }
     return AssignTo(coordinator_->KvGet(*request, CallerGone(context)), response->mutable_value());
   });
 }
 
 grpc::Status ClusterServiceImpl::KvAdd(grpc::ServerContext* context, const v1::KvAddRequest* request,
                                        v1::KvAddResponse* response) {
-  return edge_->Handle("KvAdd", *context, [&]() -> absl::Status {
+  return edge_->Handle("KvAdd", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
+    if (auto status = CheckMember("KvAdd", caller, request->job_id(), request->generation()); !status.ok()) {
+      return status;
+    }
     auto value = coordinator_->KvAdd(*request);
     if (!value.ok()) return value.status();
     response->set_value(*value);
@@ -50,20 +105,35 @@ grpc::Status ClusterServiceImpl::KvAdd(grpc::ServerContext* context, const v1::K
 
 grpc::Status ClusterServiceImpl::ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* request,
                                                 v1::ReportProgressResponse* response) {
-  return edge_->Handle("ReportProgress", *context,
-                       [&] { return AssignTo(coordinator_->ReportProgress(*request), response); });
+  return edge_->Handle("ReportProgress", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status =
+            CheckMember("ReportProgress", caller, request->job_id(), request->generation(), request->rank());
+        !status.ok()) {
+      return status;
+    }
+    return AssignTo(coordinator_->ReportProgress(*request), response);
+  });
 }
 
 grpc::Status ClusterServiceImpl::CommitCheckpoint(grpc::ServerContext* context,
                                                   const v1::CommitCheckpointRequest* request,
                                                   v1::CommitCheckpointResponse* response) {
-  return edge_->Handle("CommitCheckpoint", *context,
-                       [&] { return AssignTo(coordinator_->CommitCheckpoint(*request), response); });
+  return edge_->Handle("CommitCheckpoint", Api::kCluster, *context, [&](const Principal& caller) {
+    // Rank 0 writes checkpoints.
+    if (auto status = CheckMember("CommitCheckpoint", caller, request->job_id(), request->generation(), 0);
+        !status.ok()) {
+      return status;
+    }
+    return AssignTo(coordinator_->CommitCheckpoint(*request), response);
+  });
 }
 
 grpc::Status ClusterServiceImpl::ReportFailure(grpc::ServerContext* context, const v1::ReportFailureRequest* request,
                                                v1::ReportFailureResponse* response) {
-  return edge_->Handle("ReportFailure", *context, [&] { return coordinator_->ReportFailure(*request); });
+  return edge_->Handle("ReportFailure", Api::kCluster, *context, [&](const Principal& caller) {
+    if (auto status = CheckWorker("ReportFailure", caller, request->worker_id()); !status.ok()) return status;
+    return coordinator_->ReportFailure(*request);
+  });
 }
 
 }  // namespace herd::coordinator

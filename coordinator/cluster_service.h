@@ -32,6 +32,16 @@ class ClusterServiceImpl final : public v1::ClusterService::Service {
                              v1::ReportFailureResponse* response) override;
 
  private:
+  // Audits a PERMISSION_DENIED `status`; returns it.
+  absl::Status Denied(const std::string& method, const Principal& caller, absl::Status status) const;
+  // PERMISSION_DENIED unless `caller` may act as `worker_id`.
+  absl::Status CheckWorker(const std::string& method, const Principal& caller, const std::string& worker_id) const;
+  // PERMISSION_DENIED unless `caller` speaks for a member of the job's
+  // current generation: the member at `rank`, or any when rank < 0. Fencing
+  // errors (FAILED_PRECONDITION, NOT_FOUND) pass through.
+  absl::Status CheckMember(const std::string& method, const Principal& caller, const std::string& job_id,
+                           int64_t generation, int64_t rank = -1) const;
+
   Coordinator* const coordinator_;
   const RpcEdge* const edge_;
 };

@@ -293,6 +293,18 @@ TEST_F(ClusterStateTest, JobErrorExitFailsTheJobAtOnceNamingTheCause) {
   for (const char* id : {"w1", "w2", "w3"}) EXPECT_THAT(AssignmentsFor(state_, id), IsEmpty()) << id;
 }
 
+// A worker's exit report speaks only for jobs it holds: naming another job
+// (a worker credential may only act for its own ids, not for other jobs)
+// changes nothing.
+TEST_F(ClusterStateTest, JobErrorExitFromAWorkerOutsideTheJobIsIgnored) {
+  StartJob(2, 1);
+  AddWorker("w3");
+  ASSERT_EQ(Job("j").generation.RankOf("w3"), -1);
+  ChangeSet changes = ApplyTrainerExit(state_, "w3", Exit("j", 1, v1::TRAINER_EXIT_JOB_ERROR, "forged"), clock_.Now());
+  EXPECT_TRUE(changes.empty());
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+}
+
 // The final report rides with a clean exit: a coordinator that missed the
 // last progress reports (it was down) still records the true end.
 TEST_F(ClusterStateTest, CleanExitCarriesTheFinalProgress) {

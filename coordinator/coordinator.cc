@@ -150,6 +150,7 @@ void Coordinator::PublishGauges() {
   int64_t alive = std::count_if(state_.workers.begin(), state_.workers.end(),
                                 [](const auto& entry) { return entry.second.state != v1::DEAD; });
   metrics_->SetWorkersAlive(alive);
+  metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
 }
 
 std::string Coordinator::RandomHex(int digits) {
@@ -161,23 +162,34 @@ std::string Coordinator::RandomHex(int digits) {
 
 // ---------------------------------------------------------------- jobs
 
-absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec) {
+absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::string& owner) {
   ApplyJobDefaults(&spec);
   if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
+  if (const int64_t cap = options_.max_pending_jobs_per_owner; cap > 0) {
+    int64_t pending = std::count_if(state_.jobs.begin(), state_.jobs.end(), [&](const auto& entry) {
+      return entry.second.info.state() == v1::PENDING && entry.second.info.owner() == owner;
+    });
+    if (pending >= cap) {
+      return absl::ResourceExhaustedError(absl::StrCat("'", owner, "' already has ", pending,
+                                                       " pending jobs; the limit is ", cap,
+                                                       " per user (herd-coordinator --max-pending-jobs-per-user)"));
+    }
+  }
   std::string id;
   do {
     id = "job-" + RandomHex(8);
   } while (state_.jobs.count(id));
   ChangeSet changes;
   JobRecord& job = AddPendingJob(state_, id, spec, clock_->Now(), &changes);
+  job.info.set_owner(owner);
   if (auto status = Persist(changes); !status.ok()) {
     state_.jobs.erase(id);  // never acknowledge a job a restart would lose
     unsaved_jobs_.erase(id);
     return status;
   }
   Publish(changes);
-  LOG(INFO) << "job " << id << " submitted (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
+  LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
             << " " << spec.device() << " workers)";
   return job.info;
 }
@@ -338,6 +350,13 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, int64_t generation) {
   absl::MutexLock lock(&mu_);
   return CheckCurrentGeneration(state_, job_id, generation);
+}
+
+absl::StatusOr<std::vector<std::string>> Coordinator::GenerationMembers(const std::string& job_id,
+                                                                        int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (auto status = CheckCurrentGeneration(state_, job_id, generation); !status.ok()) return status;
+  return state_.jobs.at(job_id).generation.members;
 }
 
 absl::Status Coordinator::KvSet(const v1::KvSetRequest& request) {

@@ -45,6 +45,9 @@ struct CoordinatorOptions {
   // Tests turn the ticker off and call Tick() themselves.
   bool run_ticker = true;
   KvLimits kv_limits;
+  // Jobs one owner may have PENDING at once (0: no cap); one more is
+  // RESOURCE_EXHAUSTED.
+  int64_t max_pending_jobs_per_owner = 100;
 };
 
 // Returns true once the RPC's caller has gone (cancelled or past deadline).
@@ -75,7 +78,8 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   // ---- jobs (JobService)
-  absl::StatusOr<v1::JobInfo> SubmitJob(v1::JobSpec spec);
+  // `owner`: the submitting principal, recorded with the job.
+  absl::StatusOr<v1::JobInfo> SubmitJob(v1::JobSpec spec, const std::string& owner = "");
   absl::StatusOr<v1::JobInfo> GetJob(const std::string& id);
   std::vector<v1::JobInfo> ListJobs();  // newest first
   absl::StatusOr<v1::JobInfo> CancelJob(const std::string& id);
@@ -96,6 +100,9 @@ class Coordinator {
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
   absl::Status ReportFailure(const v1::ReportFailureRequest& request);
+  // The members (by rank) of the job's current, formed generation; the
+  // fencing errors of CheckCurrentGeneration otherwise. For authorization.
+  absl::StatusOr<std::vector<std::string>> GenerationMembers(const std::string& job_id, int64_t generation);
 
   // One ticker round: expire leases, form, re-form and start generations,
   // flush due progress, refresh gauges.

@@ -308,6 +308,12 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   JobRecord& job = it->second;
   Generation& generation = job.generation;
   if (job.info.state() != v1::RUNNING) return changes;
+  // Only a worker the job holds may end it: a worker credential must not
+  // fail other jobs by naming them.
+  auto worker = state.workers.find(worker_id);
+  const bool holds_job = generation.RankOf(worker_id) >= 0 ||
+                         (worker != state.workers.end() && worker->second.job_id == job.info.id());
+  if (!holds_job) return changes;
   if (exit.exit_code() == v1::TRAINER_EXIT_JOB_ERROR) {
     // Whatever generation it came from, another one would fail the same way.
     FinishJob(state, job, v1::FAILED,

@@ -1,22 +1,37 @@
 #include "coordinator/job_service.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace herd::coordinator {
+namespace {
+
+// Users change only their own jobs; admins any.
+absl::Status CheckMayChange(const Principal& caller, const v1::JobInfo& job) {
+  if (caller.role == Role::kAdmin || job.owner() == caller.name) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("job ", job.id(), " belongs to '", job.owner(), "'; '",
+                                                  caller.name, "' may change only their own jobs"));
+}
+
+}  // namespace
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                        v1::SubmitJobResponse* response) {
-  return edge_->Handle("SubmitJob", *context,
-                       [&] { return AssignTo(coordinator_->SubmitJob(request->spec()), response->mutable_job()); });
+  return edge_->Handle("SubmitJob", Api::kJobs, *context, [&](const Principal& caller) {
+    absl::Status status = AssignTo(coordinator_->SubmitJob(request->spec(), caller.name), response->mutable_job());
+    edge_->Audit("submit", caller.name, status.ok() ? response->job().id() : "job refused", status);
+    return status;
+  });
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                     v1::GetJobResponse* response) {
-  return edge_->Handle("GetJob", *context,
-                       [&] { return AssignTo(coordinator_->GetJob(request->id()), response->mutable_job()); });
+  return edge_->Handle("GetJob", Api::kJobs, *context,
+                       [&](const Principal&) { return AssignTo(coordinator_->GetJob(request->id()), response->mutable_job()); });
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  return edge_->Handle("ListJobs", *context, [&]() -> absl::Status {
+  return edge_->Handle("ListJobs", Api::kJobs, *context, [&](const Principal&) -> absl::Status {
     for (v1::JobInfo& job : coordinator_->ListJobs()) *response->add_jobs() = std::move(job);
     return absl::OkStatus();
   });
@@ -24,13 +39,19 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context, const v1::Li
 
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                        v1::CancelJobResponse* response) {
-  return edge_->Handle("CancelJob", *context,
-                       [&] { return AssignTo(coordinator_->CancelJob(request->id()), response->mutable_job()); });
+  return edge_->Handle("CancelJob", Api::kJobs, *context, [&](const Principal& caller) {
+    auto job = coordinator_->GetJob(request->id());
+    absl::Status status = job.ok() ? CheckMayChange(caller, *job) : job.status();
+    if (status.ok()) status = AssignTo(coordinator_->CancelJob(request->id()), response->mutable_job());
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "cancel", caller.name,
+                 absl::StrCat("cancel ", request->id()), status);
+    return status;
+  });
 }
 
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::WatchJobEvent>* writer) {
-  return edge_->Handle("WatchJob", *context, [&]() -> absl::Status {
+  return edge_->Handle("WatchJob", Api::kJobs, *context, [&](const Principal&) -> absl::Status {
     int64_t seen_version = -1;  // nothing sent yet: the first snapshot goes out at once
     while (true) {
       auto snapshot = coordinator_->AwaitJobChange(request->id(), seen_version, options_.watch_poll);
@@ -49,7 +70,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::Wa
 
 grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                                          v1::ListWorkersResponse* response) {
-  return edge_->Handle("ListWorkers", *context, [&]() -> absl::Status {
+  return edge_->Handle("ListWorkers", Api::kJobs, *context, [&](const Principal&) -> absl::Status {
     for (v1::WorkerInfo& worker : coordinator_->ListWorkers()) *response->add_workers() = std::move(worker);
     return absl::OkStatus();
   });
@@ -57,7 +78,7 @@ grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context, const v1:
 
 grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,
                                              v1::ListCheckpointsResponse* response) {
-  return edge_->Handle("ListCheckpoints", *context, [&]() -> absl::Status {
+  return edge_->Handle("ListCheckpoints", Api::kJobs, *context, [&](const Principal&) -> absl::Status {
     auto checkpoints = coordinator_->ListCheckpoints(request->job_id());
     if (!checkpoints.ok()) return checkpoints.status();
     for (v1::CheckpointInfo& checkpoint : *checkpoints) *response->add_checkpoints() = std::move(checkpoint);

@@ -27,15 +27,34 @@ absl::Status KvStore::CheckDropped(const Scope& scope) const {
 }
 
 absl::Status KvStore::Put(const Scope& scope, const std::string& key, std::string value) {
-  auto& entries = scopes_[scope];
+  ScopeEntries& scope_entries = scopes_[scope];
+  auto& entries = scope_entries.entries;
   auto it = entries.find(key);
+  const size_t old_bytes = it == entries.end() ? 0 : key.size() + it->second.size();
+  const size_t new_bytes = key.size() + value.size();
+  if (it == entries.end() && entries.size() >= limits_.max_keys_per_generation) {
+    return absl::ResourceExhaustedError(absl::StrCat("kv store of job ", scope.first, " generation ", scope.second,
+                                                     " already holds ", limits_.max_keys_per_generation, " keys"));
+  }
+  if (new_bytes > old_bytes) {
+    const size_t growth = new_bytes - old_bytes;
+    if (scope_entries.bytes + growth > limits_.max_bytes_per_generation) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kv store of job ", scope.first, " generation ", scope.second, " holds ", scope_entries.bytes,
+          " bytes; this write needs ", growth, " more and the limit is ", limits_.max_bytes_per_generation,
+          " bytes per generation (herd-coordinator --kv-max-generation-bytes)"));
+    }
+    if (total_bytes_ + growth > limits_.max_bytes_total) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "kv store holds ", total_bytes_, " bytes over all jobs; this write needs ", growth,
+          " more and the limit is ", limits_.max_bytes_total, " bytes (herd-coordinator --kv-max-total-bytes)"));
+    }
+  }
+  scope_entries.bytes = scope_entries.bytes - old_bytes + new_bytes;
+  total_bytes_ = total_bytes_ - old_bytes + new_bytes;
   if (it != entries.end()) {
     it->second = std::move(value);
   } else {
-    if (entries.size() >= limits_.max_keys_per_generation) {
-      return absl::ResourceExhaustedError(absl::StrCat("kv store of job ", scope.first, " generation ", scope.second,
-                                                       " already holds ", limits_.max_keys_per_generation, " keys"));
-    }
     entries.emplace(key, std::move(value));
   }
   changed_.SignalAll();
@@ -64,8 +83,8 @@ absl::StatusOr<std::string> KvStore::Get(const std::string& job_id, int64_t gene
     if (auto status = CheckDropped(scope); !status.ok()) return status;
     auto entries = scopes_.find(scope);
     if (entries != scopes_.end()) {
-      auto it = entries->second.find(key);
-      if (it != entries->second.end()) return it->second;
+      auto it = entries->second.entries.find(key);
+      if (it != entries->second.entries.end()) return it->second;
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -86,8 +105,8 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& job_id, int64_t generati
   int64_t value = 0;
   auto entries = scopes_.find(scope);
   if (entries != scopes_.end()) {
-    auto it = entries->second.find(key);
-    if (it != entries->second.end() && !absl::SimpleAtoi(it->second, &value)) {
+    auto it = entries->second.entries.find(key);
+    if (it != entries->second.entries.end() && !absl::SimpleAtoi(it->second, &value)) {
       return absl::InvalidArgumentError(absl::StrCat("kv key '", key, "' does not hold an integer counter"));
     }
   }
@@ -103,7 +122,12 @@ void KvStore::DropGenerationsBefore(const std::string& job_id, int64_t first_liv
   int64_t& fence = first_live_generation_[job_id];
   fence = std::max(fence, first_live);
   for (auto it = scopes_.lower_bound({job_id, INT64_MIN}); it != scopes_.end() && it->first.first == job_id;) {
-    it = it->first.second < fence ? scopes_.erase(it) : std::next(it);
+    if (it->first.second < fence) {
+      total_bytes_ -= it->second.bytes;
+      it = scopes_.erase(it);
+    } else {
+      it = std::next(it);
+    }
   }
   changed_.SignalAll();
 }
@@ -117,7 +141,18 @@ void KvStore::Shutdown() {
 size_t KvStore::KeyCount(const std::string& job_id, int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = scopes_.find({job_id, generation});
-  return it == scopes_.end() ? 0 : it->second.size();
+  return it == scopes_.end() ? 0 : it->second.entries.size();
+}
+
+size_t KvStore::ByteCount(const std::string& job_id, int64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = scopes_.find({job_id, generation});
+  return it == scopes_.end() ? 0 : it->second.bytes;
+}
+
+size_t KvStore::TotalBytes() const {
+  absl::MutexLock lock(&mu_);
+  return total_bytes_;
 }
 
 }  // namespace herd::coordinator

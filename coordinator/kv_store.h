@@ -21,6 +21,11 @@ struct KvLimits {
   size_t max_key_bytes = 512;
   size_t max_value_bytes = 1 << 20;
   size_t max_keys_per_generation = 10000;
+  // Byte budgets (keys plus values): rendezvous needs a few KiB per
+  // generation, so these only stop a member from filling the coordinator's
+  // memory. Writes past either are RESOURCE_EXHAUSTED naming the limit.
+  size_t max_bytes_per_generation = 16 << 20;
+  size_t max_bytes_total = 256 << 20;
   absl::Duration max_wait = absl::Seconds(120);
   // How often a waiting Get checks whether its caller gave up.
   absl::Duration cancel_poll = absl::Milliseconds(250);
@@ -50,19 +55,28 @@ class KvStore {
   void Shutdown();
 
   size_t KeyCount(const std::string& job_id, int64_t generation) const;
+  // Bytes (keys plus values) held: in one generation, and in all.
+  size_t ByteCount(const std::string& job_id, int64_t generation) const;
+  size_t TotalBytes() const;
 
  private:
   using Scope = std::pair<std::string, int64_t>;
 
   absl::Status CheckKey(const std::string& key) const;
   absl::Status CheckDropped(const Scope& scope) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stores `value`, enforcing the per-generation key limit for new keys.
+  // Stores `value`, enforcing the per-generation key limit for new keys and
+  // both byte budgets.
   absl::Status Put(const Scope& scope, const std::string& key, std::string value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const KvLimits limits_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
-  std::map<Scope, std::map<std::string, std::string>> scopes_ ABSL_GUARDED_BY(mu_);
+  struct ScopeEntries {
+    std::map<std::string, std::string> entries;
+    size_t bytes = 0;
+  };
+  std::map<Scope, ScopeEntries> scopes_ ABSL_GUARDED_BY(mu_);
+  size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Per job: generations below this were dropped; their calls are fenced.
   std::map<std::string, int64_t> first_live_generation_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -101,6 +101,40 @@ TEST(KvStore, EnforcesSizeLimits) {
   EXPECT_TRUE(kv.Set("j", 2, "fourth", "another generation has its own budget").ok());
 }
 
+TEST(KvStore, ByteBudgetPerGenerationIsResourceExhaustedNamingTheLimit) {
+  KvLimits limits;
+  limits.max_bytes_per_generation = 1000;
+  KvStore kv(limits);
+  ASSERT_TRUE(kv.Set("j", 1, "a", std::string(600, 'x')).ok());
+  EXPECT_EQ(kv.ByteCount("j", 1), 601);
+  absl::Status full = kv.Set("j", 1, "b", std::string(400, 'x'));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("the limit is 1000 bytes per generation (herd-coordinator --kv-max-generation-bytes)"),
+            std::string::npos)
+      << full;
+  EXPECT_EQ(kv.KeyCount("j", 1), 1);  // the refused write left nothing behind
+  // Shrinking a value frees budget; another generation has its own.
+  ASSERT_TRUE(kv.Set("j", 1, "a", "small").ok());
+  EXPECT_TRUE(kv.Set("j", 1, "b", std::string(400, 'x')).ok());
+  EXPECT_TRUE(kv.Set("j", 2, "a", std::string(995, 'x')).ok());
+  EXPECT_EQ(kv.Add("j", 2, "counter", 1).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(KvStore, ByteBudgetOverAllJobsAndDroppedGenerationsGiveItBack) {
+  KvLimits limits;
+  limits.max_bytes_total = 1000;
+  KvStore kv(limits);
+  ASSERT_TRUE(kv.Set("j1", 1, "a", std::string(599, 'x')).ok());
+  absl::Status full = kv.Set("j2", 1, "a", std::string(500, 'x'));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("the limit is 1000 bytes (herd-coordinator --kv-max-total-bytes)"), std::string::npos)
+      << full;
+  kv.DropGenerationsBefore("j1", 2);
+  EXPECT_EQ(kv.TotalBytes(), 0);
+  EXPECT_TRUE(kv.Set("j2", 1, "a", std::string(500, 'x')).ok());
+  EXPECT_EQ(kv.TotalBytes(), 501);
+}
+
 TEST(KvStore, DroppedGenerationsLoseKeysAndAreFenced) {
   KvStore kv;
   ASSERT_TRUE(kv.Set("j", 1, "k", "old").ok());

@@ -1,33 +1,41 @@
 // herd-coordinator: parses flags, starts the server, writes the ready file and
-// serves until SIGTERM/SIGINT.
+// serves until SIGTERM/SIGINT; SIGHUP rereads the auth file.
 #include <glog/logging.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "common/auth.h"
 #include "common/version.h"
 #include "coordinator/ready_file.h"
 #include "coordinator/server.h"
 
 namespace {
 
-// Blocks the stop signals in this thread and every thread started after it,
-// so that WaitForStopSignal receives them instead of a handler.
+// Blocks the stop signals (and SIGHUP) in this thread and every thread
+// started after it, so that sigwait receives them instead of a handler.
 sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
 
-int WaitForStopSignal(const sigset_t& signals) {
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  return signal_number;
+// Serves SIGHUPs (reloading the auth file) until a stop signal comes.
+int WaitForStopSignal(const sigset_t& signals, herd::coordinator::CoordinatorServer& server) {
+  while (true) {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    if (signal_number != SIGHUP) return signal_number;
+    if (auto status = server.ReloadAuth(); status.ok()) {
+      LOG(INFO) << "SIGHUP: auth file reloaded";
+    } else {
+      LOG(ERROR) << "SIGHUP: auth file not reloaded, the previous one stays in use: " << status;
+    }
+  }
 }
 
 }  // namespace
@@ -38,7 +46,6 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
 
   herd::coordinator::ServerOptions options;
-  std::string token_file;
   bool insecure_no_auth = false;
   std::string ready_file;
 
@@ -53,10 +60,25 @@ int main(int argc, char** argv) {
       ->expected(0, 1)
       ->default_str("");
   app.add_option("--state-dir", options.state_dir, "folder for coordinator.db (created if missing)")->required();
-  auto* token_option = app.add_option("--token-file", token_file, "file holding the bearer token every RPC must carry");
-  auto* insecure_option =
-      app.add_flag("--insecure-no-auth", insecure_no_auth, "accept RPCs without a token (local demos only)");
-  token_option->excludes(insecure_option);
+  auto* auth_option = app.add_option(
+      "--auth-file", options.auth_file,
+      "principals, roles and credentials (token SHA-256s, client certificate identities); only its owner may "
+      "read it; SIGHUP rereads it (see docs/security.md)");
+  auto* insecure_option = app.add_flag("--insecure-no-auth", insecure_no_auth,
+                                       "accept RPCs without credentials, every caller an admin (local demos only)");
+  auth_option->excludes(insecure_option);
+  app.add_option("--max-pending-jobs-per-user", options.coordinator.max_pending_jobs_per_owner,
+                 "jobs one principal may have pending at once; one more is refused (0: no cap)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-max-generation-bytes", options.coordinator.kv_limits.max_bytes_per_generation,
+                 "bytes (keys plus values) one job generation may keep in the rendezvous key-value store")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-max-total-bytes", options.coordinator.kv_limits.max_bytes_total,
+                 "bytes the rendezvous key-value store may keep over all jobs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--lease-seconds", options.coordinator.lease_seconds, "a worker silent for this long is dead")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -73,18 +95,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("herd-coordinator ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
-  if (token_file.empty() == !insecure_no_auth) {
-    std::cerr << "herd-coordinator: exactly one of --token-file or --insecure-no-auth is required\n";
+  if (options.auth_file.empty() == !insecure_no_auth) {
+    std::cerr << "herd-coordinator: exactly one of --auth-file or --insecure-no-auth is required\n";
     return 2;
   }
-  if (!token_file.empty()) {
-    auto token = herd::ReadTokenFile(token_file);
-    if (!token.ok()) {
-      std::cerr << "herd-coordinator: " << token.status().message() << "\n";
-      return 2;
-    }
-    options.token = *token;
-  } else {
+  if (insecure_no_auth) {
     LOG(WARNING) << "authentication is disabled (--insecure-no-auth): anyone who can reach the port controls jobs";
   }
 
@@ -104,7 +119,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  int signal_number = WaitForStopSignal(stop_signals);
+  int signal_number = WaitForStopSignal(stop_signals, **server);
   LOG(INFO) << "herd-coordinator: signal " << signal_number << ", shutting down";
   (*server)->Shutdown();
   return 0;

@@ -46,7 +46,17 @@ Metrics::Metrics(prometheus::Registry& registry)
                       .Name("herd_coordinator_heartbeats_total")
                       .Help("Worker heartbeats received")
                       .Register(registry)
-                      .Add({})) {
+                      .Add({})),
+      audit_events_(prometheus::BuildCounter()
+                        .Name("herd_coordinator_audit_events_total")
+                        .Help("Audited calls (submit, cancel, register, unauthenticated, permission_denied), by "
+                              "event, principal and status code")
+                        .Register(registry)),
+      kv_bytes_(prometheus::BuildGauge()
+                    .Name("herd_coordinator_kv_bytes")
+                    .Help("Bytes (keys plus values) held by the rendezvous key-value store")
+                    .Register(registry)
+                    .Add({})) {
   for (v1::JobState state : {v1::PENDING, v1::RUNNING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     jobs_by_state_[state] = &jobs_.Add({{"state", absl::AsciiStrToLower(v1::JobState_Name(state))}});
   }
@@ -80,5 +90,21 @@ void Metrics::CountRpc(const std::string& method, absl::StatusCode code) {
 void Metrics::CountCheckpointRecorded() { checkpoints_recorded_.Increment(); }
 
 void Metrics::CountHeartbeat() { heartbeats_.Increment(); }
+
+}  // namespace herd::coordinator
+
+namespace herd::coordinator {
+
+void Metrics::CountAuditEvent(const std::string& event, const std::string& principal, absl::StatusCode code) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = audit_by_label_[{event, principal, code}];
+  if (counter == nullptr) {
+    counter = &audit_events_.Add(
+        {{"event", event}, {"principal", principal}, {"code", absl::StatusCodeToString(code)}});
+  }
+  counter->Increment();
+}
+
+void Metrics::SetKvBytes(int64_t bytes) { kv_bytes_.Set(static_cast<double>(bytes)); }
 
 }  // namespace herd::coordinator

@@ -10,6 +10,7 @@
 #include <prometheus/registry.h>
 
 #include <map>
+#include <tuple>
 #include <string>
 #include <utility>
 
@@ -32,6 +33,11 @@ class Metrics {
   void CountRpc(const std::string& method, absl::StatusCode code);
   void CountCheckpointRecorded();
   void CountHeartbeat();
+  // Mutating and refused calls (see RpcEdge::Audit), by event, principal
+  // ("" when unauthenticated) and status code.
+  void CountAuditEvent(const std::string& event, const std::string& principal, absl::StatusCode code);
+  // Bytes (keys plus values) the rendezvous KV store holds.
+  void SetKvBytes(int64_t bytes);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -42,10 +48,14 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rpcs_;
   prometheus::Counter& checkpoints_recorded_;
   prometheus::Counter& heartbeats_;
+  prometheus::Family<prometheus::Counter>& audit_events_;
+  prometheus::Gauge& kv_bytes_;
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<std::string, std::string, absl::StatusCode>, prometheus::Counter*> audit_by_label_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace herd::coordinator

@@ -1,5 +1,6 @@
-// The one place where a coordinator RPC meets the wire: bearer-token check,
-// per-method/code counting, and absl::Status -> grpc::Status conversion.
+// The one place where a coordinator RPC meets the wire: who is calling
+// (Authenticator), whether that role may use this API, per-method/code
+// counting, the audit log, and absl::Status -> grpc::Status conversion.
 #pragma once
 
 #include <grpcpp/server_context.h>
@@ -10,31 +11,49 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/auth.h"
 #include "common/status_convert.h"
+#include "coordinator/authenticator.h"
 #include "coordinator/metrics.h"
+#include "coordinator/principal.h"
 
 namespace herd::coordinator {
 
+// Which service a method belongs to: JobService is for users (and admins),
+// ClusterService for workers (and admins).
+enum class Api { kJobs, kCluster };
+
 class RpcEdge {
  public:
-  // An empty `token` disables auth (--insecure-no-auth).
-  RpcEdge(std::string token, Metrics* metrics) : token_(std::move(token)), metrics_(metrics) {}
+  // `auth` and `metrics` must outlive the edge.
+  RpcEdge(const Authenticator* auth, Metrics* metrics) : auth_(auth), metrics_(metrics) {}
 
-  // Runs `handler` (returning absl::Status) only for callers holding the
-  // token; UNAUTHENTICATED otherwise.
+  // Runs `handler(const Principal& caller) -> absl::Status` only for an
+  // authenticated caller whose role may use `api`: UNAUTHENTICATED or
+  // PERMISSION_DENIED otherwise (both audited).
   template <typename Handler>
-  grpc::Status Handle(const std::string& method, const grpc::ServerContext& context, Handler&& handler) const {
-    absl::Status status = CheckBearerToken(context, token_);
-    if (status.ok()) status = handler();
+  grpc::Status Handle(const std::string& method, Api api, const grpc::ServerContext& context,
+                      Handler&& handler) const {
+    absl::StatusOr<Principal> caller = Authorize(method, api, context);
+    absl::Status status = caller.ok() ? handler(*caller) : caller.status();
     metrics_->CountRpc(method, status.code());
     return ToGrpcStatus(status);
   }
 
+  // Logs a mutating call (submit, cancel, register, a denied request) with
+  // its principal and outcome, and counts it in
+  // herd_coordinator_audit_events_total. `detail` must hold no secret.
+  void Audit(const std::string& event, const std::string& principal, const std::string& detail,
+             const absl::Status& outcome) const;
+
  private:
-  const std::string token_;
+  absl::StatusOr<Principal> Authorize(const std::string& method, Api api, const grpc::ServerContext& context) const;
+
+  const Authenticator* const auth_;
   Metrics* const metrics_;
 };
+
+// PERMISSION_DENIED unless `caller` may act as worker `worker_id`.
+absl::Status CheckSpeaksFor(const Principal& caller, const std::string& worker_id);
 
 // Moves a handler's result into the response field `*out`, or passes its
 // error on: keeps handlers to one line.

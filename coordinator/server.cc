@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_serving.h"
+#include "common/private_dir.h"
 
 namespace herd::coordinator {
 
@@ -18,10 +19,12 @@ std::string WithPort(const std::string& address, int port) {
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& options) {
   if (options.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
-  std::error_code error;
-  std::filesystem::create_directories(options.state_dir, error);
-  if (error) {
-    return absl::UnavailableError(absl::StrCat("cannot create state dir ", options.state_dir, ": ", error.message()));
+  if (auto status = CreatePrivateDir(options.state_dir); !status.ok()) return status;
+  std::unique_ptr<Authenticator> auth = Authenticator::Disabled();
+  if (!options.auth_file.empty()) {
+    auto loaded = Authenticator::FromFile(options.auth_file);
+    if (!loaded.ok()) return loaded.status();
+    auth = *std::move(loaded);
   }
   // One coordinator per state dir: a second one would schedule the same
   // workers from a copy of the same jobs (split brain).
@@ -43,7 +46,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   auto coordinator = Coordinator::Create(options.coordinator, *std::move(store), clock, server->metrics_.get());
   if (!coordinator.ok()) return coordinator.status();
   server->coordinator_ = *std::move(coordinator);
-  server->edge_ = std::make_unique<RpcEdge>(options.token, server->metrics_.get());
+  server->auth_ = std::move(auth);
+  server->edge_ = std::make_unique<RpcEdge>(server->auth_.get(), server->metrics_.get());
   server->job_service_ =
       std::make_unique<JobServiceImpl>(server->coordinator_.get(), server->edge_.get(), options.job_service);
   server->cluster_service_ = std::make_unique<ClusterServiceImpl>(server->coordinator_.get(), server->edge_.get());
@@ -74,6 +78,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+absl::Status CoordinatorServer::ReloadAuth() { return auth_->Reload(); }
 
 void CoordinatorServer::Shutdown() {
   SetServing(server_.get(), false);

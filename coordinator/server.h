@@ -25,7 +25,9 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:7070";          // port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:7071";  // empty: no /metrics endpoint
   std::string state_dir;                          // holds coordinator.db; created if missing
-  std::string token;                              // empty: auth disabled
+  // Principals, roles and credentials (coordinator/auth_file.h); empty:
+  // auth disabled (--insecure-no-auth), every caller is an admin.
+  std::string auth_file;
   TlsOptions tls;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;
@@ -43,6 +45,9 @@ class CoordinatorServer {
   const std::string& metrics_address() const { return metrics_address_; }
   Coordinator& coordinator() { return *coordinator_; }
 
+  // Rereads the auth file (SIGHUP); on error the loaded one stays in use.
+  absl::Status ReloadAuth();
+
   // Ends waiting calls, stops serving and writes unsaved progress. Idempotent.
   void Shutdown();
 
@@ -55,6 +60,7 @@ class CoordinatorServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<RpcEdge> edge_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;

@@ -8,7 +8,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
+#include "common/auth.h"
+#include "common/sha256.h"
 #include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "coordinator/server.h"
@@ -52,7 +55,14 @@ class ServiceTest : public ::testing::Test {
     options.state_dir =
         ::testing::TempDir() + "/service_test/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(options.state_dir);
-    options.token = kToken;
+    std::filesystem::create_directories(std::filesystem::path(options.state_dir).parent_path());
+    // The token is an admin's: these tests call both services with it.
+    options.auth_file = options.state_dir + ".auth";
+    {
+      std::ofstream(options.auth_file) << "ops admin sha256:" << Sha256Hex(kToken) << "\n";
+      std::filesystem::permissions(options.auth_file, std::filesystem::perms::owner_read |
+                                                          std::filesystem::perms::owner_write);
+    }
     options.clock = &clock_;
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);

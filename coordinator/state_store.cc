@@ -75,6 +75,7 @@ constexpr AddedColumn kAddedColumns[] = {
     {"jobs", "restarts_used", "INTEGER NOT NULL DEFAULT 0"},
     {"jobs", "last_failure", "TEXT NOT NULL DEFAULT ''"},
     {"jobs", "waiting_since", "REAL NOT NULL DEFAULT 0"},
+    {"jobs", "owner", "TEXT NOT NULL DEFAULT ''"},
     {"checkpoints", "samples_in_epoch", "INTEGER NOT NULL DEFAULT 0"},
 };
 
@@ -182,7 +183,7 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
                    "samples_per_second, loss, eval, total_steps, generation, next_generation, members, "
                    "finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since FROM jobs");
+                   "restarts_used, last_failure, waiting_since, owner FROM jobs");
   while (select.Next()) {
     JobRecord& job = state->jobs[select.Text(0)];
     v1::JobInfo& info = job.info;
@@ -222,6 +223,7 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
     job.restarts_used = select.Int(27);
     job.last_failure = select.Text(28);
     job.waiting_since = select.Real(29);
+    info.set_owner(select.Text(30));
     state->next_submit_seq = std::max(state->next_submit_seq, job.submit_seq + 1);
   }
   return select.status();
@@ -322,9 +324,9 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
                    "samples_in_epoch, samples_per_second, loss, eval, total_steps, generation, next_generation, "
                    "members, finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since) "
+                   "restarts_used, last_failure, waiting_since, owner) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?)")
+                   "?, ?)")
       .Bind(info.id())
       .Bind(job.submit_seq)
       .BindBlob(info.spec().SerializeAsString())
@@ -355,6 +357,7 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
       .Bind(job.restarts_used)
       .Bind(job.last_failure)
       .Bind(job.waiting_since)
+      .Bind(info.owner())
       .Run();
 }
 

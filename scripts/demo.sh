@@ -24,9 +24,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Auth stays on even for a demo: a random token in a private file.
+# Auth stays on even for a demo: one random token per principal (you as a
+# user, the workers, an admin), each in a private file, and the
+# coordinator's auth file holding only their SHA-256s.
 umask 077
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
+new_token() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$1"; }
+sha256_of() { sha256sum < "$1" | cut -d' ' -f1; }
+for who in user worker admin; do new_token "$RUN/$who-token"; done
+cat > "$RUN/auth" <<EOF
+# PRINCIPAL  ROLE    CREDENTIAL                              WORKER-IDS
+demo-user    user    sha256:$(sha256_of "$RUN/user-token")
+demo-workers worker  sha256:$(sha256_of "$RUN/worker-token")  worker-0,worker-1
+demo-admin   admin   sha256:$(sha256_of "$RUN/admin-token")
+EOF
 
 wait_for() {  # wait_for FILE: a process's ready file
   for _ in $(seq 1 300); do [ -s "$1" ] && return 0; sleep 0.1; done
@@ -35,18 +45,18 @@ wait_for() {  # wait_for FILE: a process's ready file
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 "$BIN/coordinator/herd-coordinator" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 \
-  --state-dir="$RUN/state" --token-file="$RUN/token" --ready-file="$RUN/coordinator.json" \
+  --state-dir="$RUN/state" --auth-file="$RUN/auth" --ready-file="$RUN/coordinator.json" \
   > "$RUN/coordinator.log" 2>&1 &
 pids+=($!)
 wait_for "$RUN/coordinator.json"
 export HERD_COORDINATOR="$(json_field "$RUN/coordinator.json" listen)"
-export HERD_TOKEN_FILE="$RUN/token"
+export HERD_TOKEN_FILE="$RUN/user-token"
 echo "==> coordinator at $HERD_COORDINATOR (metrics at $(json_field "$RUN/coordinator.json" metrics))"
 
 # Both workers share one checkpoint root, as shared storage would be.
 export HERD_CHECKPOINT_ROOT="$RUN/checkpoints"
 for i in 0 1; do
-  "$BIN/worker/daemon/herd-worker" --coordinator="$HERD_COORDINATOR" --token-file="$RUN/token" \
+  "$BIN/worker/daemon/herd-worker" --coordinator="$HERD_COORDINATOR" --token-file="$RUN/worker-token" \
     --worker-id="worker-$i" --work-dir="$RUN/worker-$i" --metrics-listen=127.0.0.1:0 \
     --trainer-binary="$BIN/worker/train/herd-trainer" --ready-file="$RUN/worker-$i.json" \
     > "$RUN/worker-$i.log" 2>&1 &

@@ -141,7 +141,7 @@ TEST(Cluster, RequestsWithoutTheTokenAreRefused) {
   EXPECT_NE(anonymous.err.find("UNAUTHENTICATED"), std::string::npos) << anonymous.err;
   // A wrong token.
   const std::string wrong = cluster.root() + "/wrong-token";
-  std::ofstream(wrong) << "not-the-token\n";
+  WritePrivateFile(wrong, "not-the-token\n");
   CommandResult bad = RunCommand({LocalCluster::Binary("client/herd"), "list", "--coordinator", cluster.address(),
                                   "--token-file", wrong},
                                  seconds(20));
@@ -197,7 +197,7 @@ TEST(Cluster, WorkerHealthFollowsRegistration) {
         std::vector<std::string>{LocalCluster::Binary("worker/daemon/herd-worker"), "--coordinator=" + coordinator,
                                  "--worker-id=" + id, "--work-dir=" + cluster.root() + "/" + id, "--metrics-listen=",
                                  "--health-listen=127.0.0.1:" + std::to_string(health_port),
-                                 "--token-file=" + cluster.token_file(),
+                                 "--token-file=" + cluster.credentials().worker_token_file,
                                  "--trainer-binary=" + LocalCluster::Binary("worker/train/herd-trainer"),
                                  "--ready-file=" + cluster.root() + "/" + id + ".json"},
         cluster.root() + "/" + id + ".log");
@@ -215,14 +215,14 @@ TEST(Cluster, WorkerHealthFollowsRegistration) {
   };
 
   const int lonely_port = LocalCluster::FreeLocalPort();
-  auto lonely = start_worker("lonely", "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort()), lonely_port);
+  auto lonely = start_worker("worker-lonely", "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort()), lonely_port);
   auto unready = wait_health(lonely_port, false);
   ASSERT_TRUE(unready.ok()) << unready.status() << cluster.Logs();
   EXPECT_FALSE(*unready);
 
   const int port = LocalCluster::FreeLocalPort();
-  auto worker = start_worker("probed", cluster.address(), port);
-  ASSERT_TRUE(WaitForFile(cluster.root() + "/probed.json", seconds(30))) << cluster.Logs();
+  auto worker = start_worker("worker-probed", cluster.address(), port);
+  ASSERT_TRUE(WaitForFile(cluster.root() + "/worker-probed.json", seconds(30))) << cluster.Logs();
   auto ready = wait_health(port, true);
   ASSERT_TRUE(ready.ok()) << ready.status();
   EXPECT_TRUE(*ready);
@@ -230,7 +230,7 @@ TEST(Cluster, WorkerHealthFollowsRegistration) {
   grpc::ClientContext context;
   v1::GetWorkerStatusResponse status;
   ASSERT_TRUE(stub->GetWorkerStatus(&context, v1::GetWorkerStatusRequest(), &status).ok());
-  EXPECT_EQ(status.worker_id(), "probed");
+  EXPECT_EQ(status.worker_id(), "worker-probed");
   EXPECT_TRUE(status.registered());
   lonely->Signal(SIGTERM);
   worker->Signal(SIGTERM);

@@ -9,7 +9,9 @@ source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
 
 COORDINATOR_BIN="$RUNFILES/coordinator/herd-coordinator"
 WORKER_BIN="$RUNFILES/worker/daemon/herd-worker"
-TOKEN=0123456789abcdef0123456789abcdef
+USER_TOKEN=0123456789abcdef0123456789abcdef
+WORKER_TOKEN=fedcba9876543210fedcba9876543210
+TOKENS=auth.userToken=$USER_TOKEN,auth.workerToken=$WORKER_TOKEN
 TLS_VALUES=(--set tls.enabled=true,tls.secretName=herd-tls,tls.requireClientCert=true,tls.clientSecretName=herd-client)
 
 # The --flags a binary documents in its --help.
@@ -31,10 +33,10 @@ flags_known() {
 }
 
 render_all() {
-  render default --set auth.token=$TOKEN
-  render gpu --set auth.token=$TOKEN,worker.gpu.enabled=true,worker.gpu.count=2
-  render tls --set auth.token=$TOKEN "${TLS_VALUES[@]}"
-  render extra --set auth.token=$TOKEN --set 'coordinator.extraArgs={--tls-require-client-cert}' \
+  render default --set $TOKENS
+  render gpu --set $TOKENS,worker.gpu.enabled=true,worker.gpu.count=2
+  render tls --set $TOKENS "${TLS_VALUES[@]}"
+  render extra --set $TOKENS --set 'coordinator.extraArgs={--tls-require-client-cert}' \
     --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
 }
 
@@ -125,8 +127,11 @@ rendered_pods_run() {
 }
 
 existing_secret_pods_run() {
-  render existing --set auth.existingSecret=ml-token,auth.existingSecretKey=bearer
-  printf '{"ml-token": {"bearer": "%s\\n"}}' "$TOKEN" >"$CASE_TMP/existing-secrets.json"
+  render existing --set auth.existingAuthSecret=ml-auth,auth.existingWorkerTokenSecret=ml-worker-token
+  local hash
+  hash="$(printf %s "$WORKER_TOKEN" | sha256sum | cut -d' ' -f1)"
+  printf '{"ml-auth": {"auth": "ml-workers worker sha256:%s herd-worker-*\\n"}, "ml-worker-token": {"token": "%s\\n"}}' \
+    "$hash" "$WORKER_TOKEN" >"$CASE_TMP/existing-secrets.json"
   run_rendered_pods existing --secrets "$CASE_TMP/existing-secrets.json"
 }
 

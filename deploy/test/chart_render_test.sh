@@ -5,7 +5,9 @@
 # checks that bad values are refused with the chart's messages.
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
 
-TOKEN=0123456789abcdef0123456789abcdef
+USER_TOKEN=0123456789abcdef0123456789abcdef
+WORKER_TOKEN=fedcba9876543210fedcba9876543210
+TOKENS=auth.userToken=$USER_TOKEN,auth.workerToken=$WORKER_TOKEN
 
 # The schema packages, from the committed lock file, into the ignored
 # deploy/test/node_modules of the checkout; again only when the lock changed.
@@ -47,66 +49,72 @@ refused() {
 }
 
 default_values() {
-  render default --set auth.token=$TOKEN
-  valid default default token=$TOKEN
+  render default --set $TOKENS
+  valid default default userToken=$USER_TOKEN workerToken=$WORKER_TOKEN
 }
 
 release_name_and_namespace() {
-  render named --release ml --namespace training --set auth.token=$TOKEN
-  valid named default token=$TOKEN release=ml-herd namespace=training
+  render named --release ml --namespace training --set $TOKENS
+  valid named default userToken=$USER_TOKEN workerToken=$WORKER_TOKEN release=ml-herd namespace=training
 }
 
 gpu_workers() {
-  render gpu --set auth.token=$TOKEN --set worker.gpu.enabled=true,worker.gpu.count=4 \
+  render gpu --set $TOKENS --set worker.gpu.enabled=true,worker.gpu.count=4 \
     --set worker.gpu.nodeSelector.accelerator=h100
   valid gpu gpu gpus=4 nodeLabel=accelerator=h100
 }
 
 tls_and_mutual_tls() {
-  render tls --set auth.token=$TOKEN --set tls.enabled=true,tls.secretName=herd-tls \
+  render tls --set $TOKENS --set tls.enabled=true,tls.secretName=herd-tls \
     --set tls.requireClientCert=true,tls.clientSecretName=herd-client
   valid tls tls secret=herd-tls clientSecret=herd-client
 }
 
-existing_token_secret() {
-  render existing --set auth.existingSecret=ml-token,auth.existingSecretKey=bearer
-  valid existing existing-secret secret=ml-token key=bearer
+existing_secrets() {
+  render existing --set auth.existingAuthSecret=ml-auth,auth.existingWorkerTokenSecret=ml-worker-token
+  valid existing existing-secret authSecret=ml-auth workerSecret=ml-worker-token
 }
 
 service_monitor_instead_of_annotations() {
   local values="$CASE_TMP/monitoring-values.yaml"
-  printf '%s\n' "auth: {token: $TOKEN}" "metrics:" "  scrapeAnnotations: false" \
+  printf '%s\n' "auth: {userToken: $USER_TOKEN, workerToken: $WORKER_TOKEN}" "metrics:" "  scrapeAnnotations: false" \
     "  serviceMonitor: {enabled: true, labels: {release: prometheus}}" "networkPolicy: {enabled: false}" >"$values"
   render monitoring -f "$values"
   valid monitoring monitoring
 }
 
 no_token_is_refused() {
-  refused "auth.token or auth.existingSecret is required: every herd RPC carries a bearer token"
+  refused "auth.userToken and auth.workerToken are required (separate tokens for people and for workers)"
+  refused "auth.workerToken is required: workers hold their own token" --set auth.userToken=$USER_TOKEN
+  refused "auth.userToken and auth.workerToken must differ" \
+    --set auth.userToken=$USER_TOKEN,auth.workerToken=$USER_TOKEN
 }
 
 token_and_existing_secret_conflict() {
-  refused "set either auth.token or auth.existingSecret, not both" \
-    --set auth.token=$TOKEN,auth.existingSecret=ml-token
+  refused "do not also set auth.userToken, auth.workerToken or auth.adminToken" \
+    --set $TOKENS,auth.existingAuthSecret=ml-auth,auth.existingWorkerTokenSecret=ml-worker-token
+  refused "auth.existingWorkerTokenSecret is required with auth.existingAuthSecret" \
+    --set auth.existingAuthSecret=ml-auth
 }
 
 tls_without_secret_is_refused() {
-  refused "tls.secretName is required when tls.enabled is true" --set auth.token=$TOKEN,tls.enabled=true
+  refused "tls.secretName is required when tls.enabled is true" --set $TOKENS,tls.enabled=true
   refused "tls.clientSecretName is required when tls.requireClientCert is true" \
-    --set auth.token=$TOKEN,tls.enabled=true,tls.secretName=herd-tls,tls.requireClientCert=true
+    --set $TOKENS,tls.enabled=true,tls.secretName=herd-tls,tls.requireClientCert=true
 }
 
 schema_rejects_bad_values() {
-  refused "worker: Additional property replica is not allowed" --set auth.token=$TOKEN,worker.replica=3
-  refused "worker.replicas: Invalid type. Expected: integer, given: string" --set auth.token=$TOKEN,worker.replicas=two
-  refused "worker.gpu.count: Must be greater than or equal to 1" --set auth.token=$TOKEN,worker.gpu.count=0
-  refused "podSecurity.runAsUser: Must be greater than or equal to 1" --set auth.token=$TOKEN,podSecurity.runAsUser=0
-  refused "auth.token: Does not match pattern" --set auth.token=short
-  refused "coordinator.extraArgs.0: Does not match pattern" --set auth.token=$TOKEN --set 'coordinator.extraArgs={-v}'
+  refused "worker: Additional property replica is not allowed" --set $TOKENS,worker.replica=3
+  refused "worker.replicas: Invalid type. Expected: integer, given: string" --set $TOKENS,worker.replicas=two
+  refused "worker.gpu.count: Must be greater than or equal to 1" --set $TOKENS,worker.gpu.count=0
+  refused "podSecurity.runAsUser: Must be greater than or equal to 1" --set $TOKENS,podSecurity.runAsUser=0
+  refused "auth.userToken: Does not match pattern" --set auth.userToken=short,auth.workerToken=$WORKER_TOKEN
+  refused "auth: Additional property token is not allowed" --set $TOKENS,auth.token=$USER_TOKEN
+  refused "coordinator.extraArgs.0: Does not match pattern" --set $TOKENS --set 'coordinator.extraArgs={-v}'
 }
 
 images_provide_what_the_pods_run() {
-  render images --set auth.token=$TOKEN
+  render images --set $TOKENS
   node "$TEST_DIR/check_images.js" "$CASE_TMP/images.json" "$RUNFILES/deploy/docker"
 }
 
@@ -115,10 +123,10 @@ values_are_documented() {
 }
 
 notes_explain_how_to_connect() {
-  "$HELM_RENDER" --chart "$CHART" --set auth.token=$TOKEN --notes "$CASE_TMP/NOTES.txt" >/dev/null
+  "$HELM_RENDER" --chart "$CHART" --set $TOKENS --notes "$CASE_TMP/NOTES.txt" >/dev/null
   cat "$CASE_TMP/NOTES.txt"
   grep -qF "herd-coordinator.default.svc:7070" "$CASE_TMP/NOTES.txt"
-  grep -qF "get secret herd-auth -o jsonpath='{.data.token}'" "$CASE_TMP/NOTES.txt"
+  grep -qF "get secret herd-user-token -o jsonpath='{.data.token}'" "$CASE_TMP/NOTES.txt"
   grep -qF "port-forward svc/herd-coordinator 7070:7070" "$CASE_TMP/NOTES.txt"
 }
 
@@ -127,7 +135,7 @@ run_case default_values default_values
 run_case release_name_and_namespace release_name_and_namespace
 run_case gpu_workers gpu_workers
 run_case tls_and_mutual_tls tls_and_mutual_tls
-run_case existing_token_secret existing_token_secret
+run_case existing_secrets existing_secrets
 run_case service_monitor_instead_of_annotations service_monitor_instead_of_annotations
 run_case no_token_is_refused no_token_is_refused
 run_case token_and_existing_secret_conflict token_and_existing_secret_conflict

@@ -1,9 +1,10 @@
 // Asserts what the rendered chart must do, beyond schema validity.
 //   node check_chart.js SCENARIO RENDERED.json [key=value...]
 // SCENARIO: default | gpu | tls | existing-secret | monitoring. The
-// key=value pairs are the facts the scenario expects (token=..., gpus=...).
+// key=value pairs are the facts the scenario expects (userToken=..., gpus=...).
 "use strict";
 const assert = require("assert/strict");
+const crypto = require("crypto");
 const { Rendered, labels, selects, podSpec, container, flags, mountFor } = require("./lib/rendered");
 
 const [scenario, renderedPath, ...facts] = process.argv.slice(2);
@@ -111,10 +112,10 @@ function checkWorkers() {
   const grpcPort = r.get("Service", coordinator.metadata.name).spec.ports.find((p) => p.name === "grpc").port;
   assert.equal(address, `${coordinator.metadata.name}.${expected.namespace || "default"}.svc:${grpcPort}`);
   assert.ok(mountFor(worker, "worker", workerArgs.get("--work-dir")).volume.emptyDir);
-  // The token file comes from the same Secret key as the coordinator's.
-  assert.deepEqual(
-    secretFileSource(worker, "worker", workerArgs.get("--token-file")),
-    secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--token-file")));
+  // Workers get their own token, never the coordinator's auth file.
+  assert.notEqual(
+    secretFileSource(worker, "worker", workerArgs.get("--token-file")).secretName,
+    secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--auth-file")).secretName);
   // Checkpoints: one shared claim in both, at the advertised root.
   const root = r.get("ConfigMap", configName).data.HERD_CHECKPOINT_ROOT;
   const inWorker = mountFor(worker, "worker", root + "/x");
@@ -153,13 +154,30 @@ function checkNetworkPolicies() {
   assert.equal(data[0].from[0].namespaceSelector, undefined, "data ports: this namespace's workers only");
 }
 
-function checkTokenSecret(secretName, key, token) {
-  const source = secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--token-file"));
-  assert.equal(source.secretName, secretName);
-  assert.equal(source.key, key);
-  if (token !== undefined) {
-    const secret = r.get("Secret", secretName);
-    assert.equal(Buffer.from(secret.data[key], "base64").toString(), token);
+function secretText(name, key) {
+  return Buffer.from(r.get("Secret", name).data[key], "base64").toString();
+}
+
+// The coordinator reads the auth file, the workers their own token; with
+// tokens in values, the auth file holds only their hashes and scopes the
+// worker token to this release's worker pods, and no pod gets the users'.
+function checkCredentials(authSecret, workerSecret, userToken, workerToken) {
+  const auth = secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--auth-file"));
+  assert.deepEqual([auth.secretName, auth.key], [authSecret, "auth"]);
+  assert.ok(!coordinatorArgs.has("--token-file"));
+  const token = secretFileSource(worker, "worker", workerArgs.get("--token-file"));
+  assert.deepEqual([token.secretName, token.key], [workerSecret, "token"]);
+  if (userToken === undefined) return;
+  const sha256 = (text) => crypto.createHash("sha256").update(text).digest("hex");
+  const file = secretText(authSecret, "auth");
+  assert.match(file, new RegExp(`^\\S+ user sha256:${sha256(userToken)}$`, "m"));
+  assert.match(file, new RegExp(`^workers worker sha256:${sha256(workerToken)} ${worker.metadata.name}-\\*$`, "m"));
+  assert.ok(!file.includes(userToken) && !file.includes(workerToken), "the auth file holds hashes, not tokens");
+  assert.equal(secretText(workerSecret, "token"), workerToken);
+  const userSecret = `${expected.release || "herd"}-user-token`;
+  assert.equal(secretText(userSecret, "token"), userToken);
+  for (const w of [coordinator, worker]) {
+    assert.ok(!podSpec(w).volumes.some((v) => v.secret && v.secret.secretName === userSecret), "no pod holds the users' token");
   }
 }
 
@@ -174,7 +192,8 @@ function checkCpuWorkers() {
 const scenarios = {
   default() {
     checkCpuWorkers();
-    checkTokenSecret(`${expected.release || "herd"}-auth`, "token", expected.token);
+    const release = expected.release || "herd";
+    checkCredentials(`${release}-auth`, `${release}-worker-token`, expected.userToken, expected.workerToken);
     assert.ok(!coordinatorArgs.has("--tls-cert") && !workerArgs.has("--tls-ca"), "no TLS by default");
     for (const w of [coordinator, worker]) {
       assert.equal(w.spec.template.metadata.annotations["prometheus.io/scrape"], "true");
@@ -211,9 +230,7 @@ const scenarios = {
   },
   "existing-secret"() {
     assert.equal(r.all("Secret").length, 0, "no Secret when one exists already");
-    checkTokenSecret(expected.secret, expected.key);
-    assert.deepEqual(
-      secretFileSource(worker, "worker", workerArgs.get("--token-file")).secretName, expected.secret);
+    checkCredentials(expected.authSecret, expected.workerSecret);
   },
   monitoring() {
     const [monitor] = r.all("ServiceMonitor");

@@ -22,7 +22,7 @@ chart_copy_matches_repository() {
 }
 
 configmap_holds_the_dashboards() {
-  "$HELM_RENDER" --chart "$SOURCE_ROOT/deploy/helm/herd" --format json --set auth.token=0123456789abcdef0123 \
+  "$HELM_RENDER" --chart "$SOURCE_ROOT/deploy/helm/herd" --format json --set auth.userToken=0123456789abcdef0123,auth.workerToken=fedcba9876543210fedc \
     >"$CASE_TMP/rendered.json"
   node - "$CASE_TMP/rendered.json" "$REPO_DASHBOARDS" <<'EOF'
 const assert = require("assert/strict");

@@ -84,9 +84,12 @@ new_root() {
   { tail -n 20 "$WORK/bazel.log" >&2; die "building helm-render and herd-testbed failed"; }
 TB="$REPO/bazel-bin/tests/testbed/herd-testbed"
 TAG="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$CHART/Chart.yaml")"
-TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+# One credential per role, as the chart requires (docs/security.md).
+USER_TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+WORKER_TOKEN="$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 "$REPO/bazel-bin/deploy/test/helm-render" --chart "$CHART" --format json -f "$TEST_DIR/image_check_values.yaml" \
-  --set "auth.token=$TOKEN" >"$WORK/rendered.json" || die "rendering the chart failed"
+  --set "auth.userToken=$USER_TOKEN" --set "auth.workerToken=$WORKER_TOKEN" >"$WORK/rendered.json" ||
+  die "rendering the chart failed"
 
 # pod_runtime COMPONENT: sets IMAGE PROGRAM RUN_UID RUN_GID FS_GROUP.
 pod_runtime() {
@@ -229,12 +232,15 @@ done
 echo "image_check: both workers registered"
 
 # The CLI from its image, on the root host, as a client pod would run it:
-# the token Secret at /etc/herd/auth/token, the ConfigMap's variables.
+# the user token Secret at /etc/herd/auth/token (private to its user, as herd
+# requires), the ConfigMap's variables.
 new_root "$CLI_IMAGE"
 CLI_ROOT="$ROOT"
 CLI_DIR="$WORK/pods/cli"
 mkdir -p "$CLI_DIR" "$CLI_ROOT/etc/herd/auth" "$CLI_ROOT/etc/herd/jobs"
-printf '%s' "$TOKEN" >"$CLI_ROOT/etc/herd/auth/token"
+printf '%s' "$USER_TOKEN" >"$CLI_ROOT/etc/herd/auth/token"
+chown "$RUN_UID:$RUN_GID" "$CLI_ROOT/etc/herd/auth/token"
+chmod 600 "$CLI_ROOT/etc/herd/auth/token"
 printf 'HERD_COORDINATOR=%s\0HERD_TOKEN_FILE=/etc/herd/auth/token' "$COORDINATOR" >"$CLI_DIR/env"
 : >"$CLI_DIR/mounts"
 cat >"$CLI_ROOT/etc/herd/jobs/check.yaml" <<EOF

@@ -122,13 +122,17 @@ function expand(text, env) {
   });
 }
 
-function writeFiles(dir, data, items, what) {
+// Secret files are written private (0600): here the pod's user owns them,
+// and herd refuses secrets others may read. (A kubelet writes them root's,
+// group fsGroup, mode 0440, which herd accepts for files it does not own.)
+function writeFiles(dir, data, items, what, mode) {
   fs.mkdirSync(dir, { recursive: true });
   const entries = items ? items.map((i) => [i.key, i.path]) : Object.keys(data).map((k) => [k, k]);
   for (const [key, file] of entries) {
     if (!(key in data)) throw new Error(`${what} has no key ${key}`);
     fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-    fs.writeFileSync(path.join(dir, file), data[key]);
+    fs.writeFileSync(path.join(dir, file), data[key], { mode });
+    if (mode !== undefined) fs.chmodSync(path.join(dir, file), mode);
   }
 }
 
@@ -155,7 +159,7 @@ function materializeVolumes(rendered, workload, c, root, options) {
       listed.push(line.join("\t"));
     } else if (volume.secret) {
       const name = volume.secret.secretName;
-      writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`);
+      writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`, 0o600);
     } else if (volume.configMap) {
       const name = volume.configMap.name;
       writeFiles(dir, configMapData(rendered, name), volume.configMap.items, `ConfigMap ${name}`);

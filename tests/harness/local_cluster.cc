@@ -50,8 +50,7 @@ std::string LocalCluster::Binary(const std::string& package_path) {
 LocalCluster::LocalCluster(ClusterOptions options) : options_(options), root_(TempRoot()) {
   if (options_.coordinator_port == 0) options_.coordinator_port = FreePort();
   address_ = options_.coordinator_host + ":" + std::to_string(options_.coordinator_port);
-  token_file_ = root_ + "/token";
-  std::ofstream(token_file_) << "test-token-" << getpid() << "\n";
+  credentials_ = WriteTestCredentials(root_);
   workers_.resize(options_.workers);
   StartCoordinator();
   for (int i = 0; i < options_.workers; ++i) StartWorker(i);
@@ -79,7 +78,8 @@ void LocalCluster::StartCoordinator() {
                            "--state-dir=" + root_ + "/state",
                            "--lease-seconds=" + std::to_string(options_.lease_seconds),
                            "--ready-file=" + ready});
-  argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
+  argv.push_back(options_.auth ? "--auth-file=" + credentials_.auth_file : "--insecure-no-auth");
+  argv.insert(argv.end(), options_.coordinator_args.begin(), options_.coordinator_args.end());
   coordinator_ = std::make_unique<Process>(argv, root_ + "/coordinator.log");
   ASSERT_TRUE(WaitForFile(ready, std::chrono::seconds(30))) << Logs();
 }
@@ -113,7 +113,7 @@ void LocalCluster::StartWorker(int index) {
                            "--trainer-binary=" + Binary("worker/train/herd-trainer"),
                            "--trainer-kill-grace-seconds=2",
                            "--ready-file=" + root_ + "/" + worker_id(index) + ".json"});
-  argv.push_back(options_.auth ? "--token-file=" + token_file_ : "--insecure-no-auth");
+  argv.push_back(options_.auth ? "--token-file=" + credentials_.worker_token_file : "--insecure-no-auth");
   // One checkpoint root for all workers, as shared storage would be on a
   // real cluster: any rank of a later generation must find rank 0's files.
   argv.push_back("--checkpoint-root=" + checkpoint_root());
@@ -123,10 +123,14 @@ void LocalCluster::StartWorker(int index) {
 }
 
 CommandResult LocalCluster::Herd(std::vector<std::string> args, std::chrono::milliseconds timeout) {
+  return HerdAs(options_.auth ? credentials_.user_token_file : "", std::move(args), timeout);
+}
+
+CommandResult LocalCluster::HerdAs(const std::string& token_file, std::vector<std::string> args,
+                                   std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {Binary("client/herd")};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env = {"HERD_COORDINATOR=" + address_};
-  if (options_.auth) env.push_back("HERD_TOKEN_FILE=" + token_file_);
+  std::vector<std::string> env = {"HERD_COORDINATOR=" + address_, "HERD_TOKEN_FILE=" + token_file};
   return RunCommand(argv, timeout, env);
 }
 

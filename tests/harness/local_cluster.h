@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/harness/credentials.h"
 #include "tests/harness/process.h"
 
 namespace herd::testing {
@@ -39,6 +40,8 @@ struct ClusterOptions {
   // Prepended to the coordinator's command line, e.g. a testbed host's
   // `ip netns exec NS` to run it on that host (coordinator_host its address).
   std::vector<std::string> coordinator_exec_prefix;
+  // Extra herd-coordinator flags ("--max-pending-jobs-per-user=2").
+  std::vector<std::string> coordinator_args;
   // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
   std::vector<WorkerHost> worker_hosts;
 };
@@ -62,7 +65,9 @@ class LocalCluster {
 
   const std::string& root() const { return root_; }
   const std::string& address() const { return address_; }
-  const std::string& token_file() const { return token_file_; }
+  // With auth: the auth file and every principal's token file. Herd() runs
+  // the CLI as user "alice"; workers (and so trainers) use the worker token.
+  const TestCredentials& credentials() const { return credentials_; }
   // Ids repeat across the clusters of tests that run in parallel: find a
   // cluster's trainers by its work dirs (TrainerPids(cluster, i)).
   std::string worker_id(int index) const { return "worker-" + std::to_string(index); }
@@ -74,8 +79,11 @@ class LocalCluster {
     return options_.checkpoint_root.empty() ? root_ + "/checkpoints" : options_.checkpoint_root;
   }
 
-  // Runs `herd ARGS...` against this cluster (address and token added).
+  // Runs `herd ARGS...` against this cluster (address and user alice's token added).
   CommandResult Herd(std::vector<std::string> args, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // The same with another token file (another principal).
+  CommandResult HerdAs(const std::string& token_file, std::vector<std::string> args,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
   // `herd ARGS... -o json`, parsed; fails the test on a non-zero exit.
   nlohmann::json HerdJson(std::vector<std::string> args);
   // Writes `yaml` to a file and submits it; returns the job id.
@@ -92,7 +100,7 @@ class LocalCluster {
   ClusterOptions options_;
   std::string root_;
   std::string address_;
-  std::string token_file_;
+  TestCredentials credentials_;
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> workers_;
   int submitted_ = 0;

@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,13 +82,6 @@ int SweepCheckpointLeftovers(const std::string& root, const std::string& job_id)
   return removed;
 }
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  std::string hex;
-  for (unsigned char c : digest) absl::StrAppendFormat(&hex, "%02x", c);
-  return hex;
-}
 
 absl::StatusOr<CheckpointFolder> WriteCheckpointFolder(const std::string& root, const std::string& job_id,
                                                        int64_t step, const std::map<std::string, std::string>& files) {

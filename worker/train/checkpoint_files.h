@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/sha256.h"  // Sha256Hex, the manifest's digests
 
 namespace herd {
 
@@ -44,7 +45,5 @@ int SweepCheckpointLeftovers(const std::string& root, const std::string& job_id)
 
 // Removes a checkpoint folder (retention); the path must stay under root.
 absl::Status DeleteCheckpointFolder(const std::string& root, const std::string& relative_path);
-
-std::string Sha256Hex(const std::string& data);
 
 }  // namespace herd

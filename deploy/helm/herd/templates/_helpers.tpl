@@ -75,22 +75,60 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* The Secret holding the bearer token. herd never runs without one. */}}
-{{- define "herd.authSecretName" -}}
-{{- if and .Values.auth.token .Values.auth.existingSecret -}}
-{{- fail "auth: set either auth.token or auth.existingSecret, not both" -}}
+{{/* Credentials: users, workers and an optional admin each hold their own
+token (docs/security.md). Either the chart makes the Secrets from the
+tokens in values, or the operator brings the coordinator's auth file and the
+workers' token. herd never runs without them. */}}
+{{- define "herd.checkAuth" -}}
+{{- $auth := .Values.auth -}}
+{{- if $auth.existingAuthSecret -}}
+{{- if or $auth.userToken $auth.workerToken $auth.adminToken -}}
+{{- fail "auth: with auth.existingAuthSecret the tokens live in your Secrets; do not also set auth.userToken, auth.workerToken or auth.adminToken" -}}
 {{- end -}}
-{{- if .Values.auth.existingSecret -}}
-{{- .Values.auth.existingSecret -}}
+{{- $_ := required "auth.existingWorkerTokenSecret is required with auth.existingAuthSecret: the workers need the token whose hash your auth file lists" $auth.existingWorkerTokenSecret -}}
 {{- else -}}
-{{- $_ := required "auth.token or auth.existingSecret is required: every herd RPC carries a bearer token. Generate one with `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'` and pass --set auth.token=..., or name an existing Secret with --set auth.existingSecret=NAME" .Values.auth.token -}}
-{{- printf "%s-auth" (include "herd.fullname" .) -}}
+{{- $_ := required "auth.userToken and auth.workerToken are required (separate tokens for people and for workers): generate each with `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'` and pass --set-file auth.userToken=...,auth.workerToken=..., or bring your own Secrets with auth.existingAuthSecret and auth.existingWorkerTokenSecret" $auth.userToken -}}
+{{- $_ := required "auth.workerToken is required: workers hold their own token, not the users'" $auth.workerToken -}}
+{{- if eq (trim $auth.userToken) (trim $auth.workerToken) -}}
+{{- fail "auth: auth.userToken and auth.workerToken must differ: one token for both would give every user a worker's rights" -}}
+{{- end -}}
+{{- if $auth.existingWorkerTokenSecret -}}
+{{- fail "auth: auth.existingWorkerTokenSecret goes with auth.existingAuthSecret; with auth.workerToken the chart makes that Secret" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
-{{- define "herd.authSecretKey" -}}
-{{- if .Values.auth.existingSecret -}}{{ .Values.auth.existingSecretKey }}{{- else -}}token{{- end -}}
+{{/* The coordinator's auth file (key "auth"): principals, roles, token hashes. */}}
+{{- define "herd.authSecretName" -}}
+{{- include "herd.checkAuth" . -}}
+{{- .Values.auth.existingAuthSecret | default (printf "%s-auth" (include "herd.fullname" .)) -}}
 {{- end -}}
+
+{{/* The workers' token (key "token"); their trainers use it too. */}}
+{{- define "herd.workerTokenSecretName" -}}
+{{- include "herd.checkAuth" . -}}
+{{- .Values.auth.existingWorkerTokenSecret | default (printf "%s-worker-token" (include "herd.fullname" .)) -}}
+{{- end -}}
+
+{{/* The users' token (key "token"), for people's `herd` CLI; no pod mounts it. */}}
+{{- define "herd.userTokenSecretName" -}}
+{{- printf "%s-user-token" (include "herd.fullname" .) -}}
+{{- end -}}
+
+{{- define "herd.adminTokenSecretName" -}}
+{{- printf "%s-admin-token" (include "herd.fullname" .) -}}
+{{- end -}}
+
+{{/* The auth file the chart renders: hashes only (herd trims token files, so
+the hash is of the trimmed token). */}}
+{{- define "herd.authFileContent" -}}
+# Rendered by the herd chart. PRINCIPAL ROLE CREDENTIAL [WORKER-IDS]
+{{ .Values.auth.userName }} user sha256:{{ trim .Values.auth.userToken | sha256sum }}
+workers worker sha256:{{ trim .Values.auth.workerToken | sha256sum }} {{ include "herd.workerName" . }}-*
+{{- if .Values.auth.adminToken }}
+admin admin sha256:{{ trim .Values.auth.adminToken | sha256sum }}
+{{- end }}
+{{ end -}}
 
 {{- define "herd.tlsSecretName" -}}
 {{- required "tls.secretName is required when tls.enabled is true: an existing Secret with tls.crt, tls.key and ca.crt" .Values.tls.secretName -}}
@@ -163,9 +201,16 @@ resources:
     storage: {{ .size | quote }}
 {{- end -}}
 
-{{/* Where the token Secret is mounted in every herd container. */}}
+{{/* Where a herd container finds its token: the workers' token Secret in
+worker pods, the users' in an in-cluster CLI pod (the ConfigMap's
+HERD_TOKEN_FILE). */}}
 {{- define "herd.tokenFile" -}}
 /etc/herd/auth/token
+{{- end -}}
+
+{{/* Where the coordinator finds its auth file. */}}
+{{- define "herd.authFilePath" -}}
+/etc/herd/auth/auth
 {{- end -}}
 
 {{/* A label map as "k1=v1, k2=v2", for messages. */}}
