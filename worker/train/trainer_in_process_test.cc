@@ -304,7 +304,7 @@ TEST(InProcessTrainers, LeftOutWorkerWaitsAndIsReadmittedWithTheNewestCommit) {
 // where the uninterrupted run ends and the ledger holds every sample once.
 TEST(InProcessTrainers, RandomFaultPointsCostNothing) {
   std::map<std::pair<std::string, int>, std::map<std::string, RankOutcome>> references;
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
     std::mt19937 random(seed);
     const std::string mode = seed % 2 == 0 ? "average" : "allreduce";
     const int world = 2 + static_cast<int>((seed / 2) % 2);
