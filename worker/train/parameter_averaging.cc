@@ -55,7 +55,6 @@ absl::StatusOr<std::unique_ptr<ParameterAveraging>> ParameterAveraging::Create(s
   }
   int64_t total = 0;
   for (const auto& p : params) {
-    if (!p.is_contiguous()) return absl::InvalidArgumentError("parameter averaging needs contiguous parameters");
     total += p.numel();
   }
   if (options.fragments < 1 || options.fragments > total) {
@@ -90,7 +89,7 @@ void ParameterAveraging::BuildFragments() {
     const int first = static_cast<int>(pieces_.size());
     for (const auto& piece : members) {
       pieces_.push_back(piece);
-      views.push_back(PieceView(static_cast<int>(pieces_.size()) - 1));
+      views.push_back(ReadPiece(static_cast<int>(pieces_.size()) - 1));
     }
     // The gradient buckets' layout within the fragment (with one fragment,
     // the pieces are the parameters), so the same sync.* sizes mean the
@@ -115,10 +114,26 @@ void ParameterAveraging::BuildFragments() {
   }
 }
 
-torch::Tensor ParameterAveraging::PieceView(int piece) const {
+torch::Tensor ParameterAveraging::ReadPiece(int piece) const {
   const ParameterPiece& p = pieces_[piece];
-  // Made on each use: a view of the parameter's current storage.
-  return params_[p.param].detach().view({-1}).narrow(0, p.start, p.numel);
+  const torch::Tensor param = params_[p.param].detach();
+  // A view of the parameter's current storage where it is contiguous; a
+  // copy in row-major order otherwise.
+  if (param.is_contiguous()) return param.view({-1}).narrow(0, p.start, p.numel);
+  return param.reshape({-1}).narrow(0, p.start, p.numel).clone();
+}
+
+void ParameterAveraging::WritePiece(int piece, const torch::Tensor& values) {
+  const ParameterPiece& p = pieces_[piece];
+  torch::Tensor param = params_[p.param].detach();
+  if (param.is_contiguous()) {
+    param.view({-1}).narrow(0, p.start, p.numel).copy_(values);
+  } else if (p.numel == param.numel()) {
+    param.copy_(values.view(param.sizes()));
+  } else {
+    // put_ indexes the tensor as if flattened row-major, whatever its strides.
+    param.put_(torch::arange(p.start, p.start + p.numel, torch::dtype(torch::kLong).device(param.device())), values);
+  }
 }
 
 ParameterAveraging::~ParameterAveraging() {
@@ -168,7 +183,7 @@ void ParameterAveraging::ResetAnchor() {
   torch::NoGradGuard no_grad;
   for (Bucket* bucket : AllBuckets()) {
     for (size_t j = 0; j < bucket->params.size(); ++j) {
-      const auto p = PieceView(bucket->params[j]);
+      const auto p = ReadPiece(bucket->params[j]);
       bucket->anchor.narrow(0, bucket->offsets[j], p.numel()).copy_(p);
     }
   }
@@ -205,7 +220,7 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps) {
   fragment.works.clear();
   for (auto& bucket : fragment.buckets) {
     for (size_t j = 0; j < bucket.params.size(); ++j) {
-      const auto p = PieceView(bucket.params[j]);
+      const auto p = ReadPiece(bucket.params[j]);
       const int64_t n = p.numel();
       auto out = bucket.delta.narrow(0, bucket.offsets[j], n);
       torch::sub_out(out, bucket.anchor.narrow(0, bucket.offsets[j], n), p);
@@ -213,7 +228,7 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps) {
     if (keep_local_steps) {
       if (!bucket.sent.defined()) bucket.sent = torch::empty_like(bucket.anchor);
       for (size_t j = 0; j < bucket.params.size(); ++j) {
-        const auto p = PieceView(bucket.params[j]);
+        const auto p = ReadPiece(bucket.params[j]);
         bucket.sent.narrow(0, bucket.offsets[j], p.numel()).copy_(p);
       }
     }
@@ -279,13 +294,13 @@ void ParameterAveraging::Merge(Fragment& fragment) {
     }
     OuterStep(outer_, bucket.delta, bucket.anchor, bucket.momentum);
     for (size_t j = 0; j < bucket.params.size(); ++j) {
-      auto p = PieceView(bucket.params[j]);
-      auto anchor = bucket.anchor.narrow(0, bucket.offsets[j], p.numel());
+      const int64_t n = pieces_[bucket.params[j]].numel;
+      auto anchor = bucket.anchor.narrow(0, bucket.offsets[j], n);
       if (fragment.keep_local_steps) {
         // The steps taken while the round was in flight stay on top.
-        p.sub_(bucket.sent.narrow(0, bucket.offsets[j], p.numel())).add_(anchor);
+        WritePiece(bucket.params[j], ReadPiece(bucket.params[j]) - bucket.sent.narrow(0, bucket.offsets[j], n) + anchor);
       } else {
-        p.copy_(anchor);
+        WritePiece(bucket.params[j], anchor);
       }
     }
   }

@@ -71,8 +71,8 @@ struct AveragingRoundStats {
 
 class ParameterAveraging {
  public:
-  // INVALID_ARGUMENT for bucket sizes <= 0, a parameter that is not float32
-  // or not contiguous, fewer parameter elements than fragments, or int8 with
+  // INVALID_ARGUMENT for bucket sizes <= 0, a parameter that is not float32,
+  // fewer parameter elements than fragments, or int8 with
   // more than 127 ranks. Takes the current parameters as anchor.
   static absl::StatusOr<std::unique_ptr<ParameterAveraging>> Create(std::vector<torch::Tensor> params,
                                                                    Communicator* comm,
@@ -142,7 +142,8 @@ class ParameterAveraging {
 
   ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options);
   void BuildFragments();
-  torch::Tensor PieceView(int piece) const;
+  torch::Tensor ReadPiece(int piece) const;
+  void WritePiece(int piece, const torch::Tensor& values);
   // int8: the shared chunk scales of `fragment`'s buckets from every rank's maxima.
   absl::Status ExchangeScales(Fragment& fragment);
   void Merge(Fragment& fragment);

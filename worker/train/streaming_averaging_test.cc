@@ -56,24 +56,27 @@ TEST(StreamingAveraging, EachFragmentSyncsOnlyItsParameters) {
 }
 
 // Fragments are equal ranges of the flattened parameters: one large tensor
-// (most of a CNN is one weight matrix) still splits.
+// (most of a CNN is one weight matrix) still splits, strided or not.
 TEST(StreamingAveraging, AFragmentMayCutAParameter) {
-  std::vector<torch::Tensor> after(2);
-  RunGlooRanks(2, [&](int rank, Communicator* comm) {
-    std::vector<torch::Tensor> params = {torch::zeros({2, 2}).requires_grad_()};
-    ParameterAveragingOptions options;
-    options.fragments = 2;
-    auto averaging = ParameterAveraging::Create(params, comm, options);
-    ASSERT_TRUE(averaging.ok()) << averaging.status();
-    ASSERT_EQ((*averaging)->fragment_params(), (std::vector<std::vector<int>>{{0}, {0}}));
-    Assign(params[0], torch::full({4}, 1.0f + rank));
-    ASSERT_TRUE((*averaging)->Launch(1, false).ok());
-    ASSERT_TRUE((*averaging)->Finish().ok());
-    after[rank] = params[0].detach().clone().view({-1});
-  });
-  // The second half (row 1) averaged to 1.5, the first still each rank's own.
-  EXPECT_TRUE(torch::equal(after[0], T({1, 1, 1.5f, 1.5f}))) << after[0];
-  EXPECT_TRUE(torch::equal(after[1], T({2, 2, 1.5f, 1.5f}))) << after[1];
+  for (bool transposed : {false, true}) {
+    std::vector<torch::Tensor> after(2);
+    RunGlooRanks(2, [&](int rank, Communicator* comm) {
+      std::vector<torch::Tensor> params = {transposed ? torch::zeros({2, 2}).t() : torch::zeros({2, 2})};
+      ASSERT_EQ(params[0].is_contiguous(), !transposed);
+      ParameterAveragingOptions options;
+      options.fragments = 2;
+      auto averaging = ParameterAveraging::Create(params, comm, options);
+      ASSERT_TRUE(averaging.ok()) << averaging.status();
+      ASSERT_EQ((*averaging)->fragment_params(), (std::vector<std::vector<int>>{{0}, {0}}));
+      Assign(params[0], T({1.0f + rank, 2.0f + rank, 3.0f + rank, 4.0f + rank}));
+      ASSERT_TRUE((*averaging)->Launch(1, false).ok());
+      ASSERT_TRUE((*averaging)->Finish().ok());
+      after[rank] = params[0].detach().reshape({-1}).clone();
+    });
+    // The second half (row 1) averaged, the first still each rank's own.
+    EXPECT_TRUE(torch::equal(after[0], T({1, 2, 3.5f, 4.5f}))) << transposed << after[0];
+    EXPECT_TRUE(torch::equal(after[1], T({2, 3, 3.5f, 4.5f}))) << transposed << after[1];
+  }
 }
 
 TEST(StreamingAveraging, FragmentsRefuseMoreFragmentsThanElements) {
