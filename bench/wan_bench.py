@@ -23,7 +23,10 @@ few steps, and a full run at 10 Mbit/s would take an hour.
 Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
          [--models mnist_cnn,char_transformer]
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
-         [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--bin-dir bazel-bin]
+         [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
+--repeats N runs the whole matrix N times over (links interleaved, since
+load from other processes drifts over minutes) and reports the median
+samples/s of each cell.
 --epochs N runs N epochs instead of --steps (the quality comparison).
 Needs root (CAP_NET_ADMIN); build first:
   scripts/bazel.sh build //coordinator:herd-coordinator //worker/daemon:herd-worker \\
@@ -227,6 +230,7 @@ def main():
     p.add_argument("--slow-steps", type=int, default=12)
     p.add_argument("--slow-link-rate", default="100mbit")
     p.add_argument("--epochs", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--eval-samples", type=int, default=2000)
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "bazel-bin"))
@@ -252,30 +256,42 @@ def main():
           flush=True)
     bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
     cluster = None
-    results = []
+    runs = []
     try:
         cluster = TestbedCluster(bin_dir, bed)
-        for link in links:
-            bed.shape(link)
-            for model in models:
-                for variant in variants:
-                    if variant == "ddp" and model != "mnist_cnn":
-                        continue  # the DDP peer has the CNN only
-                    slow = link != "none" and rate_bits(link) <= slow_bits and variant in EVERY_STEP
-                    steps = args.slow_steps if slow and not args.epochs else args.steps
-                    r = run_ddp(bed, args, steps) if variant == "ddp" else \
-                        run_herd(cluster, bed, model, variant, args, steps, text)
-                    r.update(link=link, model=model, variant=variant, steps=steps)
-                    results.append(r)
-                    payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
-                    evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
-                    print(f"{link:8} {model:16} {variant:12} {r['samples_per_s_per_rank']:8.1f} samples/s/rank "
-                          f"payload {payload:>8} B/sample link {r['link_bytes_per_sample']:9.0f} B/sample {evals}",
-                          flush=True)
+        for repeat in range(args.repeats):
+            for link in links:
+                bed.shape(link)
+                for model in models:
+                    for variant in variants:
+                        if variant == "ddp" and model != "mnist_cnn":
+                            continue  # the DDP peer has the CNN only
+                        slow = link != "none" and rate_bits(link) <= slow_bits and variant in EVERY_STEP
+                        steps = args.slow_steps if slow and not args.epochs else args.steps
+                        r = run_ddp(bed, args, steps) if variant == "ddp" else \
+                            run_herd(cluster, bed, model, variant, args, steps, text)
+                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat)
+                        runs.append(r)
+                        payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
+                        evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
+                        print(f"[{repeat + 1}/{args.repeats}] {link:8} {model:16} {variant:12} "
+                              f"{r['samples_per_s_per_rank']:8.1f} samples/s/rank payload {payload:>8} B/sample "
+                              f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
     finally:
         if cluster:
             cluster.stop()
         bed.down()
+    # One result per cell: the median run by samples/s (its other figures with it).
+    cells = {}
+    for r in runs:
+        cells.setdefault((r["link"], r["model"], r["variant"]), []).append(r)
+    results = []
+    for cell in cells.values():
+        cell.sort(key=lambda r: r["samples_per_s_per_rank"])
+        median = dict(cell[(len(cell) - 1) // 2])
+        median["samples_per_s_runs"] = [round(r["samples_per_s_per_rank"], 1) for r in cell]
+        median.pop("repeat")
+        results.append(median)
     # Ratios against the same variant unshaped, and against DDP on the same link.
     by = {(r["link"], r["model"], r["variant"]): r for r in results}
     for r in results:
@@ -300,7 +316,7 @@ def main():
         r["link_bytes_per_sample"] = round(r["link_bytes_per_sample"], 1)
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
-    print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps,
+    print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
                       "slow_steps": args.slow_steps, "epochs": args.epochs, "cores": os.cpu_count(),
                       "load_average_1m": os.getloadavg()[0], "results": results}))
 
