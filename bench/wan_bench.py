@@ -57,6 +57,7 @@ VARIANTS = {
     "avg16_bf16": "{mode: average, every: 16, outer: {kind: nesterov}, compression: bf16}",
     "avg16_int8": "{mode: average, every: 16, outer: {kind: nesterov}, compression: int8}",
     "stream16": "{mode: average, every: 16, fragments: 4, overlap: true, outer: {kind: nesterov}, compression: int8}",
+    "stream8": "{mode: average, every: 8, fragments: 4, overlap: true, outer: {kind: nesterov}, compression: int8}",
     "stream16_f32": "{mode: average, every: 16, fragments: 4, overlap: true, outer: {kind: nesterov}}",
 }
 EVERY_STEP = ("allreduce", "ddp")
