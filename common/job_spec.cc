@@ -84,6 +84,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (sync->compression().empty()) sync->set_compression("none");
   if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
   if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
+  if (sync->fragments() == 0) sync->set_fragments(1);
   if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
   if (sync->outer().kind() == "nesterov") {
     if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
@@ -231,7 +232,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 
   const auto& sync = spec.sync();
   if (auto s = CheckChoice("sync.mode", sync.mode(), {"allreduce", "average"}); !s.ok()) return s;
-  if (auto s = CheckChoice("sync.compression", sync.compression(), {"none", "fp16", "bf16"}); !s.ok()) return s;
+  if (auto s = CheckChoice("sync.compression", sync.compression(), {"none", "fp16", "bf16", "int8"}); !s.ok()) {
+    return s;
+  }
+  if (sync.compression() == "int8" && sync.mode() != "average") return Bad("sync.compression", "int8 needs sync.mode average");
   if (auto s = CheckChoice("sync.same_host_transport", sync.same_host_transport(), {"shm", "tcp"}); !s.ok()) {
     return s;
   }
@@ -240,6 +244,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (sync.every() < 0) return Bad("sync.every", "must be >= 0");
   if (sync.mode() == "average" && sync.every() < 1) return Bad("sync.every", "must be >= 1 for mode average");
   if (sync.warmup_steps() < 0) return Bad("sync.warmup_steps", "must be >= 0");
+  if (sync.fragments() < 0) return Bad("sync.fragments", "must be >= 1");
+  if (sync.fragments() > 1 && sync.mode() != "average") return Bad("sync.fragments", "needs sync.mode average");
+  if (sync.fragments() > sync.every() && sync.mode() == "average") {
+    return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
+  }
+  if (sync.overlap() && sync.mode() != "average") return Bad("sync.overlap", "needs sync.mode average");
   if (auto s = CheckChoice("sync.outer.kind", sync.outer().kind(), {"none", "nesterov"}); !s.ok()) return s;
   if (sync.outer().kind() != "none" && sync.mode() != "average") return Bad("sync.outer.kind", "needs sync.mode average");
   if (sync.outer().kind() == "nesterov" && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");

@@ -116,6 +116,15 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode("gossip"); }},
       {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int4"); }},
       {"sync.same_host_transport", [](v1::JobSpec* s) { s->mutable_sync()->set_same_host_transport("rdma"); }},
+      {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int8"); }},  // allreduce
+      {"sync.fragments", [](v1::JobSpec* s) { s->mutable_sync()->set_fragments(2); }},         // allreduce
+      {"sync.overlap", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap(true); }},          // allreduce
+      {"sync.fragments",
+       [](v1::JobSpec* s) {
+         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_every(4);
+         s->mutable_sync()->set_fragments(5);
+       }},
       {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
       {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
       {"schedule.name", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("linear_decay"); }},

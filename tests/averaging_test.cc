@@ -147,5 +147,38 @@ TEST(Averaging, WarmupThenNesterovRoundsAlignWithEvaluationAndCommits) {
   }
 }
 
+// Streaming averaging on the same small job: 2 fragments of `every` 4
+// (phases 2 and 0), overlapped rounds and the int8 wire. Counted as rounds:
+// each overlapped round when it lands (a step after its launch) and each
+// full sync (evaluation, end). Local steps 11-30: launch 12 / land 13,
+// full 14 (evaluation), 16/17, 18/19, 20 / land 21 before the full sync at
+// 21 (evaluation), 23/24, 25/26, 27 / land 28 before the full 28
+// (evaluation), full 30 (the end): 11. Replica-hash checks every 5 steps
+// can only fall on full syncs; the job succeeding means each passed.
+TEST(Averaging, StreamingFragmentsOverlapInt8FollowTheirSchedule) {
+  LocalCluster cluster;
+  const std::string id = cluster.Submit(
+      "model: mlp\n"
+      "dataset: {kind: synthetic}\n"
+      "batch_size: 16\n"
+      "max_steps: 30\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      "sync: {mode: average, every: 4, fragments: 2, overlap: true, compression: int8, warmup_steps: 10,\n"
+      "       outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
+      "eval: {interval_steps: 7, max_samples: 256}\n"
+      "log_interval_steps: 5\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 3\n");
+  auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, minutes(5));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(job.value("step", 0), 30);
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(cluster.job_dir(w, id) + "/trainer.log");
+    EXPECT_NE(log.find("in 2 staggered fragments"), std::string::npos) << log;
+    EXPECT_NE(log.find("averaging: 11 rounds"), std::string::npos) << log;
+    EXPECT_NE(log.find("20 local steps, 10 all-reduce steps"), std::string::npos) << log;
+    EXPECT_NE(log.find("replicas verified bitwise"), std::string::npos) << log;
+  }
+}
+
 }  // namespace
 }  // namespace herd::testing

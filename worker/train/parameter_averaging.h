@@ -12,8 +12,18 @@
 // optimizer's state stays local.
 //
 // Sending the difference from the shared anchor rather than raw parameters is
-// what makes fp16/bf16 wire compression usable: the rounding error scales
-// with the size of the local update, not with the parameters' magnitude.
+// what makes fp16/bf16/int8 wire compression usable: the rounding error
+// scales with the size of the local update, not with the parameters'
+// magnitude. int8 (int8_wire.h) also keeps each rank's rounding residual and
+// adds it to its next pseudo-gradient (error feedback).
+//
+// Streaming (sync.fragments, sync.overlap): the parameters are split into
+// fragments, each with its own anchor, synced one at a time by Launch and
+// Finish. Between the two the rank keeps training; Finish then sets the
+// fragment to new_anchor + (params_now - params_at_launch), so the local
+// steps taken while the all-reduce ran are kept on top of the averaged
+// value (and enter the next pseudo-gradient). Launch followed at once by
+// Finish is the plain blocking round.
 #pragma once
 
 #include <torch/torch.h>
@@ -35,24 +45,35 @@ namespace herd {
 void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, torch::Tensor& anchor,
                torch::Tensor& momentum);
 
+// A contiguous run of one parameter's elements (flattened).
+struct ParameterPiece {
+  int param = 0;
+  int64_t start = 0;
+  int64_t numel = 0;
+};
+
 struct ParameterAveragingOptions {
   double first_bucket_mib = 1;
   double bucket_cap_mib = 25;
-  DataType wire_type = DataType::kFloat32;  // sync.compression
+  DataType wire_type = DataType::kFloat32;  // sync.compression none/fp16/bf16
+  bool int8_wire = false;                   // sync.compression int8 (wire_type is then ignored)
+  int fragments = 1;                        // sync.fragments
   OuterStepConfig outer;
 };
 
 // What the last round did.
 struct AveragingRoundStats {
   int64_t rounds = 0;             // rounds so far, this one included
-  int64_t wire_bytes = 0;         // bytes all-reduced by this rank in this round
-  double seconds = 0;             // this round, start to end
+  int64_t wire_bytes = 0;         // bytes this rank contributed to the round's collectives
+  double seconds = 0;             // this round's time blocking the caller (launch and finish)
   double interval_seconds = 0;    // since the previous round ended (or the anchor was set)
 };
 
 class ParameterAveraging {
  public:
-  // INVALID_ARGUMENT for bucket sizes <= 0 or a parameter that is not float32. Takes the current parameters as anchor.
+  // INVALID_ARGUMENT for bucket sizes <= 0, a parameter that is not float32,
+  // fewer parameter elements than fragments, or int8 with
+  // more than 127 ranks. Takes the current parameters as anchor.
   static absl::StatusOr<std::unique_ptr<ParameterAveraging>> Create(std::vector<torch::Tensor> params,
                                                                    Communicator* comm,
                                                                    ParameterAveragingOptions options);
@@ -64,12 +85,34 @@ class ParameterAveraging {
   // replica holds the same values (after a broadcast or an all-reduce step).
   void ResetAnchor();
 
-  // Collective: every rank calls it at the same step. On success all
-  // replicas hold bitwise-identical parameters; on failure the parameters
-  // are left as they were.
+  // Collective: every rank calls it at the same step, with no round in
+  // flight (FAILED_PRECONDITION otherwise). Syncs every fragment. On success
+  // all replicas hold bitwise-identical parameters; on failure the
+  // parameters are left as they were.
   absl::Status Round();
 
+  // Collective: starts the round of `fragment` (int8: after a small blocking
+  // exchange of the chunk scales). Several may be in flight. With
+  // `keep_local_steps`, Finish keeps the steps taken since the launch;
+  // without, the fragment becomes the new anchor (replicas identical).
+  absl::Status Launch(int fragment, bool keep_local_steps);
+  // Waits for every launched round, in launch order, and merges each into
+  // its fragment (see above). Counts as one round in last_round().
+  absl::Status Finish();
+  bool in_flight() const { return !launched_.empty(); }
+  int fragments() const { return static_cast<int>(fragments_.size()); }
+  // Parameter indices per fragment (registration order). Fragments cut the
+  // flattened parameters into equal ranges, so one parameter may be in two.
+  std::vector<std::vector<int>> fragment_params() const;
+
   const AveragingRoundStats& last_round() const { return stats_; }
+
+  // This rank's int8 rounding residuals (one flat tensor per bucket; empty
+  // without int8): like the inner optimizer state, local to the rank, kept
+  // in its in-memory commits and not in checkpoints.
+  std::vector<torch::Tensor> Residuals() const;
+  // Empty `state`: zero residuals (a rank starting from another's state).
+  absl::Status RestoreResiduals(const std::vector<torch::Tensor>& state);
 
   // The outer optimizer's state (nesterov momentum, one flat tensor per
   // bucket; empty for outer none), for checkpoints: the rest of the state is
@@ -81,22 +124,43 @@ class ParameterAveraging {
 
  private:
   struct Bucket {
-    std::vector<int> params;
+    std::vector<int> params;  // indices into pieces_
     std::vector<int64_t> offsets;
     torch::Tensor anchor;    // float32, parameters at the last round
     torch::Tensor momentum;  // float32, outer momentum (nesterov)
     torch::Tensor delta;     // float32, pseudo-gradient being reduced
-    torch::Tensor wire;      // compressed copy sent on the wire, if compressing
+    torch::Tensor wire;      // compressed copy sent on the wire (fp16/bf16 values, int8 codes)
+    torch::Tensor residual;  // float32, int8 error feedback
+    torch::Tensor sent;      // float32, parameters at launch (overlapped rounds)
+    torch::Tensor scale;     // float32, int8 shared per-chunk scale
+  };
+  struct Fragment {
+    std::vector<Bucket> buckets;
+    std::vector<std::shared_ptr<Work>> works;
+    bool keep_local_steps = false;
   };
 
   ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options);
+  void BuildFragments();
+  torch::Tensor ReadPiece(int piece) const;
+  void WritePiece(int piece, const torch::Tensor& values);
+  // int8: the shared chunk scales of `fragment`'s buckets from every rank's maxima.
+  absl::Status ExchangeScales(Fragment& fragment);
+  void Merge(Fragment& fragment);
+  std::vector<Bucket*> AllBuckets();
+  std::vector<const Bucket*> AllBuckets() const;
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;
   ParameterAveragingOptions options_;
   OuterStepConfig outer_;
   DataType wire_type_;
-  std::vector<Bucket> buckets_;
+  int int8_levels_ = 0;
+  std::vector<ParameterPiece> pieces_;
+  std::vector<Fragment> fragments_;
+  std::vector<int> launched_;  // fragments in flight, launch order
+  int64_t launched_bytes_ = 0;
+  double blocked_seconds_ = 0;
   AveragingRoundStats stats_;
   std::chrono::steady_clock::time_point last_round_end_;
 };

@@ -59,7 +59,8 @@ std::string StateKey(const torch::Tensor& param) { return c10::guts::to_string(p
 }  // namespace
 
 absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optimizer,
-                                    const TrainingPosition& position, const std::vector<torch::Tensor>& outer_state) {
+                                    const TrainingPosition& position, const std::vector<torch::Tensor>& outer_state,
+                                    const std::vector<torch::Tensor>& rank_state) {
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> params = model->Parameters();
   params_.resize(params.size());
@@ -77,12 +78,14 @@ absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optim
   rng_ = at::detail::getDefaultCPUGenerator().get_state();
   outer_.resize(outer_state.size());
   for (size_t i = 0; i < outer_state.size(); ++i) CopyTensor(outer_state[i], &outer_[i]);
+  rank_.resize(rank_state.size());
+  for (size_t i = 0; i < rank_state.size(); ++i) CopyTensor(rank_state[i], &rank_[i]);
   position_ = position;
   return absl::OkStatus();
 }
 
 absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimizer, TrainingPosition* position,
-                                  std::vector<torch::Tensor>* outer_state) const {
+                                  std::vector<torch::Tensor>* outer_state, std::vector<torch::Tensor>* rank_state) const {
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> params = model->Parameters();
   if (params.size() != params_.size()) {
@@ -106,6 +109,10 @@ absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimiz
   generator.set_state(rng_);
   outer_state->clear();
   for (const auto& t : outer_) outer_state->push_back(t.clone());
+  if (rank_state != nullptr) {
+    rank_state->clear();
+    for (const auto& t : rank_) rank_state->push_back(t.clone());
+  }
   *position = position_;
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 // The training state copied in memory at a commit point: parameters,
-// optimizer state, RNG, outer optimizer state and sampler position. Unlike
+// optimizer state, RNG, outer optimizer state, the sync's own per-rank state
+// (int8 residuals) and sampler position. Unlike
 // SerializeTrainingState it copies tensors into buffers kept from the
 // previous snapshot, so taking one at every commit point costs about a
 // memcpy of the state (serialization cost ~20x more, measured on the mlp).
@@ -21,10 +22,11 @@ class StateSnapshot {
   // UNIMPLEMENTED for an optimizer whose state it cannot copy (sgd, adam and
   // adamw are supported).
   absl::Status Capture(Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
-                       const std::vector<torch::Tensor>& outer_state);
+                       const std::vector<torch::Tensor>& outer_state,
+                       const std::vector<torch::Tensor>& rank_state = {});
   // Writes the snapshot into an identically built model and optimizer.
   absl::Status Apply(Model* model, torch::optim::Optimizer* optimizer, TrainingPosition* position,
-                     std::vector<torch::Tensor>* outer_state) const;
+                     std::vector<torch::Tensor>* outer_state, std::vector<torch::Tensor>* rank_state = nullptr) const;
   bool empty() const { return params_.empty(); }
 
  private:
@@ -33,6 +35,7 @@ class StateSnapshot {
   std::vector<std::unique_ptr<torch::optim::OptimizerParamState>> optimizer_;
   torch::Tensor rng_;
   std::vector<torch::Tensor> outer_;
+  std::vector<torch::Tensor> rank_;
   TrainingPosition position_;
 };
 

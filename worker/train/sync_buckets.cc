@@ -52,6 +52,8 @@ torch::ScalarType TorchType(DataType type) {
       return torch::kHalf;
     case DataType::kBFloat16:
       return torch::kBFloat16;
+    case DataType::kUInt8:
+      return torch::kByte;  // int8 averaging's codes
     default:
       return torch::kFloat;
   }

@@ -25,12 +25,18 @@ struct SyncConfig {
   SyncMode mode = SyncMode::kAllReduce;
   double first_bucket_mib = 1;
   double bucket_cap_mib = 25;
-  DataType wire_type = DataType::kFloat32;  // sync.compression
+  DataType wire_type = DataType::kFloat32;  // sync.compression none/fp16/bf16
+  bool int8_wire = false;                   // sync.compression int8 (mode average)
   SameHostTransport same_host = SameHostTransport::kSharedMemory;
   // Mode average.
   int64_t every = 8;         // local steps between rounds
   int64_t warmup_steps = 0;  // all-reduce steps before the first local step
   OuterStepConfig outer;
+  int fragments = 1;     // parameter fragments, synced on staggered schedules
+  bool overlap = false;  // a round's all-reduce runs while the next step trains
+  // Whether rounds sync only part of the parameters or finish a step late:
+  // replicas then agree only at full syncs (sync_strategy.h).
+  bool streaming() const { return fragments > 1 || overlap; }
 };
 
 // INVALID_ARGUMENT naming the sync.* field for a value it does not know.

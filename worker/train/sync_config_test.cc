@@ -31,6 +31,25 @@ TEST(SyncConfig, ParsesEveryFieldIntoTypedValues) {
   EXPECT_EQ(config->outer.momentum, 0.8);
 }
 
+TEST(SyncConfig, ParsesStreamingAveraging) {
+  v1::SyncSpec spec;
+  spec.set_mode("average");
+  spec.set_every(16);
+  spec.set_fragments(4);
+  spec.set_overlap(true);
+  spec.set_compression("int8");
+  auto config = ParseSyncConfig(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->fragments, 4);
+  EXPECT_TRUE(config->overlap);
+  EXPECT_TRUE(config->int8_wire);
+  EXPECT_EQ(config->wire_type, DataType::kFloat32);  // int8 is not a type the communicator sums
+  EXPECT_TRUE(config->streaming());
+  spec.set_fragments(1);
+  spec.set_overlap(false);
+  EXPECT_FALSE(ParseSyncConfig(spec)->streaming());
+}
+
 TEST(SyncConfig, EmptySpecMeansAllReduceDefaults) {
   auto config = ParseSyncConfig(v1::SyncSpec());
   ASSERT_TRUE(config.ok()) << config.status();
@@ -46,6 +65,16 @@ TEST(SyncConfig, UnknownValuesNameTheirField) {
       {"sync.compression", [](v1::SyncSpec* s) { s->set_compression("int3"); }},
       {"sync.same_host_transport", [](v1::SyncSpec* s) { s->set_same_host_transport("rdma"); }},
       {"sync.outer.kind", [](v1::SyncSpec* s) { s->mutable_outer()->set_kind("adam"); }},
+      // Streaming settings are mode average's.
+      {"sync.compression", [](v1::SyncSpec* s) { s->set_compression("int8"); }},
+      {"sync.fragments", [](v1::SyncSpec* s) { s->set_fragments(2); }},
+      {"sync.overlap", [](v1::SyncSpec* s) { s->set_overlap(true); }},
+      {"sync.fragments",
+       [](v1::SyncSpec* s) {
+         s->set_mode("average");
+         s->set_every(2);
+         s->set_fragments(3);
+       }},
   };
   for (const auto& [field, mutate] : cases) {
     v1::SyncSpec spec;

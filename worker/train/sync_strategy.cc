@@ -72,27 +72,33 @@ class AveragingStrategy : public SyncStrategy {
       return absl::OkStatus();
     }
     ++traffic->local_steps;
-    ++local_steps_since_round_;
+    ++local_steps_since_full_sync_;
     in_sync_ = false;
-    if (!RoundDue(at)) return absl::OkStatus();
-    if (auto s = averaging_->Round(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", at.step, ": ", s.message()));
+    // Overlap: the round launched after the previous step lands now.
+    if (averaging_->in_flight()) {
+      if (auto s = Count(averaging_->Finish(), at, traffic); !s.ok()) return s;
     }
-    const AveragingRoundStats& round = averaging_->last_round();
-    traffic->wire_bytes += round.wire_bytes;
-    ++traffic->averaging_rounds;
-    traffic->last_round_seconds = round.seconds;
-    traffic->last_round_interval_seconds = round.interval_seconds;
-    local_steps_since_round_ = 0;
-    in_sync_ = true;
-    VLOG(1) << absl::StrFormat("averaging round %d at step %d: %d bytes, %.4f s, %.3f s since the previous round",
-                               traffic->averaging_rounds, at.step, round.wire_bytes, round.seconds,
-                               round.interval_seconds);
+    if (FullSyncDue(at)) {
+      if (auto s = Count(averaging_->Round(), at, traffic); !s.ok()) return s;
+      local_steps_since_full_sync_ = 0;
+      in_sync_ = true;
+      return absl::OkStatus();
+    }
+    const int64_t phase = local_steps_since_full_sync_ % config_.every;
+    for (int f = 0; f < averaging_->fragments(); ++f) {
+      if (phase != FragmentPhase(f)) continue;
+      if (auto s = averaging_->Launch(f, /*keep_local_steps=*/config_.overlap); !s.ok()) return Named(s, at);
+      if (!config_.overlap) {
+        if (auto s = Count(averaging_->Finish(), at, traffic); !s.ok()) return s;
+      }
+    }
+    // One fragment synced without overlap is a full sync.
+    in_sync_ = !config_.streaming() && phase == 0;
     return absl::OkStatus();
   }
 
   // Commits (replica hash check, progress report, checkpoint) need identical
-  // replicas: after warmup they fall on the first round at least
+  // replicas: after warmup they fall on the first full sync at least
   // log_interval steps after the previous commit, and on checkpoint steps.
   bool CommitDue(const StepBoundary& at, int64_t last_commit_step, int64_t log_interval) const override {
     if (!in_sync_) return false;
@@ -103,17 +109,25 @@ class AveragingStrategy : public SyncStrategy {
 
   void StartFromCurrentParameters() override {
     averaging_->ResetAnchor();
-    local_steps_since_round_ = 0;
+    local_steps_since_full_sync_ = 0;
     in_sync_ = true;
   }
   std::vector<torch::Tensor> OuterState() const override { return averaging_->OuterState(); }
   absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) override {
     return state.empty() ? absl::OkStatus() : averaging_->RestoreOuterState(state);
   }
+  std::vector<torch::Tensor> RankState() const override { return averaging_->Residuals(); }
+  absl::Status RestoreRankState(const std::vector<torch::Tensor>& state) override {
+    return averaging_->RestoreResiduals(state);
+  }
 
   std::string Describe() const override {
-    return absl::StrCat("sync average: a round every ", config_.every, " local steps after ", config_.warmup_steps,
-                        " all-reduce steps, outer ", OuterKindName(config_.outer.kind));
+    std::string fragments =
+        config_.fragments > 1 ? absl::StrCat(" in ", config_.fragments, " staggered fragments") : "";
+    return absl::StrCat("sync average: a round every ", config_.every, " local steps", fragments, " after ",
+                        config_.warmup_steps, " all-reduce steps, outer ", OuterKindName(config_.outer.kind),
+                        config_.overlap ? ", merged one step later (overlap)" : "",
+                        config_.int8_wire ? ", int8 wire with error feedback" : "");
   }
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
@@ -124,17 +138,43 @@ class AveragingStrategy : public SyncStrategy {
   }
 
  private:
-  // A round after `every` local steps, and wherever replicas must agree:
-  // before an evaluation, at a checkpoint step and at the last step, so
-  // evaluations, checkpoints and the final bitwise check see the averaged
-  // model.
-  bool RoundDue(const StepBoundary& at) const {
-    return local_steps_since_round_ >= config_.every || at.epoch_end || at.eval_due || at.checkpoint_due || at.done;
+  // Where fragment f's rounds fall within each `every` local steps: spread
+  // evenly, the last fragment at the end (with one fragment: every
+  // `every` steps, as plain averaging).
+  int64_t FragmentPhase(int f) const {
+    return ((f + 1) * config_.every / averaging_->fragments()) % config_.every;
+  }
+
+  // Wherever replicas must agree: before an evaluation, at a checkpoint step
+  // and at the last step, so evaluations, checkpoints and the final bitwise
+  // check see the averaged model. Streaming also syncs fully once commits
+  // are due, since its regular rounds never leave replicas identical.
+  bool FullSyncDue(const StepBoundary& at) const {
+    if (at.epoch_end || at.eval_due || at.checkpoint_due || at.done) return true;
+    return config_.streaming() && at.steps_since_commit >= at.log_interval * config_.every;
+  }
+
+  absl::Status Named(const absl::Status& s, const StepBoundary& at) const {
+    return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", at.step, ": ", s.message()));
+  }
+
+  // Counts a finished round into `traffic`.
+  absl::Status Count(const absl::Status& status, const StepBoundary& at, SyncTraffic* traffic) {
+    if (!status.ok()) return Named(status, at);
+    const AveragingRoundStats& round = averaging_->last_round();
+    traffic->wire_bytes += round.wire_bytes;
+    ++traffic->averaging_rounds;
+    traffic->last_round_seconds = round.seconds;
+    traffic->last_round_interval_seconds = round.interval_seconds;
+    VLOG(1) << absl::StrFormat("averaging round %d at step %d: %d bytes, %.4f s, %.3f s since the previous round",
+                               traffic->averaging_rounds, at.step, round.wire_bytes, round.seconds,
+                               round.interval_seconds);
+    return absl::OkStatus();
   }
 
   const SyncConfig config_;
   std::unique_ptr<ParameterAveraging> averaging_;
-  int64_t local_steps_since_round_ = 0;
+  int64_t local_steps_since_full_sync_ = 0;
   bool in_sync_ = true;
 };
 
@@ -162,6 +202,8 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfi
       options.first_bucket_mib = config.first_bucket_mib;
       options.bucket_cap_mib = config.bucket_cap_mib;
       options.wire_type = config.wire_type;
+      options.int8_wire = config.int8_wire;
+      options.fragments = config.fragments;
       options.outer = config.outer;
       auto averaging = ParameterAveraging::Create(params, data, options);
       if (!averaging.ok()) return averaging.status();

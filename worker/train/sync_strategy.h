@@ -4,6 +4,17 @@
 //   average:    after warmup steps of all-reduce, ranks step locally and a
 //               round averages the parameters every `every` steps and
 //               wherever replicas must agree (parameter_averaging.h).
+//               Streaming (sync.fragments > 1 or sync.overlap): fragment f
+//               of F is averaged at local steps s with
+//               s % every == ((f+1) * every / F) % every, counted from the
+//               last full sync; with overlap its result is merged after the
+//               next step. Replicas then agree only at full syncs: all
+//               fragments averaged at once, blocking, with no round in
+//               flight, at epoch ends, evaluations, checkpoint steps, the
+//               last step and once log_interval_steps * every steps have
+//               passed since the last commit. Commits fall only there, so
+//               no commit holds a round in flight or per-fragment anchors
+//               (they equal the parameters).
 // The trainer asks the strategy, never the mode, whether a step is local,
 // when a round runs and where commits may fall.
 #pragma once
@@ -31,6 +42,8 @@ struct StepBoundary {
   bool eval_due = false;        // eval.interval_steps falls here
   bool checkpoint_due = false;  // checkpoint.interval_steps falls here
   bool done = false;            // the job's last step
+  int64_t steps_since_commit = 0;
+  int64_t log_interval = 1;     // log_interval_steps
 };
 
 class SyncStrategy {
@@ -57,6 +70,12 @@ class SyncStrategy {
   // checkpoints; empty when there is none.
   virtual std::vector<torch::Tensor> OuterState() const = 0;
   virtual absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) = 0;
+  // State of the sync local to this rank (int8 error-feedback residuals):
+  // kept in the rank's own in-memory commit like its inner optimizer state,
+  // never sent to another rank nor checkpointed. Restoring an empty vector
+  // zeroes it (a rank starting from another rank's state or a checkpoint).
+  virtual std::vector<torch::Tensor> RankState() const { return {}; }
+  virtual absl::Status RestoreRankState(const std::vector<torch::Tensor>&) { return absl::OkStatus(); }
 
   virtual std::string Describe() const = 0;
   // One log line on what synchronization cost over the process's life.

@@ -137,8 +137,10 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
   TrainingPosition position;
   std::vector<torch::Tensor> outer_state;
   if (auto s = RestoreTrainingState(files, ctx_.model.get(), ctx_.optimizer.get(), &position, &outer_state); !s.ok()) return s;
-  // The outer optimizer (parameter averaging) resumes with its momentum.
+  // The outer optimizer (parameter averaging) resumes with its momentum;
+  // the sync's per-rank state (int8 residuals) was another rank's: zeroed.
   if (auto s = sync_->RestoreOuterState(outer_state); !s.ok()) return s;
+  if (auto s = sync_->RestoreRankState({}); !s.ok()) return s;
   ctx_.step = position.step;
   ctx_.epoch = position.epoch;
   ctx_.position = position.samples_in_epoch;
@@ -148,10 +150,13 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
 absl::Status Trainer::RestoreOwnCommit() {
   TrainingPosition position;
   std::vector<torch::Tensor> outer;
-  if (auto s = ctx_.committed.snapshot.Apply(ctx_.model.get(), ctx_.optimizer.get(), &position, &outer); !s.ok()) {
+  std::vector<torch::Tensor> own;
+  if (auto s = ctx_.committed.snapshot.Apply(ctx_.model.get(), ctx_.optimizer.get(), &position, &outer, &own);
+      !s.ok()) {
     return s;
   }
   if (auto s = sync_->RestoreOuterState(outer); !s.ok()) return s;
+  if (auto s = sync_->RestoreRankState(own); !s.ok()) return s;
   ctx_.step = position.step;
   ctx_.epoch = position.epoch;
   ctx_.position = position.samples_in_epoch;
@@ -163,7 +168,7 @@ absl::Status Trainer::Commit() {
   ctx_.committed.generation = -1;
   if (auto s = ctx_.committed.snapshot.Capture(
           ctx_.model.get(), ctx_.optimizer.get(), TrainingPosition{ctx_.step, ctx_.epoch, ctx_.position},
-          sync_->OuterState());
+          sync_->OuterState(), sync_->RankState());
       !s.ok()) {
     return s;
   }
@@ -302,6 +307,8 @@ StepBoundary Trainer::Boundary() const {
   const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
   at.checkpoint_due = checkpoint_interval > 0 && ctx_.step % checkpoint_interval == 0;
   at.done = Done();
+  at.steps_since_commit = ctx_.step - last_commit_step_;
+  at.log_interval = spec_.log_interval_steps();
   return at;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -210,9 +211,23 @@ Fault CollectiveFailure(int64_t generation, int64_t call, std::vector<std::strin
 // A sync mode, and a collective early enough in its run to fail mid-training
 // (mode average issues far fewer collectives per step).
 struct HealCase {
+  std::string name;
   std::string mode;
   int64_t fault_call;
+  // Streaming settings on top of Spec(mode), whose state (per-fragment
+  // anchors, a round in flight, int8 residuals) the heal must get right.
+  std::function<void(v1::SyncSpec*)> tweak;
+  // The heal must resume after this step: past warmup (step 2), where int8
+  // residuals are no longer zero, so restoring them is what is tested.
+  int64_t resume_after_step = 0;
 };
+
+v1::JobSpec HealSpec(const HealCase& c) {
+  v1::JobSpec spec = Spec(c.mode);
+  if (c.tweak) c.tweak(spec.mutable_sync());
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  return spec;
+}
 
 class HealTest : public testing::TestWithParam<HealCase> {};
 
@@ -220,7 +235,7 @@ class HealTest : public testing::TestWithParam<HealCase> {};
 // holds, heals, and the job ends bitwise where an uninterrupted run ends
 // (parameters, optimizer and outer state, sampler position all carried).
 TEST_P(HealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
-  const v1::JobSpec spec = Spec(GetParam().mode);
+  const v1::JobSpec spec = HealSpec(GetParam());
   InProcessJob clean(spec, {"w0", "w1"}, {});
   auto reference = clean.Run();
   ASSERT_TRUE(reference["w0"].status.ok()) << reference["w0"].status;
@@ -239,13 +254,29 @@ TEST_P(HealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
   const LedgerReplay replay = ExpectEverySampleOnce(faulty.LedgerContents(), spec.epochs());
   // Generation 2 resumed from the newest commit, not from the start.
   ASSERT_EQ(replay.generation_start_step.count(2), 1u);
-  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GT(replay.generation_start_step.at(2), GetParam().resume_after_step);
   EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(faulty.coordinator(), 1));
   EXPECT_GT(replay.rolled_back_records, 0) << "the fault came after the last step: nothing was re-run";
 }
 
-INSTANTIATE_TEST_SUITE_P(SyncModes, HealTest, testing::Values(HealCase{"allreduce", 40}, HealCase{"average", 12}),
-                         [](const testing::TestParamInfo<HealCase>& info) { return info.param.mode; });
+INSTANTIATE_TEST_SUITE_P(
+    SyncModes, HealTest,
+    testing::Values(HealCase{"allreduce", "allreduce", 40}, HealCase{"average", "average", 12},
+                    HealCase{"fragments", "average", 12,
+                             [](v1::SyncSpec* s) {
+                               s->set_every(4);
+                               s->set_fragments(2);
+                             }},
+                    HealCase{"overlap", "average", 12, [](v1::SyncSpec* s) { s->set_overlap(true); }},
+                    HealCase{"int8_fragments_overlap", "average", 22,
+                             [](v1::SyncSpec* s) {
+                               s->set_every(4);
+                               s->set_fragments(2);
+                               s->set_overlap(true);
+                               s->set_compression("int8");
+                             },
+                             /*resume_after_step=*/2}),
+    [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
 
 // Kill 1 of 3: the victim's trainer ends mid-step (its connections close);
 // the coordinator drops it; the survivors form a generation of 2, heal from

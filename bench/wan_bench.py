@@ -1,0 +1,326 @@
+#!/usr/bin/python3
+"""herd over slow links: all-reduce, parameter averaging (every K, fragments,
+overlap, int8) and PyTorch DDP, 3 hosts of a testbed (tests/testbed).
+
+A testbed of 3 hosts (network namespaces on a bridge, 198.18.0.0/15); the
+coordinator on the bridge, one herd worker per host, every host's link
+shaped to the same rate (tbf, each direction). For each link, model and
+variant it runs one job of --steps steps (batch --batch per rank), one after
+another, and reports per run:
+  samples/s per rank: a rank's samples over its training time (the trainer's
+      end-of-training summary line; start-up and evaluation excluded), mean
+      over ranks; DDP: timed steps between barriers (ddp_host_rank.py);
+  payload bytes/sample: what a rank handed to its collectives (the trainer's
+      count: the same rule for every mode), per sample it trained;
+  link bytes/sample: bytes the hosts' links carried out of the hosts
+      (veth counters: collectives with their TCP/IP overhead, the control
+      plane, the initial broadcast), per sample trained;
+  eval: the job's final evaluation (after the same number of samples).
+Runs of every-step sync (allreduce, ddp) on links at or below
+--slow-link-rate use --slow-steps steps: their throughput is flat after a
+few steps, and a full run at 10 Mbit/s would take an hour.
+
+Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
+         [--models mnist_cnn,char_transformer]
+         [--variants allreduce,avg16,avg16_int8,stream16,ddp]
+         [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
+--repeats N runs the whole matrix N times over (links interleaved, since
+load from other processes drifts over minutes) and reports the median
+samples/s of each cell.
+--epochs N runs N epochs instead of --steps (the quality comparison).
+Needs root (CAP_NET_ADMIN); build first:
+  scripts/bazel.sh build //coordinator:herd-coordinator //worker/daemon:herd-worker \\
+    //worker/train:herd-trainer //client:herd //tests/testbed:herd-testbed
+Prints one line per run, a table, and a final JSON line.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from averaging_bench import SUMMARY  # noqa: E402
+from compare_ddp import DATA, DDP_PYTHON, free_port, wait_file  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOSTS = 3
+# Named sync settings; "ddp" is PyTorch DDP (mnist_cnn only).
+VARIANTS = {
+    "allreduce": "{mode: allreduce}",
+    "avg16": "{mode: average, every: 16, outer: {kind: nesterov}}",
+    "avg16_bf16": "{mode: average, every: 16, outer: {kind: nesterov}, compression: bf16}",
+    "avg16_int8": "{mode: average, every: 16, outer: {kind: nesterov}, compression: int8}",
+    "stream16": "{mode: average, every: 16, fragments: 4, overlap: true, outer: {kind: nesterov}, compression: int8}",
+    "stream8": "{mode: average, every: 8, fragments: 4, overlap: true, outer: {kind: nesterov}, compression: int8}",
+    "stream16_f32": "{mode: average, every: 16, fragments: 4, overlap: true, outer: {kind: nesterov}}",
+}
+EVERY_STEP = ("allreduce", "ddp")
+# Real English text for char_transformer: the system's license texts.
+LICENSES = "/usr/share/common-licenses"
+
+
+def rate_bits(rate):
+    m = re.fullmatch(r"(\d+)([kmg]?)bit", rate)
+    if not m:
+        raise ValueError(f"link rate {rate!r}: expected e.g. 100mbit")
+    return int(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+
+
+class Testbed:
+    def __init__(self, tb):
+        self.tb = tb
+        self.bed = json.loads(subprocess.check_output([tb, "up", "--hosts", str(HOSTS)]))
+        self.name = self.bed["name"]
+        self.hosts = self.bed["hosts"]
+
+    def shape(self, rate):
+        for i in range(HOSTS):
+            if rate == "none":
+                subprocess.run([self.tb, "unshape", self.name, f"h{i}"], check=True, capture_output=True)
+            else:
+                subprocess.run([self.tb, "shape", self.name, f"h{i}", rate], check=True, capture_output=True)
+
+    def sent_bytes(self):
+        """Bytes each host has sent over its link (its veth's bridge end receives them)."""
+        out = []
+        for h in self.hosts:
+            with open(f"/sys/class/net/{h['veth']}/statistics/rx_bytes") as f:
+                out.append(int(f.read()))
+        return out
+
+    def exec_prefix(self, i):
+        return [self.tb, "exec", self.name, f"h{i}", "--"]
+
+    def down(self):
+        subprocess.run([self.tb, "down", self.name], capture_output=True)
+
+
+class TestbedCluster:
+    """The coordinator on the bridge, one herd worker per testbed host."""
+
+    def __init__(self, bin_dir, bed):
+        self.bin = bin_dir
+        self.dir = tempfile.mkdtemp(prefix="herd-wan-bench-")
+        self.procs = []
+        self.address = f"{bed.bed['root_address']}:{free_port()}"
+        self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}", "--metrics-listen=",
+                     f"--state-dir={self.dir}/state", "--insecure-no-auth",
+                     f"--ready-file={self.dir}/coordinator.json"], "coordinator")
+        wait_file(f"{self.dir}/coordinator.json")
+        for i, host in enumerate(bed.hosts):
+            self._start(bed.exec_prefix(i) + [
+                f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}", f"--worker-id=worker-{i}",
+                f"--work-dir={self.dir}/worker-{i}", f"--listen={host['address']}", "--metrics-listen=",
+                "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
+                f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
+        for i in range(HOSTS):
+            wait_file(f"{self.dir}/worker-{i}.json")
+
+    def _start(self, argv, name):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def herd(self, *args):
+        out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.address, "--insecure-no-auth", *args,
+                              "-o", "json"], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
+        return json.loads(out.stdout)
+
+    def run_job(self, spec, timeout=3600):
+        path = os.path.join(self.dir, f"job-{time.time_ns()}.yaml")
+        with open(path, "w") as f:
+            f.write(spec)
+        job = self.herd("submit", path)["id"]
+        deadline = time.time() + timeout
+        failures = 0
+        while True:
+            try:
+                info = self.herd("status", job)
+                failures = 0
+            except RuntimeError:
+                failures += 1  # a loaded 2-core machine can starve the coordinator for a moment
+                if failures > 20:
+                    raise
+                time.sleep(1)
+                continue
+            if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"job {job} did not finish in {timeout} s (logs in {self.dir})")
+            time.sleep(0.5)
+        if info["state"] != "SUCCEEDED":
+            raise RuntimeError(f"job {job} {info['state']}: {info.get('reason')} (logs in {self.dir})")
+        return job, info
+
+    def summaries(self, job):
+        out = []
+        for i in range(HOSTS):
+            with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
+                m = SUMMARY.search(f.read())
+            if not m:
+                raise RuntimeError(f"no sync summary in worker-{i}'s trainer.log for {job}")
+            out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6))})
+        return out
+
+    def stop(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def job_spec(model, sync, args, steps, text):
+    dataset = (f"{{kind: text, path: {text}}}" if model == "char_transformer" else f"{{kind: idx, path: {DATA}}}")
+    optimizer = ("{name: adamw, lr: 0.001}" if model == "char_transformer"
+                 else "{name: sgd, lr: 0.05, momentum: 0.9}")
+    length = f"epochs: {args.epochs}\n" if args.epochs else f"max_steps: {steps}\n"
+    return (f"name: wan-{model}\nmodel: {model}\ndataset: {dataset}\nbatch_size: {args.batch}\n{length}"
+            f"optimizer: {optimizer}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
+            f"min_workers: {HOSTS}\nmax_workers: {HOSTS}\nseed: 1\nthreads: 1\n")
+
+
+def run_herd(cluster, bed, model, variant, args, steps, text):
+    before = bed.sent_bytes()
+    job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text))
+    sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
+    ranks = cluster.summaries(job)
+    samples = sum(r["samples"] for r in ranks)
+    return {"samples_per_s_per_rank": sum(r["samples"] / r["seconds"] for r in ranks) / len(ranks),
+            "payload_bytes_per_sample": ranks[0]["bytes"] / ranks[0]["samples"],
+            "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {})}
+
+
+def run_ddp(bed, args, steps):
+    port = free_port()
+    master = bed.hosts[0]["address"]
+    before = bed.sent_bytes()
+    procs = [subprocess.Popen(bed.exec_prefix(i) + [
+        DDP_PYTHON, os.path.join(ROOT, "bench", "ddp_host_rank.py"), "--rank", str(i), "--world", str(HOSTS),
+        "--master", master, "--port", str(port), "--steps", str(steps), "--warmup", "3", "--batch", str(args.batch)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(HOSTS)]
+    outs = [p.communicate(timeout=3600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        if p.returncode != 0:
+            raise RuntimeError(f"ddp rank failed: {err[-2000:]}")
+    sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
+    result = json.loads(outs[0][0].strip().splitlines()[-1])
+    samples = (steps + 3) * args.batch * HOSTS
+    return {"samples_per_s_per_rank": result["samples_per_s_per_rank"], "payload_bytes_per_sample": None,
+            "link_bytes_per_sample": sent / samples, "samples": samples, "eval": {}}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--links", default="none,1gbit,100mbit,10mbit")
+    p.add_argument("--models", default="mnist_cnn,char_transformer")
+    p.add_argument("--variants", default="allreduce,avg16,avg16_int8,stream16,ddp")
+    p.add_argument("--steps", type=int, default=96)
+    p.add_argument("--slow-steps", type=int, default=12)
+    p.add_argument("--slow-link-rate", default="100mbit")
+    p.add_argument("--epochs", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--eval-samples", type=int, default=2000)
+    p.add_argument("--bin-dir", default=os.path.join(ROOT, "bazel-bin"))
+    args = p.parse_args()
+    bin_dir = os.path.realpath(args.bin_dir)
+    links, models, variants = args.links.split(","), args.models.split(","), args.variants.split(",")
+    for v in variants:
+        if v != "ddp" and v not in VARIANTS:
+            p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)}, ddp)")
+    slow_bits = rate_bits(args.slow_link_rate)
+    text = None
+    if "char_transformer" in models:
+        text = os.path.join(tempfile.mkdtemp(prefix="herd-wan-text-"), "licenses.txt")
+        with open(text, "wb") as out:
+            for name in sorted(os.listdir(LICENSES)):
+                path = os.path.join(LICENSES, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as f:
+                        out.write(f.read())
+    print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, "
+          f"{f'{args.epochs} epochs' if args.epochs else f'{args.steps} steps ({args.slow_steps} for every-step sync at <= {args.slow_link_rate})'}",
+          flush=True)
+    bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
+    cluster = None
+    runs = []
+    try:
+        cluster = TestbedCluster(bin_dir, bed)
+        for repeat in range(args.repeats):
+            for link in links:
+                bed.shape(link)
+                for model in models:
+                    for variant in variants:
+                        if variant == "ddp" and model != "mnist_cnn":
+                            continue  # the DDP peer has the CNN only
+                        slow = link != "none" and rate_bits(link) <= slow_bits and variant in EVERY_STEP
+                        steps = args.slow_steps if slow and not args.epochs else args.steps
+                        r = run_ddp(bed, args, steps) if variant == "ddp" else \
+                            run_herd(cluster, bed, model, variant, args, steps, text)
+                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat)
+                        runs.append(r)
+                        payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
+                        evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
+                        print(f"[{repeat + 1}/{args.repeats}] {link:8} {model:16} {variant:12} "
+                              f"{r['samples_per_s_per_rank']:8.1f} samples/s/rank payload {payload:>8} B/sample "
+                              f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
+    finally:
+        if cluster:
+            cluster.stop()
+        bed.down()
+    # One result per cell: the median run by samples/s (its other figures with it).
+    cells = {}
+    for r in runs:
+        cells.setdefault((r["link"], r["model"], r["variant"]), []).append(r)
+    results = []
+    for cell in cells.values():
+        cell.sort(key=lambda r: r["samples_per_s_per_rank"])
+        median = dict(cell[(len(cell) - 1) // 2])
+        median["samples_per_s_runs"] = [round(r["samples_per_s_per_rank"], 1) for r in cell]
+        median.pop("repeat")
+        results.append(median)
+    # Ratios against the same variant unshaped, and against DDP on the same link.
+    by = {(r["link"], r["model"], r["variant"]): r for r in results}
+    for r in results:
+        base = by.get(("none", r["model"], r["variant"]))
+        ddp = by.get((r["link"], r["model"], "ddp"))
+        ar = by.get((r["link"], r["model"], "allreduce"))
+        r["vs_unshaped"] = round(r["samples_per_s_per_rank"] / base["samples_per_s_per_rank"], 3) if base else None
+        r["vs_ddp"] = round(r["samples_per_s_per_rank"] / ddp["samples_per_s_per_rank"], 2) if ddp else None
+        r["payload_reduction_vs_allreduce"] = (
+            round(ar["payload_bytes_per_sample"] / r["payload_bytes_per_sample"], 1)
+            if ar and r["payload_bytes_per_sample"] else None)
+    print(f"\n{'link':8} {'model':16} {'variant':12} {'samples/s/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
+          f"{'payload B/s':>11} {'x fewer':>7} {'link B/s':>9}  eval")
+    for r in results:
+        payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
+        evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
+        print(f"{r['link']:8} {r['model']:16} {r['variant']:12} {r['samples_per_s_per_rank']:14.1f} "
+              f"{r['vs_unshaped'] or '-':>10} {r['vs_ddp'] or '-':>6} {payload:>11} "
+              f"{r['payload_reduction_vs_allreduce'] or '-':>7} {r['link_bytes_per_sample']:9.0f}  {evals}")
+    for r in results:
+        r["samples_per_s_per_rank"] = round(r["samples_per_s_per_rank"], 1)
+        r["link_bytes_per_sample"] = round(r["link_bytes_per_sample"], 1)
+        if r["payload_bytes_per_sample"] is not None:
+            r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
+    print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
+                      "slow_steps": args.slow_steps, "epochs": args.epochs, "cores": os.cpu_count(),
+                      "load_average_1m": os.getloadavg()[0], "results": results}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

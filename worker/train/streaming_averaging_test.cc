@@ -1,0 +1,177 @@
+// Parameter averaging's streaming parts through real (thread) ranks:
+// fragments, rounds merged after further local steps, and the int8 wire.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "worker/comm/gloo_test_ranks.h"
+#include "worker/train/int8_wire.h"
+#include "worker/train/parameter_averaging.h"
+
+namespace herd {
+namespace {
+
+torch::Tensor T(const std::vector<float>& v) { return torch::tensor(v, torch::kFloat); }
+
+void Assign(torch::Tensor& param, const torch::Tensor& values) {
+  torch::NoGradGuard no_grad;
+  param.copy_(values.view(param.sizes()));
+}
+
+// Four parameters of two floats each; every rank starts from the same anchor.
+std::vector<torch::Tensor> FourParams() {
+  std::vector<torch::Tensor> params;
+  for (int i = 0; i < 4; ++i) params.push_back(torch::tensor({1.0f * i, 1.0f * i}).requires_grad_());
+  return params;
+}
+
+TEST(StreamingAveraging, EachFragmentSyncsOnlyItsParameters) {
+  std::vector<std::vector<torch::Tensor>> after_first(2), after_second(2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    auto params = FourParams();
+    ParameterAveragingOptions options;
+    options.fragments = 2;
+    auto averaging = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    ASSERT_EQ((*averaging)->fragment_params(), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+    // Each rank trains its own way: rank r moves every parameter by r + 1.
+    for (auto& p : params) Assign(p, p.detach() + (rank + 1));
+    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false).ok());
+    ASSERT_TRUE((*averaging)->Finish().ok());
+    for (const auto& p : params) after_first[rank].push_back(p.detach().clone());
+    ASSERT_TRUE((*averaging)->Launch(1, false).ok());
+    ASSERT_TRUE((*averaging)->Finish().ok());
+    for (const auto& p : params) after_second[rank].push_back(p.detach().clone());
+    EXPECT_EQ((*averaging)->last_round().wire_bytes, 2 * 2 * 4);  // fragment 1 only
+  });
+  for (int i = 0; i < 4; ++i) {
+    // The mean move is 1.5: fragment 0 lands on it at once, fragment 1 only in its own round.
+    const bool synced_first = i < 2;
+    EXPECT_EQ(torch::equal(after_first[0][i], after_first[1][i]), synced_first) << i;
+    if (synced_first) EXPECT_TRUE(torch::allclose(after_first[0][i], T({i + 1.5f, i + 1.5f}))) << i;
+    EXPECT_TRUE(torch::equal(after_second[0][i], after_second[1][i])) << i;
+    EXPECT_TRUE(torch::allclose(after_second[0][i], T({i + 1.5f, i + 1.5f}))) << i;
+  }
+}
+
+// Fragments are equal ranges of the flattened parameters: one large tensor
+// (most of a CNN is one weight matrix) still splits, strided or not.
+TEST(StreamingAveraging, AFragmentMayCutAParameter) {
+  for (bool transposed : {false, true}) {
+    std::vector<torch::Tensor> after(2);
+    RunGlooRanks(2, [&](int rank, Communicator* comm) {
+      std::vector<torch::Tensor> params = {transposed ? torch::zeros({2, 2}).t() : torch::zeros({2, 2})};
+      ASSERT_EQ(params[0].is_contiguous(), !transposed);
+      ParameterAveragingOptions options;
+      options.fragments = 2;
+      auto averaging = ParameterAveraging::Create(params, comm, options);
+      ASSERT_TRUE(averaging.ok()) << averaging.status();
+      ASSERT_EQ((*averaging)->fragment_params(), (std::vector<std::vector<int>>{{0}, {0}}));
+      Assign(params[0], T({1.0f + rank, 2.0f + rank, 3.0f + rank, 4.0f + rank}));
+      ASSERT_TRUE((*averaging)->Launch(1, false).ok());
+      ASSERT_TRUE((*averaging)->Finish().ok());
+      after[rank] = params[0].detach().reshape({-1}).clone();
+    });
+    // The second half (row 1) averaged, the first still each rank's own.
+    EXPECT_TRUE(torch::equal(after[0], T({1, 2, 3.5f, 4.5f}))) << transposed << after[0];
+    EXPECT_TRUE(torch::equal(after[1], T({2, 3, 3.5f, 4.5f}))) << transposed << after[1];
+  }
+}
+
+TEST(StreamingAveraging, FragmentsRefuseMoreFragmentsThanElements) {
+  RunGlooRanks(1, [&](int, Communicator* comm) {
+    ParameterAveragingOptions options;
+    options.fragments = 9;  // 8 elements
+    auto averaging = ParameterAveraging::Create(FourParams(), comm, options);
+    ASSERT_FALSE(averaging.ok());
+    EXPECT_EQ(averaging.status().message().rfind("sync.fragments:", 0), 0u) << averaging.status();
+  });
+}
+
+// Overlap: launched with the ranks at p_r, merged after each took one more
+// local step d_r. The documented result: new_anchor + (p_now - p_launch),
+// with new_anchor = anchor - mean(anchor - p_r) = mean(p_r) for outer none.
+TEST(StreamingAveraging, OverlappedRoundKeepsTheStepsTakenWhileInFlight) {
+  const std::vector<torch::Tensor> at_launch = {T({0.5f, 2.0f, 3.5f}), T({0.7f, 1.6f, 3.1f})};
+  const std::vector<torch::Tensor> step = {T({0.01f, -0.02f, 0.03f}), T({-0.04f, 0.05f, 0.0f})};
+  std::vector<torch::Tensor> merged(2), next_round(2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    std::vector<torch::Tensor> params = {T({1, 2, 3}).requires_grad_()};
+    auto averaging = ParameterAveraging::Create(params, comm, ParameterAveragingOptions{});
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    Assign(params[0], at_launch[rank]);
+    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/true).ok());
+    EXPECT_TRUE((*averaging)->in_flight());
+    Assign(params[0], params[0].detach() + step[rank]);  // the next local step, while the round runs
+    ASSERT_TRUE((*averaging)->Finish().ok());
+    EXPECT_FALSE((*averaging)->in_flight());
+    merged[rank] = params[0].detach().clone();
+    // The kept step is part of the next pseudo-gradient: a full round lands on the mean.
+    ASSERT_TRUE((*averaging)->Round().ok());
+    next_round[rank] = params[0].detach().clone();
+  });
+  const auto mean = (at_launch[0] + at_launch[1]) / 2;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(torch::allclose(merged[r], mean + step[r], 0, 1e-6)) << merged[r];
+  }
+  EXPECT_TRUE(torch::equal(next_round[0], next_round[1]));
+  EXPECT_TRUE(torch::allclose(next_round[0], mean + (step[0] + step[1]) / 2, 0, 1e-6)) << next_round[0];
+}
+
+TEST(StreamingAveraging, FullRoundRefusedWhileARoundIsInFlight) {
+  RunGlooRanks(1, [&](int, Communicator* comm) {
+    auto averaging = ParameterAveraging::Create(FourParams(), comm, ParameterAveragingOptions{});
+    ASSERT_TRUE(averaging.ok());
+    ASSERT_TRUE((*averaging)->Launch(0, true).ok());
+    EXPECT_EQ((*averaging)->Round().code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_TRUE((*averaging)->Finish().ok());
+  });
+}
+
+// int8: replicas bitwise identical, within half a code step of the float
+// mean, one byte per element plus one float per chunk on the wire, and the
+// rounding residual kept per rank (restorable, zeroed on request).
+TEST(StreamingAveraging, Int8RoundAgreesBitwiseAndStaysWithinHalfAStep) {
+  constexpr int kWorld = 3;
+  const int64_t n = 3 * kInt8ChunkElements + 100;
+  torch::manual_seed(5);
+  const auto anchor = torch::randn({n});
+  std::vector<torch::Tensor> moved;
+  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  std::vector<torch::Tensor> after(kWorld), residual(kWorld);
+  std::vector<int64_t> bytes(kWorld);
+  RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
+    std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
+    ParameterAveragingOptions options;
+    options.int8_wire = true;
+    auto averaging = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    Assign(params[0], moved[rank]);
+    ASSERT_TRUE((*averaging)->Round().ok());
+    after[rank] = params[0].detach().clone();
+    bytes[rank] = (*averaging)->last_round().wire_bytes;
+    ASSERT_EQ((*averaging)->Residuals().size(), 1u);
+    residual[rank] = (*averaging)->Residuals()[0].clone();
+    ASSERT_TRUE((*averaging)->RestoreResiduals({}).ok());
+    EXPECT_EQ((*averaging)->Residuals()[0].abs().max().item<float>(), 0.0f);
+    ASSERT_TRUE((*averaging)->RestoreResiduals({residual[rank]}).ok());
+    EXPECT_TRUE(torch::equal((*averaging)->Residuals()[0], residual[rank]));
+    EXPECT_FALSE((*averaging)->RestoreResiduals({torch::zeros({7})}).ok());
+  });
+  const auto mean = (moved[0] + moved[1] + moved[2]) / kWorld;
+  // Largest pseudo-gradient anywhere bounds every chunk's scale.
+  double scale = 0;
+  for (const auto& m : moved) scale = std::max(scale, (anchor - m).abs().max().item<double>());
+  const double half_step = scale / Int8Levels(kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(torch::equal(after[r], after[0])) << r;
+    EXPECT_GT(residual[r].abs().max().item<double>(), 0) << r;
+    EXPECT_LE(residual[r].abs().max().item<double>(), half_step + 1e-6) << r;
+    EXPECT_EQ(bytes[r], n + Int8Chunks(n) * 4);
+  }
+  EXPECT_LE((after[0] - mean).abs().max().item<double>(), half_step + 1e-6);
+}
+
+}  // namespace
+}  // namespace herd
