@@ -123,9 +123,11 @@ function expand(text, env) {
 }
 
 // Secret files are written private (0600): here the pod's user owns them,
-// and herd refuses secrets others may read. (A kubelet writes them root's,
-// group fsGroup, mode 0440, which herd accepts for files it does not own.)
-function writeFiles(dir, data, items, what, mode) {
+// and herd refuses secrets others may read. Inside an image's root
+// (--in-root), where the pod runs as its own user, they are written as a
+// kubelet writes them: root's, group fsGroup, the volume's defaultMode
+// (0440 in the chart), which herd accepts for files it does not own.
+function writeFiles(dir, data, items, what, mode, group) {
   fs.mkdirSync(dir, { recursive: true });
   const entries = items ? items.map((i) => [i.key, i.path]) : Object.keys(data).map((k) => [k, k]);
   for (const [key, file] of entries) {
@@ -133,6 +135,7 @@ function writeFiles(dir, data, items, what, mode) {
     fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
     fs.writeFileSync(path.join(dir, file), data[key], { mode });
     if (mode !== undefined) fs.chmodSync(path.join(dir, file), mode);
+    if (group !== undefined) fs.chownSync(path.join(dir, file), 0, group);
   }
 }
 
@@ -159,7 +162,13 @@ function materializeVolumes(rendered, workload, c, root, options) {
       listed.push(line.join("\t"));
     } else if (volume.secret) {
       const name = volume.secret.secretName;
-      writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`, 0o600);
+      const fsGroup = (podSpec(workload).securityContext || {}).fsGroup;
+      if (options.inRoot && fsGroup !== undefined) {
+        const mode = volume.secret.defaultMode !== undefined ? volume.secret.defaultMode : 0o644;
+        writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`, mode, fsGroup);
+      } else {
+        writeFiles(dir, secretData(rendered, options, name), volume.secret.items, `Secret ${name}`, 0o600);
+      }
     } else if (volume.configMap) {
       const name = volume.configMap.name;
       writeFiles(dir, configMapData(rendered, name), volume.configMap.items, `ConfigMap ${name}`);
