@@ -61,22 +61,28 @@ def wait_file(path, timeout=60):
 
 
 class LocalCluster:
-    """A coordinator and `world` worker daemons on loopback."""
+    """A coordinator and `world` worker daemons, on loopback by default.
 
-    def __init__(self, bin_dir, world):
+    `host` is the coordinator's address; `worker_hosts[i]` (listen address)
+    and `worker_prefix(i)` (e.g. a testbed's `exec` into host i) place worker
+    i elsewhere, as bench/wan_bench.py does with network-namespace hosts."""
+
+    def __init__(self, bin_dir, world, host="127.0.0.1", worker_hosts=None, worker_prefix=lambda i: []):
         self.bin = bin_dir
         self.dir = tempfile.mkdtemp(prefix="herd-bench-")
         self.procs = []
-        self.address = f"127.0.0.1:{free_port()}"
+        self.address = f"{host}:{free_port()}"
         self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}",
                      "--metrics-listen=", f"--state-dir={self.dir}/state", "--insecure-no-auth",
                      f"--ready-file={self.dir}/coordinator.json"], "coordinator")
         wait_file(f"{self.dir}/coordinator.json")
         for i in range(world):
-            self._start([f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
-                         f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", "--metrics-listen=",
-                         "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
-                         f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
+            listen = [f"--listen={worker_hosts[i]}"] if worker_hosts else []
+            self._start(worker_prefix(i) + [
+                f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
+                f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", *listen, "--metrics-listen=",
+                "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
+                f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
         for i in range(world):
             wait_file(f"{self.dir}/worker-{i}.json")
 
@@ -93,9 +99,15 @@ class LocalCluster:
 
     def stop(self):
         for p in self.procs:
-            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         for p in self.procs:
-            p.wait(timeout=30)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
 
 
 LOG_TIME = re.compile(r"^I\d{8} (\d\d):(\d\d):(\d\d\.\d+) .* step (\d+)/\d+ ")

@@ -38,7 +38,6 @@ import datetime
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from averaging_bench import SUMMARY  # noqa: E402
-from compare_ddp import DATA, DDP_PYTHON, free_port, wait_file  # noqa: E402
+from compare_ddp import DATA, DDP_PYTHON, LocalCluster, free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTS = 3
@@ -101,48 +100,26 @@ class Testbed:
         subprocess.run([self.tb, "down", self.name], capture_output=True)
 
 
-class TestbedCluster:
+class TestbedCluster(LocalCluster):
     """The coordinator on the bridge, one herd worker per testbed host."""
 
     def __init__(self, bin_dir, bed):
-        self.bin = bin_dir
-        self.dir = tempfile.mkdtemp(prefix="herd-wan-bench-")
-        self.procs = []
-        self.address = f"{bed.bed['root_address']}:{free_port()}"
-        self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}", "--metrics-listen=",
-                     f"--state-dir={self.dir}/state", "--insecure-no-auth",
-                     f"--ready-file={self.dir}/coordinator.json"], "coordinator")
-        wait_file(f"{self.dir}/coordinator.json")
-        for i, host in enumerate(bed.hosts):
-            self._start(bed.exec_prefix(i) + [
-                f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}", f"--worker-id=worker-{i}",
-                f"--work-dir={self.dir}/worker-{i}", f"--listen={host['address']}", "--metrics-listen=",
-                "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
-                f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
-        for i in range(HOSTS):
-            wait_file(f"{self.dir}/worker-{i}.json")
+        super().__init__(bin_dir, HOSTS, host=bed.bed["root_address"],
+                         worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix)
 
-    def _start(self, argv, name):
-        log = open(os.path.join(self.dir, name + ".log"), "w")
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-
-    def herd(self, *args):
-        out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.address, "--insecure-no-auth", *args,
-                              "-o", "json"], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
-        return json.loads(out.stdout)
+    def herd_json(self, *args):
+        return json.loads(self.herd(*args, "-o", "json"))
 
     def run_job(self, spec, timeout=3600):
         path = os.path.join(self.dir, f"job-{time.time_ns()}.yaml")
         with open(path, "w") as f:
             f.write(spec)
-        job = self.herd("submit", path)["id"]
+        job = self.herd_json("submit", path)["id"]
         deadline = time.time() + timeout
         failures = 0
         while True:
             try:
-                info = self.herd("status", job)
+                info = self.herd_json("status", job)
                 failures = 0
             except RuntimeError:
                 failures += 1  # a loaded 2-core machine can starve the coordinator for a moment
@@ -168,18 +145,6 @@ class TestbedCluster:
                 raise RuntimeError(f"no sync summary in worker-{i}'s trainer.log for {job}")
             out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6))})
         return out
-
-    def stop(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 def job_spec(model, sync, args, steps, text):
