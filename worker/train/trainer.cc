@@ -139,8 +139,13 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
   if (auto s = RestoreTrainingState(files, ctx_.model.get(), ctx_.optimizer.get(), &position, &outer_state); !s.ok()) return s;
   // The outer optimizer (parameter averaging) resumes with its momentum;
   // the sync's per-rank state (int8 residuals) was another rank's: zeroed.
-  if (auto s = sync_->RestoreOuterState(outer_state); !s.ok()) return s;
-  if (auto s = sync_->RestoreRankState({}); !s.ok()) return s;
+  return ResumeAt(position, outer_state, {});
+}
+
+absl::Status Trainer::ResumeAt(const TrainingPosition& position, const std::vector<torch::Tensor>& outer,
+                               const std::vector<torch::Tensor>& rank_state) {
+  if (auto s = sync_->RestoreOuterState(outer); !s.ok()) return s;
+  if (auto s = sync_->RestoreRankState(rank_state); !s.ok()) return s;
   ctx_.step = position.step;
   ctx_.epoch = position.epoch;
   ctx_.position = position.samples_in_epoch;
@@ -155,12 +160,7 @@ absl::Status Trainer::RestoreOwnCommit() {
       !s.ok()) {
     return s;
   }
-  if (auto s = sync_->RestoreOuterState(outer); !s.ok()) return s;
-  if (auto s = sync_->RestoreRankState(own); !s.ok()) return s;
-  ctx_.step = position.step;
-  ctx_.epoch = position.epoch;
-  ctx_.position = position.samples_in_epoch;
-  return absl::OkStatus();
+  return ResumeAt(position, outer, own);
 }
 
 absl::Status Trainer::Commit() {

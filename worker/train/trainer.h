@@ -54,6 +54,10 @@ class Trainer {
   absl::Status ChooseStartingState();
   absl::Status RestoreFiles(const std::map<std::string, std::string>& files);
   absl::Status RestoreOwnCommit();
+  // The sync's outer and per-rank state and the training position, after
+  // parameters and optimizer were restored.
+  absl::Status ResumeAt(const TrainingPosition& position, const std::vector<torch::Tensor>& outer,
+                        const std::vector<torch::Tensor>& rank_state);
   absl::Status Commit();
   // What the coordinator answered the reporter: fenced or cancelled.
   absl::Status CheckCoordinatorVerdict() const;
