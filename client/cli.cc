@@ -74,7 +74,18 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   CLI::App* workers = app.add_subcommand("workers", "List worker daemons");
   CLI::App* checkpoints = app.add_subcommand("checkpoints", "List a job's checkpoints");
   add_job_id(checkpoints);
-  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints}) {
+  LogsOptions logs_options;
+  CLI::App* logs = app.add_subcommand(
+      "logs", "Print a trainer's log (stdout and stderr), read through the coordinator from its worker");
+  logs->add_option("JOB", logs_options.job_id, "Job id")->required();
+  logs->add_option("-r,--rank", logs_options.rank, "Rank in the job's current (or last) generation")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  logs->add_flag("-f,--follow", logs_options.follow, "Keep printing new lines until that trainer exits");
+  logs->add_option("--tail", logs_options.tail_lines, "Only the last N lines (0: the whole log)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, logs}) {
     AddGlobalOptions(command, &flags);
   }
 
@@ -113,6 +124,7 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   if (*cancel) return CancelCommand(context, job_id);
   if (*workers) return WorkersCommand(context);
   if (*checkpoints) return CheckpointsCommand(context, job_id);
+  if (*logs) return LogsCommand(context, logs_options);
   return kExitUsage;  // unreachable: a subcommand is required
 }
 

@@ -51,6 +51,14 @@ int CancelCommand(const CommandContext& context, const std::string& job_id);
 int WorkersCommand(const CommandContext& context);
 int CheckpointsCommand(const CommandContext& context, const std::string& job_id);
 
+struct LogsOptions {
+  std::string job_id;
+  int64_t rank = 0;
+  bool follow = false;
+  int64_t tail_lines = 0;  // 0: the whole log
+};
+int LogsCommand(const CommandContext& context, const LogsOptions& logs);
+
 // Prints `status` as herd reports RPC errors and returns its exit code:
 // kExitUnreachable for UNAVAILABLE / DEADLINE_EXCEEDED, else kExitFailed.
 int ReportRpcError(const CommandContext& context, const absl::Status& status);

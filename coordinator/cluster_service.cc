@@ -136,4 +136,57 @@ grpc::Status ClusterServiceImpl::ReportFailure(grpc::ServerContext* context, con
   });
 }
 
+grpc::Status ClusterServiceImpl::WatchLogRequests(grpc::ServerContext* context,
+                                                  const v1::WatchLogRequestsRequest* request,
+                                                  grpc::ServerWriter<v1::LogRequest>* writer) {
+  return edge_->Handle("WatchLogRequests", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
+    if (auto status = CheckWorker("WatchLogRequests", caller, request->worker_id()); !status.ok()) return status;
+    const std::string& worker = request->worker_id();
+    int64_t listener = logs_->Listen(worker);
+    absl::Status end;
+    while (true) {
+      std::optional<v1::LogRequest> ask = logs_->NextRequest(worker, listener, absl::Seconds(1));
+      if (ask && !writer->Write(*ask)) {
+        end = absl::CancelledError("the worker's log stream broke");
+        break;
+      }
+      if (context->IsCancelled()) {
+        end = absl::CancelledError("the worker left");
+        break;
+      }
+      if (!logs_->Listening(worker, listener)) break;  // a newer stream of the same worker took over
+    }
+    logs_->StopListening(worker, listener);
+    return end;
+  });
+}
+
+grpc::Status ClusterServiceImpl::UploadLog(grpc::ServerContext* context,
+                                           grpc::ServerReader<v1::UploadLogRequest>* reader,
+                                           v1::UploadLogResponse* response) {
+  return edge_->Handle("UploadLog", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
+    v1::UploadLogRequest message;
+    if (!reader->Read(&message)) return absl::InvalidArgumentError("UploadLog: the stream carried no session");
+    if (auto status = CheckWorker("UploadLog", caller, message.worker_id()); !status.ok()) return status;
+    auto session = logs_->Attach(message.session(), message.worker_id());
+    if (!session.ok()) return session.status();
+    do {
+      if (!message.error().empty()) {
+        (*session)->Finish(absl::NotFoundError(message.error()));
+        return absl::OkStatus();
+      }
+      if (!message.data().empty() && !(*session)->Push(std::move(*message.mutable_data()))) {
+        return absl::CancelledError("the log reader went away");
+      }
+    } while (reader->Read(&message));
+    if (context->IsCancelled()) {
+      (*session)->Finish(absl::UnavailableError(
+          absl::StrCat("worker ", (*session)->worker_id(), "'s log upload broke off")));
+      return absl::CancelledError("the upload broke off");
+    }
+    (*session)->Finish(absl::OkStatus());
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace herd::coordinator

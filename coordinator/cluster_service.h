@@ -3,6 +3,7 @@
 #pragma once
 
 #include "coordinator/coordinator.h"
+#include "coordinator/log_relay.h"
 #include "coordinator/rpc_edge.h"
 #include "proto/herd.grpc.pb.h"
 
@@ -10,7 +11,8 @@ namespace herd::coordinator {
 
 class ClusterServiceImpl final : public v1::ClusterService::Service {
  public:
-  ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge) : coordinator_(coordinator), edge_(edge) {}
+  ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
+      : coordinator_(coordinator), edge_(edge), logs_(logs) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
@@ -30,6 +32,12 @@ class ClusterServiceImpl final : public v1::ClusterService::Service {
                                 v1::CommitCheckpointResponse* response) override;
   grpc::Status ReportFailure(grpc::ServerContext* context, const v1::ReportFailureRequest* request,
                              v1::ReportFailureResponse* response) override;
+  // Open until the daemon leaves (or the server stops): log requests for
+  // this worker's trainers (see LogRelay).
+  grpc::Status WatchLogRequests(grpc::ServerContext* context, const v1::WatchLogRequestsRequest* request,
+                                grpc::ServerWriter<v1::LogRequest>* writer) override;
+  grpc::Status UploadLog(grpc::ServerContext* context, grpc::ServerReader<v1::UploadLogRequest>* reader,
+                         v1::UploadLogResponse* response) override;
 
  private:
   // Audits a PERMISSION_DENIED `status`; returns it.
@@ -44,6 +52,7 @@ class ClusterServiceImpl final : public v1::ClusterService::Service {
 
   Coordinator* const coordinator_;
   const RpcEdge* const edge_;
+  LogRelay* const logs_;
 };
 
 }  // namespace herd::coordinator

@@ -12,6 +12,26 @@ absl::Status CheckMayChange(const Principal& caller, const v1::JobInfo& job) {
                                                   caller.name, "' may change only their own jobs"));
 }
 
+// Logs may show the job's data: only its owner or an admin reads them.
+absl::Status CheckMayReadLogs(const Principal& caller, const v1::JobInfo& job) {
+  if (caller.role == Role::kAdmin || job.owner() == caller.name) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("job ", job.id(), " belongs to '", job.owner(), "'; '",
+                                                  caller.name, "' may read only their own jobs' logs"));
+}
+
+// The worker at `rank` of the job's current (or last) generation.
+absl::StatusOr<std::string> WorkerAtRank(const v1::JobInfo& job, int64_t rank) {
+  if (job.workers().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " has no workers yet (", JobState_Name(job.state()),
+                                                      "): no trainer has written a log"));
+  }
+  if (rank < 0 || rank >= job.workers_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": job ", job.id(), " has ranks 0 to ",
+                                                   job.workers_size() - 1, " in generation ", job.generation()));
+  }
+  return job.workers(static_cast<int>(rank));
+}
+
 }  // namespace
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
@@ -83,6 +103,52 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
     if (!checkpoints.ok()) return checkpoints.status();
     for (v1::CheckpointInfo& checkpoint : *checkpoints) *response->add_checkpoints() = std::move(checkpoint);
     return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
+                                        grpc::ServerWriter<v1::LogChunk>* writer) {
+  return edge_->Handle("GetJobLogs", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
+    if (request->tail_lines() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tail_lines: ", request->tail_lines(), " is negative"));
+    }
+    auto job = coordinator_->GetJob(request->job_id());
+    if (!job.ok()) return job.status();
+    if (auto status = CheckMayReadLogs(caller, *job); !status.ok()) {
+      edge_->Audit("permission_denied", caller.name, absl::StrCat("logs of ", request->job_id()), status);
+      return status;
+    }
+    auto worker = WorkerAtRank(*job, request->rank());
+    if (!worker.ok()) return worker.status();
+    v1::LogRequest ask;
+    ask.set_job_id(request->job_id());
+    ask.set_follow(request->follow());
+    ask.set_tail_lines(request->tail_lines());
+    auto session = logs_->Open(*worker, std::move(ask));
+    if (!session.ok()) return session.status();
+    absl::Status end;
+    for (bool first = true;;) {
+      LogSession::Item item = (*session)->Next(options_.watch_poll);
+      if (item.data) {
+        v1::LogChunk chunk;
+        chunk.set_data(std::move(*item.data));
+        if (first) chunk.set_worker_id(*worker);
+        first = false;
+        if (!writer->Write(chunk)) {
+          end = absl::CancelledError("the log reader went away");
+          break;
+        }
+      } else if (item.end) {
+        end = *item.end;
+        break;
+      }
+      if (context->IsCancelled()) {
+        end = absl::CancelledError("the log reader cancelled");
+        break;
+      }
+    }
+    logs_->Close(*session);
+    return end;
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include "absl/time/time.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/log_relay.h"
 #include "coordinator/rpc_edge.h"
 #include "proto/herd.grpc.pb.h"
 
@@ -15,8 +16,8 @@ struct JobServiceOptions {
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  JobServiceImpl(Coordinator* coordinator, const RpcEdge* edge, JobServiceOptions options = {})
-      : coordinator_(coordinator), edge_(edge), options_(options) {}
+  JobServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs, JobServiceOptions options = {})
+      : coordinator_(coordinator), edge_(edge), logs_(logs), options_(options) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -33,10 +34,14 @@ class JobServiceImpl final : public v1::JobService::Service {
                            v1::ListWorkersResponse* response) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsResponse* response) override;
+  // Relays the log of the trainer at a rank from its worker's daemon.
+  grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
+                          grpc::ServerWriter<v1::LogChunk>* writer) override;
 
  private:
   Coordinator* const coordinator_;
   const RpcEdge* const edge_;
+  LogRelay* const logs_;
   const JobServiceOptions options_;
 };
 

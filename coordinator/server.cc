@@ -49,8 +49,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   server->auth_ = std::move(auth);
   server->edge_ = std::make_unique<RpcEdge>(server->auth_.get(), server->metrics_.get());
   server->job_service_ =
-      std::make_unique<JobServiceImpl>(server->coordinator_.get(), server->edge_.get(), options.job_service);
-  server->cluster_service_ = std::make_unique<ClusterServiceImpl>(server->coordinator_.get(), server->edge_.get());
+      std::make_unique<JobServiceImpl>(server->coordinator_.get(), server->edge_.get(), &server->log_relay_,
+                                       options.job_service);
+  server->cluster_service_ = std::make_unique<ClusterServiceImpl>(server->coordinator_.get(), server->edge_.get(),
+                                                                   &server->log_relay_);
 
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);

@@ -62,6 +62,7 @@ class CoordinatorServer {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<RpcEdge> edge_;
+  LogRelay log_relay_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -177,6 +177,27 @@ TEST(Security, AUserCredentialIsRefusedByEveryClusterMethod) {
     v1::ReportFailureResponse response;
     calls["ReportFailure"] = alice.cluster->ReportFailure(alice.Context().get(), request, &response);
   }
+  {
+    v1::WatchLogRequestsRequest request;
+    request.set_worker_id("worker-0");
+    auto context = alice.Context();
+    auto reader = alice.cluster->WatchLogRequests(context.get(), request);
+    v1::LogRequest ignored;
+    while (reader->Read(&ignored)) {
+    }
+    calls["WatchLogRequests"] = reader->Finish();
+  }
+  {
+    auto context = alice.Context();
+    v1::UploadLogResponse response;
+    auto writer = alice.cluster->UploadLog(context.get(), &response);
+    v1::UploadLogRequest message;
+    message.set_session("log-1");
+    message.set_worker_id("worker-0");
+    writer->Write(message);
+    writer->WritesDone();
+    calls["UploadLog"] = writer->Finish();
+  }
   // Every method of the service is covered: a new one must be added here.
   const auto* service = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName("herd.v1.ClusterService");
   ASSERT_NE(service, nullptr);
@@ -190,7 +211,7 @@ TEST(Security, AUserCredentialIsRefusedByEveryClusterMethod) {
   nlohmann::json workers = cluster.HerdJson({"workers"});
   EXPECT_TRUE(workers.value("workers", nlohmann::json::array()).empty()) << workers.dump();
   EXPECT_NE(CoordinatorMetrics(cluster).find("herd_coordinator_audit_events_total{code=\"PERMISSION_DENIED\","
-                                             "event=\"permission_denied\",principal=\"alice\"} 9"),
+                                             "event=\"permission_denied\",principal=\"alice\"} 11"),
             std::string::npos);
   EXPECT_NE(cluster.coordinator().Log().find("audit: permission_denied by 'alice': RegisterWorker"),
             std::string::npos);

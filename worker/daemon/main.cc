@@ -17,11 +17,13 @@
 #include "common/rpc_options.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/daemon.h"
+#include "worker/daemon/log_uplink.h"
 #include "worker/daemon/ready_file.h"
 #include "worker/daemon/trainer_metrics_collector.h"
 #include "worker/daemon/trainer_supervisor.h"
 #include "worker/daemon/worker_config.h"
 #include "worker/daemon/worker_metrics.h"
+#include "worker/contract/trainer_contract.h"
 
 namespace {
 
@@ -161,6 +163,16 @@ int main(int argc, char** argv) {
     herd::SetServing(health.get(), now_registered);
   };
   Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
+  // `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
+  LogUplinkOptions log_options;
+  log_options.worker_id = config->worker_id;
+  log_options.token = token;
+  log_options.log_path = [&supervisor](const std::string& job_id) {
+    return herd::TrainerLogPath(supervisor.JobDir(job_id));
+  };
+  log_options.trainer_running = [&supervisor](const std::string& job_id) { return supervisor.Running(job_id); };
+  LogUplink log_uplink(log_options, herd::v1::ClusterService::NewStub(*channel));
+  log_uplink.Start();
 
   std::thread signal_waiter([&daemon, &stop_signals] {
     int signal_number = 0;
@@ -171,6 +183,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator
             << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
   daemon.Run();  // returns only after Stop(), i.e. after a signal
+  log_uplink.Stop();
   signal_waiter.join();
   if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return 0;

@@ -71,7 +71,7 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
     }
     return;
   }
-  std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", job_id);
+  std::string job_dir = JobDir(job_id);
   std::error_code error;
   std::filesystem::create_directories(job_dir, error);
   if (error) {
@@ -214,6 +214,15 @@ void TrainerSupervisor::StopAll() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     mu_.Lock();
   }
+}
+
+std::string TrainerSupervisor::JobDir(const std::string& job_id) const {
+  return absl::StrCat(options_.work_dir, "/jobs/", job_id);
+}
+
+bool TrainerSupervisor::Running(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  return trainers_.count(job_id) > 0;
 }
 
 std::vector<std::string> TrainerSupervisor::RunningJobs() {

@@ -67,6 +67,10 @@ class TrainerSupervisor {
   void StopAll();
 
   std::vector<std::string> RunningJobs();
+  // Whether a trainer of `job_id` runs (or is being stopped) here.
+  bool Running(const std::string& job_id);
+  // The job's working dir (its trainer's --work-dir; see trainer_contract.h).
+  std::string JobDir(const std::string& job_id) const;
 
  private:
   struct Trainer {

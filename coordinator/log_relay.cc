@@ -1,0 +1,123 @@
+#include "coordinator/log_relay.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace herd::coordinator {
+
+bool LogSession::Push(std::string data) {
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return abandoned_ || buffered_bytes_ < max_buffered_bytes_;
+  };
+  mu_.Await(absl::Condition(&room));
+  if (abandoned_) return false;
+  buffered_bytes_ += data.size();
+  chunks_.push_back(std::move(data));
+  return true;
+}
+
+void LogSession::Finish(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (!end_) end_ = std::move(status);
+}
+
+LogSession::Item LogSession::Next(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
+  absl::Time until = absl::Now() + wait;
+  if (!attached_) until = std::min(until, attach_deadline_);
+  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+  Item item;
+  if (!chunks_.empty()) {
+    buffered_bytes_ -= chunks_.front().size();
+    item.data = std::move(chunks_.front());
+    chunks_.pop_front();
+  } else if (end_) {
+    item.end = end_;
+  } else if (!attached_ && absl::Now() >= attach_deadline_) {
+    end_ = absl::DeadlineExceededError(
+        absl::StrCat("worker ", worker_id_, " did not answer the log request (its daemon is not reachable)"));
+    item.end = end_;
+  }
+  return item;
+}
+
+void LogSession::Abandon() {
+  absl::MutexLock lock(&mu_);
+  abandoned_ = true;
+}
+
+int64_t LogRelay::Listen(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  Listener& listener = listeners_[worker_id];
+  listener.number = next_number_++;
+  return listener.number;
+}
+
+std::optional<v1::LogRequest> LogRelay::NextRequest(const std::string& worker_id, int64_t listener,
+                                                    absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = listeners_.find(worker_id);
+    return it == listeners_.end() || it->second.number != listener || !it->second.requests.empty();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  auto it = listeners_.find(worker_id);
+  if (it == listeners_.end() || it->second.number != listener || it->second.requests.empty()) return std::nullopt;
+  v1::LogRequest request = std::move(it->second.requests.front());
+  it->second.requests.pop_front();
+  return request;
+}
+
+bool LogRelay::Listening(const std::string& worker_id, int64_t listener) {
+  absl::MutexLock lock(&mu_);
+  auto it = listeners_.find(worker_id);
+  return it != listeners_.end() && it->second.number == listener;
+}
+
+void LogRelay::StopListening(const std::string& worker_id, int64_t listener) {
+  absl::MutexLock lock(&mu_);
+  auto it = listeners_.find(worker_id);
+  if (it != listeners_.end() && it->second.number == listener) listeners_.erase(it);
+}
+
+absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& worker_id, v1::LogRequest request) {
+  absl::MutexLock lock(&mu_);
+  auto it = listeners_.find(worker_id);
+  if (it == listeners_.end()) {
+    return absl::UnavailableError(absl::StrCat("worker ", worker_id,
+                                               " has no log stream open to the coordinator (is its daemon running?)"));
+  }
+  std::string id = absl::StrCat("log-", next_number_++);
+  auto session = std::shared_ptr<LogSession>(
+      new LogSession(id, worker_id, options_.max_buffered_bytes, absl::Now() + options_.attach_timeout));
+  sessions_[id] = session;
+  request.set_session(id);
+  it->second.requests.push_back(std::move(request));
+  return session;
+}
+
+void LogRelay::Close(const std::shared_ptr<LogSession>& session) {
+  session->Abandon();
+  absl::MutexLock lock(&mu_);
+  sessions_.erase(session->id());
+}
+
+absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Attach(const std::string& session_id,
+                                                            const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no log session ", session_id));
+  if (it->second->worker_id() != worker_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("log session ", session_id, " asked worker ", it->second->worker_id(), ", not ", worker_id));
+  }
+  {
+    absl::MutexLock session_lock(&it->second->mu_);
+    if (it->second->attached_) return absl::AlreadyExistsError(absl::StrCat("log session ", session_id, " is taken"));
+    it->second->attached_ = true;
+  }
+  return it->second;
+}
+
+}  // namespace herd::coordinator

@@ -1,0 +1,184 @@
+#include "worker/daemon/log_uplink.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/rpc_options.h"
+#include "worker/daemon/backoff.h"
+#include "worker/daemon/identifiers.h"
+#include "worker/daemon/log_tail.h"
+
+namespace herd::worker {
+namespace {
+
+constexpr size_t kChunkBytes = 64 * 1024;
+// An upload with `follow` lasts as long as the trainer: no practical deadline.
+constexpr std::chrono::hours kUploadDeadline{24 * 7};
+
+// Where the asked log starts, or why it cannot be served.
+absl::StatusOr<int64_t> StartOffset(const std::string& worker_id, const std::string& job_id,
+                                    const std::string& path, int64_t tail_lines) {
+  if (!IsValidJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("job id '", job_id, "' is not valid"));
+  if (tail_lines > 0) {
+    auto offset = TailOffset(path, tail_lines);
+    if (absl::IsNotFound(offset.status())) {
+      return absl::NotFoundError(absl::StrCat("worker ", worker_id, " has no log of job ", job_id));
+    }
+    return offset;
+  }
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " has no log of job ", job_id));
+  }
+  return 0;
+}
+
+}  // namespace
+
+LogUplink::LogUplink(LogUplinkOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub)
+    : options_(std::move(options)), stub_(std::move(stub)) {}
+
+LogUplink::~LogUplink() {
+  Stop();
+  if (watcher_.joinable()) watcher_.join();
+  std::vector<Upload> uploads;
+  {
+    absl::MutexLock lock(&mu_);
+    uploads.swap(uploads_);
+  }
+  for (Upload& upload : uploads) upload.thread.join();
+}
+
+void LogUplink::Start() { watcher_ = std::thread([this] { WatchLoop(); }); }
+
+void LogUplink::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  for (auto& weak : calls_) {
+    if (auto call = weak.lock()) call->TryCancel();
+  }
+}
+
+bool LogUplink::WaitUnlessStopping(std::chrono::milliseconds delay) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(delay));
+  return !stopping_;
+}
+
+std::shared_ptr<grpc::ClientContext> LogUplink::NewContext(std::chrono::milliseconds timeout) {
+  std::shared_ptr<grpc::ClientContext> call(NewCallContext(options_.token, timeout).release());
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return nullptr;
+  calls_.erase(std::remove_if(calls_.begin(), calls_.end(), [](const auto& weak) { return weak.expired(); }),
+               calls_.end());
+  calls_.push_back(call);
+  return call;
+}
+
+void LogUplink::WatchLoop() {
+  Backoff backoff(options_.min_backoff, options_.max_backoff);
+  while (true) {
+    auto call = NewContext(options_.stream_period);
+    if (!call) return;
+    v1::WatchLogRequestsRequest request;
+    request.set_worker_id(options_.worker_id);
+    auto reader = stub_->WatchLogRequests(call.get(), request);
+    v1::LogRequest ask;
+    while (reader->Read(&ask)) {
+      backoff.Reset();
+      StartUpload(ask);
+    }
+    grpc::Status status = reader->Finish();
+    // The period's deadline ends a healthy stream: reopen at once.
+    if (status.ok() || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      backoff.Reset();
+      continue;
+    }
+    std::chrono::milliseconds delay = backoff.Next();
+    if (status.error_code() != grpc::StatusCode::CANCELLED) {
+      VLOG(1) << "log request stream: " << status.error_message() << "; again in " << delay.count() << " ms";
+    }
+    if (!WaitUnlessStopping(delay)) return;
+  }
+}
+
+void LogUplink::StartUpload(v1::LogRequest request) {
+  absl::MutexLock lock(&mu_);
+  // Join the uploads that ended, so a long-lived daemon keeps no dead threads.
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = uploads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  uploads_.push_back(Upload{std::thread([this, request = std::move(request), done] {
+                              SendLog(request);
+                              *done = true;
+                            }),
+                            done});
+}
+
+void LogUplink::SendLog(const v1::LogRequest& request) {
+  auto call = NewContext(kUploadDeadline);
+  if (!call) return;
+  v1::UploadLogResponse response;
+  auto writer = stub_->UploadLog(call.get(), &response);
+  v1::UploadLogRequest message;
+  message.set_session(request.session());
+  message.set_worker_id(options_.worker_id);
+  bool open = writer->Write(message);  // attaches to the reader's session at once
+  const std::string path = options_.log_path(request.job_id());
+  absl::StatusOr<int64_t> offset = StartOffset(options_.worker_id, request.job_id(), path, request.tail_lines());
+  // Followed right after the job started, the trainer may not have been
+  // started yet: wait a little for its log rather than fail.
+  const auto give_up = std::chrono::steady_clock::now() + options_.log_wait;
+  while (open && request.follow() && absl::IsNotFound(offset.status()) && std::chrono::steady_clock::now() < give_up &&
+         WaitUnlessStopping(options_.follow_poll)) {
+    offset = StartOffset(options_.worker_id, request.job_id(), path, request.tail_lines());
+  }
+  std::ifstream file;
+  if (offset.ok()) {
+    file.open(path, std::ios::binary);
+    file.seekg(*offset);
+    if (!file) offset = absl::InternalError(absl::StrCat("worker ", options_.worker_id, " cannot read ", path));
+  }
+  if (open && !offset.ok()) {
+    message.set_error(std::string(offset.status().message()));
+    open = writer->Write(message);
+  }
+  std::string chunk(kChunkBytes, '\0');
+  bool saw_exit = false;  // the trainer had exited when the log last ran dry
+  while (open && offset.ok()) {
+    file.read(chunk.data(), chunk.size());
+    std::streamsize got = file.gcount();
+    if (got > 0) {
+      message.Clear();
+      message.set_data(chunk.data(), static_cast<size_t>(got));
+      open = writer->Write(message);
+      continue;
+    }
+    file.clear();  // at the end for now: keep the position for what comes next
+    // Without follow, or once one more read after the trainer's exit found
+    // nothing, the log is whole.
+    if (!request.follow() || saw_exit) break;
+    if (!options_.trainer_running(request.job_id())) {
+      saw_exit = true;
+      continue;
+    }
+    if (!WaitUnlessStopping(options_.follow_poll)) break;
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+    VLOG(1) << "log upload for " << request.job_id() << ": " << status.error_message();
+  }
+}
+
+}  // namespace herd::worker
