@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """herd against PyTorch DDP, side by side, in one run.
 
-For each model (mnist_cnn, mlp) and world size (1, 2) it alternates a herd run
-(a real local coordinator + W worker daemons + trainers over Gloo) and a
-PyTorch DDP run (../shared/bench/ddp_baseline.py, gloo, CPU), several times,
+For each model and world size (1, 2) it alternates a herd run (a real local
+coordinator + W worker daemons + trainers over Gloo) and a PyTorch DDP run
+(../shared/bench/ddp_baseline.py, gloo, CPU), several times,
 with the same model, per-worker batch, optimizer (SGD lr 0.05 momentum 0.9),
 one intra-op thread per worker, the same warmup and timed steps, on
 Fashion-MNIST. Each side's samples/s is measured the same way: wall time over
 the timed steps only (herd: between rank 0's commit-point log lines at the
 first and last timed step; DDP: between barriers).
 
+Models: mnist_cnn and mlp (the shared peer's), and two compute-bound ones
+that DDP runs with bench/ddp_peer.py: mlp_4096 (herd's mlp with `hidden:
+[4096, 4096]`) and torchscript (a residual 2048-wide MLP saved as TorchScript,
+the same file loaded by both sides).
+
 Prints one line per run, a summary table, and a final JSON line with the
 medians, the herd/DDP ratio, and each side's scaling efficiency
 (samples/s at W=2 divided by twice the samples/s at W=1).
 
-Usage: bench/compare_ddp.py [--models mnist_cnn,mlp] [--worlds 1,2]
+Usage: bench/compare_ddp.py [--models mnist_cnn,mlp,mlp_4096,torchscript] [--worlds 1,2]
                             [--steps 100] [--warmup 10] [--batch 64] [--reps 3]
 """
 import argparse
@@ -34,7 +39,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DDP_SCRIPT = os.path.join(ROOT, "..", "shared", "bench", "ddp_baseline.py")
 DDP_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
 DATA = "/usr/share/datasets/fashion-mnist"
-DDP_MODEL = {"mnist_cnn": "cnn", "mlp": "mlp"}
+DDP_MODEL = {"mnist_cnn": "cnn", "mlp": "mlp"}  # the shared peer's names
+DDP_PEER = os.path.join(ROOT, "bench", "ddp_peer.py")  # ours, for the other models
+# Compute-bound cases: a sized built-in model, and a user's TorchScript module
+# (bench/make_residual_mlp.py) that both sides load from the same file.
+SIZED_MLP = {"mlp_4096": [4096, 4096]}
+
+
+def make_torchscript(directory):
+    path = os.path.join(directory, "residual_mlp.pt")
+    subprocess.run([DDP_PYTHON, os.path.join(ROOT, "bench", "make_residual_mlp.py"), path], check=True)
+    return path
+
+
+def herd_model(model, torchscript):
+    if model in SIZED_MLP:
+        return f"{{name: mlp, hidden: {SIZED_MLP[model]}}}"
+    if model == "torchscript":
+        return f"{{name: torchscript, path: {torchscript}}}"
+    return model
+
+
+def ddp_command(model, torchscript):
+    if model in SIZED_MLP:
+        return [DDP_PEER, "--model", "mlp:" + "x".join(str(w) for w in SIZED_MLP[model])]
+    if model == "torchscript":
+        return [DDP_PEER, "--model", "torchscript:" + torchscript]
+    return [DDP_SCRIPT, "--model", DDP_MODEL[model]]
 
 
 def build():
@@ -126,7 +157,7 @@ def step_times(trainer_log):
 
 
 def run_herd(cluster, model, world, args):
-    spec = (f"name: bench-{model}-w{world}\nmodel: {model}\n"
+    spec = (f"name: bench-{model}-w{world}\nmodel: {herd_model(model, args.torchscript)}\n"
             f"dataset: {{kind: idx, path: {DATA}}}\n"
             f"batch_size: {args.batch}\nmax_steps: {args.warmup + args.steps}\n"
             f"optimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
@@ -165,11 +196,11 @@ def run_herd(cluster, model, world, args):
 
 
 def run_ddp(model, world, args):
-    out = subprocess.run([DDP_PYTHON, DDP_SCRIPT, "--world", str(world), "--model", DDP_MODEL[model],
+    out = subprocess.run([DDP_PYTHON, *ddp_command(model, args.torchscript), "--world", str(world),
                           "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
                           "--threads", "1", "--port", str(free_port())], capture_output=True, text=True)
     if out.returncode != 0:
-        raise RuntimeError(f"ddp_baseline failed: {out.stderr[-2000:]}")
+        raise RuntimeError(f"DDP peer failed: {out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return result["samples_per_s"], result["loss"]
 
@@ -188,6 +219,10 @@ def main():
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
     bin_dir = args.bin_dir or build()
     models = args.models.split(",")
+    for model in models:
+        if model not in DDP_MODEL and model not in SIZED_MLP and model != "torchscript":
+            p.error(f"--models: unknown {model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
+    args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) if "torchscript" in models else None
     worlds = [int(w) for w in args.worlds.split(",")]
     samples = {}  # (model, world, side) -> [samples/s]
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, "

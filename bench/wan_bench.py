@@ -39,6 +39,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -193,6 +194,8 @@ def run_ddp(bed, args, steps):
 
 
 def main():
+    # A SIGTERM (timeout, kill) still stops the cluster and tears the testbed down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--links", default="none,1gbit,100mbit,10mbit")
     p.add_argument("--models", default="mnist_cnn,char_transformer")

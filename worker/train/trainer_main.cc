@@ -102,11 +102,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // Every step allocates and frees the same large blocks (activations,
-  // gradients). glibc would return them to the kernel (mmap above 32 MiB at
-  // most, heap trimming) and fault them back in, zeroed, each step: a few
-  // percent of a step in profiles. Keep them in the process instead.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // gradients). glibc would return them to the kernel (mmap for big blocks,
+  // heap trimming) and fault them back in, zeroed, each step. Keep them in
+  // the process instead. The mmap threshold cannot go above 32 MiB, so a
+  // larger gradient (a 4096x4096 layer's is 64 MiB) was still mapped afresh
+  // every step: a quarter of a compute-bound mlp's time went to page faults
+  // (bench/README, "Never slower than DDP"). No mmap at all: every block
+  // comes from the heap and is reused.
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
