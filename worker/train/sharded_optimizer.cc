@@ -169,12 +169,17 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) co
   const size_t n = params_.size();
   if (n == 0) return absl::OkStatus();
   // Which parameters have state yet (none before the first step), as each
-  // owner sees it.
-  std::vector<uint8_t> mine(n, 0), all(n * static_cast<size_t>(comm_->size()), 0);
+  // owner sees it; on the parameters' device (NCCL moves device memory only).
+  std::vector<uint8_t> owned_state(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    mine[i] = Owns(i) && optimizer.state().count(OptimizerStateKey(params_[i])) != 0 ? 1 : 0;
+    owned_state[i] = Owns(i) && optimizer.state().count(OptimizerStateKey(params_[i])) != 0 ? 1 : 0;
   }
-  if (auto s = comm_->AllGather(mine.data(), n, all.data()); !s.ok()) return s;
+  const auto flags = torch::dtype(torch::kUInt8).device(params_.front().device());
+  torch::Tensor mine = torch::from_blob(owned_state.data(), {static_cast<int64_t>(n)}, torch::kUInt8).to(flags);
+  torch::Tensor everyone = torch::zeros({static_cast<int64_t>(n) * comm_->size()}, flags);
+  if (auto s = comm_->AllGather(mine.data_ptr(), n, everyone.data_ptr()); !s.ok()) return s;
+  everyone = everyone.cpu();
+  const uint8_t* all = everyone.data_ptr<uint8_t>();
 
   auto* adam = dynamic_cast<torch::optim::Adam*>(&optimizer);
   auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);

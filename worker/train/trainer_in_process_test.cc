@@ -476,6 +476,29 @@ TEST(InProcessTrainers, ShardedRankLostAndReplacedEndsBitwiseWhereAnUninterrupte
   EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
 }
 
+// Losing a rank for good re-forms a smaller generation: the survivors heal
+// from the newest commit (which holds the lost rank's shard), re-shard the
+// state over 2 and finish identical, every sample once, no committed step lost.
+TEST(InProcessTrainers, ShardedSurvivorsOfALostRankReshardAndFinish) {
+  const v1::JobSpec spec = ShardedSpec("adam", true);
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 30, {"w2"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1"}); }};
+  InProcessJob job(spec, Workers(3), {crash});
+  job_ptr = &job;
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["w2"].status.code(), absl::StatusCode::kInternal) << outcomes["w2"].status;
+  for (const auto& id : {"w0", "w1"}) ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+  EXPECT_EQ(outcomes["w0"].epoch, spec.epochs());
+  EXPECT_TRUE(torch::equal(outcomes["w0"].params, outcomes["w1"].params));
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
 // A checkpoint of a sharded run holds the whole optimizer state: written at
 // world size 2 and resumed at 3 (every shard re-assigned), it ends bitwise
 // where plain all-reduce ends through the same stop and resume.
