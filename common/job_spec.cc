@@ -250,6 +250,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
   }
   if (sync.overlap() && sync.mode() != "average") return Bad("sync.overlap", "needs sync.mode average");
+  if (sync.shard_optimizer() && sync.mode() != "allreduce") {
+    return Bad("sync.shard_optimizer", "needs sync.mode allreduce");
+  }
   if (auto s = CheckChoice("sync.outer.kind", sync.outer().kind(), {"none", "nesterov"}); !s.ok()) return s;
   if (sync.outer().kind() != "none" && sync.mode() != "average") return Bad("sync.outer.kind", "needs sync.mode average");
   if (sync.outer().kind() == "nesterov" && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");

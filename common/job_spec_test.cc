@@ -119,6 +119,12 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int8"); }},  // allreduce
       {"sync.fragments", [](v1::JobSpec* s) { s->mutable_sync()->set_fragments(2); }},         // allreduce
       {"sync.overlap", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap(true); }},          // allreduce
+      {"sync.shard_optimizer",
+       [](v1::JobSpec* s) {
+         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_every(4);
+         s->mutable_sync()->set_shard_optimizer(true);
+       }},
       {"sync.fragments",
        [](v1::JobSpec* s) {
          s->mutable_sync()->set_mode("average");

@@ -54,9 +54,9 @@ absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<Opt
   return absl::OkStatus();
 }
 
-std::string StateKey(const torch::Tensor& param) { return c10::guts::to_string(param.unsafeGetTensorImpl()); }
-
 }  // namespace
+
+std::string OptimizerStateKey(const torch::Tensor& param) { return c10::guts::to_string(param.unsafeGetTensorImpl()); }
 
 absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optimizer,
                                     const TrainingPosition& position, const std::vector<torch::Tensor>& outer_state,
@@ -67,7 +67,7 @@ absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optim
   optimizer_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     CopyTensor(params[i], &params_[i]);
-    auto it = optimizer->state().find(StateKey(params[i]));
+    auto it = optimizer->state().find(OptimizerStateKey(params[i]));
     if (it == optimizer->state().end()) {
       optimizer_[i].reset();
     } else if (auto s = CopyParamState(*it->second, &optimizer_[i]); !s.ok()) {
@@ -103,7 +103,7 @@ absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimiz
     if (optimizer_[i] == nullptr) continue;
     std::unique_ptr<OptimizerParamState> copy;
     if (auto s = CopyParamState(*optimizer_[i], &copy); !s.ok()) return s;
-    optimizer->state()[StateKey(params[i])] = std::move(copy);
+    optimizer->state()[OptimizerStateKey(params[i])] = std::move(copy);
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng_);

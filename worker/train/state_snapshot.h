@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,9 @@ class StateSnapshot {
   std::vector<torch::Tensor> rank_;
   TrainingPosition position_;
 };
+
+// The key under which a LibTorch optimizer keeps `param`'s state.
+std::string OptimizerStateKey(const torch::Tensor& param);
 
 // What a trainer keeps across generations: its last commit.
 struct CommittedState {

@@ -51,6 +51,10 @@ absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& sync) {
     return absl::InvalidArgumentError(
         absl::StrCat(sync.overlap() ? "sync.overlap" : "sync.fragments", " needs sync.mode average"));
   }
+  config.shard_optimizer = sync.shard_optimizer();
+  if (config.shard_optimizer && config.mode != SyncMode::kAllReduce) {
+    return absl::InvalidArgumentError("sync.shard_optimizer needs sync.mode allreduce");
+  }
   if (config.fragments > config.every) {
     return absl::InvalidArgumentError(absl::StrCat("sync.fragments: ", config.fragments,
                                                    " fragments need sync.every >= ", config.fragments,

@@ -34,6 +34,9 @@ struct SyncConfig {
   OuterStepConfig outer;
   int fragments = 1;     // parameter fragments, synced on staggered schedules
   bool overlap = false;  // a round's all-reduce runs while the next step trains
+  // Mode allreduce: each rank keeps and steps only its shard of the
+  // optimizer state (ZeRO-1, sharded_optimizer.h).
+  bool shard_optimizer = false;
   // Whether rounds sync only part of the parameters or finish a step late:
   // replicas then agree only at full syncs (sync_strategy.h).
   bool streaming() const { return fragments > 1 || overlap; }

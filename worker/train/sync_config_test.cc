@@ -50,6 +50,16 @@ TEST(SyncConfig, ParsesStreamingAveraging) {
   EXPECT_FALSE(ParseSyncConfig(spec)->streaming());
 }
 
+TEST(SyncConfig, ParsesShardOptimizer) {
+  v1::SyncSpec spec;
+  EXPECT_FALSE(ParseSyncConfig(spec)->shard_optimizer);
+  spec.set_shard_optimizer(true);
+  auto config = ParseSyncConfig(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->shard_optimizer);
+  EXPECT_EQ(config->mode, SyncMode::kAllReduce);
+}
+
 TEST(SyncConfig, EmptySpecMeansAllReduceDefaults) {
   auto config = ParseSyncConfig(v1::SyncSpec());
   ASSERT_TRUE(config.ok()) << config.status();
@@ -69,6 +79,12 @@ TEST(SyncConfig, UnknownValuesNameTheirField) {
       {"sync.compression", [](v1::SyncSpec* s) { s->set_compression("int8"); }},
       {"sync.fragments", [](v1::SyncSpec* s) { s->set_fragments(2); }},
       {"sync.overlap", [](v1::SyncSpec* s) { s->set_overlap(true); }},
+      // Sharded optimizer state is mode allreduce's.
+      {"sync.shard_optimizer",
+       [](v1::SyncSpec* s) {
+         s->set_mode("average");
+         s->set_shard_optimizer(true);
+       }},
       {"sync.fragments",
        [](v1::SyncSpec* s) {
          s->set_mode("average");

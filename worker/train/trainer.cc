@@ -53,6 +53,12 @@ absl::Status Trainer::Setup() {
   if (!sync.ok()) return sync.status();
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();
+  if (ctx_.sync.shard_optimizer) {
+    auto shards = OptimizerShards::Create(ctx_.params, group_.data);
+    if (!shards.ok()) return shards.status();
+    shards_ = std::move(*shards);
+    LOG(INFO) << shards_->Describe();
+  }
 
   if (auto s = ChooseStartingState(); !s.ok()) return s;
   last_commit_step_ = ctx_.step;
@@ -164,6 +170,11 @@ absl::Status Trainer::RestoreOwnCommit() {
 }
 
 absl::Status Trainer::Commit() {
+  // Sharded: the commit (and a checkpoint written from it) holds the whole
+  // optimizer state, so no shard is lost with its rank.
+  if (shards_ != nullptr) {
+    if (auto s = shards_->GatherState(*ctx_.optimizer); !s.ok()) return s;
+  }
   // Marked invalid first: a failed capture must not leave a mix of two commits.
   ctx_.committed.generation = -1;
   if (auto s = ctx_.committed.snapshot.Capture(
@@ -268,7 +279,17 @@ absl::Status Trainer::TrainStep() {
   if (spec_.grad_clip_norm() > 0) torch::nn::utils::clip_grad_norm_(ctx_.params, spec_.grad_clip_norm());
   ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
+  if (shards_ != nullptr) {
+    // This rank steps its own shard; the owners' results are all-gathered.
+    shards_->DropForeignState(*ctx_.optimizer);
+    shards_->DropForeignGradients();
+  }
   ctx_.optimizer->step();
+  if (shards_ != nullptr) {
+    if (auto s = shards_->ShareParameters(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("parameter all-gather at step ", ctx_.step, ": ", s.message()));
+    }
+  }
   stats.optimizer_seconds = timer.Lap();
   stats.step_seconds = timer.Total();
   ctx_.traffic.samples += mine;
@@ -290,6 +311,7 @@ absl::Status Trainer::TrainStep() {
     stats.allreduce_wait_seconds = sync.exposed_wait_seconds + (averaged ? ctx_.traffic.last_round_seconds : 0);
     stats.allreduce_bytes = ctx_.traffic.wire_bytes - wire_bytes_before;
     stats.buckets_launched_during_backward = sync.launched_during_backward;
+    stats.optimizer_state_bytes = OptimizerStateBytes(*ctx_.optimizer);
     stats.step = ctx_.step;
     stats.epoch = ctx_.epoch;
     ctx_.metrics->ObserveStep(stats);

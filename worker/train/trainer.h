@@ -22,6 +22,7 @@
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
+#include "worker/train/sharded_optimizer.h"
 #include "worker/train/sync_strategy.h"
 #include "worker/train/training_context.h"
 
@@ -76,6 +77,7 @@ class Trainer {
   GroupCommunicators group_;
   Communicator* comm_ = nullptr;  // group_.control: hashes, evaluation, healing
   std::unique_ptr<SyncStrategy> sync_;
+  std::unique_ptr<OptimizerShards> shards_;  // sync.shard_optimizer only
 
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "worker/train/checkpoint_files.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/replicas.h"
@@ -89,6 +90,7 @@ class InProcessJob {
   }
 
   InProcessCoordinator& coordinator() { return coordinator_; }
+  std::filesystem::path checkpoint_root() const { return root_ / "checkpoints"; }
 
   // Runs every worker's trainer to its end; the outcomes by worker id.
   std::map<std::string, RankOutcome> Run() {
@@ -268,6 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
                                s->set_fragments(2);
                              }},
                     HealCase{"overlap", "average", 12, [](v1::SyncSpec* s) { s->set_overlap(true); }},
+                    HealCase{"shard_optimizer", "allreduce", 40,
+                             [](v1::SyncSpec* s) { s->set_shard_optimizer(true); }},
                     HealCase{"int8_fragments_overlap", "average", 22,
                              [](v1::SyncSpec* s) {
                                s->set_every(4);
@@ -369,6 +373,165 @@ TEST(InProcessTrainers, RandomFaultPointsCostNothing) {
     }
     EXPECT_GE(faulty.coordinator().generation(), 2);
     ExpectEverySampleOnce(faulty.LedgerContents(), spec.epochs());
+  }
+}
+
+// sync.shard_optimizer (ZeRO-1): the job's optimizer, and settings on top.
+v1::JobSpec ShardedSpec(const std::string& optimizer, bool shard, const std::function<void(v1::JobSpec*)>& tweak = {}) {
+  v1::JobSpec spec = Spec("allreduce");
+  spec.mutable_optimizer()->set_name(optimizer);
+  if (optimizer != "sgd") {
+    spec.mutable_optimizer()->set_lr(0.01);
+    spec.mutable_optimizer()->set_momentum(0);
+  }
+  if (optimizer == "adamw") spec.mutable_optimizer()->set_weight_decay(0.05);
+  spec.mutable_sync()->set_shard_optimizer(shard);
+  spec.set_epochs(3);  // room for max_steps 25 at world size 3 (10 steps per epoch)
+  if (tweak) tweak(&spec);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  return spec;
+}
+
+std::vector<std::string> Workers(int world) {
+  std::vector<std::string> workers;
+  for (int r = 0; r < world; ++r) workers.push_back(absl::StrCat("w", r));
+  return workers;
+}
+
+struct ShardCase {
+  std::string name;
+  std::string optimizer;
+  int world;
+  std::function<void(v1::JobSpec*)> tweak;
+};
+
+class ShardedOptimizerTest : public testing::TestWithParam<ShardCase> {};
+
+// Each rank stepping only its shard of the optimizer state and all-gathering
+// the parameters ends where plain all-reduce ends: within 1e-5 as the issue
+// asks, and in fact bitwise (each element's update is the same arithmetic
+// on the same summed gradient, whichever rank does it).
+TEST_P(ShardedOptimizerTest, MatchesPlainAllReduce) {
+  const ShardCase& c = GetParam();
+  const std::vector<std::string> workers = Workers(c.world);
+  InProcessJob plain(ShardedSpec(c.optimizer, false, c.tweak), workers, {});
+  auto reference = plain.Run();
+  InProcessJob sharded(ShardedSpec(c.optimizer, true, c.tweak), workers, {});
+  auto outcomes = sharded.Run();
+  for (const auto& id : workers) {
+    ASSERT_TRUE(reference[id].status.ok()) << id << ": " << reference[id].status;
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].step, 25) << id;
+    EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
+    EXPECT_LE((outcomes[id].params - reference[id].params).abs().max().item<float>(), 1e-5) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, ShardedOptimizerTest,
+    testing::Values(ShardCase{"adam_w3", "adam", 3, [](v1::JobSpec* s) { s->set_max_steps(25); }},
+                    ShardCase{"adam_w2", "adam", 2, [](v1::JobSpec* s) { s->set_max_steps(25); }},
+                    // Clipping needs the global gradient norm; accumulation sums micro-batches.
+                    ShardCase{"adamw_clip_accumulation_w3", "adamw", 3,
+                              [](v1::JobSpec* s) {
+                                s->set_max_steps(25);
+                                s->set_grad_clip_norm(0.5);
+                                s->set_grad_accumulation(2);
+                                s->set_batch_size(8);
+                              }},
+                    ShardCase{"sgd_momentum_w3", "sgd", 3, [](v1::JobSpec* s) { s->set_max_steps(25); }}),
+    [](const testing::TestParamInfo<ShardCase>& info) { return info.param.name; });
+
+// A lost rank takes only its live shard: every commit holds the whole
+// gathered state, so a fresh worker replacing it (same world size) is healed
+// with that rank's shard and the job ends bitwise where an uninterrupted run
+// ends.
+TEST(InProcessTrainers, ShardedRankLostAndReplacedEndsBitwiseWhereAnUninterruptedRunEnds) {
+  const v1::JobSpec spec = ShardedSpec("adam", true);
+  InProcessJob clean(spec, Workers(3), {});
+  auto reference = clean.Run();
+  for (const auto& id : Workers(3)) ASSERT_TRUE(reference[id].status.ok()) << id << ": " << reference[id].status;
+
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 30, {"w2"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1", "w3"}); }};
+  InProcessJob job(spec, {"w0", "w1", "w2", "w3"}, {crash});
+  job_ptr = &job;
+  job.coordinator().SetMembers({"w0", "w1", "w2"});  // w3 waits to replace whoever is lost
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["w2"].status.code(), absl::StatusCode::kInternal) << outcomes["w2"].status;
+  // w3 takes w2's rank.
+  const std::map<std::string, std::string> same_rank = {{"w0", "w0"}, {"w1", "w1"}, {"w3", "w2"}};
+  for (const auto& [id, ref] : same_rank) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].step, reference[ref].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[ref].params)) << id << " ends elsewhere";
+  }
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
+// Losing a rank for good re-forms a smaller generation: the survivors heal
+// from the newest commit (which holds the lost rank's shard), re-shard the
+// state over 2 and finish identical, every sample once, no committed step lost.
+TEST(InProcessTrainers, ShardedSurvivorsOfALostRankReshardAndFinish) {
+  const v1::JobSpec spec = ShardedSpec("adam", true);
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 30, {"w2"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"w0", "w1"}); }};
+  InProcessJob job(spec, Workers(3), {crash});
+  job_ptr = &job;
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["w2"].status.code(), absl::StatusCode::kInternal) << outcomes["w2"].status;
+  for (const auto& id : {"w0", "w1"}) ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+  EXPECT_EQ(outcomes["w0"].epoch, spec.epochs());
+  EXPECT_TRUE(torch::equal(outcomes["w0"].params, outcomes["w1"].params));
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
+// A checkpoint of a sharded run holds the whole optimizer state: written at
+// world size 2 and resumed at 3 (every shard re-assigned), it ends bitwise
+// where plain all-reduce ends through the same stop and resume.
+TEST(InProcessTrainers, ShardedCheckpointResumesAtAnotherWorldSize) {
+  constexpr int64_t kStop = 10;
+  auto first_leg = [](int64_t max_steps) {
+    return [max_steps](v1::JobSpec* s) {
+      s->set_max_steps(max_steps);
+      s->mutable_checkpoint()->set_interval_steps(5);
+    };
+  };
+  auto run = [&](bool shard) {
+    InProcessJob before(ShardedSpec("adam", shard, first_leg(kStop)), Workers(2), {});
+    auto stopped = before.Run();
+    for (const auto& id : Workers(2)) EXPECT_TRUE(stopped[id].status.ok()) << id << ": " << stopped[id].status;
+    auto folders = ListCheckpointFolders(before.checkpoint_root().string(), kJob);
+    EXPECT_FALSE(folders.empty());
+    if (folders.empty()) return std::map<std::string, RankOutcome>{};
+    EXPECT_EQ(folders.front().step, kStop);
+    // A new job (no trainer holds a commit) at world size 3 on a copy of the checkpoints.
+    InProcessJob after(ShardedSpec("adam", shard, first_leg(25)), Workers(3), {});
+    std::filesystem::copy(before.checkpoint_root(), after.checkpoint_root(),
+                          std::filesystem::copy_options::recursive);
+    after.coordinator().SetCheckpoint(folders.front().relative_path, kStop);
+    return after.Run();
+  };
+  auto plain = run(false);
+  auto sharded = run(true);
+  for (const auto& id : Workers(3)) {
+    ASSERT_TRUE(plain[id].status.ok()) << id << ": " << plain[id].status;
+    ASSERT_TRUE(sharded[id].status.ok()) << id << ": " << sharded[id].status;
+    EXPECT_EQ(sharded[id].step, 25) << id;
+    EXPECT_TRUE(torch::equal(sharded[id].params, plain[id].params)) << id << " ends elsewhere";
   }
 }
 

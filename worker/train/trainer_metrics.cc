@@ -87,7 +87,11 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                               "(gradient buckets or averaged parameters, in the wire format).",
                               labels_)),
       round_interval_(Gauge(registry, "herd_train_averaging_round_interval_seconds",
-                            "Wall time between the last two parameter-averaging rounds.", labels_)) {}
+                            "Wall time between the last two parameter-averaging rounds.", labels_)),
+      optimizer_state_bytes_(Gauge(registry, "herd_train_optimizer_state_bytes",
+                                   "Bytes of optimizer state this rank holds between steps (its shard with "
+                                   "sync.shard_optimizer; commits briefly gather the whole state).",
+                                   labels_)) {}
 
 void TrainerMetrics::ObserveSyncTraffic(const SyncTraffic& traffic) {
   if (traffic.averaging_rounds > rounds_seen_) {
@@ -110,6 +114,7 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
   buckets_during_backward_.Increment(stats.buckets_launched_during_backward);
   step_.Set(static_cast<double>(stats.step));
   epoch_.Set(static_cast<double>(stats.epoch));
+  optimizer_state_bytes_.Set(static_cast<double>(stats.optimizer_state_bytes));
 }
 
 void TrainerMetrics::ObserveGenerationFailure() { generation_failures_.Increment(); }

@@ -35,6 +35,7 @@ struct StepStats {
   double allreduce_wait_seconds = 0;  // exposed wait in GradientSync::Finish
   int64_t allreduce_bytes = 0;        // bytes this rank all-reduced
   int buckets_launched_during_backward = 0;
+  int64_t optimizer_state_bytes = 0;  // held after the step (a shard of it with sync.shard_optimizer)
   int64_t step = 0;  // after the step
   int64_t epoch = 0;
 };
@@ -104,6 +105,7 @@ class TrainerMetrics {
   prometheus::Counter& averaging_rounds_;
   prometheus::Gauge& bytes_per_sample_;
   prometheus::Gauge& round_interval_;
+  prometheus::Gauge& optimizer_state_bytes_;
   int64_t rounds_seen_ = 0;
 };
 

@@ -54,6 +54,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_averaging_rounds_total",
       "herd_train_sync_bytes_per_sample",
       "herd_train_averaging_round_interval_seconds",
+      "herd_train_optimizer_state_bytes",
   };
   std::set<std::string> names;
   for (const auto& [name, family] : families) names.insert(name);
@@ -89,10 +90,12 @@ TEST(TrainerMetrics, StepsAccumulate) {
   stats.buckets_launched_during_backward = 2;
   stats.step = 1;
   stats.epoch = 0;
+  stats.optimizer_state_bytes = 4096;
   metrics.ObserveStep(stats);
   stats.step = 2;
   stats.epoch = 1;
   stats.step_seconds = 3;
+  stats.optimizer_state_bytes = 2048;  // a gauge: the latest step's holding
   metrics.ObserveStep(stats);
   metrics.SetMembership(4, 2);
   metrics.SetLoss(0.25);
@@ -115,6 +118,7 @@ TEST(TrainerMetrics, StepsAccumulate) {
   EXPECT_EQ(value("herd_train_buckets_launched_during_backward_total"), 4);
   EXPECT_EQ(value("herd_train_step"), 2);
   EXPECT_EQ(value("herd_train_epoch"), 1);
+  EXPECT_EQ(value("herd_train_optimizer_state_bytes"), 2048);
   EXPECT_EQ(value("herd_train_world_size"), 4);
   EXPECT_EQ(value("herd_train_generation"), 2);
   EXPECT_EQ(value("herd_train_loss"), 0.25);

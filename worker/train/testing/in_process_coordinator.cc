@@ -61,6 +61,12 @@ void InProcessCoordinator::Fence() {
   if (!forming_) StartNextLocked();
 }
 
+void InProcessCoordinator::SetCheckpoint(std::string relative_path, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checkpoint_path_ = std::move(relative_path);
+  checkpoint_step_ = step;
+}
+
 std::unique_ptr<CoordinatorLink> InProcessCoordinator::Link(const std::string& worker_id) {
   return std::make_unique<WorkerLink>(this, worker_id);
 }
@@ -119,6 +125,8 @@ absl::StatusOr<v1::JoinGenerationResponse> InProcessCoordinator::Join(const std:
       }
       *response.mutable_spec() = spec_;
       response.set_seed(seed_);
+      response.set_checkpoint_path(checkpoint_path_);
+      response.set_start_step(checkpoint_step_);
       return response;
     }
     if (forming_) {

@@ -32,6 +32,10 @@ class InProcessCoordinator {
   // Supersedes the current generation as the real coordinator's fencing does
   // (a worker joined or left): its members' next report is refused.
   void Fence();
+  // The newest complete checkpoint (JOB/step-N under the trainers'
+  // checkpoint root) handed to every join, as the real coordinator hands its
+  // catalog's newest: ranks holding no commit resume from it.
+  void SetCheckpoint(std::string relative_path, int64_t step);
 
   // The link a trainer thread of `worker_id` talks through; it must not
   // outlive this coordinator.
@@ -66,6 +70,8 @@ class InProcessCoordinator {
   std::map<int64_t, std::shared_ptr<InMemoryStore>> stores_;
   std::vector<v1::ReportProgressRequest> reports_;
   std::vector<v1::ReportFailureRequest> failures_;
+  std::string checkpoint_path_;
+  int64_t checkpoint_step_ = 0;
 };
 
 }  // namespace herd
