@@ -41,6 +41,7 @@ void ChangeSet::Merge(const ChangeSet& other) {
   workers.insert(other.workers.begin(), other.workers.end());
   generations_started.insert(generations_started.end(), other.generations_started.begin(),
                              other.generations_started.end());
+  preemptions.insert(preemptions.end(), other.preemptions.begin(), other.preemptions.end());
 }
 
 bool IsFinal(v1::JobState state) { return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED; }

@@ -49,6 +49,9 @@ struct JobRecord {
   int64_t restarts_used = 0;  // generations started after failures (spec.restart_budget)
   std::string last_failure;
   double waiting_since = 0;  // while !generation.formed: when the wait began
+  // Members asked to leave at the job's next step boundary (RequestRelease),
+  // worker id -> reason.
+  std::map<std::string, std::string> release_requested;
   // Loaded by a restarted coordinator and not yet confirmed by its members'
   // heartbeats. Not persisted: every restart sets it again.
   bool recovering = false;
@@ -78,6 +81,10 @@ struct ClusterState {
   // Per job, oldest commit first.
   std::map<std::string, std::vector<v1::CheckpointInfo>> checkpoints;
   int64_t next_submit_seq = 1;
+  // IDLE worker -> the pending job the scheduler keeps it for while workers
+  // released for that job are on their way (scheduling_policy.h). Set anew
+  // by every Schedule; not persisted.
+  std::map<std::string, std::string> reserved;
 };
 
 struct StartedGeneration {
@@ -92,6 +99,7 @@ struct ChangeSet {
   std::set<std::string> jobs;
   std::set<std::string> workers;
   std::vector<StartedGeneration> generations_started;
+  std::vector<std::string> preemptions;  // metrics label per job preempted: shrink, suspend
 
   bool empty() const { return jobs.empty() && workers.empty(); }
   void Merge(const ChangeSet& other);

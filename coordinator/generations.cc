@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/release.h"
+#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -22,25 +24,6 @@ bool Contains(const std::vector<std::string>& ids, const std::string& id) {
 // Generations started by a failure are the ones that cost restart budget.
 bool FailureReason(const std::string& reason) {
   return reason == kReasonMemberLost || reason == kReasonFailureReported;
-}
-
-// IDLE workers of the spec's device kind that `job_id` may take: those held
-// for it (their trainer still holds its context) first, then the free ones,
-// lowest ids first; never one held for another job.
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded = "") {
-  std::vector<std::string> held, free;
-  for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || worker.device_kind != spec.device() || id == excluded) continue;
-    const std::string held_for = HeldForJob(state, worker);
-    if (held_for == job_id) {
-      held.push_back(id);
-    } else if (held_for.empty()) {
-      free.push_back(id);
-    }
-  }
-  held.insert(held.end(), free.begin(), free.end());
-  return held;
 }
 
 std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
@@ -227,22 +210,19 @@ std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
 
 ChangeSet Schedule(ClusterState& state, double now) {
   ChangeSet changes;
-  std::vector<JobRecord*> pending;
-  for (auto& [id, job] : state.jobs) {
-    if (job.info.state() == v1::PENDING) pending.push_back(&job);
+  const SchedulePlan plan = PlanSchedule(state);
+  for (const JobStart& start : plan.starts) {
+    JobRecord& job = state.jobs.at(start.job_id);
+    job.generation = Generation{};
+    job.generation.number = job.next_generation++;
+    job.generation.reason = kReasonStart;
+    Form(state, job, start.workers, now, &changes);
   }
-  std::sort(pending.begin(), pending.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
-  for (JobRecord* job : pending) {
-    const v1::JobSpec& spec = job->info.spec();
-    std::vector<std::string> idle = IdleWorkersFor(state, job->info.id(), spec);
-    if (static_cast<int64_t>(idle.size()) < spec.min_workers()) continue;
-    if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
-    job->generation = Generation{};
-    job->generation.number = job->next_generation++;
-    job->generation.reason = kReasonStart;
-    Form(state, *job, idle, now, &changes);
+  for (const MemberRelease& release : plan.releases) {
+    changes.Merge(RequestRelease(state, release.job_id, release.worker_id, release.reason, now));
   }
+  for (const auto& [job_id, kind] : plan.preempted) changes.preemptions.push_back(kind);
+  state.reserved = plan.reserved;
   return changes;
 }
 
@@ -400,10 +380,16 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (job->recovering && job->generation.formed) ResolveRecovery(state, *job, now, &changes);
   }
   changes.Merge(Schedule(state, now));
-  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+  // Growing below max_workers comes after every pending job was served, in
+  // priority order, and never takes a worker reserved for a waiting job.
+  std::vector<JobRecord*> growing = RunningJobsInSubmitOrder(state);
+  std::stable_sort(growing.begin(), growing.end(),
+                   [](const JobRecord* a, const JobRecord* b) { return ServedBefore(*a, *b); });
+  for (JobRecord* job : growing) {
     const Generation& generation = job->generation;
     const v1::JobSpec& spec = job->info.spec();
     if (!generation.formed || job->recovering || !generation.finished.empty()) continue;
+    if (!job->release_requested.empty()) continue;  // it is shrinking
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
     if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;

@@ -37,10 +37,13 @@ struct GenerationOptions {
   double min_workers_wait_seconds = 60;
 };
 
-// Starts PENDING jobs in submit order. A job starts once at least min_workers
-// IDLE workers of its device kind exist; it takes up to max_workers of them,
-// lowest ids first, as ranks 0..W-1 of a new generation. Jobs that do not fit
-// are skipped so later, smaller jobs can still start.
+// Applies PlanSchedule (scheduling_policy.h): PENDING jobs served by priority,
+// then submit order. A job starts once at least min_workers IDLE workers of
+// its device kind exist; it takes up to max_workers of them, lowest ids
+// first, as ranks 0..W-1 of a new generation. One that does not fit may have
+// lower-priority jobs release workers to it (RequestRelease) and keeps the
+// idle ones reserved meanwhile; jobs that do not fit otherwise are skipped so
+// later, smaller jobs can still start.
 ChangeSet Schedule(ClusterState& state, double now);
 
 // Marks workers silent for longer than the lease DEAD. A RUNNING job that
