@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "coordinator/job_settings.h"
 #include "coordinator/validation.h"
 
 namespace herd::coordinator {
@@ -125,6 +126,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
     const JobRecord& job = state_.jobs.at(id);
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
+  for (const std::string& kind : changes.preemptions) metrics_->CountPreemption(kind);
   for (const StartedGeneration& started : changes.generations_started) {
     metrics_->CountGenerationStarted(started.reason);
     const JobRecord& job = state_.jobs.at(started.job_id);
@@ -219,6 +221,25 @@ absl::StatusOr<v1::JobInfo> Coordinator::CancelJob(const std::string& id) {
   if (!changes.ok()) return changes.status();
   if (auto status = Commit(*changes); !status.ok()) return status;
   LOG(INFO) << "job " << id << " cancelled";
+  return state_.jobs.at(id).info;
+}
+
+absl::StatusOr<v1::JobInfo> Coordinator::ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers) {
+  absl::MutexLock lock(&mu_);
+  auto changes = herd::coordinator::ResizeJob(state_, id, min_workers, max_workers, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  const v1::JobSpec& spec = state_.jobs.at(id).info.spec();
+  LOG(INFO) << "job " << id << " resized to " << spec.min_workers() << "-" << spec.max_workers() << " workers";
+  return state_.jobs.at(id).info;
+}
+
+absl::StatusOr<v1::JobInfo> Coordinator::SetJobPriority(const std::string& id, int64_t priority) {
+  absl::MutexLock lock(&mu_);
+  auto changes = herd::coordinator::SetJobPriority(state_, id, priority, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "job " << id << " priority set to " << priority;
   return state_.jobs.at(id).info;
 }
 

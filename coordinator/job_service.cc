@@ -49,6 +49,36 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::C
   });
 }
 
+grpc::Status JobServiceImpl::ResizeJob(grpc::ServerContext* context, const v1::ResizeJobRequest* request,
+                                       v1::ResizeJobResponse* response) {
+  return edge_->Handle("ResizeJob", Api::kJobs, *context, [&](const Principal& caller) {
+    auto job = coordinator_->GetJob(request->id());
+    absl::Status status = job.ok() ? CheckMayChange(caller, *job) : job.status();
+    if (status.ok()) {
+      status = AssignTo(coordinator_->ResizeJob(request->id(), request->min_workers(), request->max_workers()),
+                        response->mutable_job());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "resize", caller.name,
+                 absl::StrCat("resize ", request->id(), " to ", request->min_workers(), "-", request->max_workers()),
+                 status);
+    return status;
+  });
+}
+
+grpc::Status JobServiceImpl::SetJobPriority(grpc::ServerContext* context, const v1::SetJobPriorityRequest* request,
+                                            v1::SetJobPriorityResponse* response) {
+  return edge_->Handle("SetJobPriority", Api::kJobs, *context, [&](const Principal& caller) {
+    auto job = coordinator_->GetJob(request->id());
+    absl::Status status = job.ok() ? CheckMayChange(caller, *job) : job.status();
+    if (status.ok()) {
+      status = AssignTo(coordinator_->SetJobPriority(request->id(), request->priority()), response->mutable_job());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "priority", caller.name,
+                 absl::StrCat("priority ", request->id(), " ", request->priority()), status);
+    return status;
+  });
+}
+
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::WatchJobEvent>* writer) {
   return edge_->Handle("WatchJob", Api::kJobs, *context, [&](const Principal&) -> absl::Status {

@@ -28,6 +28,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                                .Name("herd_coordinator_generations_started_total")
                                .Help("Job generations started, by reason")
                                .Register(registry)),
+      preemptions_(prometheus::BuildCounter()
+                       .Name("herd_coordinator_preemptions_total")
+                       .Help("Running jobs shrunk or suspended for a higher-priority job, by kind (shrink, suspend)")
+                       .Register(registry)),
       rendezvous_duration_(prometheus::BuildHistogram()
                                .Name("herd_coordinator_rendezvous_duration_seconds")
                                .Help("Time JoinGeneration waited for the job's generation to form")
@@ -70,6 +74,13 @@ void Metrics::SetJobCounts(const std::map<v1::JobState, int64_t>& counts) {
 }
 
 void Metrics::SetWorkersAlive(int64_t count) { workers_alive_.Set(static_cast<double>(count)); }
+
+void Metrics::CountPreemption(const std::string& kind) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = preemptions_by_kind_[kind];
+  if (counter == nullptr) counter = &preemptions_.Add({{"kind", kind}});
+  counter->Increment();
+}
 
 void Metrics::CountGenerationStarted(const std::string& reason) {
   absl::MutexLock lock(&mu_);

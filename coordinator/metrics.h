@@ -29,6 +29,8 @@ class Metrics {
   void SetJobCounts(const std::map<v1::JobState, int64_t>& counts);
   void SetWorkersAlive(int64_t count);
   void CountGenerationStarted(const std::string& reason);
+  // A job the scheduler shrank or suspended for a higher-priority one, by kind.
+  void CountPreemption(const std::string& kind);
   void ObserveRendezvousSeconds(double seconds);
   void CountRpc(const std::string& method, absl::StatusCode code);
   void CountCheckpointRecorded();
@@ -44,6 +46,7 @@ class Metrics {
   std::map<v1::JobState, prometheus::Gauge*> jobs_by_state_;
   prometheus::Gauge& workers_alive_;
   prometheus::Family<prometheus::Counter>& generations_started_;
+  prometheus::Family<prometheus::Counter>& preemptions_;
   prometheus::Histogram& rendezvous_duration_;
   prometheus::Family<prometheus::Counter>& rpcs_;
   prometheus::Counter& checkpoints_recorded_;
@@ -53,6 +56,7 @@ class Metrics {
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Counter*> preemptions_by_kind_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<std::string, std::string, absl::StatusCode>, prometheus::Counter*> audit_by_label_
       ABSL_GUARDED_BY(mu_);
