@@ -222,6 +222,12 @@ ChangeSet Schedule(ClusterState& state, double now) {
     changes.Merge(RequestRelease(state, release.job_id, release.worker_id, release.reason, now));
   }
   for (const auto& [job_id, kind] : plan.preempted) changes.preemptions.push_back(kind);
+  for (const auto& [job_id, reason] : plan.waiting) {
+    JobRecord& job = state.jobs.at(job_id);
+    if (job.info.reason() == reason) continue;
+    job.info.set_reason(reason);
+    Touch(job, now, &changes);
+  }
   state.reserved = plan.reserved;
   return changes;
 }

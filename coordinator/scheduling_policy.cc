@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace herd::coordinator {
 namespace {
 
@@ -164,6 +166,8 @@ SchedulePlan PlanSchedule(const ClusterState& state) {
       taken.insert(id);
       plan.reserved[id] = job->info.id();
     }
+    plan.waiting[job->info.id()] =
+        absl::StrCat("waiting for workers released by lower-priority jobs: have ", idle.size(), ", need ", need);
     plan.releases.insert(plan.releases.end(), releases.begin(), releases.end());
     plan.preempted.insert(preempted.begin(), preempted.end());
   }

@@ -56,6 +56,8 @@ struct SchedulePlan {
   std::map<std::string, std::string> preempted;
   // IDLE worker -> the waiting job it is kept for.
   std::map<std::string, std::string> reserved;
+  // PENDING job -> its reason while workers are released to it.
+  std::map<std::string, std::string> waiting;
 };
 
 // The whole decision for one round; ignores last round's reservations.

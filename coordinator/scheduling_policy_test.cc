@@ -144,6 +144,7 @@ TEST_F(SchedulingPolicyTest, ReleasedWorkersAreReservedForTheWaitingJobUntilItSt
   EXPECT_THAT(Job("low").release_requested,
               UnorderedElementsAre(Pair("cpu-w3", kReleaseShrink), Pair("cpu-w2", kReleaseShrink)));
   EXPECT_THAT(state_.reserved, ElementsAre(Pair("cpu-w4", "high")));
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers released by lower-priority jobs: have 1, need 3");
 
   // A stream of smaller, later jobs cannot take the reserved worker, nor can
   // another running job grow into it, and the workers on their way are not
