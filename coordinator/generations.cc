@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/release.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -31,7 +32,9 @@ std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::st
                                         const v1::JobSpec& spec, const std::string& excluded = "") {
   std::vector<std::string> held, free;
   for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || worker.device_kind != spec.device() || id == excluded) continue;
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
+      continue;
+    }
     const std::string held_for = HeldForJob(state, worker);
     if (held_for == job_id) {
       held.push_back(id);
@@ -298,6 +301,9 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
   for (const v1::TrainerExit& exit : request.exits()) {
     changes.Merge(ApplyTrainerExit(state, request.worker_id(), exit, now));
   }
+  // A restarted daemon no longer drains; one that does says so every beat.
+  worker.draining = false;
+  if (request.draining()) changes.Merge(MarkDraining(state, request.worker_id(), now));
   return changes;
 }
 
@@ -321,9 +327,18 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
               now, &changes);
     return changes;
   }
-  if (exit.generation() != generation.number) return changes;
+  const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED;
+  const bool release_asked = job.release_requested.count(worker_id) > 0;
+  if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
+  if (release) {
+    job.release_requested.erase(worker_id);
+    // The leaver may be rank 0: its boundary report rides with the exit.
+    if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
+      RecordProgress(job, exit.final_progress());
+    }
+  }
 
   if (!generation.formed) {
     // A survivor's trainer ended while the job waits: it no longer holds the
@@ -331,6 +346,13 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     generation.members.erase(generation.members.begin() + rank);
     ReleaseWorker(state, worker_id, job.info.id(), &changes);
     Wait(job, now, &changes);
+    return changes;
+  }
+  if (release) {
+    // Every other rank committed the same boundary and holds it in memory:
+    // nothing was lost, nothing is charged.
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonReleased,
+                   absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
   if (exit.exit_code() != 0) {
