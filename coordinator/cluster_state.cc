@@ -33,6 +33,8 @@ v1::WorkerInfo WorkerRecord::ToInfo() const {
   info.set_state(state);
   info.set_job_id(job_id);
   info.set_last_heartbeat_unix(last_heartbeat);
+  info.set_cordoned(cordoned);
+  info.set_draining(draining);
   return info;
 }
 
@@ -42,6 +44,8 @@ void ChangeSet::Merge(const ChangeSet& other) {
   generations_started.insert(generations_started.end(), other.generations_started.begin(),
                              other.generations_started.end());
   preemptions.insert(preemptions.end(), other.preemptions.begin(), other.preemptions.end());
+  releases_requested.insert(releases_requested.end(), other.releases_requested.begin(),
+                            other.releases_requested.end());
 }
 
 bool IsFinal(v1::JobState state) { return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED; }

@@ -49,13 +49,13 @@ struct JobRecord {
   int64_t restarts_used = 0;  // generations started after failures (spec.restart_budget)
   std::string last_failure;
   double waiting_since = 0;  // while !generation.formed: when the wait began
-  // Members asked to leave at the job's next step boundary (RequestRelease),
-  // worker id -> reason.
-  std::map<std::string, std::string> release_requested;
   // Loaded by a restarted coordinator and not yet confirmed by its members'
   // heartbeats. Not persisted: every restart sets it again.
   bool recovering = false;
   int64_t version = 0;  // bumped on every change (WatchJob waits on it); not persisted
+  // Workers asked to leave this RUNNING job at its next step boundary, with
+  // why (drain, shrink): worker id -> reason. See release.h.
+  std::map<std::string, std::string> release_requested;
 };
 
 struct WorkerRecord {
@@ -70,6 +70,14 @@ struct WorkerRecord {
   // one arrived, and the jobs the worker's trainers were running then.
   bool heard = false;
   std::set<std::string> running_jobs;
+  // Takes no new job (herd cordon / herd drain); persisted.
+  bool cordoned = false;
+  // Its daemon is shutting down (a heartbeat said so): leaves its jobs and
+  // takes no new one. From heartbeats, not persisted.
+  bool draining = false;
+
+  // Whether new work may be placed on it (it may still be BUSY).
+  bool Schedulable() const { return !cordoned && !draining; }
 
   v1::WorkerInfo ToInfo() const;
 };
@@ -93,6 +101,12 @@ struct StartedGeneration {
   std::string reason;  // metrics label: why the generation started
 };
 
+struct ReleaseRequested {
+  std::string job_id;
+  std::string worker_id;
+  std::string reason;  // metrics label: drain, shrink
+};
+
 // What a decision touched: the caller persists these records and wakes
 // watchers.
 struct ChangeSet {
@@ -100,6 +114,7 @@ struct ChangeSet {
   std::set<std::string> workers;
   std::vector<StartedGeneration> generations_started;
   std::vector<std::string> preemptions;  // metrics label per job preempted: shrink, suspend
+  std::vector<ReleaseRequested> releases_requested;
 
   bool empty() const { return jobs.empty() && workers.empty(); }
   void Merge(const ChangeSet& other);

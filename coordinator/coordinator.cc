@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "coordinator/job_settings.h"
+#include "coordinator/release.h"
 #include "coordinator/validation.h"
 
 namespace herd::coordinator {
@@ -132,6 +133,11 @@ void Coordinator::Publish(const ChangeSet& changes) {
     const JobRecord& job = state_.jobs.at(started.job_id);
     LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
               << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
+  }
+  for (const ReleaseRequested& release : changes.releases_requested) {
+    metrics_->CountReleaseRequested(release.reason);
+    LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
+              << "boundary (" << release.reason << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }
@@ -272,6 +278,29 @@ absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(con
   return std::vector<v1::CheckpointInfo>(it->second.rbegin(), it->second.rend());  // newest first
 }
 
+absl::StatusOr<v1::WorkerInfo> Coordinator::CordonWorker(const std::string& worker_id, bool cordoned) {
+  absl::MutexLock lock(&mu_);
+  auto changes = SetCordoned(state_, worker_id, cordoned);
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "worker " << worker_id << (cordoned ? " cordoned" : " uncordoned");
+  return state_.workers.at(worker_id).ToInfo();
+}
+
+absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> released;
+  auto changes = herd::coordinator::DrainWorker(state_, worker_id, clock_->Now(), &released);
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "worker " << worker_id << " draining: cordoned, " << released.size()
+            << " job(s) asked to release it at their next step boundary";
+  v1::DrainWorkerResponse response;
+  *response.mutable_worker() = state_.workers.at(worker_id).ToInfo();
+  for (const std::string& job_id : released) response.add_released_jobs(job_id);
+  return response;
+}
+
 // ---------------------------------------------------------------- workers
 
 absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request) {
@@ -304,6 +333,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
     *response.add_assignments() = std::move(assignment);
   }
+  for (const std::string& job_id : ReleaseJobsFor(state_, request.worker_id())) response.add_release_jobs(job_id);
   return response;
 }
 

@@ -91,6 +91,10 @@ class Coordinator {
   absl::StatusOr<JobSnapshot> AwaitJobChange(const std::string& id, int64_t seen_version, absl::Duration timeout);
   std::vector<v1::WorkerInfo> ListWorkers();
   absl::StatusOr<std::vector<v1::CheckpointInfo>> ListCheckpoints(const std::string& job_id);
+  // herd cordon / uncordon and herd drain (release.h). NOT_FOUND for an
+  // unknown worker.
+  absl::StatusOr<v1::WorkerInfo> CordonWorker(const std::string& worker_id, bool cordoned);
+  absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(const std::string& worker_id);
 
   // ---- workers (ClusterService)
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);

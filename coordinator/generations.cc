@@ -102,7 +102,11 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
   const int64_t have = static_cast<int64_t>(job.generation.members.size());
   if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
-  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(spec.max_workers() - have, 0))));
+  // A job that just gave a worker away takes idle ones only to reach
+  // min_workers: growing is for join generations, after pending jobs were
+  // served, or it would take back what it released for another job.
+  const int64_t want = job.generation.reason == kReasonReleased ? spec.min_workers() : spec.max_workers();
+  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
   Form(state, job, idle, now, changes);
   return true;
 }
@@ -284,6 +288,9 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
   for (const v1::TrainerExit& exit : request.exits()) {
     changes.Merge(ApplyTrainerExit(state, request.worker_id(), exit, now));
   }
+  // A restarted daemon no longer drains; one that does says so every beat.
+  worker.draining = false;
+  if (request.draining()) changes.Merge(MarkDraining(state, request.worker_id(), now));
   return changes;
 }
 
@@ -307,9 +314,18 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
               now, &changes);
     return changes;
   }
-  if (exit.generation() != generation.number) return changes;
+  const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED;
+  const bool release_asked = job.release_requested.count(worker_id) > 0;
+  if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
+  if (release) {
+    job.release_requested.erase(worker_id);
+    // The leaver may be rank 0: its boundary report rides with the exit.
+    if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
+      RecordProgress(job, exit.final_progress());
+    }
+  }
 
   if (!generation.formed) {
     // A survivor's trainer ended while the job waits: it no longer holds the
@@ -317,6 +333,13 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     generation.members.erase(generation.members.begin() + rank);
     ReleaseWorker(state, worker_id, job.info.id(), &changes);
     Wait(job, now, &changes);
+    return changes;
+  }
+  if (release) {
+    // Every other rank committed the same boundary and holds it in memory:
+    // nothing was lost, nothing is charged.
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonReleased,
+                   absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
   if (exit.exit_code() != 0) {

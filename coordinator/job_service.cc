@@ -12,6 +12,13 @@ absl::Status CheckMayChange(const Principal& caller, const v1::JobInfo& job) {
                                                   caller.name, "' may change only their own jobs"));
 }
 
+// Operator commands on workers.
+absl::Status CheckAdmin(const Principal& caller, const std::string& what) {
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(what, " needs the admin role; '", caller.name, "' is a ", RoleName(caller.role)));
+}
+
 }  // namespace
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
@@ -113,6 +120,31 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
     if (!checkpoints.ok()) return checkpoints.status();
     for (v1::CheckpointInfo& checkpoint : *checkpoints) *response->add_checkpoints() = std::move(checkpoint);
     return absl::OkStatus();
+  });
+}
+
+grpc::Status JobServiceImpl::CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
+                                          v1::CordonWorkerResponse* response) {
+  return edge_->Handle("CordonWorker", Api::kJobs, *context, [&](const Principal& caller) {
+    const std::string what = absl::StrCat(request->cordoned() ? "cordon " : "uncordon ", request->worker_id());
+    absl::Status status = CheckAdmin(caller, what);
+    if (status.ok()) {
+      status = AssignTo(coordinator_->CordonWorker(request->worker_id(), request->cordoned()), response->mutable_worker());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : (request->cordoned() ? "cordon" : "uncordon"),
+                 caller.name, what, status);
+    return status;
+  });
+}
+
+grpc::Status JobServiceImpl::DrainWorker(grpc::ServerContext* context, const v1::DrainWorkerRequest* request,
+                                         v1::DrainWorkerResponse* response) {
+  return edge_->Handle("DrainWorker", Api::kJobs, *context, [&](const Principal& caller) {
+    const std::string what = absl::StrCat("drain ", request->worker_id());
+    absl::Status status = CheckAdmin(caller, what);
+    if (status.ok()) status = AssignTo(coordinator_->DrainWorker(request->worker_id()), response);
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "drain", caller.name, what, status);
+    return status;
   });
 }
 

@@ -38,6 +38,11 @@ class JobServiceImpl final : public v1::JobService::Service {
                            v1::ListWorkersResponse* response) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsResponse* response) override;
+  // Admin role only.
+  grpc::Status CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
+                            v1::CordonWorkerResponse* response) override;
+  grpc::Status DrainWorker(grpc::ServerContext* context, const v1::DrainWorkerRequest* request,
+                           v1::DrainWorkerResponse* response) override;
 
  private:
   Coordinator* const coordinator_;

@@ -51,6 +51,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                       .Help("Worker heartbeats received")
                       .Register(registry)
                       .Add({})),
+      releases_requested_(prometheus::BuildCounter()
+                              .Name("herd_coordinator_releases_requested_total")
+                              .Help("Workers asked to leave a running job at its next step boundary, by reason "
+                                    "(drain, shrink)")
+                              .Register(registry)),
       audit_events_(prometheus::BuildCounter()
                         .Name("herd_coordinator_audit_events_total")
                         .Help("Audited calls (submit, cancel, register, unauthenticated, permission_denied), by "
@@ -101,6 +106,13 @@ void Metrics::CountRpc(const std::string& method, absl::StatusCode code) {
 void Metrics::CountCheckpointRecorded() { checkpoints_recorded_.Increment(); }
 
 void Metrics::CountHeartbeat() { heartbeats_.Increment(); }
+
+void Metrics::CountReleaseRequested(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = releases_by_reason_[reason];
+  if (counter == nullptr) counter = &releases_requested_.Add({{"reason", reason}});
+  counter->Increment();
+}
 
 }  // namespace herd::coordinator
 

@@ -35,6 +35,8 @@ class Metrics {
   void CountRpc(const std::string& method, absl::StatusCode code);
   void CountCheckpointRecorded();
   void CountHeartbeat();
+  // A job was asked to release a worker at its next step boundary (release.h).
+  void CountReleaseRequested(const std::string& reason);
   // Mutating and refused calls (see RpcEdge::Audit), by event, principal
   // ("" when unauthenticated) and status code.
   void CountAuditEvent(const std::string& event, const std::string& principal, absl::StatusCode code);
@@ -51,12 +53,14 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rpcs_;
   prometheus::Counter& checkpoints_recorded_;
   prometheus::Counter& heartbeats_;
+  prometheus::Family<prometheus::Counter>& releases_requested_;
   prometheus::Family<prometheus::Counter>& audit_events_;
   prometheus::Gauge& kv_bytes_;
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> preemptions_by_kind_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Counter*> releases_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<std::string, std::string, absl::StatusCode>, prometheus::Counter*> audit_by_label_
       ABSL_GUARDED_BY(mu_);

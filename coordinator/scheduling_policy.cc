@@ -55,7 +55,9 @@ std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::st
                                         bool honor_reservations) {
   std::vector<std::string> first, free;
   for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || worker.device_kind != spec.device() || id == excluded) continue;
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
+      continue;
+    }
     const std::string held_for = HeldForJob(state, worker);
     std::string reserved_for;
     if (honor_reservations) {

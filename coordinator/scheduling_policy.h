@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "coordinator/cluster_state.h"
+#include "coordinator/release.h"
 
 namespace herd::coordinator {
 
-// RequestRelease reasons the scheduler uses.
-inline constexpr char kReleaseShrink[] = "preempted";  // the job keeps running, smaller
-inline constexpr char kReleaseSuspend[] = "suspended";  // every member leaves; the job goes back to PENDING
+// RequestRelease reasons the scheduler uses: kReleaseShrink (release.h), the
+// job keeps running, smaller; and kReleaseSuspend, every member leaves and
+// the job goes back to PENDING.
+inline constexpr char kReleaseSuspend[] = "suspend";
 
 // Metrics labels (herd_coordinator_preemptions_total{kind}).
 inline constexpr char kPreemptShrink[] = "shrink";
@@ -32,7 +34,8 @@ bool ServedBefore(const JobRecord& a, const JobRecord& b);
 // IDLE workers of the spec's device kind that `job_id` may take: those held
 // for it (their trainer still holds its context) and those reserved for it
 // first, then free ones, lowest ids first; never one held or (with
-// `honor_reservations`) reserved for another job, nor `excluded`.
+// `honor_reservations`) reserved for another job, nor `excluded`, nor a
+// cordoned or draining one.
 std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
                                         const v1::JobSpec& spec, const std::string& excluded = "",
                                         bool honor_reservations = true);

@@ -50,15 +50,14 @@ class SchedulingPolicyTest : public ::testing::Test {
     for (const MemberRelease& release : plan.releases) releases.emplace_back(release.job_id, release.worker_id);
     return releases;
   }
-  // What a completed release does (the drain mechanism): the member leaves
-  // the job's generation and becomes IDLE.
+  // The member's trainer left at the boundary (release.h).
   void CompleteRelease(const std::string& job_id, const std::string& worker_id) {
-    JobRecord& job = state_.jobs.at(job_id);
-    auto& members = job.generation.members;
-    members.erase(std::find(members.begin(), members.end(), worker_id));
-    job.release_requested.erase(worker_id);
-    state_.workers.at(worker_id).state = v1::IDLE;
-    state_.workers.at(worker_id).job_id.clear();
+    v1::TrainerExit exit;
+    exit.set_job_id(job_id);
+    exit.set_generation(Job(job_id).generation.number);
+    exit.set_exit_code(v1::TRAINER_EXIT_RELEASED);
+    ApplyTrainerExit(state_, worker_id, exit, now_);
+    ASSERT_EQ(state_.workers.at(worker_id).state, v1::IDLE);
   }
 
   ClusterState state_;
@@ -168,6 +167,21 @@ TEST_F(SchedulingPolicyTest, ReleasedWorkersAreReservedForTheWaitingJobUntilItSt
   EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1"));
   EXPECT_EQ(Job("small").info.state(), v1::PENDING);
   EXPECT_THAT(state_.reserved, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, AJobReformedAfterAReleaseDoesNotTakeBackWhatItGaveAway) {
+  AddWorkers(3);
+  Run("low", Spec(1, 3), 3);
+  Submit("high", Spec(2, 2, 1));
+  Schedule(state_, now_);
+  // Both leave before the scheduler runs again: the second re-form must not
+  // take the first one back although low is below max_workers.
+  CompleteRelease("low", "cpu-w3");
+  CompleteRelease("low", "cpu-w2");
+  EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1"));
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("high").info.state(), v1::RUNNING);
+  EXPECT_THAT(Job("high").generation.members, ElementsAre("cpu-w2", "cpu-w3"));
 }
 
 TEST_F(SchedulingPolicyTest, RunningJobsGrowOnlyAfterPendingJobsAreServed) {
