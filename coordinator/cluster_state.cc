@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -56,7 +57,7 @@ JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::J
   job.info.set_id(id);
   job.info.set_name(spec.name());
   job.info.set_state(v1::PENDING);
-  job.info.set_reason("waiting for workers");
+  job.info.set_reason(kWaitingForWorkers);
   job.info.set_created_unix(now);
   *job.info.mutable_spec() = spec;
   job.submit_seq = state.next_submit_seq++;

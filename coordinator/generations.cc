@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -226,8 +227,13 @@ ChangeSet Schedule(ClusterState& state, double now) {
     changes.Merge(RequestRelease(state, release.job_id, release.worker_id, release.reason, now));
   }
   for (const auto& [job_id, kind] : plan.preempted) changes.preemptions.push_back(kind);
-  for (const auto& [job_id, reason] : plan.waiting) {
-    JobRecord& job = state.jobs.at(job_id);
+  for (auto& [job_id, job] : state.jobs) {
+    if (job.info.state() != v1::PENDING) continue;
+    auto waiting = plan.waiting.find(job_id);
+    // Back to the plain reason once preempting can no longer start it.
+    const std::string reason = waiting != plan.waiting.end() ? waiting->second
+                               : absl::StartsWith(job.info.reason(), kWaitingForReleased) ? kWaitingForWorkers
+                                                                                           : job.info.reason();
     if (job.info.reason() == reason) continue;
     job.info.set_reason(reason);
     Touch(job, now, &changes);

@@ -75,7 +75,7 @@ std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::st
   return first;
 }
 
-SchedulePlan PlanSchedule(const ClusterState& state) {
+SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions& options) {
   SchedulePlan plan;
   std::set<std::string> taken;  // idle workers this plan starts a job on or reserves
 
@@ -144,8 +144,8 @@ SchedulePlan PlanSchedule(const ClusterState& state) {
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
-      if (!lower(victim.info.spec().priority(), victim.info.spec().device()) || candidate.suspended ||
-          !victim.info.spec().preemptible() || candidate.staying.empty()) {
+      if (!options.suspend || !lower(victim.info.spec().priority(), victim.info.spec().device()) ||
+          candidate.suspended || !victim.info.spec().preemptible() || candidate.staying.empty()) {
         continue;
       }
       // Every member leaves, those this round meant to shrink included.
@@ -169,7 +169,7 @@ SchedulePlan PlanSchedule(const ClusterState& state) {
       plan.reserved[id] = job->info.id();
     }
     plan.waiting[job->info.id()] =
-        absl::StrCat("waiting for workers released by lower-priority jobs: have ", idle.size(), ", need ", need);
+        absl::StrCat(kWaitingForReleased, ": have ", idle.size(), ", need ", need);
     plan.releases.insert(plan.releases.end(), releases.begin(), releases.end());
     plan.preempted.insert(preempted.begin(), preempted.end());
   }

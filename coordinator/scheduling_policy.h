@@ -4,9 +4,10 @@
 // workers starts; one that does not may take workers from lower-priority
 // RUNNING jobs: they shrink at their next step boundary (RequestRelease) but
 // never below min_workers, and a `preemptible` job left at its min_workers
-// may be suspended whole. While those workers are on their way, the job's
-// idle workers are reserved for it, so neither later pending jobs
-// (backfill) nor running jobs growing below max_workers can take them.
+// may be suspended whole (SchedulePolicyOptions). While those workers are on
+// their way, the job's idle workers are reserved for it, so neither later
+// pending jobs (backfill) nor running jobs growing below max_workers can
+// take them.
 #pragma once
 
 #include <map>
@@ -23,6 +24,10 @@ namespace herd::coordinator {
 // job keeps running, smaller; and kReleaseSuspend, every member leaves and
 // the job goes back to PENDING.
 inline constexpr char kReleaseSuspend[] = "suspend";
+
+// A PENDING job's reason while workers are released to it, and after.
+inline constexpr char kWaitingForReleased[] = "waiting for workers released by lower-priority jobs";
+inline constexpr char kWaitingForWorkers[] = "waiting for workers";
 
 // Metrics labels (herd_coordinator_preemptions_total{kind}).
 inline constexpr char kPreemptShrink[] = "shrink";
@@ -63,7 +68,15 @@ struct SchedulePlan {
   std::map<std::string, std::string> waiting;
 };
 
+struct SchedulePolicyOptions {
+  // Whether preemptible jobs may be suspended. Off in the coordinator until
+  // trainers write a checkpoint at a suspension's boundary: without one the
+  // job would resume from an older checkpoint and lose committed steps
+  // (docs/scheduling.md).
+  bool suspend = false;
+};
+
 // The whole decision for one round; ignores last round's reservations.
-SchedulePlan PlanSchedule(const ClusterState& state);
+SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions& options = {});
 
 }  // namespace herd::coordinator

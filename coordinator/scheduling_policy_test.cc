@@ -184,6 +184,20 @@ TEST_F(SchedulingPolicyTest, AJobReformedAfterAReleaseDoesNotTakeBackWhatItGaveA
   EXPECT_THAT(Job("high").generation.members, ElementsAre("cpu-w2", "cpu-w3"));
 }
 
+TEST_F(SchedulingPolicyTest, AWaitingJobGivesUpItsReservationWhenItNoLongerOutranksItsVictim) {
+  AddWorkers(3);
+  Run("low", Spec(1, 2), 2);
+  Submit("high", Spec(2, 2, 1));
+  Schedule(state_, now_);
+  EXPECT_THAT(state_.reserved, ElementsAre(Pair("cpu-w3", "high")));
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers released by lower-priority jobs: have 1, need 2");
+  // `herd priority low 5`: the worker low is releasing is no longer high's.
+  state_.jobs.at("low").info.mutable_spec()->set_priority(5);
+  Schedule(state_, now_);
+  EXPECT_THAT(state_.reserved, IsEmpty());
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers");
+}
+
 TEST_F(SchedulingPolicyTest, RunningJobsGrowOnlyAfterPendingJobsAreServed) {
   AddWorkers(3);
   Run("low", Spec(1, 3), 3);
@@ -212,7 +226,9 @@ TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
   Run("batch", Spec(2, 3, 0, /*preemptible=*/true), 3);
   Run("steady", Spec(1, 1, 0), 1);
   Submit("high", Spec(3, 3, 1));
-  SchedulePlan plan = PlanSchedule(state_);
+  SchedulePolicyOptions suspending;
+  suspending.suspend = true;
+  SchedulePlan plan = PlanSchedule(state_, suspending);
   // Shrinking batch to its minimum frees one; steady is at its minimum and
   // not preemptible; so batch is suspended: every member leaves.
   EXPECT_THAT(Releases(plan), UnorderedElementsAre(Pair("batch", "cpu-w1"), Pair("batch", "cpu-w2"),
@@ -220,10 +236,16 @@ TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
   for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseSuspend);
   EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptSuspend)));
 
+  // Without suspension (the coordinator's default for now) nothing is
+  // asked: shrinking alone cannot start high, and nothing is reserved.
+  plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.reserved, IsEmpty());
+
   // Needing only what shrinking gives, nothing is suspended.
   state_.jobs.at("high").info.mutable_spec()->set_min_workers(1);
   state_.jobs.at("high").info.mutable_spec()->set_max_workers(1);
-  plan = PlanSchedule(state_);
+  plan = PlanSchedule(state_, suspending);
   EXPECT_THAT(Releases(plan), ElementsAre(Pair("batch", "cpu-w3")));
   EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptShrink)));
 }
@@ -232,7 +254,9 @@ TEST_F(SchedulingPolicyTest, NonPreemptibleJobsAtTheirMinimumAreNeverSuspended) 
   AddWorkers(2);
   Run("low", Spec(2, 2, 0), 2);
   Submit("high", Spec(1, 1, 1));
-  EXPECT_THAT(PlanSchedule(state_).releases, IsEmpty());
+  SchedulePolicyOptions suspending;
+  suspending.suspend = true;
+  EXPECT_THAT(PlanSchedule(state_, suspending).releases, IsEmpty());
 }
 
 TEST_F(SchedulingPolicyTest, PreemptsOnlyJobsOfTheSameDeviceKind) {
