@@ -15,13 +15,15 @@ namespace {
 
 using std::chrono::seconds;
 
-constexpr int64_t kLowSamples = 24000;
+// Long enough (2000 steps on three workers) to still be training after
+// it shrank, the high job ran and it grew back.
+constexpr int64_t kLowSamples = 48000;
 
 std::string LowJob() {
   return R"(
 name: low
 model: mlp
-dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}
+dataset: {kind: synthetic, synthetic_samples: 48000, synthetic_features: 64}
 batch_size: 16
 epochs: 2
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
