@@ -1,10 +1,13 @@
 #include "client/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "client/commands.h"
 #include "common/auth.h"
+#include "common/job_spec.h"
 #include "common/rpc_options.h"
 #include "common/version.h"
 
@@ -64,6 +67,9 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   CLI::App* submit = app.add_subcommand("submit", "Submit the job described by a YAML file; prints its id");
   submit->add_option("FILE", job_file, "Job spec (YAML)")->required();
   submit->add_flag("--watch", watch_after_submit, "Then follow the job like `herd watch`");
+  std::optional<int64_t> submit_priority;
+  submit->add_option("--priority", submit_priority, "Scheduling priority (replaces the file's `priority`)")
+      ->check(CLI::Range(kMinPriority, kMaxPriority));
   CLI::App* list = app.add_subcommand("list", "List jobs");
   CLI::App* status = app.add_subcommand("status", "Show one job in detail");
   add_job_id(status);
@@ -85,7 +91,17 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   logs->add_option("--tail", logs_options.tail_lines, "Only the last N lines (0: the whole log)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, logs}) {
+  CLI::App* resize = app.add_subcommand(
+      "resize", "Change a job's worker range; a running job shrinks at its next step boundary or grows into idle workers");
+  add_job_id(resize);
+  int64_t resize_min = 0, resize_max = 0;
+  resize->add_option("--min", resize_min, "New min_workers")->check(CLI::PositiveNumber);
+  resize->add_option("--max", resize_max, "New max_workers")->check(CLI::PositiveNumber);
+  CLI::App* priority = app.add_subcommand("priority", "Change a job's scheduling priority (higher runs first)");
+  add_job_id(priority);
+  int64_t new_priority = 0;
+  priority->add_option("P", new_priority, "New priority")->required()->check(CLI::Range(kMinPriority, kMaxPriority));
+  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, resize, priority, logs}) {
     AddGlobalOptions(command, &flags);
   }
 
@@ -94,6 +110,11 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e, *environment.out, *environment.err);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (*resize && resize_min == 0 && resize_max == 0) {
+    *environment.err << "herd resize: give --min, --max or both\n";
+    return kExitUsage;
   }
 
   CommandOptions options;
@@ -117,7 +138,7 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(*channel);
   CommandContext context{stub.get(), options, environment.out, environment.err, environment.clock};
 
-  if (*submit) return SubmitCommand(context, job_file, watch_after_submit);
+  if (*submit) return SubmitCommand(context, job_file, watch_after_submit, submit_priority);
   if (*list) return ListCommand(context);
   if (*status) return StatusCommand(context, job_id);
   if (*watch) return WatchCommand(context, job_id);
@@ -125,6 +146,8 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   if (*workers) return WorkersCommand(context);
   if (*checkpoints) return CheckpointsCommand(context, job_id);
   if (*logs) return LogsCommand(context, logs_options);
+  if (*resize) return ResizeCommand(context, job_id, resize_min, resize_max);
+  if (*priority) return PriorityCommand(context, job_id, new_priority);
   return kExitUsage;  // unreachable: a subcommand is required
 }
 

@@ -153,12 +153,14 @@ int ReportRpcError(const CommandContext& context, const absl::Status& status) {
   return kExitFailed;
 }
 
-int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch) {
+int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch,
+                  std::optional<int64_t> priority) {
   absl::StatusOr<v1::JobSpec> spec = ReadJobSpecFile(job_file);
   if (!spec.ok()) {
     *context.err << "herd: " << EscapeControlChars(spec.status().message()) << "\n";
     return kExitUsage;
   }
+  if (priority.has_value()) spec->set_priority(*priority);
   // Check locally for a quick, precise error; the coordinator checks again
   // and applies the same defaults to what we send.
   v1::JobSpec checked = *spec;
@@ -212,6 +214,34 @@ int CancelCommand(const CommandContext& context, const std::string& job_id) {
   if (!status.ok()) return ReportRpcError(context, status);
   if (Json(context)) return PrintJson(context, response.job());
   *context.out << response.job().id() << " " << JobStateName(response.job().state()) << "\n";
+  return kExitOk;
+}
+
+int ResizeCommand(const CommandContext& context, const std::string& job_id, int64_t min_workers, int64_t max_workers) {
+  v1::ResizeJobRequest request;
+  request.set_id(job_id);
+  request.set_min_workers(min_workers);
+  request.set_max_workers(max_workers);
+  v1::ResizeJobResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->ResizeJob(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response.job());
+  const v1::JobSpec& spec = response.job().spec();
+  *context.out << response.job().id() << " workers " << spec.min_workers() << ".." << spec.max_workers() << "\n";
+  return kExitOk;
+}
+
+int PriorityCommand(const CommandContext& context, const std::string& job_id, int64_t priority) {
+  v1::SetJobPriorityRequest request;
+  request.set_id(job_id);
+  request.set_priority(priority);
+  v1::SetJobPriorityResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->SetJobPriority(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response.job());
+  *context.out << response.job().id() << " priority " << response.job().spec().priority() << "\n";
   return kExitOk;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -43,13 +45,18 @@ struct CommandContext {
   const Clock* clock;
 };
 
-int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch);
+// `priority`, when set, replaces the file's priority.
+int SubmitCommand(const CommandContext& context, const std::string& job_file, bool watch,
+                  std::optional<int64_t> priority = std::nullopt);
 int ListCommand(const CommandContext& context);
 int StatusCommand(const CommandContext& context, const std::string& job_id);
 int WatchCommand(const CommandContext& context, const std::string& job_id);
 int CancelCommand(const CommandContext& context, const std::string& job_id);
 int WorkersCommand(const CommandContext& context);
 int CheckpointsCommand(const CommandContext& context, const std::string& job_id);
+// 0 leaves a bound as it is.
+int ResizeCommand(const CommandContext& context, const std::string& job_id, int64_t min_workers, int64_t max_workers);
+int PriorityCommand(const CommandContext& context, const std::string& job_id, int64_t priority);
 
 struct LogsOptions {
   std::string job_id;

@@ -83,6 +83,28 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ResizeJob(grpc::ServerContext*, const v1::ResizeJobRequest* request,
+                         v1::ResizeJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->id());
+    if (it == jobs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + request->id());
+    v1::JobSpec* spec = it->second.mutable_spec();
+    if (request->min_workers() > 0) spec->set_min_workers(request->min_workers());
+    if (request->max_workers() > 0) spec->set_max_workers(request->max_workers());
+    *response->mutable_job() = it->second;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetJobPriority(grpc::ServerContext*, const v1::SetJobPriorityRequest* request,
+                              v1::SetJobPriorityResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->id());
+    if (it == jobs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + request->id());
+    it->second.mutable_spec()->set_priority(request->priority());
+    *response->mutable_job() = it->second;
+    return grpc::Status::OK;
+  }
+
   // Streams the job's scripted events, then ends (as at a final state).
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::WatchJobEvent>* writer) override {
@@ -240,6 +262,45 @@ TEST_F(CommandsTest, SubmitSendsTheParsedSpecAndPrintsTheId) {
   EXPECT_EQ(service_.last_authorization(), "");  // no token configured
 }
 
+TEST_F(CommandsTest, SubmitPriorityFlagReplacesTheFilesPriority) {
+  std::string path = WriteFile("job.yaml", std::string(kJobYaml) + "priority: 3\n");
+  ASSERT_EQ(Herd({"submit", path, "--priority", "-7"}), kExitOk) << err_.str();
+  ASSERT_EQ(service_.submitted().size(), 1u);
+  EXPECT_EQ(service_.submitted()[0].priority(), -7);
+  ASSERT_EQ(Herd({"submit", path}), kExitOk) << err_.str();
+  EXPECT_EQ(service_.submitted()[1].priority(), 3);
+  EXPECT_EQ(Herd({"submit", path, "--priority", "5000"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--priority"));
+  EXPECT_EQ(service_.submitted().size(), 2u);
+}
+
+TEST_F(CommandsTest, PriorityAndResizeChangeTheJob) {
+  service_.AddJob(Job("job-1", v1::RUNNING, 10));
+  ASSERT_EQ(Herd({"priority", "job-1", "9"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "job-1 priority 9\n");
+  ASSERT_EQ(Herd({"resize", "job-1", "--min", "1", "--max", "3", "-o", "json"}), kExitOk) << err_.str();
+  nlohmann::json job = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(job["spec"]["min_workers"], 1);
+  EXPECT_EQ(job["spec"]["max_workers"], 3);
+  EXPECT_EQ(job["spec"]["priority"], 9);
+  ASSERT_EQ(Herd({"resize", "job-1", "--max", "2"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "job-1 workers 1..2\n");
+}
+
+TEST_F(CommandsTest, PriorityAndResizeRefuseBadArgumentsAndUnknownJobs) {
+  EXPECT_EQ(Herd({"resize", "job-1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--min, --max"));
+  EXPECT_EQ(Herd({"resize", "job-1", "--min", "0"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--min"));
+  EXPECT_EQ(Herd({"priority", "job-1", "1001"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("P"));
+  EXPECT_EQ(Herd({"priority", "job-1"}), kExitUsage);
+  EXPECT_EQ(Herd({"priority", "nope", "1"}), kExitFailed);
+  EXPECT_EQ(err_.str(), "herd: NOT_FOUND: no job nope\n");
+  EXPECT_EQ(Herd({"resize", "nope", "--max", "2"}), kExitFailed);
+  EXPECT_EQ(err_.str(), "herd: NOT_FOUND: no job nope\n");
+}
+
 TEST_F(CommandsTest, SubmitJsonPrintsTheJob) {
   ASSERT_EQ(Herd({"submit", WriteFile("job.yaml", kJobYaml), "-o", "json"}), kExitOk) << err_.str();
   nlohmann::json job = nlohmann::json::parse(out_.str());
@@ -318,8 +379,8 @@ TEST_F(CommandsTest, ListTableAndJson) {
   std::vector<std::string> lines = OutLines();
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_THAT(lines[0], StartsWith("ID     NAME   OWNER  STATE"));
-  EXPECT_THAT(lines[1], StartsWith("job-1  mnist  alice  RUNNING    10/100"));
-  EXPECT_THAT(lines[2], StartsWith("job-2  mnist  -      SUCCEEDED  100/100"));
+  EXPECT_THAT(lines[1], StartsWith("job-1  mnist  alice  RUNNING    0     10/100"));
+  EXPECT_THAT(lines[2], StartsWith("job-2  mnist  -      SUCCEEDED  0     100/100"));
   ASSERT_EQ(Herd({"list", "--output=json"}), kExitOk);
   nlohmann::json parsed = nlohmann::json::parse(out_.str());
   ASSERT_EQ(parsed["jobs"].size(), 2u);

@@ -132,6 +132,7 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
         job.name(),
         job.owner().empty() ? "-" : job.owner(),
         JobStateName(job.state()),
+        absl::StrCat(job.spec().priority()),
         FormatStep(job),
         absl::StrCat(job.epoch()),
         absl::StrCat(job.world_size()),
@@ -141,7 +142,7 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
         job.created_unix() > 0 ? FormatAge(now - job.created_unix()) : "-",
     });
   }
-  return FormatTable({"ID", "NAME", "OWNER", "STATE", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
+  return FormatTable({"ID", "NAME", "OWNER", "STATE", "PRIO", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
 }
 
 std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now) {
@@ -222,6 +223,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
                                              spec.dataset().path().empty() ? "" : " " + spec.dataset().path())});
     lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
+    lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }
   lines.push_back({"Created", FormatTime(job.created_unix(), now)});
   lines.push_back({"Updated", FormatTime(job.updated_unix(), now)});

@@ -113,11 +113,12 @@ TEST(FormatTest, JobsTable) {
   pending.set_state(v1::PENDING);
   pending.set_created_unix(1290);
   pending.set_owner("bob");
+  pending.mutable_spec()->set_priority(-5);
   std::string table = JobsTable({SampleJob(), pending}, 1300);
   EXPECT_EQ(table,
-            "ID     NAME   OWNER  STATE    STEP      EPOCH  WORLD  GEN  SAMPLES/S  LOSS    AGE\n"
-            "job-7  mnist  -      RUNNING  420/1000  1      2      3    5321       0.4123  5m\n"
-            "job-8  new    bob    PENDING  0         0      0      0    -          -       10s\n");
+            "ID     NAME   OWNER  STATE    PRIO  STEP      EPOCH  WORLD  GEN  SAMPLES/S  LOSS    AGE\n"
+            "job-7  mnist  -      RUNNING  0     420/1000  1      2      3    5321       0.4123  5m\n"
+            "job-8  new    bob    PENDING  -5    0         0      0      0    -          -       10s\n");
 }
 
 // Names, reasons, paths and eval keys come from users and workers; the

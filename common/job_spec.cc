@@ -197,6 +197,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.bf16_autocast() && spec.device() != "cuda") return Bad("bf16_autocast", "needs device cuda");
   if (spec.threads() < 1 || spec.threads() > 256) return Bad("threads", "must be in [1, 256]");
   if (spec.restart_budget() < 0) return Bad("restart_budget", "must be >= 0");
+  if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
+    return Bad("priority", absl::StrCat("must be in [", kMinPriority, ", ", kMaxPriority, "], got ", spec.priority()));
+  }
   if (spec.log_interval_steps() < 1) return Bad("log_interval_steps", "must be >= 1");
   if (!(spec.collective_timeout_seconds() >= 0.5 && spec.collective_timeout_seconds() <= 3600)) {
     return Bad("collective_timeout_seconds", "must be in [0.5, 3600]");

@@ -1,6 +1,7 @@
 // The job spec contract: defaults, and validation that names the bad field.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,10 @@
 #include "proto/herd.pb.h"
 
 namespace herd {
+
+// JobSpec.priority's range (default 0): higher is scheduled first.
+inline constexpr int64_t kMinPriority = -1000;
+inline constexpr int64_t kMaxPriority = 1000;
 
 // Built-in model names; "torchscript" loads ModelSpec.path instead.
 const std::vector<std::string>& KnownModels();

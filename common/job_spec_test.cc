@@ -41,6 +41,15 @@ TEST(JobSpecYaml, ParsesFieldsAndShorthand) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
+TEST(JobSpecYaml, ParsesSchedulingFields) {
+  auto spec = ParseJobSpecYaml("model: mlp\npriority: -5\npreemptible: true\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->priority(), -5);
+  EXPECT_TRUE(spec->preemptible());
+  EXPECT_EQ(GoodSpec().priority(), 0);  // the default
+  EXPECT_FALSE(GoodSpec().preemptible());
+}
+
 TEST(JobSpecYaml, UnknownKeyIsNamed) {
   auto spec = ParseJobSpecYaml("model: mlp\nbatchsize: 3\n");
   ASSERT_FALSE(spec.ok());
@@ -158,6 +167,8 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(0.1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},
+      {"priority", [](v1::JobSpec* s) { s->set_priority(1001); }},
+      {"priority", [](v1::JobSpec* s) { s->set_priority(-1001); }},
   };
   for (const auto& c : cases) {
     auto spec = GoodSpec();

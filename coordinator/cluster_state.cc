@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -33,6 +34,8 @@ v1::WorkerInfo WorkerRecord::ToInfo() const {
   info.set_state(state);
   info.set_job_id(job_id);
   info.set_last_heartbeat_unix(last_heartbeat);
+  info.set_cordoned(cordoned);
+  info.set_draining(draining);
   return info;
 }
 
@@ -41,6 +44,9 @@ void ChangeSet::Merge(const ChangeSet& other) {
   workers.insert(other.workers.begin(), other.workers.end());
   generations_started.insert(generations_started.end(), other.generations_started.begin(),
                              other.generations_started.end());
+  preemptions.insert(preemptions.end(), other.preemptions.begin(), other.preemptions.end());
+  releases_requested.insert(releases_requested.end(), other.releases_requested.begin(),
+                            other.releases_requested.end());
 }
 
 bool IsFinal(v1::JobState state) { return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED; }
@@ -51,7 +57,7 @@ JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::J
   job.info.set_id(id);
   job.info.set_name(spec.name());
   job.info.set_state(v1::PENDING);
-  job.info.set_reason("waiting for workers");
+  job.info.set_reason(kWaitingForWorkers);
   job.info.set_created_unix(now);
   *job.info.mutable_spec() = spec;
   job.submit_seq = state.next_submit_seq++;

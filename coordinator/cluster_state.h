@@ -53,6 +53,9 @@ struct JobRecord {
   // heartbeats. Not persisted: every restart sets it again.
   bool recovering = false;
   int64_t version = 0;  // bumped on every change (WatchJob waits on it); not persisted
+  // Workers asked to leave this RUNNING job at its next step boundary, with
+  // why (drain, shrink): worker id -> reason. See release.h.
+  std::map<std::string, std::string> release_requested;
 };
 
 struct WorkerRecord {
@@ -67,6 +70,14 @@ struct WorkerRecord {
   // one arrived, and the jobs the worker's trainers were running then.
   bool heard = false;
   std::set<std::string> running_jobs;
+  // Takes no new job (herd cordon / herd drain); persisted.
+  bool cordoned = false;
+  // Its daemon is shutting down (a heartbeat said so): leaves its jobs and
+  // takes no new one. From heartbeats, not persisted.
+  bool draining = false;
+
+  // Whether new work may be placed on it (it may still be BUSY).
+  bool Schedulable() const { return !cordoned && !draining; }
 
   v1::WorkerInfo ToInfo() const;
 };
@@ -78,6 +89,10 @@ struct ClusterState {
   // Per job, oldest commit first.
   std::map<std::string, std::vector<v1::CheckpointInfo>> checkpoints;
   int64_t next_submit_seq = 1;
+  // IDLE worker -> the pending job the scheduler keeps it for while workers
+  // released for that job are on their way (scheduling_policy.h). Set anew
+  // by every Schedule; not persisted.
+  std::map<std::string, std::string> reserved;
 };
 
 struct StartedGeneration {
@@ -86,12 +101,20 @@ struct StartedGeneration {
   std::string reason;  // metrics label: why the generation started
 };
 
+struct ReleaseRequested {
+  std::string job_id;
+  std::string worker_id;
+  std::string reason;  // metrics label: drain, shrink
+};
+
 // What a decision touched: the caller persists these records and wakes
 // watchers.
 struct ChangeSet {
   std::set<std::string> jobs;
   std::set<std::string> workers;
   std::vector<StartedGeneration> generations_started;
+  std::vector<std::string> preemptions;  // metrics label per job preempted: shrink, suspend
+  std::vector<ReleaseRequested> releases_requested;
 
   bool empty() const { return jobs.empty() && workers.empty(); }
   void Merge(const ChangeSet& other);

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "coordinator/job_settings.h"
+#include "coordinator/release.h"
 #include "coordinator/validation.h"
 
 namespace herd::coordinator {
@@ -125,11 +127,17 @@ void Coordinator::Publish(const ChangeSet& changes) {
     const JobRecord& job = state_.jobs.at(id);
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
+  for (const std::string& kind : changes.preemptions) metrics_->CountPreemption(kind);
   for (const StartedGeneration& started : changes.generations_started) {
     metrics_->CountGenerationStarted(started.reason);
     const JobRecord& job = state_.jobs.at(started.job_id);
     LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
               << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
+  }
+  for (const ReleaseRequested& release : changes.releases_requested) {
+    metrics_->CountReleaseRequested(release.reason);
+    LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
+              << "boundary (" << release.reason << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }
@@ -222,6 +230,25 @@ absl::StatusOr<v1::JobInfo> Coordinator::CancelJob(const std::string& id) {
   return state_.jobs.at(id).info;
 }
 
+absl::StatusOr<v1::JobInfo> Coordinator::ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers) {
+  absl::MutexLock lock(&mu_);
+  auto changes = herd::coordinator::ResizeJob(state_, id, min_workers, max_workers, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  const v1::JobSpec& spec = state_.jobs.at(id).info.spec();
+  LOG(INFO) << "job " << id << " resized to " << spec.min_workers() << "-" << spec.max_workers() << " workers";
+  return state_.jobs.at(id).info;
+}
+
+absl::StatusOr<v1::JobInfo> Coordinator::SetJobPriority(const std::string& id, int64_t priority) {
+  absl::MutexLock lock(&mu_);
+  auto changes = herd::coordinator::SetJobPriority(state_, id, priority, clock_->Now());
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "job " << id << " priority set to " << priority;
+  return state_.jobs.at(id).info;
+}
+
 absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, int64_t seen_version,
                                                         absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -249,6 +276,29 @@ absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(con
   auto it = state_.checkpoints.find(job_id);
   if (it == state_.checkpoints.end()) return std::vector<v1::CheckpointInfo>{};
   return std::vector<v1::CheckpointInfo>(it->second.rbegin(), it->second.rend());  // newest first
+}
+
+absl::StatusOr<v1::WorkerInfo> Coordinator::CordonWorker(const std::string& worker_id, bool cordoned) {
+  absl::MutexLock lock(&mu_);
+  auto changes = SetCordoned(state_, worker_id, cordoned);
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "worker " << worker_id << (cordoned ? " cordoned" : " uncordoned");
+  return state_.workers.at(worker_id).ToInfo();
+}
+
+absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> released;
+  auto changes = herd::coordinator::DrainWorker(state_, worker_id, clock_->Now(), &released);
+  if (!changes.ok()) return changes.status();
+  if (auto status = Commit(*changes); !status.ok()) return status;
+  LOG(INFO) << "worker " << worker_id << " draining: cordoned, " << released.size()
+            << " job(s) asked to release it at their next step boundary";
+  v1::DrainWorkerResponse response;
+  *response.mutable_worker() = state_.workers.at(worker_id).ToInfo();
+  for (const std::string& job_id : released) response.add_released_jobs(job_id);
+  return response;
 }
 
 // ---------------------------------------------------------------- workers
@@ -283,6 +333,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
     *response.add_assignments() = std::move(assignment);
   }
+  for (const std::string& job_id : ReleaseJobsFor(state_, request.worker_id())) response.add_release_jobs(job_id);
   return response;
 }
 

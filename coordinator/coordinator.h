@@ -83,11 +83,18 @@ class Coordinator {
   absl::StatusOr<v1::JobInfo> GetJob(const std::string& id);
   std::vector<v1::JobInfo> ListJobs();  // newest first
   absl::StatusOr<v1::JobInfo> CancelJob(const std::string& id);
+  // herd resize / herd priority (coordinator/job_settings.h).
+  absl::StatusOr<v1::JobInfo> ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers);
+  absl::StatusOr<v1::JobInfo> SetJobPriority(const std::string& id, int64_t priority);
   // Returns as soon as the job's version differs from `seen_version`, or after
   // `timeout` with the unchanged snapshot. Pass -1 to get the current one now.
   absl::StatusOr<JobSnapshot> AwaitJobChange(const std::string& id, int64_t seen_version, absl::Duration timeout);
   std::vector<v1::WorkerInfo> ListWorkers();
   absl::StatusOr<std::vector<v1::CheckpointInfo>> ListCheckpoints(const std::string& job_id);
+  // herd cordon / uncordon and herd drain (release.h). NOT_FOUND for an
+  // unknown worker.
+  absl::StatusOr<v1::WorkerInfo> CordonWorker(const std::string& worker_id, bool cordoned);
+  absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(const std::string& worker_id);
 
   // ---- workers (ClusterService)
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);

@@ -619,5 +619,59 @@ TEST_F(CoordinatorTest, CheckpointsCarryTheSamplerPosition) {
   EXPECT_EQ(coordinator_->CommitCheckpoint(request).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Priorities through the coordinator: a high-priority job shrinks a running
+// low one (its heartbeat responses name the release), starts on the released
+// workers, and the low job grows back once the high one is done.
+TEST_F(CoordinatorTest, HighPriorityJobShrinksALowOneWhichGrowsBackAfterIt) {
+  for (const char* id : {"w1", "w2", "w3"}) Register(id);
+  auto low = coordinator_->SubmitJob(Spec(1, 3));
+  ASSERT_TRUE(low.ok()) << low.status();
+  coordinator_->Tick();
+  ASSERT_EQ(coordinator_->GetJob(low->id())->world_size(), 3);
+  v1::JobSpec high_spec = Spec(2, 2);
+  high_spec.set_priority(10);
+  auto high = coordinator_->SubmitJob(high_spec);
+  ASSERT_TRUE(high.ok()) << high.status();
+  coordinator_->Tick();
+  EXPECT_EQ(coordinator_->GetJob(high->id())->state(), v1::PENDING);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_preemptions_total", {{"kind", "shrink"}}), 1);
+  EXPECT_TRUE(Heartbeat("w1").release_jobs().empty());
+  for (const char* id : {"w2", "w3"}) {
+    const v1::HeartbeatResponse response = Heartbeat(id);
+    ASSERT_EQ(response.release_jobs_size(), 1) << id;
+    EXPECT_EQ(response.release_jobs(0), low->id());
+  }
+  // Both leave at the same boundary.
+  v1::TrainerExit released;
+  released.set_job_id(low->id());
+  released.set_generation(1);
+  released.set_exit_code(v1::TRAINER_EXIT_RELEASED);
+  Heartbeat("w3", {released});
+  Heartbeat("w2", {released});
+  coordinator_->Tick();
+  auto high_job = coordinator_->GetJob(high->id());
+  ASSERT_EQ(high_job->state(), v1::RUNNING);
+  EXPECT_THAT(std::vector<std::string>(high_job->workers().begin(), high_job->workers().end()),
+              ::testing::ElementsAre("w2", "w3"));
+  auto low_job = coordinator_->GetJob(low->id());
+  EXPECT_EQ(low_job->state(), v1::RUNNING);
+  EXPECT_EQ(low_job->world_size(), 1);
+  const int64_t shrunk_generation = low_job->generation();
+
+  v1::TrainerExit done;
+  done.set_job_id(high->id());
+  done.set_generation(high_job->generation());
+  done.set_exit_code(0);
+  Heartbeat("w2", {done});
+  Heartbeat("w3", {done});
+  EXPECT_EQ(coordinator_->GetJob(high->id())->state(), v1::SUCCEEDED);
+  clock_.Advance(11);  // past the join rate limit (one lease)
+  for (const char* id : {"w1", "w2", "w3"}) Heartbeat(id, {}, {});
+  coordinator_->Tick();
+  low_job = coordinator_->GetJob(low->id());
+  EXPECT_EQ(low_job->world_size(), 3);
+  EXPECT_GT(low_job->generation(), shrunk_generation);
+}
+
 }  // namespace
 }  // namespace herd::coordinator

@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/release.h"
+#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -22,25 +25,6 @@ bool Contains(const std::vector<std::string>& ids, const std::string& id) {
 // Generations started by a failure are the ones that cost restart budget.
 bool FailureReason(const std::string& reason) {
   return reason == kReasonMemberLost || reason == kReasonFailureReported;
-}
-
-// IDLE workers of the spec's device kind that `job_id` may take: those held
-// for it (their trainer still holds its context) first, then the free ones,
-// lowest ids first; never one held for another job.
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded = "") {
-  std::vector<std::string> held, free;
-  for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || worker.device_kind != spec.device() || id == excluded) continue;
-    const std::string held_for = HeldForJob(state, worker);
-    if (held_for == job_id) {
-      held.push_back(id);
-    } else if (held_for.empty()) {
-      free.push_back(id);
-    }
-  }
-  held.insert(held.end(), free.begin(), free.end());
-  return held;
 }
 
 std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
@@ -119,7 +103,11 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
   const int64_t have = static_cast<int64_t>(job.generation.members.size());
   if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
-  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(spec.max_workers() - have, 0))));
+  // A job that just gave a worker away takes idle ones only to reach
+  // min_workers: growing is for join generations, after pending jobs were
+  // served, or it would take back what it released for another job.
+  const int64_t want = job.generation.reason == kReasonReleased ? spec.min_workers() : spec.max_workers();
+  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
   Form(state, job, idle, now, changes);
   return true;
 }
@@ -227,22 +215,30 @@ std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
 
 ChangeSet Schedule(ClusterState& state, double now) {
   ChangeSet changes;
-  std::vector<JobRecord*> pending;
-  for (auto& [id, job] : state.jobs) {
-    if (job.info.state() == v1::PENDING) pending.push_back(&job);
+  const SchedulePlan plan = PlanSchedule(state);
+  for (const JobStart& start : plan.starts) {
+    JobRecord& job = state.jobs.at(start.job_id);
+    job.generation = Generation{};
+    job.generation.number = job.next_generation++;
+    job.generation.reason = kReasonStart;
+    Form(state, job, start.workers, now, &changes);
   }
-  std::sort(pending.begin(), pending.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->submit_seq < b->submit_seq; });
-  for (JobRecord* job : pending) {
-    const v1::JobSpec& spec = job->info.spec();
-    std::vector<std::string> idle = IdleWorkersFor(state, job->info.id(), spec);
-    if (static_cast<int64_t>(idle.size()) < spec.min_workers()) continue;
-    if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
-    job->generation = Generation{};
-    job->generation.number = job->next_generation++;
-    job->generation.reason = kReasonStart;
-    Form(state, *job, idle, now, &changes);
+  for (const MemberRelease& release : plan.releases) {
+    changes.Merge(RequestRelease(state, release.job_id, release.worker_id, release.reason, now));
   }
+  for (const auto& [job_id, kind] : plan.preempted) changes.preemptions.push_back(kind);
+  for (auto& [job_id, job] : state.jobs) {
+    if (job.info.state() != v1::PENDING) continue;
+    auto waiting = plan.waiting.find(job_id);
+    // Back to the plain reason once preempting can no longer start it.
+    const std::string reason = waiting != plan.waiting.end() ? waiting->second
+                               : absl::StartsWith(job.info.reason(), kWaitingForReleased) ? kWaitingForWorkers
+                                                                                           : job.info.reason();
+    if (job.info.reason() == reason) continue;
+    job.info.set_reason(reason);
+    Touch(job, now, &changes);
+  }
+  state.reserved = plan.reserved;
   return changes;
 }
 
@@ -298,6 +294,9 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
   for (const v1::TrainerExit& exit : request.exits()) {
     changes.Merge(ApplyTrainerExit(state, request.worker_id(), exit, now));
   }
+  // A restarted daemon no longer drains; one that does says so every beat.
+  worker.draining = false;
+  if (request.draining()) changes.Merge(MarkDraining(state, request.worker_id(), now));
   return changes;
 }
 
@@ -321,9 +320,18 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
               now, &changes);
     return changes;
   }
-  if (exit.generation() != generation.number) return changes;
+  const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED;
+  const bool release_asked = job.release_requested.count(worker_id) > 0;
+  if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
+  if (release) {
+    job.release_requested.erase(worker_id);
+    // The leaver may be rank 0: its boundary report rides with the exit.
+    if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
+      RecordProgress(job, exit.final_progress());
+    }
+  }
 
   if (!generation.formed) {
     // A survivor's trainer ended while the job waits: it no longer holds the
@@ -331,6 +339,13 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     generation.members.erase(generation.members.begin() + rank);
     ReleaseWorker(state, worker_id, job.info.id(), &changes);
     Wait(job, now, &changes);
+    return changes;
+  }
+  if (release) {
+    // Every other rank committed the same boundary and holds it in memory:
+    // nothing was lost, nothing is charged.
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonReleased,
+                   absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
   if (exit.exit_code() != 0) {
@@ -400,10 +415,16 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (job->recovering && job->generation.formed) ResolveRecovery(state, *job, now, &changes);
   }
   changes.Merge(Schedule(state, now));
-  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+  // Growing below max_workers comes after every pending job was served, in
+  // priority order, and never takes a worker reserved for a waiting job.
+  std::vector<JobRecord*> growing = RunningJobsInSubmitOrder(state);
+  std::stable_sort(growing.begin(), growing.end(),
+                   [](const JobRecord* a, const JobRecord* b) { return ServedBefore(*a, *b); });
+  for (JobRecord* job : growing) {
     const Generation& generation = job->generation;
     const v1::JobSpec& spec = job->info.spec();
     if (!generation.formed || job->recovering || !generation.finished.empty()) continue;
+    if (!job->release_requested.empty()) continue;  // it is shrinking
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
     if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;

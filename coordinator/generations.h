@@ -28,6 +28,8 @@ inline constexpr char kReasonMemberLost[] = "member_lost";
 inline constexpr char kReasonFailureReported[] = "failure_reported";
 inline constexpr char kReasonJoin[] = "join";
 inline constexpr char kReasonCoordinatorRestart[] = "coordinator_restart";
+// A member left at a step boundary when asked to (release.h).
+inline constexpr char kReasonReleased[] = "released";
 
 struct GenerationOptions {
   // Also the least time between the start of a generation and a join
@@ -37,10 +39,13 @@ struct GenerationOptions {
   double min_workers_wait_seconds = 60;
 };
 
-// Starts PENDING jobs in submit order. A job starts once at least min_workers
-// IDLE workers of its device kind exist; it takes up to max_workers of them,
-// lowest ids first, as ranks 0..W-1 of a new generation. Jobs that do not fit
-// are skipped so later, smaller jobs can still start.
+// Applies PlanSchedule (scheduling_policy.h): PENDING jobs served by priority,
+// then submit order. A job starts once at least min_workers IDLE workers of
+// its device kind exist; it takes up to max_workers of them, lowest ids
+// first, as ranks 0..W-1 of a new generation. One that does not fit may have
+// lower-priority jobs release workers to it (RequestRelease) and keeps the
+// idle ones reserved meanwhile; jobs that do not fit otherwise are skipped so
+// later, smaller jobs can still start.
 ChangeSet Schedule(ClusterState& state, double now);
 
 // Marks workers silent for longer than the lease DEAD. A RUNNING job that
@@ -66,9 +71,14 @@ ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double 
 ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& request, double now);
 
 // A trainer exit reported in a heartbeat. Exit 0 marks the member finished and
-// the job SUCCEEDED once every member has. Any other code is a member failure:
-// the next generation starts without it (member_lost, budget charged). Exits
-// for another generation or for final jobs are ignored.
+// the job SUCCEEDED once every member has. TRAINER_EXIT_RELEASED: the member
+// left at a step boundary every rank committed, so the next generation starts
+// without it from that commit (released, no budget charged), and the worker
+// is freed; its final report is the boundary's. Any other code is a member
+// failure: the next generation starts without it (member_lost, budget
+// charged). Exits for another generation or for final jobs are ignored,
+// except a release the job asked for: a worker released at the same boundary
+// as another may find the job already in the next generation.
 ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now);
 
 // ReportFailure: a member saw a collective fail in the current generation.

@@ -30,6 +30,11 @@ absl::StatusOr<std::string> WorkerAtRank(const v1::JobInfo& job, int64_t rank) {
                                                    job.workers_size() - 1, " in generation ", job.generation()));
   }
   return job.workers(static_cast<int>(rank));
+// Operator commands on workers.
+absl::Status CheckAdmin(const Principal& caller, const std::string& what) {
+  if (caller.role == Role::kAdmin) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(what, " needs the admin role; '", caller.name, "' is a ", RoleName(caller.role)));
 }
 
 }  // namespace
@@ -65,6 +70,36 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context, const v1::C
     if (status.ok()) status = AssignTo(coordinator_->CancelJob(request->id()), response->mutable_job());
     edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "cancel", caller.name,
                  absl::StrCat("cancel ", request->id()), status);
+    return status;
+  });
+}
+
+grpc::Status JobServiceImpl::ResizeJob(grpc::ServerContext* context, const v1::ResizeJobRequest* request,
+                                       v1::ResizeJobResponse* response) {
+  return edge_->Handle("ResizeJob", Api::kJobs, *context, [&](const Principal& caller) {
+    auto job = coordinator_->GetJob(request->id());
+    absl::Status status = job.ok() ? CheckMayChange(caller, *job) : job.status();
+    if (status.ok()) {
+      status = AssignTo(coordinator_->ResizeJob(request->id(), request->min_workers(), request->max_workers()),
+                        response->mutable_job());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "resize", caller.name,
+                 absl::StrCat("resize ", request->id(), " to ", request->min_workers(), "-", request->max_workers()),
+                 status);
+    return status;
+  });
+}
+
+grpc::Status JobServiceImpl::SetJobPriority(grpc::ServerContext* context, const v1::SetJobPriorityRequest* request,
+                                            v1::SetJobPriorityResponse* response) {
+  return edge_->Handle("SetJobPriority", Api::kJobs, *context, [&](const Principal& caller) {
+    auto job = coordinator_->GetJob(request->id());
+    absl::Status status = job.ok() ? CheckMayChange(caller, *job) : job.status();
+    if (status.ok()) {
+      status = AssignTo(coordinator_->SetJobPriority(request->id(), request->priority()), response->mutable_job());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "priority", caller.name,
+                 absl::StrCat("priority ", request->id(), " ", request->priority()), status);
     return status;
   });
 }
@@ -149,6 +184,28 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::
     }
     logs_->Close(*session);
     return end;
+grpc::Status JobServiceImpl::CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
+                                          v1::CordonWorkerResponse* response) {
+  return edge_->Handle("CordonWorker", Api::kJobs, *context, [&](const Principal& caller) {
+    const std::string what = absl::StrCat(request->cordoned() ? "cordon " : "uncordon ", request->worker_id());
+    absl::Status status = CheckAdmin(caller, what);
+    if (status.ok()) {
+      status = AssignTo(coordinator_->CordonWorker(request->worker_id(), request->cordoned()), response->mutable_worker());
+    }
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : (request->cordoned() ? "cordon" : "uncordon"),
+                 caller.name, what, status);
+    return status;
+  });
+}
+
+grpc::Status JobServiceImpl::DrainWorker(grpc::ServerContext* context, const v1::DrainWorkerRequest* request,
+                                         v1::DrainWorkerResponse* response) {
+  return edge_->Handle("DrainWorker", Api::kJobs, *context, [&](const Principal& caller) {
+    const std::string what = absl::StrCat("drain ", request->worker_id());
+    absl::Status status = CheckAdmin(caller, what);
+    if (status.ok()) status = AssignTo(coordinator_->DrainWorker(request->worker_id()), response);
+    edge_->Audit(absl::IsPermissionDenied(status) ? "permission_denied" : "drain", caller.name, what, status);
+    return status;
   });
 }
 

@@ -1,4 +1,5 @@
-// JobService: the client-facing API (submit, inspect, watch, cancel).
+// JobService: the client-facing API (submit, inspect, watch, cancel, resize,
+// reprioritize).
 #pragma once
 
 #include "absl/time/time.h"
@@ -27,6 +28,10 @@ class JobServiceImpl final : public v1::JobService::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status ResizeJob(grpc::ServerContext* context, const v1::ResizeJobRequest* request,
+                         v1::ResizeJobResponse* response) override;
+  grpc::Status SetJobPriority(grpc::ServerContext* context, const v1::SetJobPriorityRequest* request,
+                              v1::SetJobPriorityResponse* response) override;
   // Sends the job now, then once per change; ends after a final state.
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                         grpc::ServerWriter<v1::WatchJobEvent>* writer) override;
@@ -37,6 +42,11 @@ class JobServiceImpl final : public v1::JobService::Service {
   // Relays the log of the trainer at a rank from its worker's daemon.
   grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
                           grpc::ServerWriter<v1::LogChunk>* writer) override;
+  // Admin role only.
+  grpc::Status CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
+                            v1::CordonWorkerResponse* response) override;
+  grpc::Status DrainWorker(grpc::ServerContext* context, const v1::DrainWorkerRequest* request,
+                           v1::DrainWorkerResponse* response) override;
 
  private:
   Coordinator* const coordinator_;

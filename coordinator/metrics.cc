@@ -28,6 +28,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                                .Name("herd_coordinator_generations_started_total")
                                .Help("Job generations started, by reason")
                                .Register(registry)),
+      preemptions_(prometheus::BuildCounter()
+                       .Name("herd_coordinator_preemptions_total")
+                       .Help("Running jobs shrunk or suspended for a higher-priority job, by kind (shrink, suspend)")
+                       .Register(registry)),
       rendezvous_duration_(prometheus::BuildHistogram()
                                .Name("herd_coordinator_rendezvous_duration_seconds")
                                .Help("Time JoinGeneration waited for the job's generation to form")
@@ -47,6 +51,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                       .Help("Worker heartbeats received")
                       .Register(registry)
                       .Add({})),
+      releases_requested_(prometheus::BuildCounter()
+                              .Name("herd_coordinator_releases_requested_total")
+                              .Help("Workers asked to leave a running job at its next step boundary, by reason "
+                                    "(drain, shrink)")
+                              .Register(registry)),
       audit_events_(prometheus::BuildCounter()
                         .Name("herd_coordinator_audit_events_total")
                         .Help("Audited calls (submit, cancel, register, unauthenticated, permission_denied), by "
@@ -71,6 +80,13 @@ void Metrics::SetJobCounts(const std::map<v1::JobState, int64_t>& counts) {
 
 void Metrics::SetWorkersAlive(int64_t count) { workers_alive_.Set(static_cast<double>(count)); }
 
+void Metrics::CountPreemption(const std::string& kind) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = preemptions_by_kind_[kind];
+  if (counter == nullptr) counter = &preemptions_.Add({{"kind", kind}});
+  counter->Increment();
+}
+
 void Metrics::CountGenerationStarted(const std::string& reason) {
   absl::MutexLock lock(&mu_);
   prometheus::Counter*& counter = generations_by_reason_[reason];
@@ -90,6 +106,13 @@ void Metrics::CountRpc(const std::string& method, absl::StatusCode code) {
 void Metrics::CountCheckpointRecorded() { checkpoints_recorded_.Increment(); }
 
 void Metrics::CountHeartbeat() { heartbeats_.Increment(); }
+
+void Metrics::CountReleaseRequested(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = releases_by_reason_[reason];
+  if (counter == nullptr) counter = &releases_requested_.Add({{"reason", reason}});
+  counter->Increment();
+}
 
 }  // namespace herd::coordinator
 

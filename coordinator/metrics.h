@@ -29,10 +29,14 @@ class Metrics {
   void SetJobCounts(const std::map<v1::JobState, int64_t>& counts);
   void SetWorkersAlive(int64_t count);
   void CountGenerationStarted(const std::string& reason);
+  // A job the scheduler shrank or suspended for a higher-priority one, by kind.
+  void CountPreemption(const std::string& kind);
   void ObserveRendezvousSeconds(double seconds);
   void CountRpc(const std::string& method, absl::StatusCode code);
   void CountCheckpointRecorded();
   void CountHeartbeat();
+  // A job was asked to release a worker at its next step boundary (release.h).
+  void CountReleaseRequested(const std::string& reason);
   // Mutating and refused calls (see RpcEdge::Audit), by event, principal
   // ("" when unauthenticated) and status code.
   void CountAuditEvent(const std::string& event, const std::string& principal, absl::StatusCode code);
@@ -44,15 +48,19 @@ class Metrics {
   std::map<v1::JobState, prometheus::Gauge*> jobs_by_state_;
   prometheus::Gauge& workers_alive_;
   prometheus::Family<prometheus::Counter>& generations_started_;
+  prometheus::Family<prometheus::Counter>& preemptions_;
   prometheus::Histogram& rendezvous_duration_;
   prometheus::Family<prometheus::Counter>& rpcs_;
   prometheus::Counter& checkpoints_recorded_;
   prometheus::Counter& heartbeats_;
+  prometheus::Family<prometheus::Counter>& releases_requested_;
   prometheus::Family<prometheus::Counter>& audit_events_;
   prometheus::Gauge& kv_bytes_;
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Counter*> preemptions_by_kind_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Counter*> releases_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<std::string, std::string, absl::StatusCode>, prometheus::Counter*> audit_by_label_
       ABSL_GUARDED_BY(mu_);

@@ -31,6 +31,7 @@ void FinishJob(ClusterState& state, JobRecord& job, v1::JobState final_state, co
   job.info.set_state(final_state);
   job.info.set_reason(reason);
   job.recovering = false;
+  job.release_requested.clear();
   ReleaseMembers(state, job, changes);
   Touch(job, now, changes);
 }

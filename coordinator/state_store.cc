@@ -76,6 +76,8 @@ constexpr AddedColumn kAddedColumns[] = {
     {"jobs", "last_failure", "TEXT NOT NULL DEFAULT ''"},
     {"jobs", "waiting_since", "REAL NOT NULL DEFAULT 0"},
     {"jobs", "owner", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "release_requested", "TEXT NOT NULL DEFAULT '{}'"},
+    {"workers", "cordoned", "INTEGER NOT NULL DEFAULT 0"},
     {"checkpoints", "samples_in_epoch", "INTEGER NOT NULL DEFAULT 0"},
 };
 
@@ -164,6 +166,22 @@ void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, do
   }
 }
 
+std::string ReleasesToJson(const std::map<std::string, std::string>& releases) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [worker, reason] : releases) json[worker] = reason;
+  return json.dump();
+}
+
+std::map<std::string, std::string> ReleasesFromJson(const std::string& text) {
+  std::map<std::string, std::string> releases;
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return releases;
+  for (const auto& [worker, reason] : json.items()) {
+    if (reason.is_string()) releases[worker] = reason.get<std::string>();
+  }
+  return releases;
+}
+
 absl::Status AddMissingColumns(sqlite3* db) {
   for (const AddedColumn& column : kAddedColumns) {
     Statement existing(db, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?");
@@ -183,7 +201,7 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
                    "samples_per_second, loss, eval, total_steps, generation, next_generation, members, "
                    "finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since, owner FROM jobs");
+                   "restarts_used, last_failure, waiting_since, owner, release_requested FROM jobs");
   while (select.Next()) {
     JobRecord& job = state->jobs[select.Text(0)];
     v1::JobInfo& info = job.info;
@@ -224,13 +242,14 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
     job.last_failure = select.Text(28);
     job.waiting_since = select.Real(29);
     info.set_owner(select.Text(30));
+    job.release_requested = ReleasesFromJson(select.Text(31));
     state->next_submit_seq = std::max(state->next_submit_seq, job.submit_seq + 1);
   }
   return select.status();
 }
 
 absl::Status LoadWorkers(sqlite3* db, double now, ClusterState* state) {
-  Statement select(db, "SELECT id, address, device_kind, device_count, state, job_id FROM workers");
+  Statement select(db, "SELECT id, address, device_kind, device_count, state, job_id, cordoned FROM workers");
   while (select.Next()) {
     WorkerRecord& worker = state->workers[select.Text(0)];
     worker.id = select.Text(0);
@@ -239,6 +258,7 @@ absl::Status LoadWorkers(sqlite3* db, double now, ClusterState* state) {
     worker.device_count = select.Int(3);
     worker.state = static_cast<v1::WorkerState>(select.Int(4));
     worker.job_id = select.Text(5);
+    worker.cordoned = select.Int(6) != 0;
     worker.last_heartbeat = now;
   }
   return select.status();
@@ -324,9 +344,9 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
                    "samples_in_epoch, samples_per_second, loss, eval, total_steps, generation, next_generation, "
                    "members, finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since, owner) "
+                   "restarts_used, last_failure, waiting_since, owner, release_requested) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?)")
+                   "?, ?, ?)")
       .Bind(info.id())
       .Bind(job.submit_seq)
       .BindBlob(info.spec().SerializeAsString())
@@ -358,19 +378,21 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
       .Bind(job.last_failure)
       .Bind(job.waiting_since)
       .Bind(info.owner())
+      .Bind(ReleasesToJson(job.release_requested))
       .Run();
 }
 
 absl::Status StateStore::WriteWorker(const WorkerRecord& worker) {
   return Statement(db_,
-                   "INSERT OR REPLACE INTO workers (id, address, device_kind, device_count, state, job_id) "
-                   "VALUES (?, ?, ?, ?, ?, ?)")
+                   "INSERT OR REPLACE INTO workers (id, address, device_kind, device_count, state, job_id, "
+                   "cordoned) VALUES (?, ?, ?, ?, ?, ?, ?)")
       .Bind(worker.id)
       .Bind(worker.address)
       .Bind(worker.device_kind)
       .Bind(worker.device_count)
       .Bind(static_cast<int64_t>(worker.state))
       .Bind(worker.job_id)
+      .Bind(static_cast<int64_t>(worker.cordoned))
       .Run();
 }
 

@@ -74,6 +74,9 @@ ClusterState SampleState(ChangeSet* changes) {
   running.generation.committed = true;
   running.restarts_used = 2;
   running.last_failure = "worker w3 (rank 2) lost: lease expired";
+  // Being drained: asked to leave the job at its next step boundary.
+  running.release_requested["w1"] = "drain";
+  state.workers.at("w1").cordoned = true;
   spec.set_name("later");
   AddPendingJob(state, "job-pending", spec, 700, changes);
   return state;
@@ -120,7 +123,9 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
     EXPECT_EQ(back.restarts_used, job.restarts_used);
     EXPECT_EQ(back.last_failure, job.last_failure);
     EXPECT_DOUBLE_EQ(back.waiting_since, job.waiting_since);
+    EXPECT_EQ(back.release_requested, job.release_requested);
   }
+  EXPECT_EQ(loaded->jobs.at("job-running").release_requested.at("w1"), "drain");
   EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
   EXPECT_EQ(loaded->jobs.at("job-running").generation.heal_from_rank, 0);
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);
@@ -135,6 +140,8 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
   EXPECT_EQ(w1.state, v1::BUSY);
   EXPECT_EQ(w1.job_id, "job-running");
   EXPECT_DOUBLE_EQ(w1.last_heartbeat, 2000);  // a full lease to come back
+  EXPECT_TRUE(w1.cordoned);
+  EXPECT_FALSE(loaded->workers.at("w2").cordoned);
 
   const auto& catalog = loaded->checkpoints.at("job-running");
   ASSERT_EQ(catalog.size(), 2u);

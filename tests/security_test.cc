@@ -334,6 +334,35 @@ TEST(Security, UsersCancelOnlyTheirOwnJobsAdminsAny) {
             std::string::npos);
 }
 
+TEST(Security, UsersReprioritizeAndResizeOnlyTheirOwnJobsAdminsAny) {
+  LocalCluster cluster(NoWorkers());
+  const std::string job = cluster.Submit(kPendingJob);  // as alice
+  CommandResult by_bob = cluster.HerdAs(cluster.credentials().other_user_token_file, {"priority", job, "50"});
+  EXPECT_EQ(by_bob.exit_code, 1);
+  EXPECT_NE(by_bob.err.find("PERMISSION_DENIED: job " + job + " belongs to 'alice'"), std::string::npos) << by_bob.err;
+  by_bob = cluster.HerdAs(cluster.credentials().other_user_token_file, {"resize", job, "--max", "3"});
+  EXPECT_EQ(by_bob.exit_code, 1);
+  EXPECT_NE(by_bob.err.find("PERMISSION_DENIED"), std::string::npos) << by_bob.err;
+  nlohmann::json status = cluster.HerdJson({"status", job});
+  EXPECT_EQ(status["spec"].value("priority", 0), 0);
+
+  CommandResult by_owner = cluster.Herd({"priority", job, "5"});
+  EXPECT_EQ(by_owner.exit_code, 0) << by_owner.err;
+  CommandResult by_admin = cluster.HerdAs(cluster.credentials().admin_token_file, {"resize", job, "--max", "3"});
+  EXPECT_EQ(by_admin.exit_code, 0) << by_admin.err;
+  status = cluster.HerdJson({"status", job});
+  EXPECT_EQ(status["spec"].value("priority", 0), 5);
+  EXPECT_EQ(status["spec"].value("max_workers", 0), 3);
+  // Refused by the coordinator's validation, naming the field.
+  CommandResult invalid = cluster.Herd({"resize", job, "--min", "4"});
+  EXPECT_EQ(invalid.exit_code, 1);
+  EXPECT_NE(invalid.err.find("INVALID_ARGUMENT: max_workers: must be >= min_workers (4)"), std::string::npos)
+      << invalid.err;
+  const std::string log = cluster.coordinator().Log();
+  EXPECT_NE(log.find("audit: permission_denied by 'bob': priority " + job + " 50"), std::string::npos) << log;
+  EXPECT_NE(log.find("audit: resize by 'ops': resize " + job + " to 0-3: ok"), std::string::npos) << log;
+}
+
 TEST(Security, PendingJobsPerUserAreCapped) {
   ClusterOptions options = NoWorkers();
   options.coordinator_args = {"--max-pending-jobs-per-user=2"};

@@ -69,9 +69,12 @@ std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const
   return {job, std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-std::vector<std::string> ReadLedgers(const std::string& dir) {
+std::vector<std::string> ReadLedgers(const std::string& dir, const std::string& job_id) {
   std::vector<std::string> contents;
-  for (const auto& entry : fs::directory_iterator(dir)) contents.push_back(ReadFile(entry.path().string()));
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!job_id.empty() && entry.path().filename().string().rfind(job_id + ".", 0) != 0) continue;
+    contents.push_back(ReadFile(entry.path().string()));
+  }
   return contents;
 }
 
@@ -81,8 +84,8 @@ std::vector<int64_t> Iota(int64_t n) {
   return ids;
 }
 
-LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples) {
-  auto replay = ReplayLedgers(ReadLedgers(dir));
+LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples, const std::string& job_id) {
+  auto replay = ReplayLedgers(ReadLedgers(dir, job_id));
   EXPECT_TRUE(replay.ok()) << replay.status();
   if (!replay.ok()) return LedgerReplay{};
   EXPECT_EQ(replay->committed.size(), epochs);

@@ -34,13 +34,15 @@ int64_t Field(const nlohmann::json& job, const char* name);
 std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
                                                     int64_t step, std::chrono::seconds timeout);
 
-// The contents of every file in `dir` (the sample ledgers of all workers).
-std::vector<std::string> ReadLedgers(const std::string& dir);
+// The contents of every file in `dir` (the sample ledgers of all workers),
+// or with `job_id` of that job's files only.
+std::vector<std::string> ReadLedgers(const std::string& dir, const std::string& job_id = "");
 
 // Replays the sample ledgers in `dir` and expects each of `samples` samples
 // in each of `epochs` epochs exactly once in the history that stayed (steps a
 // later generation re-ran dropped). Returns the replay for further checks.
-LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples);
+LedgerReplay ExpectEachSampleOnce(const std::string& dir, size_t epochs, int64_t samples,
+                                  const std::string& job_id = "");
 
 // 0, 1, ..., n-1.
 std::vector<int64_t> Iota(int64_t n);

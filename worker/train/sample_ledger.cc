@@ -14,10 +14,11 @@
 
 namespace herd {
 
-absl::StatusOr<std::unique_ptr<SampleLedger>> SampleLedger::FromEnvironment(const std::string& worker_id) {
+absl::StatusOr<std::unique_ptr<SampleLedger>> SampleLedger::FromEnvironment(const std::string& job_id,
+                                                                             const std::string& worker_id) {
   const char* dir = std::getenv(kSampleLedgerDirEnv);
   if (dir == nullptr || *dir == '\0') return std::unique_ptr<SampleLedger>();
-  const std::string path = absl::StrCat(dir, "/", worker_id, "-", getpid(), ".ledger");
+  const std::string path = absl::StrCat(dir, "/", job_id, ".", worker_id, "-", getpid(), ".ledger");
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return absl::FailedPreconditionError(absl::StrCat("sample ledger ", path, ": ", std::strerror(errno)));
   return std::unique_ptr<SampleLedger>(new SampleLedger(fd));

@@ -26,7 +26,10 @@ inline constexpr char kSampleLedgerDirEnv[] = "HERD_SAMPLE_LEDGER_DIR";
 class SampleLedger {
  public:
   // A ledger in $HERD_SAMPLE_LEDGER_DIR, or null when the variable is unset.
-  static absl::StatusOr<std::unique_ptr<SampleLedger>> FromEnvironment(const std::string& worker_id);
+  // Its file name starts with the job id and a dot, so tests running several
+  // jobs replay each job's files alone.
+  static absl::StatusOr<std::unique_ptr<SampleLedger>> FromEnvironment(const std::string& job_id,
+                                                                       const std::string& worker_id);
   ~SampleLedger();
 
   void GenerationStart(int64_t generation, int64_t step, int64_t epoch, int64_t samples_in_epoch);

@@ -17,7 +17,7 @@ TEST(SampleLedger, WritesLinesTheReplayReads) {
   std::filesystem::create_directories(dir);
   setenv(kSampleLedgerDirEnv, dir.c_str(), 1);
   {
-    auto ledger = SampleLedger::FromEnvironment("w0");
+    auto ledger = SampleLedger::FromEnvironment("job-1", "w0");
     ASSERT_TRUE(ledger.ok()) << ledger.status();
     ASSERT_NE(*ledger, nullptr);
     (*ledger)->GenerationStart(1, 0, 0, 0);
@@ -25,7 +25,7 @@ TEST(SampleLedger, WritesLinesTheReplayReads) {
     (*ledger)->Step(1, 1, 0, {});
   }
   unsetenv(kSampleLedgerDirEnv);
-  auto none = SampleLedger::FromEnvironment("w0");
+  auto none = SampleLedger::FromEnvironment("job-1", "w0");
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
 
@@ -37,6 +37,7 @@ TEST(SampleLedger, WritesLinesTheReplayReads) {
     contents.push_back(text.str());
   }
   ASSERT_EQ(contents.size(), 1u);
+  EXPECT_EQ(std::filesystem::directory_iterator(dir)->path().filename().string().rfind("job-1.w0-", 0), 0u);
   EXPECT_EQ(contents[0], "start 1 0 0 0\nstep 1 0 0 3 1\nstep 1 1 0\n");
   auto replay = ReplayLedgers(contents);
   ASSERT_TRUE(replay.ok()) << replay.status();

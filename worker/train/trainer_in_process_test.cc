@@ -145,7 +145,7 @@ class InProcessJob {
       outcome.status = join.status();
       return outcome;
     }
-    auto ledger = SampleLedger::FromEnvironment(worker_id);
+    auto ledger = SampleLedger::FromEnvironment(kJob, worker_id);
     if (!ledger.ok()) {
       outcome.status = ledger.status();
       return outcome;

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   options.gpu = gpu;
   options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
-  auto ledger = herd::SampleLedger::FromEnvironment(worker_id);
+  auto ledger = herd::SampleLedger::FromEnvironment(job, worker_id);
   if (!ledger.ok()) return fail(ledger.status());
   if (join->rank() == 0) herd::SweepCheckpointLeftovers(checkpoint_root, job);
   // Checkpoint records and progress leave the step loop; retention deletes

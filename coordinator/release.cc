@@ -1,0 +1,80 @@
+#include "coordinator/release.h"
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/state_edits.h"
+
+namespace herd::coordinator {
+namespace {
+
+bool UnfinishedMember(const JobRecord& job, const std::string& worker_id) {
+  return job.generation.RankOf(worker_id) >= 0 && !job.generation.finished.count(worker_id);
+}
+
+}  // namespace
+
+ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const std::string& worker_id,
+                         const std::string& reason, double now) {
+  ChangeSet changes;
+  auto it = state.jobs.find(job_id);
+  if (it == state.jobs.end()) return changes;
+  JobRecord& job = it->second;
+  if (job.info.state() != v1::RUNNING || !UnfinishedMember(job, worker_id)) return changes;
+  if (!job.release_requested.emplace(worker_id, reason).second) return changes;
+  Touch(job, now, &changes);
+  changes.releases_requested.push_back({job_id, worker_id, reason});
+  return changes;
+}
+
+std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::string& worker_id) {
+  std::vector<std::string> jobs;
+  for (const auto& [id, job] : state.jobs) {
+    if (job.info.state() == v1::RUNNING && job.release_requested.count(worker_id) && UnfinishedMember(job, worker_id)) {
+      jobs.push_back(id);
+    }
+  }
+  return jobs;
+}
+
+std::vector<std::string> JobsOf(const ClusterState& state, const std::string& worker_id) {
+  std::vector<std::string> jobs;
+  for (const auto& [id, job] : state.jobs) {
+    if (job.info.state() == v1::RUNNING && UnfinishedMember(job, worker_id)) jobs.push_back(id);
+  }
+  return jobs;
+}
+
+absl::StatusOr<ChangeSet> SetCordoned(ClusterState& state, const std::string& worker_id, bool cordoned) {
+  auto it = state.workers.find(worker_id);
+  if (it == state.workers.end()) return absl::NotFoundError(absl::StrCat("worker ", worker_id, " not found"));
+  ChangeSet changes;
+  if (it->second.cordoned != cordoned) {
+    it->second.cordoned = cordoned;
+    changes.workers.insert(worker_id);
+  }
+  return changes;
+}
+
+absl::StatusOr<ChangeSet> DrainWorker(ClusterState& state, const std::string& worker_id, double now,
+                                      std::vector<std::string>* released) {
+  auto cordoned = SetCordoned(state, worker_id, true);
+  if (!cordoned.ok()) return cordoned.status();
+  ChangeSet changes = *cordoned;
+  for (const std::string& job_id : JobsOf(state, worker_id)) {
+    changes.Merge(RequestRelease(state, job_id, worker_id, kReleaseDrain, now));
+    if (released != nullptr) released->push_back(job_id);
+  }
+  return changes;
+}
+
+ChangeSet MarkDraining(ClusterState& state, const std::string& worker_id, double now) {
+  ChangeSet changes;
+  auto it = state.workers.find(worker_id);
+  if (it == state.workers.end()) return changes;
+  it->second.draining = true;
+  for (const std::string& job_id : JobsOf(state, worker_id)) {
+    changes.Merge(RequestRelease(state, job_id, worker_id, kReleaseDrain, now));
+  }
+  return changes;
+}
+
+}  // namespace herd::coordinator

@@ -1,0 +1,212 @@
+// Workers leaving a running job at a step boundary (release.h) and the
+// released exit's handling (generations.h), on a fake clock.
+#include "coordinator/release.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "coordinator/generations.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr double kLease = 10;
+
+class ReleaseTest : public ::testing::Test {
+ protected:
+  void AddWorker(const std::string& id) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(id + ".local");
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    UpsertWorker(state_, request, clock_.Now());
+  }
+  // Workers w1..wN run job "j" (min_workers..max_workers) as generation 1.
+  void StartJob(int workers, int64_t min_workers, int64_t max_workers) {
+    for (int i = 1; i <= workers; ++i) AddWorker("w" + std::to_string(i));
+    v1::JobSpec spec;
+    spec.set_min_workers(min_workers);
+    spec.set_max_workers(max_workers);
+    spec.set_device("cpu");
+    spec.set_restart_budget(0);  // a charged restart would fail the job
+    ChangeSet changes;
+    AddPendingJob(state_, "j", spec, clock_.Now(), &changes);
+    Schedule(state_, clock_.Now());
+    ASSERT_EQ(Job().info.state(), v1::RUNNING);
+  }
+  const JobRecord& Job() { return state_.jobs.at("j"); }
+  const WorkerRecord& Worker(const std::string& id) { return state_.workers.at(id); }
+  void Commit(int64_t step) {
+    v1::ReportProgressRequest report;
+    report.set_job_id("j");
+    report.set_generation(Job().generation.number);
+    report.set_rank(0);
+    report.set_step(step);
+    report.set_samples_in_epoch(step * 32);
+    ChangeSet changes;
+    ASSERT_FALSE(ApplyProgress(state_, report, clock_.Now(), &changes));
+  }
+  // `worker_id`'s trainer left generation `generation` at `step`.
+  ChangeSet Released(const std::string& worker_id, int64_t generation, int64_t step) {
+    v1::TrainerExit exit;
+    exit.set_job_id("j");
+    exit.set_generation(generation);
+    exit.set_exit_code(v1::TRAINER_EXIT_RELEASED);
+    exit.mutable_final_progress()->set_step(step);
+    exit.mutable_final_progress()->set_samples_in_epoch(step * 32);
+    return ApplyTrainerExit(state_, worker_id, exit, clock_.Now());
+  }
+  ChangeSet Advance() {
+    GenerationOptions options;
+    options.lease_seconds = kLease;
+    return AdvanceGenerations(state_, clock_.Now(), options);
+  }
+
+  FakeClock clock_;
+  ClusterState state_;
+};
+
+TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
+  StartJob(3, 1, 3);
+  ChangeSet changes = RequestRelease(state_, "j", "w2", kReleaseDrain, clock_.Now());
+  EXPECT_THAT(changes.jobs, ElementsAre("j"));
+  ASSERT_EQ(changes.releases_requested.size(), 1u);
+  EXPECT_EQ(changes.releases_requested[0].reason, "drain");
+  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), ElementsAre("j"));
+  EXPECT_THAT(ReleaseJobsFor(state_, "w1"), IsEmpty());
+  // Asked again, or for someone else's job, or a job that does not exist: nothing.
+  EXPECT_TRUE(RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now()).empty());
+  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  AddWorker("w9");
+  EXPECT_TRUE(RequestRelease(state_, "j", "w9", kReleaseDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "nope", "w1", kReleaseDrain, clock_.Now()).empty());
+  ASSERT_TRUE(CancelJob(state_, "j", clock_.Now()).ok());
+  EXPECT_THAT(Job().release_requested, IsEmpty());
+  EXPECT_TRUE(RequestRelease(state_, "j", "w1", kReleaseDrain, clock_.Now()).empty());
+}
+
+TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAtNoCost) {
+  StartJob(3, 1, 3);
+  Commit(10);
+  RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now());
+  clock_.Advance(1);
+  // Every rank committed step 12, rank 0's report of it has not arrived yet.
+  ChangeSet changes = Released("w2", 1, 12);
+  const Generation& next = Job().generation;
+  EXPECT_EQ(next.number, 2);
+  EXPECT_TRUE(next.formed);
+  EXPECT_EQ(next.reason, kReasonReleased);
+  EXPECT_THAT(next.members, ElementsAre("w1", "w3"));
+  EXPECT_EQ(next.heal_from_rank, 0);  // the survivors hold the boundary commit
+  EXPECT_EQ(next.start_step, 12);
+  EXPECT_EQ(Job().info.step(), 12);
+  EXPECT_EQ(Job().restarts_used, 0);
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  ASSERT_EQ(changes.generations_started.size(), 1u);
+  EXPECT_EQ(changes.generations_started[0].reason, "released");
+  EXPECT_EQ(Worker("w2").state, v1::IDLE);
+  EXPECT_THAT(Job().release_requested, IsEmpty());
+  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), IsEmpty());
+}
+
+TEST_F(ReleaseTest, ReleaseBelowMinWorkersWaitsForWorkersWithoutFailing) {
+  StartJob(2, 2, 2);
+  Commit(5);
+  ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
+  Released("w1", 1, 5);
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_FALSE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
+  EXPECT_EQ(Job().restarts_used, 0);
+  AddWorker("w3");
+  Advance();
+  EXPECT_TRUE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
+}
+
+TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesTheOldGeneration) {
+  StartJob(3, 1, 3);
+  // Drained (cordoned), so neither is taken back by the job re-forming.
+  ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
+  ASSERT_TRUE(DrainWorker(state_, "w3", clock_.Now(), nullptr).ok());
+  Released("w1", 1, 20);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
+  Released("w3", 1, 20);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
+  EXPECT_EQ(Job().generation.reason, kReasonReleased);
+  EXPECT_EQ(Job().restarts_used, 0);
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  // A released exit nobody asked for, from an old generation, is stale.
+  Released("w2", 1, 20);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
+}
+
+TEST_F(ReleaseTest, CordonedWorkersTakeNoNewJobUntilUncordoned) {
+  AddWorker("w1");
+  AddWorker("w2");
+  ASSERT_TRUE(SetCordoned(state_, "w1", true).ok());
+  EXPECT_TRUE(Worker("w1").ToInfo().cordoned());
+  v1::JobSpec spec;
+  spec.set_min_workers(2);
+  spec.set_max_workers(2);
+  spec.set_device("cpu");
+  ChangeSet changes;
+  AddPendingJob(state_, "j", spec, clock_.Now(), &changes);
+  Advance();
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
+  ASSERT_TRUE(SetCordoned(state_, "w1", false).ok());
+  Advance();
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_EQ(SetCordoned(state_, "nope", true).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ReleaseTest, DrainCordonsAsksEveryJobAndTheDrainedWorkerIsNotTakenBack) {
+  StartJob(3, 1, 3);
+  std::vector<std::string> released;
+  auto changes = DrainWorker(state_, "w3", clock_.Now(), &released);
+  ASSERT_TRUE(changes.ok());
+  EXPECT_THAT(released, ElementsAre("j"));
+  EXPECT_TRUE(Worker("w3").cordoned);
+  EXPECT_EQ(Job().release_requested.at("w3"), "drain");
+  Released("w3", 1, 30);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(Worker("w3").state, v1::IDLE);
+  // Below max_workers with an idle worker, long after: still not taken back.
+  clock_.Advance(10 * kLease);
+  Advance();
+  EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(DrainWorker(state_, "nope", clock_.Now(), nullptr).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ReleaseTest, DrainingHeartbeatAsksForReleaseAndKeepsTheWorkerOffNewJobs) {
+  StartJob(2, 1, 2);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w2");
+  beat.add_running_jobs("j");
+  beat.set_draining(true);
+  ApplyHeartbeat(state_, beat, clock_.Now());
+  EXPECT_TRUE(Worker("w2").draining);
+  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), ElementsAre("j"));
+  Released("w2", 1, 8);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w1"));
+  clock_.Advance(10 * kLease);
+  beat.clear_running_jobs();
+  ApplyHeartbeat(state_, beat, clock_.Now());
+  Advance();
+  EXPECT_THAT(Job().generation.members, ElementsAre("w1"));
+  // A daemon that starts again without draining is schedulable again.
+  beat.set_draining(false);
+  ApplyHeartbeat(state_, beat, clock_.Now());
+  EXPECT_FALSE(Worker("w2").draining);
+  Advance();
+  EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
+}
+
+}  // namespace
+}  // namespace herd::coordinator

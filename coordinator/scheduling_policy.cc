@@ -1,0 +1,179 @@
+#include "coordinator/scheduling_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd::coordinator {
+namespace {
+
+bool IsSchedulerRelease(const std::string& reason) { return reason == kReleaseShrink || reason == kReleaseSuspend; }
+
+// A RUNNING job the scheduler may take workers from: formed, settled (not
+// recovering, nobody finished) and nothing of it released yet this round.
+bool Preemptable(const JobRecord& job) {
+  const Generation& generation = job.generation;
+  return job.info.state() == v1::RUNNING && generation.formed && !job.recovering && generation.finished.empty();
+}
+
+// What one RUNNING job can give this round.
+struct Candidate {
+  const JobRecord* job = nullptr;
+  // Members not yet asked to leave, highest rank first (rank 0 holds the
+  // commit and writes checkpoints: it leaves last).
+  std::vector<std::string> staying;
+  int64_t above_min = 0;   // how many of `staying` may go while it keeps running
+  bool suspended = false;  // this round's plan suspends it
+};
+
+// A worker already asked to leave by the scheduler: it becomes IDLE at its
+// job's next step boundary.
+struct Coming {
+  std::string worker_id;
+  std::string device_kind;
+  int64_t priority = 0;  // of the job it leaves
+};
+
+std::vector<const JobRecord*> Sorted(const ClusterState& state, v1::JobState job_state) {
+  std::vector<const JobRecord*> jobs;
+  for (const auto& [id, job] : state.jobs) {
+    if (job.info.state() == job_state) jobs.push_back(&job);
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const JobRecord* a, const JobRecord* b) { return ServedBefore(*a, *b); });
+  return jobs;
+}
+
+}  // namespace
+
+bool ServedBefore(const JobRecord& a, const JobRecord& b) {
+  if (a.info.spec().priority() != b.info.spec().priority()) return a.info.spec().priority() > b.info.spec().priority();
+  return a.submit_seq < b.submit_seq;
+}
+
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
+                                        const v1::JobSpec& spec, const std::string& excluded,
+                                        bool honor_reservations) {
+  std::vector<std::string> first, free;
+  for (const auto& [id, worker] : state.workers) {
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
+      continue;
+    }
+    const std::string held_for = HeldForJob(state, worker);
+    std::string reserved_for;
+    if (honor_reservations) {
+      auto reservation = state.reserved.find(id);
+      if (reservation != state.reserved.end()) reserved_for = reservation->second;
+    }
+    const std::string& kept_for = held_for.empty() ? reserved_for : held_for;
+    if (kept_for == job_id) {
+      first.push_back(id);
+    } else if (kept_for.empty()) {
+      free.push_back(id);
+    }
+  }
+  first.insert(first.end(), free.begin(), free.end());
+  return first;
+}
+
+SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions& options) {
+  SchedulePlan plan;
+  std::set<std::string> taken;  // idle workers this plan starts a job on or reserves
+
+  std::vector<Candidate> candidates;  // lowest priority first, newest first among equals
+  std::vector<Coming> coming;
+  const std::vector<const JobRecord*> running = Sorted(state, v1::RUNNING);
+  for (auto it = running.rbegin(); it != running.rend(); ++it) {
+    const JobRecord& job = **it;
+    for (const auto& [worker_id, reason] : job.release_requested) {
+      auto worker = state.workers.find(worker_id);
+      if (!IsSchedulerRelease(reason) || worker == state.workers.end() || job.generation.RankOf(worker_id) < 0) continue;
+      coming.push_back({worker_id, worker->second.device_kind, job.info.spec().priority()});
+    }
+    if (!Preemptable(job)) continue;
+    Candidate candidate;
+    candidate.job = &job;
+    for (auto member = job.generation.members.rbegin(); member != job.generation.members.rend(); ++member) {
+      if (!job.release_requested.count(*member)) candidate.staying.push_back(*member);
+    }
+    candidate.above_min =
+        std::max<int64_t>(0, static_cast<int64_t>(candidate.staying.size()) - job.info.spec().min_workers());
+    candidates.push_back(std::move(candidate));
+  }
+
+  for (const JobRecord* job : Sorted(state, v1::PENDING)) {
+    const v1::JobSpec& spec = job->info.spec();
+    std::vector<std::string> idle;
+    for (const std::string& id : IdleWorkersFor(state, job->info.id(), spec, "", /*honor_reservations=*/false)) {
+      if (!taken.count(id)) idle.push_back(id);
+    }
+    const int64_t need = spec.min_workers();
+    if (static_cast<int64_t>(idle.size()) >= need) {
+      if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
+      taken.insert(idle.begin(), idle.end());
+      plan.starts.push_back({job->info.id(), idle});
+      continue;
+    }
+    // It does not fit: count the workers already on their way to it, then
+    // what lower-priority jobs can give, shrinking before suspending.
+    int64_t missing = need - static_cast<int64_t>(idle.size());
+    const auto lower = [&](int64_t priority, const std::string& device_kind) {
+      return priority < spec.priority() && device_kind == spec.device();
+    };
+    std::vector<size_t> claimed;
+    for (size_t i = 0; i < coming.size() && missing > 0; ++i) {
+      if (!lower(coming[i].priority, coming[i].device_kind)) continue;
+      claimed.push_back(i);
+      --missing;
+    }
+    std::vector<Candidate> trial = candidates;  // kept only when the job can start that way
+    std::vector<MemberRelease> releases;
+    std::map<std::string, std::string> preempted;
+    for (Candidate& candidate : trial) {
+      if (missing == 0) break;
+      const JobRecord& victim = *candidate.job;
+      if (!lower(victim.info.spec().priority(), victim.info.spec().device()) || candidate.suspended) continue;
+      const int64_t take = std::min(missing, candidate.above_min);
+      for (int64_t i = 0; i < take; ++i) {
+        releases.push_back({victim.info.id(), candidate.staying.front(), kReleaseShrink});
+        candidate.staying.erase(candidate.staying.begin());
+      }
+      candidate.above_min -= take;
+      missing -= take;
+      if (take > 0) preempted[victim.info.id()] = kPreemptShrink;
+    }
+    for (Candidate& candidate : trial) {
+      if (missing == 0) break;
+      const JobRecord& victim = *candidate.job;
+      if (!options.suspend || !lower(victim.info.spec().priority(), victim.info.spec().device()) ||
+          candidate.suspended || !victim.info.spec().preemptible() || candidate.staying.empty()) {
+        continue;
+      }
+      // Every member leaves, those this round meant to shrink included.
+      releases.erase(std::remove_if(releases.begin(), releases.end(),
+                                    [&](const MemberRelease& r) { return r.job_id == victim.info.id(); }),
+                     releases.end());
+      for (auto member = victim.generation.members.rbegin(); member != victim.generation.members.rend(); ++member) {
+        if (!victim.release_requested.count(*member)) releases.push_back({victim.info.id(), *member, kReleaseSuspend});
+      }
+      missing -= std::min<int64_t>(missing, static_cast<int64_t>(candidate.staying.size()));
+      candidate.staying.clear();
+      candidate.above_min = 0;
+      candidate.suspended = true;
+      preempted[victim.info.id()] = kPreemptSuspend;
+    }
+    if (missing > 0) continue;  // preempting could not start it: take nothing, reserve nothing
+    candidates = std::move(trial);
+    for (auto it = claimed.rbegin(); it != claimed.rend(); ++it) coming.erase(coming.begin() + *it);
+    for (const std::string& id : idle) {
+      taken.insert(id);
+      plan.reserved[id] = job->info.id();
+    }
+    plan.waiting[job->info.id()] =
+        absl::StrCat(kWaitingForReleased, ": have ", idle.size(), ", need ", need);
+    plan.releases.insert(plan.releases.end(), releases.begin(), releases.end());
+    plan.preempted.insert(preempted.begin(), preempted.end());
+  }
+  return plan;
+}
+
+}  // namespace herd::coordinator

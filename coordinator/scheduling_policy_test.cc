@@ -1,0 +1,279 @@
+#include "coordinator/scheduling_policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "coordinator/generations.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, int64_t priority = 0, bool preemptible = false) {
+  v1::JobSpec spec;
+  spec.set_min_workers(min_workers);
+  spec.set_max_workers(max_workers);
+  spec.set_device("cpu");
+  spec.set_priority(priority);
+  spec.set_preemptible(preemptible);
+  return spec;
+}
+
+class SchedulingPolicyTest : public ::testing::Test {
+ protected:
+  void AddWorkers(int count, const std::string& device = "cpu") {
+    for (int i = 0; i < count; ++i) {
+      v1::RegisterWorkerRequest request;
+      request.set_worker_id(device + "-w" + std::to_string(state_.workers.size() + 1));
+      request.set_device_kind(device);
+      UpsertWorker(state_, request, now_);
+    }
+  }
+  void Submit(const std::string& id, const v1::JobSpec& spec) {
+    ChangeSet changes;
+    AddPendingJob(state_, id, spec, now_, &changes);
+  }
+  // Submits `id` and schedules it; it must start with `workers` workers.
+  void Run(const std::string& id, const v1::JobSpec& spec, size_t workers) {
+    Submit(id, spec);
+    Schedule(state_, now_);
+    ASSERT_EQ(Job(id).info.state(), v1::RUNNING) << id;
+    ASSERT_EQ(Job(id).generation.members.size(), workers) << id;
+  }
+  const JobRecord& Job(const std::string& id) { return state_.jobs.at(id); }
+  std::vector<std::pair<std::string, std::string>> Releases(const SchedulePlan& plan) {
+    std::vector<std::pair<std::string, std::string>> releases;
+    for (const MemberRelease& release : plan.releases) releases.emplace_back(release.job_id, release.worker_id);
+    return releases;
+  }
+  // The member's trainer left at the boundary (release.h).
+  void CompleteRelease(const std::string& job_id, const std::string& worker_id) {
+    v1::TrainerExit exit;
+    exit.set_job_id(job_id);
+    exit.set_generation(Job(job_id).generation.number);
+    exit.set_exit_code(v1::TRAINER_EXIT_RELEASED);
+    ApplyTrainerExit(state_, worker_id, exit, now_);
+    ASSERT_EQ(state_.workers.at(worker_id).state, v1::IDLE);
+  }
+
+  ClusterState state_;
+  double now_ = 1000;
+};
+
+TEST_F(SchedulingPolicyTest, HigherPriorityStartsFirst) {
+  AddWorkers(2);
+  Submit("low", Spec(2, 2, 0));
+  Submit("high", Spec(2, 2, 5));
+  const SchedulePlan plan = PlanSchedule(state_);
+  ASSERT_EQ(plan.starts.size(), 1u);
+  EXPECT_EQ(plan.starts[0].job_id, "high");
+  EXPECT_THAT(plan.starts[0].workers, ElementsAre("cpu-w1", "cpu-w2"));
+}
+
+TEST_F(SchedulingPolicyTest, EqualPrioritiesKeepSubmitOrderAndNeverPreemptEachOther) {
+  AddWorkers(3);
+  Run("first", Spec(1, 3, 2), 3);
+  Submit("second", Spec(2, 2, 2));
+  Submit("third", Spec(1, 1, 2));
+  // Nothing is idle and nobody ranks below them: both wait, nothing released.
+  SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.starts, IsEmpty());
+  EXPECT_THAT(plan.releases, IsEmpty());
+  // One worker frees up: "second" (submitted first) does not fit, "third"
+  // backfills; with two free "second" goes first.
+  state_.jobs.at("first").info.set_state(v1::SUCCEEDED);
+  state_.workers.at("cpu-w1").state = v1::IDLE;
+  state_.workers.at("cpu-w2").state = v1::IDLE;
+  plan = PlanSchedule(state_);
+  ASSERT_EQ(plan.starts.size(), 1u);
+  EXPECT_EQ(plan.starts[0].job_id, "second");
+}
+
+TEST_F(SchedulingPolicyTest, ShrinksTheLowestPriorityNewestJobFirstAndNeverBelowMin) {
+  AddWorkers(6);
+  Run("old-low", Spec(1, 2, 0), 2);
+  Run("new-low", Spec(1, 2, 0), 2);
+  Run("mid", Spec(1, 2, 1), 2);
+  Submit("high", Spec(2, 2, 9));
+  const SchedulePlan plan = PlanSchedule(state_);
+  // Each low job can give one worker (down to min_workers 1), its highest
+  // rank; the newest goes first. "mid" keeps both.
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("new-low", "cpu-w4"), Pair("old-low", "cpu-w2")));
+  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseShrink);
+  EXPECT_THAT(plan.preempted, UnorderedElementsAre(Pair("new-low", kPreemptShrink), Pair("old-low", kPreemptShrink)));
+  EXPECT_THAT(plan.starts, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, TakesOnlyWhatTheWaitingJobNeedsToStart) {
+  AddWorkers(3);
+  Run("low", Spec(1, 3), 3);
+  Submit("high", Spec(1, 3, 1));
+  const SchedulePlan plan = PlanSchedule(state_);
+  // high asks for 1 to 3 workers: it waits for its min_workers, no more.
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("low", "cpu-w3")));
+}
+
+TEST_F(SchedulingPolicyTest, PreemptsNothingWhenThatCannotStartTheJob) {
+  AddWorkers(3);
+  Run("low", Spec(2, 3), 3);
+  Submit("high", Spec(3, 3, 1));  // low can give only one
+  Submit("small", Spec(1, 1));
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.reserved, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, HigherPriorityJobsAreNotPreempted) {
+  AddWorkers(2);
+  Run("high", Spec(1, 2, 5), 2);
+  Submit("low", Spec(1, 1, 0));
+  EXPECT_THAT(PlanSchedule(state_).releases, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, ReleasedWorkersAreReservedForTheWaitingJobUntilItStarts) {
+  AddWorkers(4);
+  Run("low", Spec(1, 3), 3);
+  Submit("high", Spec(3, 3, 1));  // one idle worker plus two from low
+  ChangeSet changes = Schedule(state_, now_);
+  EXPECT_THAT(changes.preemptions, ElementsAre(kPreemptShrink));
+  EXPECT_THAT(Job("low").release_requested,
+              UnorderedElementsAre(Pair("cpu-w3", kReleaseShrink), Pair("cpu-w2", kReleaseShrink)));
+  EXPECT_THAT(state_.reserved, ElementsAre(Pair("cpu-w4", "high")));
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers released by lower-priority jobs: have 1, need 3");
+
+  // A stream of smaller, later jobs cannot take the reserved worker, nor can
+  // another running job grow into it, and the workers on their way are not
+  // asked for twice.
+  Submit("small", Spec(1, 1));
+  changes = Schedule(state_, now_);
+  EXPECT_EQ(Job("small").info.state(), v1::PENDING);
+  EXPECT_THAT(changes.preemptions, IsEmpty());
+  EXPECT_THAT(IdleWorkersFor(state_, "small", Job("small").info.spec()), IsEmpty());
+  EXPECT_THAT(IdleWorkersFor(state_, "high", Job("high").info.spec()), ElementsAre("cpu-w4"));
+
+  CompleteRelease("low", "cpu-w3");
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("small").info.state(), v1::PENDING);
+  EXPECT_THAT(state_.reserved, UnorderedElementsAre(Pair("cpu-w3", "high"), Pair("cpu-w4", "high")));
+
+  CompleteRelease("low", "cpu-w2");
+  changes = Schedule(state_, now_);
+  EXPECT_EQ(Job("high").info.state(), v1::RUNNING);
+  EXPECT_THAT(Job("high").generation.members, ElementsAre("cpu-w2", "cpu-w3", "cpu-w4"));
+  EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1"));
+  EXPECT_EQ(Job("small").info.state(), v1::PENDING);
+  EXPECT_THAT(state_.reserved, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, AJobReformedAfterAReleaseDoesNotTakeBackWhatItGaveAway) {
+  AddWorkers(3);
+  Run("low", Spec(1, 3), 3);
+  Submit("high", Spec(2, 2, 1));
+  Schedule(state_, now_);
+  // Both leave before the scheduler runs again: the second re-form must not
+  // take the first one back although low is below max_workers.
+  CompleteRelease("low", "cpu-w3");
+  CompleteRelease("low", "cpu-w2");
+  EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1"));
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("high").info.state(), v1::RUNNING);
+  EXPECT_THAT(Job("high").generation.members, ElementsAre("cpu-w2", "cpu-w3"));
+}
+
+TEST_F(SchedulingPolicyTest, AWaitingJobGivesUpItsReservationWhenItNoLongerOutranksItsVictim) {
+  AddWorkers(3);
+  Run("low", Spec(1, 2), 2);
+  Submit("high", Spec(2, 2, 1));
+  Schedule(state_, now_);
+  EXPECT_THAT(state_.reserved, ElementsAre(Pair("cpu-w3", "high")));
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers released by lower-priority jobs: have 1, need 2");
+  // `herd priority low 5`: the worker low is releasing is no longer high's.
+  state_.jobs.at("low").info.mutable_spec()->set_priority(5);
+  Schedule(state_, now_);
+  EXPECT_THAT(state_.reserved, IsEmpty());
+  EXPECT_EQ(Job("high").info.reason(), "waiting for workers");
+}
+
+TEST_F(SchedulingPolicyTest, RunningJobsGrowOnlyAfterPendingJobsAreServed) {
+  AddWorkers(3);
+  Run("low", Spec(1, 3), 3);
+  Submit("high", Spec(2, 2, 1));
+  GenerationOptions options;
+  options.lease_seconds = 10;
+  now_ += 100;  // past the join rate limit
+  AdvanceGenerations(state_, now_, options);
+  EXPECT_THAT(Job("low").release_requested,
+              UnorderedElementsAre(Pair("cpu-w3", kReleaseShrink), Pair("cpu-w2", kReleaseShrink)));
+  CompleteRelease("low", "cpu-w3");
+  now_ += 100;
+  AdvanceGenerations(state_, now_, options);
+  // low, shrinking and below max_workers, does not take back its worker.
+  EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1", "cpu-w2"));
+  EXPECT_EQ(state_.workers.at("cpu-w3").state, v1::IDLE);
+  CompleteRelease("low", "cpu-w2");
+  now_ += 100;
+  AdvanceGenerations(state_, now_, options);
+  EXPECT_EQ(Job("high").info.state(), v1::RUNNING);
+  EXPECT_THAT(Job("low").generation.members, ElementsAre("cpu-w1"));
+}
+
+TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
+  AddWorkers(4);
+  Run("batch", Spec(2, 3, 0, /*preemptible=*/true), 3);
+  Run("steady", Spec(1, 1, 0), 1);
+  Submit("high", Spec(3, 3, 1));
+  SchedulePolicyOptions suspending;
+  suspending.suspend = true;
+  SchedulePlan plan = PlanSchedule(state_, suspending);
+  // Shrinking batch to its minimum frees one; steady is at its minimum and
+  // not preemptible; so batch is suspended: every member leaves.
+  EXPECT_THAT(Releases(plan), UnorderedElementsAre(Pair("batch", "cpu-w1"), Pair("batch", "cpu-w2"),
+                                                   Pair("batch", "cpu-w3")));
+  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseSuspend);
+  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptSuspend)));
+
+  // Without suspension (the coordinator's default for now) nothing is
+  // asked: shrinking alone cannot start high, and nothing is reserved.
+  plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.reserved, IsEmpty());
+
+  // Needing only what shrinking gives, nothing is suspended.
+  state_.jobs.at("high").info.mutable_spec()->set_min_workers(1);
+  state_.jobs.at("high").info.mutable_spec()->set_max_workers(1);
+  plan = PlanSchedule(state_, suspending);
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("batch", "cpu-w3")));
+  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptShrink)));
+}
+
+TEST_F(SchedulingPolicyTest, NonPreemptibleJobsAtTheirMinimumAreNeverSuspended) {
+  AddWorkers(2);
+  Run("low", Spec(2, 2, 0), 2);
+  Submit("high", Spec(1, 1, 1));
+  SchedulePolicyOptions suspending;
+  suspending.suspend = true;
+  EXPECT_THAT(PlanSchedule(state_, suspending).releases, IsEmpty());
+}
+
+TEST_F(SchedulingPolicyTest, PreemptsOnlyJobsOfTheSameDeviceKind) {
+  AddWorkers(2, "cpu");
+  AddWorkers(2, "cuda");
+  Run("low", Spec(1, 2), 2);  // cpu
+  v1::JobSpec high = Spec(1, 1, 1);
+  high.set_device("cuda");
+  Submit("high", high);
+  v1::JobSpec cuda_low = Spec(1, 2);
+  cuda_low.set_device("cuda");
+  // The cuda job fits without preempting anyone.
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  ASSERT_EQ(plan.starts.size(), 1u);
+  EXPECT_THAT(plan.starts[0].workers, ElementsAre("cuda-w3"));
+}
+
+}  // namespace
+}  // namespace herd::coordinator
