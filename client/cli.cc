@@ -74,7 +74,20 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   CLI::App* workers = app.add_subcommand("workers", "List worker daemons");
   CLI::App* checkpoints = app.add_subcommand("checkpoints", "List a job's checkpoints");
   add_job_id(checkpoints);
-  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints}) {
+  std::string worker_id;
+  auto add_worker_id = [&worker_id](CLI::App* command) {
+    command->add_option("WORKER", worker_id, "Worker id (see herd workers)")->required();
+  };
+  CLI::App* cordon = app.add_subcommand("cordon", "Place no new job on a worker; its running job goes on (admin)");
+  add_worker_id(cordon);
+  CLI::App* uncordon = app.add_subcommand("uncordon", "Let a cordoned worker take jobs again (admin)");
+  add_worker_id(uncordon);
+  CLI::App* drain = app.add_subcommand(
+      "drain",
+      "Cordon a worker and have each job it runs release it at the next step boundary: the job commits that step "
+      "and goes on without it, losing nothing (admin). The daemon keeps running, cordoned; herd uncordon undoes it");
+  add_worker_id(drain);
+  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, cordon, uncordon, drain}) {
     AddGlobalOptions(command, &flags);
   }
 
@@ -113,6 +126,9 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   if (*cancel) return CancelCommand(context, job_id);
   if (*workers) return WorkersCommand(context);
   if (*checkpoints) return CheckpointsCommand(context, job_id);
+  if (*cordon) return CordonCommand(context, worker_id, true);
+  if (*uncordon) return CordonCommand(context, worker_id, false);
+  if (*drain) return DrainCommand(context, worker_id);
   return kExitUsage;  // unreachable: a subcommand is required
 }
 

@@ -50,6 +50,9 @@ int WatchCommand(const CommandContext& context, const std::string& job_id);
 int CancelCommand(const CommandContext& context, const std::string& job_id);
 int WorkersCommand(const CommandContext& context);
 int CheckpointsCommand(const CommandContext& context, const std::string& job_id);
+// Operator commands (admin role): herd cordon / uncordon / drain WORKER.
+int CordonCommand(const CommandContext& context, const std::string& worker_id, bool cordoned);
+int DrainCommand(const CommandContext& context, const std::string& worker_id);
 
 // Prints `status` as herd reports RPC errors and returns its exit code:
 // kExitUnreachable for UNAVAILABLE / DEADLINE_EXCEEDED, else kExitFailed.
