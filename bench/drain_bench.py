@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_ddp import LocalCluster, build  # noqa: E402
 from recovery_bench import READY, STEP, first_step_after, log_events, pids_of, submit, trainer_log, wait_world  # noqa: E402
 
-HEALED = re.compile(r"healed from .* at step (\d+)")
+HEALED = re.compile(r"^generation (\d+): healed from .* at step (\d+)")
 
 
 def steps_lost(path, old_generation):
@@ -42,9 +42,9 @@ def steps_lost(path, old_generation):
         s = STEP.match(message)
         if s and generation == old_generation:
             last_old = int(s.group(1))
-        h = HEALED.search(message)
-        if h and generation is not None and generation > old_generation:
-            healed = int(h.group(1))
+        h = HEALED.search(message)  # logged before its generation's ready line
+        if h and int(h.group(1)) > old_generation:
+            healed = int(h.group(2))
             break
     if healed is None:
         raise RuntimeError(f"no heal after generation {old_generation} in {path}")

@@ -390,14 +390,17 @@ absl::Status Trainer::CommitPoint(bool final) {
   // Sent off the step loop: a slow or stalled coordinator never holds training up.
   if (ctx_.reporter != nullptr) ctx_.reporter->PostProgress(std::move(report));
   // The job's last commit point needs no vote: training ends there anyway.
-  if (!final && !Done()) {
+  // A trainer that cannot be asked to leave takes no vote: every rank of a
+  // job runs the same herd-trainer, which always can (trainer_main), so the
+  // ranks agree; in-process tests without it keep their collective sequence.
+  if (!final && !Done() && ctx_.options.release_requested) {
     if (auto s = VoteOnRelease(); !s.ok()) return s;
   }
   return CheckCoordinatorVerdict();
 }
 
 absl::Status Trainer::VoteOnRelease() {
-  const bool leaving = ctx_.options.release_requested && ctx_.options.release_requested();
+  const bool leaving = ctx_.options.release_requested();
   auto leavers = CountLeavingRanks(comm_, leaving);
   if (!leavers.ok()) return leavers.status();
   if (*leavers == 0) return absl::OkStatus();

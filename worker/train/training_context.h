@@ -46,7 +46,8 @@ struct TrainerOptions {
   std::mutex* compute_mutex = nullptr;
   // Whether this rank is asked to leave the job at its next step boundary
   // (release_vote.h); asked at every commit point, so it must be cheap.
-  // Unset: never.
+  // Unset: never, and no vote is taken, so every rank of a job must set it
+  // or none (herd-trainer always does).
   std::function<bool()> release_requested;
 };
 
