@@ -101,7 +101,20 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   add_job_id(priority);
   int64_t new_priority = 0;
   priority->add_option("P", new_priority, "New priority")->required()->check(CLI::Range(kMinPriority, kMaxPriority));
-  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, resize, priority, logs}) {
+  std::string worker_id;
+  auto add_worker_id = [&worker_id](CLI::App* command) {
+    command->add_option("WORKER", worker_id, "Worker id (see herd workers)")->required();
+  };
+  CLI::App* cordon = app.add_subcommand("cordon", "Place no new job on a worker; its running job goes on (admin)");
+  add_worker_id(cordon);
+  CLI::App* uncordon = app.add_subcommand("uncordon", "Let a cordoned worker take jobs again (admin)");
+  add_worker_id(uncordon);
+  CLI::App* drain = app.add_subcommand(
+      "drain",
+      "Cordon a worker and have each job it runs release it at the next step boundary: the job commits that step "
+      "and goes on without it, losing nothing (admin). The daemon keeps running, cordoned; herd uncordon undoes it");
+  add_worker_id(drain);
+  for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, resize, priority, logs, cordon, uncordon, drain}) {
     AddGlobalOptions(command, &flags);
   }
 
@@ -148,6 +161,9 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   if (*logs) return LogsCommand(context, logs_options);
   if (*resize) return ResizeCommand(context, job_id, resize_min, resize_max);
   if (*priority) return PriorityCommand(context, job_id, new_priority);
+  if (*cordon) return CordonCommand(context, worker_id, true);
+  if (*uncordon) return CordonCommand(context, worker_id, false);
+  if (*drain) return DrainCommand(context, worker_id);
   return kExitUsage;  // unreachable: a subcommand is required
 }
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/progress.h"
 #include "common/control_chars.h"
@@ -253,6 +254,36 @@ int WorkersCommand(const CommandContext& context) {
   if (!status.ok()) return ReportRpcError(context, status);
   if (Json(context)) return PrintJson(context, response);
   *context.out << WorkersTable({response.workers().begin(), response.workers().end()}, context.clock->Now());
+  return kExitOk;
+}
+
+int CordonCommand(const CommandContext& context, const std::string& worker_id, bool cordoned) {
+  v1::CordonWorkerRequest request;
+  request.set_worker_id(worker_id);
+  request.set_cordoned(cordoned);
+  v1::CordonWorkerResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->CordonWorker(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response.worker());
+  *context.out << EscapeControlChars(worker_id) << (cordoned ? " cordoned" : " uncordoned") << "\n";
+  return kExitOk;
+}
+
+int DrainCommand(const CommandContext& context, const std::string& worker_id) {
+  v1::DrainWorkerRequest request;
+  request.set_worker_id(worker_id);
+  v1::DrainWorkerResponse response;
+  auto call = CallContext(context);
+  absl::Status status = FromGrpcStatus(context.stub->DrainWorker(call.get(), request, &response));
+  if (!status.ok()) return ReportRpcError(context, status);
+  if (Json(context)) return PrintJson(context, response);
+  *context.out << EscapeControlChars(worker_id) << " cordoned";
+  if (response.released_jobs_size() > 0) {
+    *context.out << "; leaves job " << EscapeControlChars(absl::StrJoin(response.released_jobs(), ", "))
+                 << " at the next step boundary";
+  }
+  *context.out << "\n";
   return kExitOk;
 }
 

@@ -66,6 +66,10 @@ struct LogsOptions {
 };
 int LogsCommand(const CommandContext& context, const LogsOptions& logs);
 
+// Operator commands (admin role): herd cordon / uncordon / drain WORKER.
+int CordonCommand(const CommandContext& context, const std::string& worker_id, bool cordoned);
+int DrainCommand(const CommandContext& context, const std::string& worker_id);
+
 // Prints `status` as herd reports RPC errors and returns its exit code:
 // kExitUnreachable for UNAVAILABLE / DEADLINE_EXCEEDED, else kExitFailed.
 int ReportRpcError(const CommandContext& context, const absl::Status& status);

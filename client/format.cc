@@ -145,6 +145,13 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now) {
   return FormatTable({"ID", "NAME", "OWNER", "STATE", "PRIO", "STEP", "EPOCH", "WORLD", "GEN", "SAMPLES/S", "LOSS", "AGE"}, rows);
 }
 
+std::string WorkerStateLabel(const v1::WorkerInfo& worker) {
+  std::string label = WorkerStateName(worker.state());
+  if (worker.cordoned()) absl::StrAppend(&label, ",CORDONED");
+  if (worker.draining()) absl::StrAppend(&label, ",DRAINING");
+  return label;
+}
+
 std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::WorkerInfo& worker : workers) {
@@ -152,7 +159,7 @@ std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now)
         worker.id(),
         worker.address(),
         absl::StrCat(worker.device_kind(), " x", worker.device_count()),
-        WorkerStateName(worker.state()),
+        WorkerStateLabel(worker),
         worker.job_id().empty() ? "-" : worker.job_id(),
         worker.last_heartbeat_unix() > 0 ? FormatAge(now - worker.last_heartbeat_unix()) + " ago" : "never",
     });

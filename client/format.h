@@ -16,6 +16,8 @@ namespace herd::client {
 // "RUNNING", "SUCCEEDED", ...
 std::string JobStateName(v1::JobState state);
 std::string WorkerStateName(v1::WorkerState state);
+// The state with what limits scheduling on it: "IDLE,CORDONED", "BUSY,DRAINING".
+std::string WorkerStateLabel(const v1::WorkerInfo& worker);
 bool IsFinalState(v1::JobState state);
 
 // "45s", "1m05s", "2h03m", "3d04h"; negative counts as zero.

@@ -157,6 +157,13 @@ TEST(FormatTest, WorkersAndCheckpointsTables) {
   std::string workers = WorkersTable({worker}, 1300);
   EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT\n"));
   EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago\n"));
+  // Cordoned and draining workers say so next to their state.
+  worker.set_cordoned(true);
+  EXPECT_EQ(WorkerStateLabel(worker), "BUSY,CORDONED");
+  worker.set_draining(true);
+  EXPECT_EQ(WorkerStateLabel(worker), "BUSY,CORDONED,DRAINING");
+  worker.set_cordoned(false);
+  worker.set_draining(false);
 
   v1::CheckpointInfo checkpoint;
   checkpoint.set_id("ckpt-1");

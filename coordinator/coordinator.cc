@@ -355,7 +355,7 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
     // (its lease lapsed) is re-admitted into a later one while its trainer
     // keeps the job context (see HeldForJob).
     if (job->info.state() == v1::RUNNING && job->generation.formed &&
-        job->generation.RankOf(request.worker_id()) >= 0) {
+        job->generation.number > request.after_generation() && job->generation.RankOf(request.worker_id()) >= 0) {
       break;
     }
     if (shutting_down_) return ShuttingDown();

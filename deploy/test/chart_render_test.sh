@@ -111,6 +111,8 @@ schema_rejects_bad_values() {
   refused "auth.userToken: Does not match pattern" --set auth.userToken=short,auth.workerToken=$WORKER_TOKEN
   refused "auth: Additional property token is not allowed" --set $TOKENS,auth.token=$USER_TOKEN
   refused "coordinator.extraArgs.0: Does not match pattern" --set $TOKENS --set 'coordinator.extraArgs={-v}'
+  refused "worker.terminationGracePeriodSeconds (40) must exceed worker.drainTimeoutSeconds (45)" \
+    --set $TOKENS,worker.terminationGracePeriodSeconds=40
 }
 
 images_provide_what_the_pods_run() {

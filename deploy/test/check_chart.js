@@ -123,6 +123,12 @@ function checkWorkers() {
   assert.equal(inWorker.volume.persistentVolumeClaim.claimName, inCoordinator.volume.persistentVolumeClaim.claimName);
   const claim = r.get("PersistentVolumeClaim", inWorker.volume.persistentVolumeClaim.claimName);
   assert.ok(claim.spec.accessModes.includes("ReadWriteMany"), "workers share the checkpoint volume");
+  // A stopping pod drains: its SIGTERM makes the worker leave its jobs at a
+  // step boundary, and the grace period leaves room for that and the stop.
+  const drain = Number(workerArgs.get("--drain-timeout-seconds"));
+  assert.ok(drain > 0, "workers drain on SIGTERM");
+  assert.ok(podSpec(worker).terminationGracePeriodSeconds > drain + Number(workerArgs.get("--trainer-kill-grace-seconds")),
+    "the grace period covers the drain and the trainers' stop");
   checkSecurity(worker, "worker");
 }
 

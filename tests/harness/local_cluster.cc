@@ -59,7 +59,7 @@ LocalCluster::LocalCluster(ClusterOptions options) : options_(options), root_(Te
 
 LocalCluster::~LocalCluster() {
   for (auto& w : workers_) {
-    if (w) w->Signal(SIGTERM);
+    if (w) w->Signal(SIGINT);  // stop now: SIGTERM would drain
   }
   for (auto& w : workers_) {
     if (w && !w->Wait(std::chrono::seconds(15))) w->Signal(SIGKILL);

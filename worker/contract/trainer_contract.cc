@@ -15,6 +15,7 @@ std::string TerminationMessagePath(const std::string& job_dir) {
 std::string TrainerAlivePath(const std::string& job_dir) { return absl::StrCat(job_dir, "/trainer.alive"); }
 std::string MetricsSnapshotPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/metrics.snapshot"); }
 std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/final-report"); }
+std::string ReleaseRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/release-request"); }
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report) {
   std::string bytes;

@@ -12,7 +12,13 @@
 //   final-report         its last progress report (ReportProgressRequest),
 //                        written before a successful exit so the final step,
 //                        loss and evaluation reach the coordinator with the
-//                        exit even when the coordinator was down at the end
+//                        exit even when the coordinator was down at the end;
+//                        written before a released exit too (the boundary's)
+//   release-request      written by the daemon when the coordinator asks this
+//                        worker to leave the job at its next step boundary
+//                        (drain, shrink); the trainer checks for it at commit
+//                        points, and the daemon removes it before starting a
+//                        trainer for the job
 #pragma once
 
 #include <string>
@@ -28,9 +34,11 @@ std::string TerminationMessagePath(const std::string& job_dir);
 std::string TrainerAlivePath(const std::string& job_dir);
 std::string MetricsSnapshotPath(const std::string& job_dir);
 std::string FinalReportPath(const std::string& job_dir);
+std::string ReleaseRequestPath(const std::string& job_dir);
 
 // Exit codes: see v1::TrainerExitCode in proto/herd.proto.
 constexpr int kExitJobError = v1::TRAINER_EXIT_JOB_ERROR;
+constexpr int kExitReleased = v1::TRAINER_EXIT_RELEASED;
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
 // NOT_FOUND when the trainer wrote none; DATA_LOSS when it does not parse.

@@ -46,6 +46,28 @@ Daemon::~Daemon() {
   if (reap_thread_.joinable()) reap_thread_.join();
 }
 
+void Daemon::Drain() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = std::chrono::steady_clock::now() + options_.drain_timeout;
+  trainer_exited_ = true;  // heartbeat now: the coordinator should hear it at once
+}
+
+bool Daemon::Draining() {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+bool Daemon::DrainOver(bool* timed_out) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!draining_) return false;
+    *timed_out = std::chrono::steady_clock::now() >= drain_deadline_;
+  }
+  return *timed_out || supervisor_->Drained();
+}
+
 void Daemon::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
@@ -123,6 +145,7 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
   HeartbeatReport report = supervisor_->PrepareReport();
   v1::HeartbeatRequest request;
   request.set_worker_id(options_.worker_id);
+  request.set_draining(Draining());
   for (const std::string& job : report.running_jobs) request.add_running_jobs(job);
   for (const v1::TrainerExit& exit : report.exits) *request.add_exits() = exit;
   v1::HeartbeatResponse response;
@@ -142,6 +165,7 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
   if (apply_assignments) {
     std::vector<v1::Assignment> assignments(response.assignments().begin(), response.assignments().end());
     supervisor_->ApplyAssignments(report, assignments);
+    supervisor_->ReleaseJobs(std::vector<std::string>(response.release_jobs().begin(), response.release_jobs().end()));
   }
   return HeartbeatOutcome::kOk;
 }
@@ -152,14 +176,25 @@ std::chrono::milliseconds Daemon::RetryDelay(Backoff& backoff) const {
   return std::max(options_.min_backoff, std::min(next, lease_ / 4));
 }
 
-void Daemon::Run() {
+bool Daemon::Run() {
   reap_thread_ = std::thread(&Daemon::ReapLoop, this);
   Backoff backoff(options_.min_backoff, options_.max_backoff);
   bool registered = false;
+  bool drain_timed_out = false;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
+    }
+    if (DrainOver(&drain_timed_out)) {
+      if (drain_timed_out) {
+        LOG(WARNING) << "drain: trainers still running after " << Seconds(options_.drain_timeout)
+                     << " (--drain-timeout-seconds); stopping them";
+      } else {
+        LOG(INFO) << "drained: every trainer left its job and the coordinator heard it";
+      }
+      Stop();
+      break;
     }
     if (!registered) {
       absl::Status status = Register();
@@ -194,6 +229,7 @@ void Daemon::Run() {
   if (registered) (void)Heartbeat(/*apply_assignments=*/false);
   SetRegistered(false);
   LOG(INFO) << "stopped";
+  return !drain_timed_out;
 }
 
 }  // namespace herd::worker

@@ -36,6 +36,8 @@ struct DaemonOptions {
   // Told whenever registration with the coordinator starts or ends (the
   // health service's status); may be empty.
   std::function<void(bool registered)> on_registered;
+  // How long Drain() waits for the trainers to leave before stopping them.
+  std::chrono::milliseconds drain_timeout{50000};
 };
 
 class Daemon {
@@ -45,13 +47,20 @@ class Daemon {
          TrainerSupervisor* supervisor, WorkerMetrics* metrics);
   ~Daemon();
 
-  // Runs until Stop(), then stops every trainer and reports their exits in
-  // a last best-effort heartbeat. Trainers keep running while the
-  // coordinator is unreachable: the data path does not need it.
-  void Run();
+  // Runs until Stop() or a finished Drain(), then stops every trainer and
+  // reports their exits in a last best-effort heartbeat. Trainers keep
+  // running while the coordinator is unreachable: the data path does not
+  // need it. Returns false when a drain ran out of time (trainers stopped).
+  bool Run();
 
   // Thread-safe; Run() returns soon after.
   void Stop();
+
+  // Thread-safe. Heartbeats say this worker drains: the coordinator gives it
+  // no new job and asks each job it runs to release it at the next step
+  // boundary. Run() returns once no trainer runs and every exit was
+  // reported, or after drain_timeout.
+  void Drain();
 
  private:
   enum class HeartbeatOutcome { kOk, kReregister };
@@ -83,6 +92,11 @@ class Daemon {
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point drain_deadline_ ABSL_GUARDED_BY(mu_);
+  // Whether a drain is under way, and whether it has ended (done or timed out).
+  bool Draining();
+  bool DrainOver(bool* timed_out);
   bool trainer_exited_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

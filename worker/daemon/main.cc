@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
     registered = now_registered;
     herd::SetServing(health.get(), now_registered);
   };
+  daemon_options.drain_timeout = SecondsToMillis(config->drain_timeout_seconds);
   Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
   // `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
   LogUplinkOptions log_options;
@@ -174,17 +175,35 @@ int main(int argc, char** argv) {
   LogUplink log_uplink(log_options, herd::v1::ClusterService::NewStub(*channel));
   log_uplink.Start();
 
-  std::thread signal_waiter([&daemon, &stop_signals] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
-    LOG(INFO) << "received " << strsignal(signal_number);
-    daemon.Stop();
+  // SIGTERM (a pod's preStop or eviction, a spot notice) drains: the
+  // trainers leave their jobs at the next step boundary, then Run()
+  // returns. SIGINT, or SIGTERM again, stops at once.
+  std::atomic<bool> run_returned{false};
+  const bool drain_on_sigterm = config->drain_timeout_seconds > 0;
+  std::thread signal_waiter([&daemon, &stop_signals, &run_returned, drain_on_sigterm] {
+    bool draining = false;
+    while (true) {
+      int signal_number = 0;
+      sigwait(&stop_signals, &signal_number);
+      if (run_returned) return;  // the wake-up sent after a finished drain
+      LOG(INFO) << "received " << strsignal(signal_number);
+      if (signal_number == SIGTERM && drain_on_sigterm && !draining) {
+        LOG(INFO) << "draining: leaving every job at its next step boundary (SIGINT or SIGTERM again stops now)";
+        draining = true;
+        daemon.Drain();
+        continue;
+      }
+      daemon.Stop();
+      return;
+    }
   });
   LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator
             << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
-  daemon.Run();  // returns only after Stop(), i.e. after a signal
+  const bool drained = daemon.Run();  // returns after Stop() or a finished drain
   log_uplink.Stop();
+  run_returned = true;
+  kill(getpid(), SIGINT);  // ends the waiter's sigwait if it still waits
   signal_waiter.join();
   if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  return 0;
+  return drained ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,8 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   std::filesystem::remove(TerminationMessagePath(job_dir), error);
   std::filesystem::remove(TrainerAlivePath(job_dir), error);
   std::filesystem::remove(FinalReportPath(job_dir), error);
+  // A release asked of an earlier trainer does not apply to this one.
+  std::filesystem::remove(ReleaseRequestPath(job_dir), error);
   if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerStarting(job_id, job_dir);
 
   std::optional<int> gpu = PickGpuLocked();
@@ -182,7 +185,8 @@ int TrainerSupervisor::ReapLocked() {
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
               << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, JoinedGeneration(trainer), *code, std::move(message));
-    if (*code == 0) {
+    // A released trainer leaves the boundary's report, as a finished one its last.
+    if (*code == 0 || *code == kExitReleased) {
       auto report = ReadFinalReport(FinalReportPath(trainer.job_dir));
       if (report.ok()) {
         *pending_exits_.back().exit.mutable_final_progress() = *std::move(report);
@@ -223,6 +227,28 @@ std::string TrainerSupervisor::JobDir(const std::string& job_id) const {
 bool TrainerSupervisor::Running(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   return trainers_.count(job_id) > 0;
+}
+
+void TrainerSupervisor::ReleaseJobs(const std::vector<std::string>& job_ids) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& job_id : job_ids) {
+    auto it = trainers_.find(job_id);
+    if (it == trainers_.end() || it->second.process->stopping()) continue;
+    const std::string path = ReleaseRequestPath(it->second.job_dir);
+    if (access(path.c_str(), F_OK) == 0) continue;  // asked already
+    std::ofstream file(path);
+    if (!file) {
+      LOG(ERROR) << "job " << job_id << ": cannot write " << path;
+      continue;
+    }
+    LOG(INFO) << "job " << job_id << ": asked to release this worker; its trainer (pid " << it->second.process->pid()
+              << ") leaves at the next step boundary";
+  }
+}
+
+bool TrainerSupervisor::Drained() {
+  absl::MutexLock lock(&mu_);
+  return trainers_.empty() && pending_exits_.empty();
 }
 
 std::vector<std::string> TrainerSupervisor::RunningJobs() {

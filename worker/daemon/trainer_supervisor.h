@@ -72,6 +72,13 @@ class TrainerSupervisor {
   // The job's working dir (its trainer's --work-dir; see trainer_contract.h).
   std::string JobDir(const std::string& job_id) const;
 
+  // The coordinator asked these jobs' trainers to leave at their next step
+  // boundary: writes each one's release-request file (trainer_contract.h).
+  void ReleaseJobs(const std::vector<std::string>& job_ids);
+
+  // No trainer runs and every exit was reported: a draining daemon may go.
+  bool Drained();
+
  private:
   struct Trainer {
     std::unique_ptr<TrainerProcess> process;

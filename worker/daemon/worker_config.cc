@@ -69,6 +69,11 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
                  "collective_timeout_seconds")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--drain-timeout-seconds", config.drain_timeout_seconds,
+                 "On SIGTERM, wait this long for the trainers to leave their jobs at a step boundary (drain) before "
+                 "stopping them; 0: SIGTERM stops at once. SIGINT, or a second SIGTERM, always stops at once")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--ready-file", config.ready_file,
                  "Once registered, write {\"worker_id\":...,\"metrics\":\"host:port\"} here (atomically)");
 

@@ -31,6 +31,10 @@ struct WorkerConfig {
   std::string trainer_binary;
   double trainer_kill_grace_seconds = 5;
   double trainer_stuck_seconds = 600;
+  // SIGTERM drains: the trainers leave their jobs at the next step boundary,
+  // then the daemon exits; past this it stops them anyway (0: SIGTERM stops
+  // at once). Keep it below the pod's terminationGracePeriodSeconds.
+  double drain_timeout_seconds = 50;
   std::string ready_file;
 
   int64_t device_count() const { return device == "cuda" ? static_cast<int64_t>(gpu_indices.size()) : 1; }

@@ -45,8 +45,10 @@ class CoordinatorKvStore : public RendezvousStore {
 ClusterClient::ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClientOptions options)
     : stub_(v1::ClusterService::NewStub(channel)), options_(std::move(options)) {}
 
-absl::StatusOr<v1::JoinGenerationResponse> ClusterClient::JoinGeneration(std::chrono::milliseconds wait) {
+absl::StatusOr<v1::JoinGenerationResponse> ClusterClient::JoinGeneration(std::chrono::milliseconds wait,
+                                                                         int64_t after_generation) {
   v1::JoinGenerationRequest request;
+  request.set_after_generation(after_generation);
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_wait_ms(wait.count());

@@ -24,8 +24,10 @@ class CoordinatorLink {
   virtual const std::string& worker_id() const = 0;
 
   // Waits up to `wait` for this worker's place in the job's current
-  // generation; DEADLINE_EXCEEDED while it is not a member of one.
-  virtual absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait) = 0;
+  // generation, one newer than `after_generation`; DEADLINE_EXCEEDED while it
+  // is not a member of one.
+  virtual absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait,
+                                                                    int64_t after_generation = 0) = 0;
   virtual absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) = 0;
   virtual absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request) = 0;
   // FAILED_PRECONDITION: the generation is already replaced.

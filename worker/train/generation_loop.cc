@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
+#include "worker/train/release_vote.h"
 
 namespace herd {
 
@@ -22,13 +23,15 @@ bool IsGenerationFailure(const absl::Status& status) {
   }
 }
 
-absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout) {
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
+                                                      int64_t after_generation) {
   constexpr std::chrono::milliseconds kChunk{10000};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     MarkAlive();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto joined = client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)));
+    auto joined =
+        client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)), after_generation);
     if (joined.ok()) {
       if (absl::Status marked = MarkJoined(joined->generation()); !marked.ok()) LOG(WARNING) << marked;
     }
@@ -53,16 +56,19 @@ void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
 }
 
 // The generation after `failed`: retried until the coordinator has moved on
-// (a lost report is sent again) or `timeout` passes.
+// (a lost report is sent again) or `timeout` passes. After a peer's release
+// nothing is reported: the coordinator re-forms the job when the leaver's
+// exit reaches it, and the join waits for that generation.
 absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
                                                     const absl::Status& failure, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool released = IsPeerReleased(failure);
   // A fenced generation is already replaced; anything else is news to the coordinator.
-  bool report = failure.code() != absl::StatusCode::kFailedPrecondition;
+  bool report = !released && failure.code() != absl::StatusCode::kFailedPrecondition;
   while (true) {
     if (report) ReportFailure(client, failed, failure);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)));
+    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0);
     const bool retry = !next.ok() && (next.status().code() == absl::StatusCode::kUnavailable ||
                                       next.status().code() == absl::StatusCode::kDeadlineExceeded);
     if (!next.ok() && !retry) return next.status();
@@ -76,7 +82,7 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, con
     }
     // The coordinator is down or still runs the failed generation: report
     // again once it can hear it.
-    report = true;
+    report = !released;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
@@ -92,11 +98,16 @@ absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v
       Trainer trainer(client, context, join, options.communicators);
       status = trainer.Run();
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
-    if (status.ok() || !IsGenerationFailure(status)) return status;
-    LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << status
-                 << "; keeping the job context and the commit of step " << context->committed.step
-                 << " in memory, waiting for the next generation";
-    if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
+    if (status.ok() || IsReleased(status) || !IsGenerationFailure(status)) return status;
+    if (IsPeerReleased(status)) {
+      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << status.message()
+                << "; waiting for the job to re-form without it, from the commit of step " << context->committed.step;
+    } else {
+      LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << status
+                   << "; keeping the job context and the commit of step " << context->committed.step
+                   << " in memory, waiting for the next generation";
+      if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
+    }
     auto next = JoinNext(client, join, status, options.join_timeout);
     if (!next.ok()) {
       return absl::Status(next.status().code(), absl::StrCat("after generation ", join.generation(), " failed (",

@@ -24,7 +24,9 @@ bool IsGenerationFailure(const absl::Status& status);
 
 // JoinGeneration waiting up to `timeout` in short calls, marking the
 // trainer alive between them (a long wait is not a stuck trainer).
-absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout);
+// With `after_generation`, only a generation newer than it will do.
+absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
+                                                      int64_t after_generation = 0);
 
 struct GenerationLoopOptions {
   // How long to wait for the next generation to form after a failure, or to
@@ -35,8 +37,11 @@ struct GenerationLoopOptions {
   CommunicatorFactory communicators = CreateGroupCommunicators;
 };
 
-// Runs generations from `first` on `context` until training finishes (OK)
-// or fails for good (the error that ended it).
+// Runs generations from `first` on `context` until training finishes (OK),
+// this rank was released at a step boundary (IsReleased, see
+// release_vote.h), or training fails for good (the error that ended it).
+// When a peer was released, this rank joins the next generation without
+// reporting a failure: nothing failed.
 absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
                             const GenerationLoopOptions& options);
 

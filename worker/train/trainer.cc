@@ -16,6 +16,7 @@
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/optimizer_factory.h"
+#include "worker/train/release_vote.h"
 #include "worker/train/replicas.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/training_state.h"
@@ -410,7 +411,26 @@ absl::Status Trainer::CommitPoint(bool final) {
   ctx_.last_report = report;
   // Sent off the step loop: a slow or stalled coordinator never holds training up.
   if (ctx_.reporter != nullptr) ctx_.reporter->PostProgress(std::move(report));
+  // The job's last commit point needs no vote: training ends there anyway.
+  // A trainer that cannot be asked to leave takes no vote: every rank of a
+  // job runs the same herd-trainer, which always can (trainer_main), so the
+  // ranks agree; in-process tests without it keep their collective sequence.
+  if (!final && !Done() && ctx_.options.release_requested) {
+    if (auto s = VoteOnRelease(); !s.ok()) return s;
+  }
   return CheckCoordinatorVerdict();
+}
+
+absl::Status Trainer::VoteOnRelease() {
+  const bool leaving = ctx_.options.release_requested();
+  auto leavers = CountLeavingRanks(comm_, leaving);
+  if (!leavers.ok()) return leavers.status();
+  if (*leavers == 0) return absl::OkStatus();
+  // Every rank committed this step and saw the same count: the leavers go,
+  // the others re-form from this commit.
+  LOG(INFO) << "rank " << join_.rank() << ": " << *leavers << " rank(s) leave after step " << ctx_.step
+            << (leaving ? ", this one included" : "");
+  return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(*leavers, ctx_.step);
 }
 
 absl::Status Trainer::SaveFinalModel() {

@@ -62,6 +62,8 @@ class Trainer {
   absl::Status Commit();
   // What the coordinator answered the reporter: fenced or cancelled.
   absl::Status CheckCoordinatorVerdict() const;
+  // At a commit point: ends the generation when any rank leaves here.
+  absl::Status VoteOnRelease();
   int64_t TotalSteps() const;
   bool Done() const;
   void ZeroGrads();

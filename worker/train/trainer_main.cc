@@ -24,6 +24,7 @@
 #include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/liveness.h"
+#include "worker/train/release_vote.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/trainer_metrics.h"
@@ -158,6 +159,8 @@ int main(int argc, char** argv) {
   options.gpu = gpu;
   options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
+  // One stat per commit point: the daemon writes the file when asked.
+  options.release_requested = [path = herd::ReleaseRequestPath(work_dir)] { return access(path.c_str(), F_OK) == 0; };
   auto ledger = herd::SampleLedger::FromEnvironment(job, worker_id);
   if (!ledger.ok()) return fail(ledger.status());
   if (join->rank() == 0) herd::SweepCheckpointLeftovers(checkpoint_root, job);
@@ -176,6 +179,16 @@ int main(int argc, char** argv) {
   herd::GenerationLoopOptions loop;
   loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
   absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
+  if (herd::IsReleased(status)) {
+    // Every rank committed this step; its report rides with the exit, so the
+    // job re-forms from it even when this was rank 0.
+    if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+      return fail(s);
+    }
+    if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
+    LOG(INFO) << status.message();
+    return herd::kExitReleased;
+  }
   if (!status.ok()) return fail(status);
   // The final report goes with the exit too (the daemon resends it until the
   // coordinator acknowledges), so a coordinator down at the end loses nothing.

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,11 @@ struct TrainerOptions {
   // Debian's serial OpenBLAS is not safe to call from two threads at once.
   // Null in a real trainer (one rank per process).
   std::mutex* compute_mutex = nullptr;
+  // Whether this rank is asked to leave the job at its next step boundary
+  // (release_vote.h); asked at every commit point, so it must be cheap.
+  // Unset: never, and no vote is taken, so every rank of a job must set it
+  // or none (herd-trainer always does).
+  std::function<bool()> release_requested;
 };
 
 struct TrainingContext {

@@ -14,7 +14,10 @@ class InProcessCoordinator::WorkerLink : public CoordinatorLink {
   const std::string& job_id() const override { return coordinator_->job_id_; }
   const std::string& worker_id() const override { return worker_id_; }
 
-  absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait) override {
+  // A rank in the current generation asks again only after it failed, so
+  // it waits for the next one anyway: `after_generation` changes nothing.
+  absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait,
+                                                            int64_t /*after_generation*/ = 0) override {
     return coordinator_->Join(worker_id_, wait);
   }
 

@@ -221,3 +221,16 @@ HERD_TOKEN_FILE). */}}
 {{- end -}}
 {{- join ", " $pairs -}}
 {{- end -}}
+
+{{/*
+The worker's --drain-timeout-seconds, checked against the pod's grace
+period: Kubernetes kills the pod at the end of it, so the drain and the
+trainers' stop must both fit.
+*/}}
+{{- define "herd.workerDrainTimeout" -}}
+{{- $w := .Values.worker -}}
+{{- if le (int $w.terminationGracePeriodSeconds) (add (int $w.drainTimeoutSeconds) (int $w.trainerKillGraceSeconds)) -}}
+{{- fail (printf "worker.terminationGracePeriodSeconds (%d) must exceed worker.drainTimeoutSeconds (%d) plus worker.trainerKillGraceSeconds (%d): Kubernetes would kill a draining worker before its jobs released it" (int $w.terminationGracePeriodSeconds) (int $w.drainTimeoutSeconds) (int $w.trainerKillGraceSeconds)) -}}
+{{- end -}}
+{{- int $w.drainTimeoutSeconds -}}
+{{- end -}}
