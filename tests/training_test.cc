@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
@@ -69,6 +70,75 @@ TEST(Training, TwoWorkersMatchOneWorkerWithTheGlobalBatch) {
   EXPECT_GT(moved, 1e-3);
   // The trainers compared all parameters with an all-gather before finishing.
   EXPECT_NE(ReadFile(cluster.job_dir(1, two) + "/trainer.log").find("replicas verified bitwise"), std::string::npos);
+}
+
+std::string ResnetJob(const std::string& norm, int workers, int batch) {
+  return "model: {name: resnet_small, widths: [8, 16], norm: " + norm + "}\n"
+         "dataset: {kind: idx, path: " + std::string(kFashionMnist) + "}\n"
+         "batch_size: " + std::to_string(batch) + "\n"
+         "max_steps: 25\n"
+         "optimizer: {name: sgd, lr: 0.05}\n"
+         "eval: {max_samples: 200}\n"
+         "seed: 42\n"
+         "min_workers: " + std::to_string(workers) + "\nmax_workers: " + std::to_string(workers) + "\n";
+}
+
+// The largest difference between a 2-worker run at batch 8 and a 1-worker
+// run at batch 16 of a resnet_small with `norm`, over parameters and
+// running statistics; each replica pair of the 2-worker run is bitwise equal.
+struct Difference {
+  double max = 0;
+  std::string where;  // the tensor holding it
+};
+
+Difference TwoWorkersVersusOne(const std::string& norm) {
+  LocalCluster cluster;
+  const std::string two = cluster.Submit(ResnetJob(norm, 2, 8));
+  auto job2 = cluster.WaitForState(two, {"SUCCEEDED", "FAILED"}, seconds(300));
+  EXPECT_EQ(job2.value("state", ""), "SUCCEEDED") << job2.dump(2) << cluster.Logs();
+  const std::string one = cluster.Submit(ResnetJob(norm, 1, 16));
+  auto job1 = cluster.WaitForState(one, {"SUCCEEDED", "FAILED"}, seconds(300));
+  EXPECT_EQ(job1.value("state", ""), "SUCCEEDED") << job1.dump(2) << cluster.Logs();
+  const int single = std::filesystem::exists(cluster.job_dir(0, one) + "/model-final.pt") ? 0 : 1;
+  auto rank0 = LoadFinalModel(cluster.job_dir(0, two));
+  auto rank1 = LoadFinalModel(cluster.job_dir(1, two));
+  auto alone = LoadFinalModel(cluster.job_dir(single, one));
+  EXPECT_EQ(rank0.size(), alone.size());
+  EXPECT_TRUE(DifferingTensors(rank0, rank1).empty()) << "replicas differ";
+  // The running statistics are in the final model, and training moved them.
+  EXPECT_EQ(rank0.count("stem_norm.running_mean"), 1u);
+  EXPECT_EQ(rank0.at("stem_norm.num_batches_tracked").item<int64_t>(), 25);
+  EXPECT_GT(rank0.at("stem_norm.running_mean").abs().max().item<double>(), 1e-3);
+  Difference largest;
+  for (const auto& [name, value] : rank0) {
+    if (alone.count(name) == 0) continue;
+    const double diff = (value.to(torch::kDouble) - alone.at(name).to(torch::kDouble)).abs().max().item<double>();
+    if (diff > 1e-6) std::cerr << norm << ": " << name << " differs by " << diff << "\n";
+    if (diff > largest.max) largest = {diff, name};
+  }
+  return largest;
+}
+
+// norm: sync_batch normalizes over both workers' batches: W=2 at b should be
+// W=1 at 2b, within the bound the mlp meets above.
+// DISABLED: through real trainers it is not yet (max difference 0.13, in a
+// running variance; parameters ~1e-2 after 25 steps, with shm and with tcp
+// alike), although the same math over thread ranks matches within 1e-5 for
+// one and for five SGD steps (worker/models/sync_batch_norm_test.cc). The
+// trainer integration holds a difference still to be found: see
+// /work/notes/bn-notes.md.
+TEST(Training, DISABLED_SyncBatchNormTwoWorkersMatchOneWorkerWithTheGlobalBatch) {
+  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const Difference diff = TwoWorkersVersusOne("sync_batch");
+  EXPECT_LE(diff.max, 1e-5) << diff.where;
+}
+
+// norm: batch normalizes over each worker's own batch: the same comparison
+// fails by far, which shows the bound above tests something.
+TEST(Training, PlainBatchNormTwoWorkersDifferFromOneWorker) {
+  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const Difference diff = TwoWorkersVersusOne("batch");
+  EXPECT_GT(diff.max, 1e-3) << diff.where;
 }
 
 TEST(Training, BadJobFieldsFailWithAClearReason) {

@@ -198,6 +198,37 @@ TEST(BatchNormTest, SyncBatchOnTwoRanksMatchesOneRankWithBothBatches) {
   EXPECT_LT(MaxDiff(lopsided.summed_grads, expected), 1e-5);
 }
 
+// Several SGD steps: the statistics are taken about the running mean from
+// the second step on, which must not change the result.
+TEST(BatchNormTest, SyncBatchOnTwoRanksTracksOneRankOverSteps) {
+  auto alone = Resnet("sync_batch");
+  auto rank0 = Resnet("sync_batch");
+  auto rank1 = Resnet("sync_batch");
+  ThreadPairSum pair;
+  ThreadPairSum::Rank sum0(&pair, 0), sum1(&pair, 1);
+  rank0->SetReplicaSum(&sum0);
+  rank1->SetReplicaSum(&sum1);
+  auto sgd = [](Model& model, const std::vector<torch::Tensor>& grads) {
+    torch::NoGradGuard no_grad;
+    auto params = model.Parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].sub_(grads[i] * 0.05);
+  };
+  for (uint64_t step = 0; step < 5; ++step) {
+    const Batch batch = RandomBatch(8, 20 + step);
+    sgd(*alone, Gradients(*alone, batch, 1.0));
+    std::vector<torch::Tensor> grads0, grads1;
+    std::thread other([&] { grads1 = Gradients(*rank1, Rows(batch, 4, 4), 0.5); });
+    grads0 = Gradients(*rank0, Rows(batch, 0, 4), 0.5);
+    other.join();
+    std::vector<torch::Tensor> summed;
+    for (size_t i = 0; i < grads0.size(); ++i) summed.push_back(grads0[i] + grads1[i]);
+    sgd(*rank0, summed);
+    sgd(*rank1, summed);
+  }
+  EXPECT_LT(MaxDiff(rank0->Parameters(), alone->Parameters()), 1e-5);
+  EXPECT_LT(MaxDiff(rank0->Buffers(), alone->Buffers()), 1e-5);
+}
+
 TEST(BatchNormTest, PlainBatchOnTwoRanksDiffersFromOneRankWithBothBatches) {
   const Batch batch = RandomBatch(8, 5);
   auto alone = Resnet("batch");
