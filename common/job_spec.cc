@@ -107,7 +107,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
 namespace {
 
-// model.hidden/width/heads/layers/context/widths: each for one built-in model,
+// model.hidden/width/heads/layers/context/widths/norm: each for one built-in model,
 // in sizes that build.
 absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& dataset) {
   auto only = [&](const char* field, bool set, const char* owner) -> absl::Status {
@@ -117,6 +117,10 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   const bool transformer_sizes = model.width() != 0 || model.heads() != 0 || model.layers() != 0 || model.context() != 0;
   if (auto s = only("model.hidden", model.hidden_size() > 0, "mlp"); !s.ok()) return s;
   if (auto s = only("model.widths", model.widths_size() > 0, "resnet_small"); !s.ok()) return s;
+  if (auto s = only("model.norm", !model.norm().empty(), "resnet_small"); !s.ok()) return s;
+  if (!model.norm().empty()) {
+    if (auto s = CheckChoice("model.norm", model.norm(), {"group", "batch", "sync_batch"}); !s.ok()) return s;
+  }
   if (transformer_sizes && model.name() != "char_transformer") {
     const char* field = model.width() != 0 ? "model.width" : model.heads() != 0 ? "model.heads"
                         : model.layers() != 0 ? "model.layers" : "model.context";

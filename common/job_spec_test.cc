@@ -164,6 +164,11 @@ TEST(JobSpecValidate, NamesTheBadField) {
          s->mutable_model()->set_name("resnet_small");
          s->mutable_model()->add_widths(20);
        }},
+      {"model.norm", [](v1::JobSpec* s) { s->mutable_model()->set_norm("batch"); }},  // a mnist_cnn
+      {"model.norm", [](v1::JobSpec* s) {
+         s->mutable_model()->set_name("resnet_small");
+         s->mutable_model()->set_norm("layer");
+       }},
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(0.1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},

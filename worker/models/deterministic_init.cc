@@ -1,6 +1,7 @@
 #include "worker/models/deterministic_init.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "worker/models/sync_batch_norm.h"
 
 namespace herd {
 namespace {
@@ -46,6 +48,10 @@ absl::Status InitializeParameters(torch::nn::Module& root, uint64_t seed) {
       OnesAndZeros(layer_norm->weight, layer_norm->bias);
     } else if (auto* group_norm = module.as<torch::nn::GroupNorm>()) {
       OnesAndZeros(group_norm->weight, group_norm->bias);
+    } else if (auto* batch_norm = module.as<torch::nn::BatchNorm2d>()) {
+      OnesAndZeros(batch_norm->weight, batch_norm->bias);
+    } else if (auto* sync_batch_norm = module.as<SyncBatchNorm2d>()) {
+      OnesAndZeros(sync_batch_norm->weight, sync_batch_norm->bias);
     } else {
       known = false;
     }

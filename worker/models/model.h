@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/data/dataset.h"
+#include "worker/models/replica_sum.h"
 
 namespace herd {
 
@@ -28,6 +29,16 @@ class Model {
   // Registration order; the same on every rank.
   virtual std::vector<torch::Tensor> Parameters() = 0;
   virtual std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() = 0;
+  // State that is not trained by gradients but is part of the model (batch
+  // norm's running statistics), registration order; empty for most models.
+  // Commits, checkpoints and healing carry it with the parameters.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() { return {}; }
+  std::vector<torch::Tensor> Buffers();
+  // The generation's cross-rank sum (null: none). True when the model uses
+  // it: then Forward in training mode is a collective, which every rank must
+  // run for every micro-batch, even on an empty batch. The trainer sets it
+  // per generation and clears it before the communicators go.
+  virtual bool SetReplicaSum(ReplicaSum* /*sum*/) { return false; }
   // loss = mean cross-entropy of logits vs targets (per token for sequences)
   // unless the model computes its own. An empty batch gives loss 0 (not
   // NaN) with a graph, so backward yields zero gradients. The batch is moved

@@ -7,6 +7,12 @@ namespace herd {
 
 Model::~Model() = default;
 
+std::vector<torch::Tensor> Model::Buffers() {
+  std::vector<torch::Tensor> buffers;
+  for (auto& named : NamedBuffers()) buffers.push_back(std::move(named.second));
+  return buffers;
+}
+
 torch::Tensor MeanCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets) {
   const int64_t classes = logits.size(-1);
   const torch::Tensor flat_targets = targets.reshape({-1});
@@ -24,6 +30,12 @@ std::vector<torch::Tensor> ModuleModel::Parameters() { return module_->parameter
 std::vector<std::pair<std::string, torch::Tensor>> ModuleModel::NamedParameters() {
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& item : module_->named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ModuleModel::NamedBuffers() {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& item : module_->named_buffers()) named.emplace_back(item.key(), item.value());
   return named;
 }
 

@@ -19,6 +19,8 @@ class LogitsModule : public torch::nn::Module {
   // them to the memory layout its kernels run fastest in. Values (and so
   // every checkpoint, hash and all-reduce, which see logical order) stay.
   virtual void ChooseLayouts() {}
+  // See Model::SetReplicaSum.
+  virtual bool SetReplicaSum(ReplicaSum* /*sum*/) { return false; }
 };
 
 class ModuleModel : public Model {
@@ -27,6 +29,8 @@ class ModuleModel : public Model {
 
   std::vector<torch::Tensor> Parameters() override;
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override;
+  std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() override;
+  bool SetReplicaSum(ReplicaSum* sum) override { return module_->SetReplicaSum(sum); }
   ModelOutput Forward(const Batch& batch) override;
   void SetTraining(bool training) override;
   void To(const torch::Device& device) override;

@@ -29,6 +29,12 @@ class TorchScriptModel : public Model {
     return named;
   }
 
+  std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() override {
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& item : module_.named_buffers()) named.emplace_back(item.name, item.value);
+    return named;
+  }
+
   ModelOutput Forward(const Batch& batch) override {
     const torch::Tensor inputs = batch.inputs.to(device_);
     const torch::Tensor targets = batch.targets.to(device_);

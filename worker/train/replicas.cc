@@ -30,6 +30,24 @@ absl::Status BroadcastParameters(Communicator* comm, const std::vector<torch::Te
   return absl::OkStatus();
 }
 
+absl::Status BroadcastBuffers(Communicator* comm, const std::vector<torch::Tensor>& buffers, int root) {
+  if (comm->size() == 1 || buffers.empty()) return absl::OkStatus();
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> bytes;
+  for (const auto& b : buffers) {
+    bytes.push_back(b.detach().to(torch::kCPU).contiguous().reshape({-1}).view(torch::kUInt8));
+  }
+  torch::Tensor flat = torch::cat(bytes);
+  if (absl::Status status = comm->Broadcast(flat.data_ptr(), flat.numel(), root); !status.ok()) return status;
+  int64_t offset = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int64_t n = bytes[i].numel();
+    buffers[i].copy_(flat.narrow(0, offset, n).view(buffers[i].scalar_type()).view(buffers[i].sizes()));
+    offset += n;
+  }
+  return absl::OkStatus();
+}
+
 uint64_t ParameterHash(const std::vector<torch::Tensor>& params) {
   uint64_t hash = 1469598103934665603ull;
   for (const auto& p : params) {

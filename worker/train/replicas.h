@@ -15,6 +15,10 @@ namespace herd {
 // Copies `root`'s parameter values into every rank's parameters.
 absl::Status BroadcastParameters(Communicator* comm, const std::vector<torch::Tensor>& params, int root);
 
+// Copies `root`'s values of tensors of any dtype (a model's buffers:
+// running statistics, batch counters) into every rank's, byte for byte.
+absl::Status BroadcastBuffers(Communicator* comm, const std::vector<torch::Tensor>& buffers, int root);
+
 // FNV-1a over the raw bytes of every parameter, in order.
 uint64_t ParameterHash(const std::vector<torch::Tensor>& params);
 

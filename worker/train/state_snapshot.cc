@@ -75,6 +75,9 @@ absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optim
       return s;
     }
   }
+  const std::vector<torch::Tensor> buffers = model->Buffers();
+  buffers_.resize(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) CopyTensor(buffers[i], &buffers_[i]);
   rng_ = at::detail::getDefaultCPUGenerator().get_state();
   outer_.resize(outer_state.size());
   for (size_t i = 0; i < outer_state.size(); ++i) CopyTensor(outer_state[i], &outer_[i]);
@@ -97,6 +100,17 @@ absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimiz
       return absl::InvalidArgumentError(absl::StrCat("snapshot parameter ", i, " has another shape"));
     }
   }
+  const std::vector<torch::Tensor> buffers = model->Buffers();
+  if (buffers.size() != buffers_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot holds ", buffers_.size(), " buffers, the model has ", buffers.size()));
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].sizes().equals(buffers_[i].sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat("snapshot buffer ", i, " has another shape"));
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(buffers_[i]);
   optimizer->state().clear();
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].copy_(params_[i]);

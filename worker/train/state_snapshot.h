@@ -1,5 +1,5 @@
-// The training state copied in memory at a commit point: parameters,
-// optimizer state, RNG, outer optimizer state, the sync's own per-rank state
+// The training state copied in memory at a commit point: parameters, model
+// buffers (batch norm's running statistics), optimizer state, RNG, outer optimizer state, the sync's own per-rank state
 // (int8 residuals) and sampler position. Unlike
 // SerializeTrainingState it copies tensors into buffers kept from the
 // previous snapshot, so taking one at every commit point costs about a
@@ -32,6 +32,7 @@ class StateSnapshot {
 
  private:
   std::vector<torch::Tensor> params_;
+  std::vector<torch::Tensor> buffers_;
   // Per parameter (registration order); null where the optimizer has no state yet.
   std::vector<std::unique_ptr<torch::optim::OptimizerParamState>> optimizer_;
   torch::Tensor rng_;

@@ -102,5 +102,34 @@ TEST(StateSnapshot, RefusesAModelOfAnotherShape) {
   EXPECT_EQ(snapshot.Apply(wider.get(), optimizer.get(), &position, &outer).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Batch norm's running statistics are in the snapshot, copied (not
+// aliased): applying it brings back the values of the commit.
+TEST(SnapshotBuffers, RunningStatisticsAreCapturedAndApplied) {
+  v1::ModelSpec spec;
+  spec.set_name("resnet_small");
+  spec.add_widths(8);
+  spec.set_norm("batch");
+  std::unique_ptr<Model> model = *CreateModel(spec, ModelInputInfo{{1, 4, 4}, 4}, 3);
+  v1::OptimizerSpec opt;
+  opt.set_name("sgd");
+  opt.set_lr(0.05);
+  auto optimizer = *MakeOptimizer(opt, model->Parameters());
+  torch::manual_seed(1);
+  const Batch batch{torch::rand({6, 1, 4, 4}) + 1, torch::randint(0, 4, {6})};
+  model->Forward(batch);
+  std::vector<torch::Tensor> committed;
+  for (const auto& b : model->Buffers()) committed.push_back(b.clone());
+  StateSnapshot snapshot;
+  ASSERT_TRUE(snapshot.Capture(model.get(), optimizer.get(), {1, 0, 6}, {}).ok());
+  model->Forward(batch);  // moves the running statistics on
+  EXPECT_FALSE(torch::equal(model->Buffers()[0], committed[0]));
+  TrainingPosition position;
+  std::vector<torch::Tensor> outer;
+  ASSERT_TRUE(snapshot.Apply(model.get(), optimizer.get(), &position, &outer).ok());
+  const auto restored = model->Buffers();
+  ASSERT_EQ(restored.size(), committed.size());
+  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(torch::equal(restored[i], committed[i])) << i;
+}
+
 }  // namespace
 }  // namespace herd

@@ -40,7 +40,10 @@ Trainer::Trainer(CoordinatorLink* client, TrainingContext* context, v1::JoinGene
       spec_(ctx_.spec),
       make_communicators_(std::move(communicators)) {}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // The sum goes with this generation's communicators.
+  if (replica_sum_ != nullptr) ctx_.model->SetReplicaSum(nullptr);
+}
 
 absl::Status Trainer::Setup() {
   const auto start = std::chrono::steady_clock::now();
@@ -49,6 +52,8 @@ absl::Status Trainer::Setup() {
   if (!group.ok()) return group.status();
   group_ = std::move(*group);
   comm_ = group_.control.get();
+  replica_sum_ = std::make_unique<CommunicatorReplicaSum>(group_.data, ctx_.options.compute_mutex);
+  collective_forward_ = ctx_.model->SetReplicaSum(replica_sum_.get());
 
   auto sync = CreateSyncStrategy(ctx_.sync, ctx_.params, group_.data);
   if (!sync.ok()) return sync.status();
@@ -249,7 +254,9 @@ absl::Status Trainer::TrainStep() {
   for (size_t m = 0; m < micros.size(); ++m) {
     if (m + 1 == micros.size() && !local) sync_->gradients().ArmForBackward();
     const auto& indices = micros[m].indices;
-    if (indices.empty()) continue;  // a short last step leaves some ranks idle
+    // A short last step leaves some ranks idle, unless the forward is a
+    // collective: then they run it on no rows.
+    if (indices.empty() && !collective_forward_) continue;
     Batch batch = ctx_.train->Get(indices);
     if (ctx_.device.is_cuda()) {
       // Pinned host memory lets the copy run asynchronously to the GPU.
@@ -273,6 +280,7 @@ absl::Status Trainer::TrainStep() {
     ctx_.loss_sum += out.loss.item<double>() * static_cast<double>(indices.size());
     ctx_.loss_count += static_cast<int64_t>(indices.size());
   }
+  if (!replica_sum_->status().ok()) return replica_sum_->status();
   if (auto s = local ? absl::OkStatus() : sync_->gradients().Finish(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", ctx_.step, ": ", s.message()));
   }
@@ -335,7 +343,22 @@ StepBoundary Trainer::Boundary() const {
   return at;
 }
 
+absl::Status Trainer::AgreeOnBuffers() {
+  // sync_batch's running statistics come from global batch statistics:
+  // identical on every rank already (the commit hash checks it).
+  if (collective_forward_) return absl::OkStatus();
+  return BroadcastBuffers(comm_, ctx_.model->Buffers(), 0);
+}
+
+std::vector<torch::Tensor> Trainer::ReplicaState() const {
+  std::vector<torch::Tensor> state = ctx_.params;
+  for (auto& buffer : ctx_.model->Buffers()) state.push_back(std::move(buffer));
+  return state;
+}
+
 absl::Status Trainer::RunEval() {
+  // Every rank evaluates its shard with the same running statistics.
+  if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   EvalOptions options;
   options.max_samples = spec_.eval().max_samples();
   options.compute_mutex = ctx_.options.compute_mutex;
@@ -363,8 +386,9 @@ absl::Status Trainer::CheckCoordinatorVerdict() const {
 }
 
 absl::Status Trainer::CommitPoint(bool final) {
+  if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   // Replicas must agree at every commit point; a mismatch fails loudly.
-  if (auto s = CompareReplicaHashes(comm_, ParameterHash(ctx_.params), ctx_.step); !s.ok()) return s;
+  if (auto s = CompareReplicaHashes(comm_, ParameterHash(ReplicaState()), ctx_.step); !s.ok()) return s;
   last_commit_step_ = ctx_.step;
   // Held in memory: what the next generation heals from if this one fails.
   if (auto s = Commit(); !s.ok()) return s;
@@ -436,6 +460,7 @@ absl::Status Trainer::VoteOnRelease() {
 absl::Status Trainer::SaveFinalModel() {
   torch::serialize::OutputArchive archive;
   for (const auto& [name, tensor] : ctx_.model->NamedParameters()) archive.write(name, tensor.detach().to(torch::kCPU));
+  for (const auto& [name, tensor] : ctx_.model->NamedBuffers()) archive.write(name, tensor.detach().to(torch::kCPU));
   std::ostringstream bytes;
   archive.save_to(bytes);
   return WriteFileAtomically(absl::StrCat(ctx_.options.work_dir, "/", kFinalModelFile), bytes.str());
@@ -461,6 +486,8 @@ absl::Status Trainer::Run() {
     if (ctx_.eval_metrics.empty() || ctx_.position != 0) {
       if (auto s = RunEval(); !s.ok()) return s;
     }
+    // model-final.pt holds the buffers too: the same on every rank.
+    if (auto s = AgreeOnBuffers(); !s.ok()) return s;
     if (auto s = VerifyReplicasBitwise(comm_, ctx_.params); !s.ok()) return s;
     LOG(INFO) << "replicas verified bitwise across " << join_.world_size() << " ranks (all-gather of all parameters)";
     LOG(INFO) << sync_->TrafficSummary(ctx_.traffic);

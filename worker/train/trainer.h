@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/communicator_replica_sum.h"
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
@@ -69,6 +70,11 @@ class Trainer {
   void ZeroGrads();
   // Where the step just taken left training (for rounds and commits).
   StepBoundary Boundary() const;
+  // Makes the model's buffers identical on all ranks (rank 0's), where
+  // each rank updates them from its own batch (norm: batch).
+  absl::Status AgreeOnBuffers();
+  // Parameters and buffers: what replicas must agree on.
+  std::vector<torch::Tensor> ReplicaState() const;
 
   CoordinatorLink* client_;
   TrainingContext& ctx_;
@@ -80,6 +86,10 @@ class Trainer {
   Communicator* comm_ = nullptr;  // group_.control: hashes, evaluation, healing
   std::unique_ptr<SyncStrategy> sync_;
   std::unique_ptr<OptimizerShards> shards_;  // sync.shard_optimizer only
+  // The model's cross-rank sum for this generation (sync_batch); when the
+  // model uses it, its training forward is a collective.
+  std::unique_ptr<CommunicatorReplicaSum> replica_sum_;
+  bool collective_forward_ = false;
 
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "worker/train/checkpoint_files.h"
+#include "worker/data/idx_test_files.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/replicas.h"
@@ -78,6 +79,7 @@ struct RankOutcome {
   int64_t step = -1;
   int64_t epoch = -1;
   torch::Tensor params;
+  std::vector<torch::Tensor> buffers;  // the model's (batch norm's running statistics)
 };
 
 class InProcessJob {
@@ -170,6 +172,7 @@ class InProcessJob {
     outcome.step = (*context)->step;
     outcome.epoch = (*context)->epoch;
     outcome.params = FlattenParameters((*context)->params);
+    for (const auto& buffer : (*context)->model->Buffers()) outcome.buffers.push_back(buffer.clone());
     return outcome;
   }
 
@@ -281,6 +284,82 @@ INSTANTIATE_TEST_SUITE_P(
                              },
                              /*resume_after_step=*/2}),
     [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
+
+// A folder of kSamples 1x8x8 training images (and 64 test images) with
+// random pixels and labels: image data for resnet_small.
+std::string TinyImageFolder() {
+  static const std::string folder = [] {
+    const std::string path = MakeTempFolder("tiny_images");
+    std::mt19937 random(11);
+    for (const auto& [prefix, count] : {std::pair<std::string, uint32_t>{"train", kSamples}, {"t10k", 64}}) {
+      std::vector<uint8_t> pixels(count * 64), labels(count);
+      for (auto& p : pixels) p = static_cast<uint8_t>(random() % 256);
+      for (auto& l : labels) l = static_cast<uint8_t>(random() % 4);
+      WriteRawFile(path + "/" + prefix + "-images-idx3-ubyte", IdxBytes({count, 8, 8}, pixels));
+      WriteRawFile(path + "/" + prefix + "-labels-idx1-ubyte", IdxBytes({count}, labels));
+    }
+    return path;
+  }();
+  return folder;
+}
+
+struct BatchNormHealCase {
+  std::string name;
+  std::string norm;
+  std::string mode;
+  int64_t fault_call;  // mid-training for this norm and mode
+};
+
+class BatchNormHealTest : public testing::TestWithParam<BatchNormHealCase> {};
+
+// Batch norm's running statistics are part of the committed state: a failed
+// generation heals them with the parameters, and the job ends bitwise where
+// an uninterrupted run ends, buffers included; at the end every rank holds
+// the same buffers (norm: batch agrees on rank 0's at commit points).
+TEST_P(BatchNormHealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
+  const BatchNormHealCase& c = GetParam();
+  v1::JobSpec spec = Spec(c.mode);
+  spec.mutable_model()->set_name("resnet_small");
+  spec.mutable_model()->add_widths(8);
+  spec.mutable_model()->add_widths(16);
+  spec.mutable_model()->set_norm(c.norm);
+  spec.mutable_dataset()->Clear();
+  spec.mutable_dataset()->set_kind("idx");
+  spec.mutable_dataset()->set_path(TinyImageFolder());
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  InProcessJob clean(spec, {"w0", "w1"}, {});
+  auto reference = clean.Run();
+  ASSERT_TRUE(reference["w0"].status.ok()) << reference["w0"].status;
+  ASSERT_TRUE(reference["w1"].status.ok()) << reference["w1"].status;
+  InProcessJob faulty(spec, {"w0", "w1"}, {CollectiveFailure(1, c.fault_call, {"w0", "w1"})});
+  auto outcomes = faulty.Run();
+  for (const auto& id : {"w0", "w1"}) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id << " ends elsewhere";
+    ASSERT_EQ(outcomes[id].buffers.size(), reference[id].buffers.size());
+    ASSERT_FALSE(outcomes[id].buffers.empty());
+    for (size_t i = 0; i < outcomes[id].buffers.size(); ++i) {
+      EXPECT_TRUE(torch::equal(outcomes[id].buffers[i], reference[id].buffers[i])) << id << " buffer " << i;
+      EXPECT_TRUE(torch::equal(outcomes[id].buffers[i], outcomes["w0"].buffers[i])) << id << " buffer " << i;
+    }
+  }
+  // Training updated the statistics (num_batches_tracked is the third buffer).
+  EXPECT_GT(outcomes["w0"].buffers[2].item<int64_t>(), 0);
+  EXPECT_EQ(faulty.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(faulty.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GT(replay.rolled_back_records, 0) << "the fault came after the last step: nothing was re-run";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Norms, BatchNormHealTest,
+    testing::Values(BatchNormHealCase{"batch", "batch", "allreduce", 40},
+                    BatchNormHealCase{"sync_batch", "sync_batch", "allreduce", 200},
+                    BatchNormHealCase{"batch_average", "batch", "average", 12}),
+    [](const testing::TestParamInfo<BatchNormHealCase>& info) { return info.param.name; });
 
 // Kill 1 of 3: the victim's trainer ends mid-step (its connections close);
 // the coordinator drops it; the survivors form a generation of 2, heal from

@@ -33,6 +33,7 @@ absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
   try {
     torch::serialize::OutputArchive params;
     for (const auto& [name, tensor] : model->NamedParameters()) params.write(name, tensor.detach().to(torch::kCPU));
+    for (const auto& [name, tensor] : model->NamedBuffers()) params.write(name, tensor.detach().to(torch::kCPU));
     files[kModelFile] = ArchiveBytes(params);
 
     torch::serialize::OutputArchive opt;
@@ -81,6 +82,19 @@ absl::Status RestoreTrainingState(const std::map<std::string, std::string>& file
       if (!saved.sizes().equals(tensor.sizes())) {
         return absl::InvalidArgumentError(absl::StrCat("parameter ", name, " has shape ", c10::str(saved.sizes()),
                                                        ", the model expects ", c10::str(tensor.sizes())));
+      }
+      tensor.copy_(saved);
+    }
+    // A model without buffers (every one before batch norm) reads none, so
+    // checkpoints written before buffers were saved still load.
+    for (auto& [name, tensor] : model->NamedBuffers()) {
+      torch::Tensor saved;
+      if (!params.try_read(name, saved)) return absl::InvalidArgumentError(absl::StrCat("state lacks buffer ", name));
+      if (!saved.sizes().equals(tensor.sizes()) || saved.scalar_type() != tensor.scalar_type()) {
+        return absl::InvalidArgumentError(absl::StrCat("buffer ", name, " has shape ", c10::str(saved.sizes()), " ",
+                                                       c10::toString(saved.scalar_type()), ", the model expects ",
+                                                       c10::str(tensor.sizes()), " ",
+                                                       c10::toString(tensor.scalar_type())));
       }
       tensor.copy_(saved);
     }

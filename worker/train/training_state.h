@@ -1,5 +1,5 @@
-// The training state as bytes: parameters, optimizer state, sampler position,
-// RNG. Rank 0 writes it to checkpoints; the same bytes can be broadcast to
+// The training state as bytes: parameters and model buffers (model.pt, by
+// name, as a state dict holds them), optimizer state, sampler position, RNG. Rank 0 writes it to checkpoints; the same bytes can be broadcast to
 // heal a joining rank.
 #pragma once
 

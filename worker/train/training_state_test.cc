@@ -12,11 +12,17 @@ struct Replica {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 };
 
-Replica Build(uint64_t seed) {
+Replica Build(uint64_t seed, const std::string& norm = "") {
   v1::ModelSpec spec;
-  spec.set_name("mlp");
+  spec.set_name(norm.empty() ? "mlp" : "resnet_small");
   Replica r;
-  r.model = std::move(*CreateModel(spec, ModelInputInfo{{8}, 3}, seed));
+  if (norm.empty()) {
+    r.model = std::move(*CreateModel(spec, ModelInputInfo{{8}, 3}, seed));
+  } else {
+    spec.add_widths(8);
+    spec.set_norm(norm);
+    r.model = std::move(*CreateModel(spec, ModelInputInfo{{1, 4, 4}, 3}, seed));
+  }
   v1::OptimizerSpec opt;
   opt.set_name("sgd");
   opt.set_lr(0.1);
@@ -54,6 +60,35 @@ TEST(TrainingState, RestoredReplicaContinuesIdentically) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
   ASSERT_TRUE(RestoreTrainingState(*files, b.model.get(), b.optimizer.get(), &position).ok());
   EXPECT_TRUE(torch::equal(torch::rand({3}), after_restore));
+}
+
+// Batch norm's running statistics travel with the parameters, by name; a
+// state without them does not fit a model that has them.
+TEST(TrainingState, ModelBuffersRoundTrip) {
+  torch::manual_seed(0);
+  Batch batch{torch::rand({4, 1, 4, 4}) + 1, torch::randint(0, 3, {4}, torch::kLong)};
+  Replica a = Build(1, "batch");
+  Step(a, batch);
+  Step(a, batch);
+  auto files = SerializeTrainingState(a.model.get(), a.optimizer.get(), TrainingPosition{2, 0, 8});
+  ASSERT_TRUE(files.ok()) << files.status();
+  Replica b = Build(1, "batch");  // fresh running statistics
+  TrainingPosition position;
+  ASSERT_TRUE(RestoreTrainingState(*files, b.model.get(), b.optimizer.get(), &position).ok());
+  const auto buffers_a = a.model->NamedBuffers();
+  const auto buffers_b = b.model->NamedBuffers();
+  ASSERT_EQ(buffers_a.size(), buffers_b.size());
+  for (size_t i = 0; i < buffers_a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(buffers_a[i].second, buffers_b[i].second)) << buffers_a[i].first;
+  }
+  EXPECT_EQ(b.model->NamedBuffers()[2].second.item<int64_t>(), 2);  // num_batches_tracked
+  // group norm has no buffers: its state lacks what a batch-norm model needs.
+  Replica g = Build(1, "group");
+  auto no_buffers = SerializeTrainingState(g.model.get(), g.optimizer.get(), TrainingPosition{});
+  ASSERT_TRUE(no_buffers.ok());
+  const absl::Status lacking = RestoreTrainingState(*no_buffers, b.model.get(), b.optimizer.get(), &position);
+  EXPECT_EQ(lacking.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(lacking.message().find("lacks buffer stem_norm.running_mean"), std::string::npos) << lacking;
 }
 
 TEST(TrainingState, OuterOptimizerStateRoundTrips) {
