@@ -14,15 +14,14 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "bench"))
-import numpy as np  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from ddp_baseline import CNN, D, load_idx  # noqa: E402
+from ddp_baseline import CNN  # noqa: E402
+from ddp_peer import load_train, timed_steps  # noqa: E402
 
 
 def main():
@@ -39,32 +38,13 @@ def main():
     os.environ.update(MASTER_ADDR=a.master, MASTER_PORT=str(a.port), GLOO_SOCKET_IFNAME="eth0")
     dist.init_process_group("gloo", rank=a.rank, world_size=a.world)
     torch.manual_seed(0)
-    X = torch.from_numpy(load_idx(f"{D}/train-images-idx3-ubyte.gz").copy()).float().div_(255).unsqueeze(1)
-    Y = torch.from_numpy(load_idx(f"{D}/train-labels-idx1-ubyte.gz").astype(np.int64))
+    X, Y = load_train()
     ddp = nn.parallel.DistributedDataParallel(CNN())
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(1))[a.rank::a.world]
-
-    def step(i):
-        idx = perm[(i * a.batch) % (len(perm) - a.batch):][:a.batch]
-        loss = F.cross_entropy(ddp(X[idx]), Y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for i in range(a.warmup):
-        step(i)
-    dist.barrier()
-    start = time.perf_counter()
-    for i in range(a.steps):
-        loss = step(a.warmup + i)
-    dist.barrier()
-    seconds = time.perf_counter() - start
+    seconds, loss = timed_steps(ddp, X, Y, a.rank, a.world, a.batch, a.warmup, a.steps)
     if a.rank == 0:
         print(json.dumps({"peer": "torch-ddp-gloo", "torch": torch.__version__, "world": a.world, "batch": a.batch,
                           "steps": a.steps, "seconds": round(seconds, 3),
-                          "samples_per_s_per_rank": round(a.steps * a.batch / seconds, 1), "loss": float(loss)}))
+                          "samples_per_s_per_rank": round(a.steps * a.batch / seconds, 1), "loss": loss}))
     dist.destroy_process_group()
 
 

@@ -43,37 +43,50 @@ def build_model(name):
     raise ValueError(f"--model {name!r}: expected mlp:W1xW2... or torchscript:PATH")
 
 
-def run(rank, a):
-    torch.set_num_threads(a.threads)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
-    dist.init_process_group("gloo", rank=rank, world_size=a.world)
-    torch.manual_seed(0)
+def load_train():
+    """Fashion-MNIST's training images (N x 1 x 28 x 28 in [0, 1]) and labels."""
     X = torch.from_numpy(load_idx(f"{D}/train-images-idx3-ubyte.gz").copy()).float().div_(255).unsqueeze(1)
     Y = torch.from_numpy(load_idx(f"{D}/train-labels-idx1-ubyte.gz").astype(np.int64))
-    ddp = nn.parallel.DistributedDataParallel(build_model(a.model))
+    return X, Y
+
+
+def timed_steps(ddp, X, Y, rank, world, batch, warmup, steps):
+    """The shared peer's step (SGD lr 0.05 momentum 0.9 on this rank's slice of
+    one seeded permutation): `warmup` untimed steps, then `steps` timed between
+    barriers. Returns (seconds, last loss)."""
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(1))[rank::a.world]
+    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(1))[rank::world]
 
     def step(i):
-        idx = perm[(i * a.batch) % (len(perm) - a.batch):][:a.batch]
+        idx = perm[(i * batch) % (len(perm) - batch):][:batch]
         loss = F.cross_entropy(ddp(X[idx]), Y[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         return loss
 
-    for i in range(a.warmup):
+    for i in range(warmup):
         step(i)
     dist.barrier()
     start = time.perf_counter()
-    for i in range(a.steps):
-        loss = step(a.warmup + i)
+    for i in range(steps):
+        loss = step(warmup + i)
     dist.barrier()
-    seconds = time.perf_counter() - start
+    return time.perf_counter() - start, float(loss)
+
+
+def run(rank, a):
+    torch.set_num_threads(a.threads)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
+    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    torch.manual_seed(0)
+    X, Y = load_train()
+    ddp = nn.parallel.DistributedDataParallel(build_model(a.model))
+    seconds, loss = timed_steps(ddp, X, Y, rank, a.world, a.batch, a.warmup, a.steps)
     if rank == 0:
         print(json.dumps({"peer": "torch-ddp-gloo", "torch": torch.__version__, "model": a.model, "world": a.world,
                           "batch": a.batch, "steps": a.steps, "seconds": round(seconds, 3),
-                          "samples_per_s": round(a.steps * a.batch * a.world / seconds, 1), "loss": float(loss)}))
+                          "samples_per_s": round(a.steps * a.batch * a.world / seconds, 1), "loss": loss}))
     dist.destroy_process_group()
 
 
