@@ -30,6 +30,8 @@ absl::StatusOr<std::string> WorkerAtRank(const v1::JobInfo& job, int64_t rank) {
                                                    job.workers_size() - 1, " in generation ", job.generation()));
   }
   return job.workers(static_cast<int>(rank));
+}
+
 // Operator commands on workers.
 absl::Status CheckAdmin(const Principal& caller, const std::string& what) {
   if (caller.role == Role::kAdmin) return absl::OkStatus();
@@ -184,6 +186,9 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::
     }
     logs_->Close(*session);
     return end;
+  });
+}
+
 grpc::Status JobServiceImpl::CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
                                           v1::CordonWorkerResponse* response) {
   return edge_->Handle("CordonWorker", Api::kJobs, *context, [&](const Principal& caller) {

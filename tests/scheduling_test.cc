@@ -41,7 +41,7 @@ name: high
 model: mlp
 dataset: {kind: synthetic, synthetic_samples: 4096, synthetic_features: 64}
 batch_size: 16
-max_steps: 60
+max_steps: 300
 log_interval_steps: 5
 min_workers: 2
 max_workers: 2
