@@ -101,8 +101,11 @@ TEST(Scheduling, LowPriorityJobShrinksForAHighOneAndGrowsBackExactlyOnce) {
   std::cerr << "low trained " << replay.generation_start_step.size() << " generations, "
             << replay.rolled_back_records << " step records rolled back\n";
   EXPECT_GE(replay.generation_start_step.size(), 3u);  // start, shrunk, grown back
-  // Shrinking is no failure: no restart budget spent, no step re-run.
-  EXPECT_EQ(replay.rolled_back_records, 0);
+  // Shrinking re-runs no step (drain_test holds the release path to zero).
+  // Growing back is a join generation, which fences the running one at once:
+  // the steps since its last commit, at most log_interval_steps (5) on its
+  // single rank, are re-run; never a committed one (the ledger above).
+  EXPECT_LE(replay.rolled_back_records, 5);
 
   auto metrics = HttpGet(cluster.coordinator_metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
