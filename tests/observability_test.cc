@@ -34,6 +34,7 @@ using std::chrono::seconds;
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 constexpr char kPromtool[] = "/usr/bin/promtool";
 constexpr int kWorkers = 2;
+constexpr int kBatch = 32;  // kJob's batch_size
 
 // Long enough never to finish during the test (it is cancelled at the end);
 // a small synthetic set so epochs, and with them evaluations, come often.
@@ -312,38 +313,41 @@ TEST_F(ObservabilityTest, PromtoolAcceptsEveryMetricsPage) {
 
 TEST_F(ObservabilityTest, ScrapedThroughputMatchesTheReportedThroughput) {
   ASSERT_TRUE(WaitForScrapes(8, seconds(120))) << env->cluster->Logs();
-  // Over one window: the trainers' own reports (rank 0's cluster-wide
-  // samples/s over each log interval, as `herd status` shows them) against
-  // Prometheus' rate of the per-rank sample counters summed over ranks.
-  const double start = UnixNow();
-  const auto end = std::chrono::steady_clock::now() + seconds(12);
-  int64_t last_step = -1;
-  std::vector<double> reported;
-  while (std::chrono::steady_clock::now() < end) {
-    json job = env->cluster->HerdJson({"status", env->job_id});
-    const int64_t step = job.value("step", int64_t{-1});
-    // Each new report once; the first one seen may predate the window.
-    if (step != last_step) {
-      if (last_step >= 0) reported.push_back(job.value("samples_per_second", 0.0));
-      last_step = step;
-    }
-    std::this_thread::sleep_for(milliseconds(300));
-  }
-  const double stop = UnixNow();
-  ASSERT_GE(reported.size(), 5u) << "too few progress reports in the window";
-  // Polls sample the reports uniformly and each report covers the same
-  // number of samples, so the harmonic mean is the window's throughput.
-  double inverse_sum = 0;
-  for (double r : reported) inverse_sum += 1 / r;
-  const double trainer = static_cast<double>(reported.size()) / inverse_sum;
-  const int window = static_cast<int>(stop - start);
-  const double scraped =
-      ScalarOf(absl::StrCat("sum(rate(herd_train_samples_total{job=\"", env->job_id, "\"}[", window, "s]))"), stop);
-  EXPECT_NEAR(scraped, trainer, 0.10 * trainer) << "Prometheus: " << scraped << " samples/s over " << window
-                                                << " s; trainer reports: " << absl::StrJoin(reported, ", ");
+  // Over one window between two of rank 0's progress reports: the samples
+  // the job reports having trained (step x world x batch: every step of this
+  // job is whole) per second of the coordinator's clock, against Prometheus'
+  // rate of the per-rank sample counters summed over ranks. Both are rates
+  // of the same progress over the same wall time. (Averaging the per-report
+  // samples/s instead was biased under load: polls that miss reports see
+  // the slow intervals more often.)
+  auto next_report = [](int64_t after_step) {
+    json job;
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    do {
+      job = env->cluster->HerdJson({"status", env->job_id});
+      if (job.value("step", int64_t{-1}) != after_step) return job;
+      std::this_thread::sleep_for(milliseconds(100));
+    } while (std::chrono::steady_clock::now() < deadline);
+    ADD_FAILURE() << "no progress report after step " << after_step;
+    return job;
+  };
+  const json first = next_report(env->cluster->HerdJson({"status", env->job_id}).value("step", int64_t{-1}));
+  std::this_thread::sleep_for(seconds(20));
+  const json last = next_report(first.value("step", int64_t{-1}));
+  const double t0 = first.value("updated_unix", 0.0), t1 = last.value("updated_unix", 0.0);
+  const int64_t steps = last.value("step", int64_t{0}) - first.value("step", int64_t{0});
+  ASSERT_GT(steps, 0);
+  ASSERT_GT(t1 - t0, 10.0);
+  const double trainer = static_cast<double>(steps * kWorkers * kBatch) / (t1 - t0);
+  const int64_t window_ms = static_cast<int64_t>((t1 - t0) * 1000);
+  const double scraped = ScalarOf(
+      absl::StrCat("sum(rate(herd_train_samples_total{job=\"", env->job_id, "\"}[", window_ms, "ms]))"), t1);
+  EXPECT_NEAR(scraped, trainer, 0.10 * trainer)
+      << "Prometheus: " << scraped << " samples/s over " << window_ms << " ms; the job reported steps "
+      << first.value("step", 0) << " -> " << last.value("step", 0) << " (" << trainer << " samples/s)";
   EXPECT_GT(trainer, 0);
-  std::cout << "throughput over " << window << " s: Prometheus " << scraped << " samples/s, trainer reports " << trainer
-            << " samples/s (" << reported.size() << " reports)\n";
+  std::cout << "throughput over " << window_ms << " ms: Prometheus " << scraped << " samples/s, reported progress "
+            << trainer << " samples/s (" << steps << " steps)\n";
 }
 
 // Grafana's variables, as the test resolves them.
