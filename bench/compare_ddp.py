@@ -128,6 +128,36 @@ class LocalCluster:
             raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
         return out.stdout
 
+    def herd_json(self, *args):
+        return json.loads(self.herd(*args, "-o", "json"))
+
+    def run_job(self, spec, timeout=3600):
+        """Submits the YAML `spec`, waits for the job to end; returns (id, status). Raises unless it succeeded."""
+        path = os.path.join(self.dir, f"job-{time.time_ns()}.yaml")
+        with open(path, "w") as f:
+            f.write(spec)
+        job = self.herd_json("submit", path)["id"]
+        deadline = time.time() + timeout
+        failures = 0
+        while True:
+            try:
+                info = self.herd_json("status", job)
+                failures = 0
+            except RuntimeError:
+                failures += 1  # a loaded 2-core machine can starve the coordinator for a moment
+                if failures > 20:
+                    raise
+                time.sleep(1)
+                continue
+            if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            if time.time() > deadline:
+                raise RuntimeError(f"job {job} did not finish in {timeout} s (logs in {self.dir})")
+            time.sleep(0.5)
+        if info["state"] != "SUCCEEDED":
+            raise RuntimeError(f"job {job} {info['state']}: {info.get('reason')} (logs in {self.dir})")
+        return job, info
+
     def stop(self):
         for p in self.procs:
             try:
@@ -163,30 +193,7 @@ def run_herd(cluster, model, world, args):
             f"optimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
             f"threads: 1\nlog_interval_steps: {args.warmup}\neval: {{max_samples: 256}}\n"
             f"min_workers: {world}\nmax_workers: {world}\nseed: 1\n")
-    path = os.path.join(cluster.dir, f"job-{model}-{world}.yaml")
-    with open(path, "w") as f:
-        f.write(spec)
-    job = json.loads(cluster.herd("submit", path, "-o", "json"))["id"]
-    deadline = time.time() + 1800
-    failures = 0
-    while True:
-        try:
-            info = json.loads(cluster.herd("status", job, "-o", "json"))
-            failures = 0
-        except RuntimeError:
-            # A loaded 2-core machine can starve the coordinator for a moment.
-            failures += 1
-            if failures > 10:
-                raise
-            time.sleep(1)
-            continue
-        if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            break
-        if time.time() > deadline:
-            raise RuntimeError(f"herd job {job} did not finish")
-        time.sleep(0.5)
-    if info["state"] != "SUCCEEDED":
-        raise RuntimeError(f"herd job {job} {info['state']}: {info.get('reason')}")
+    job, info = cluster.run_job(spec, timeout=1800)
     rank0 = info["workers"][0]
     times = step_times(os.path.join(cluster.dir, rank0, "jobs", job, "trainer.log"))
     start, end = times[args.warmup], times[args.warmup + args.steps]

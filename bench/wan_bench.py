@@ -43,7 +43,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from averaging_bench import SUMMARY  # noqa: E402
@@ -112,35 +111,6 @@ class TestbedCluster(LocalCluster):
     def __init__(self, bin_dir, bed):
         super().__init__(bin_dir, HOSTS, host=bed.bed["root_address"],
                          worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix)
-
-    def herd_json(self, *args):
-        return json.loads(self.herd(*args, "-o", "json"))
-
-    def run_job(self, spec, timeout=3600):
-        path = os.path.join(self.dir, f"job-{time.time_ns()}.yaml")
-        with open(path, "w") as f:
-            f.write(spec)
-        job = self.herd_json("submit", path)["id"]
-        deadline = time.time() + timeout
-        failures = 0
-        while True:
-            try:
-                info = self.herd_json("status", job)
-                failures = 0
-            except RuntimeError:
-                failures += 1  # a loaded 2-core machine can starve the coordinator for a moment
-                if failures > 20:
-                    raise
-                time.sleep(1)
-                continue
-            if info["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                break
-            if time.time() > deadline:
-                raise RuntimeError(f"job {job} did not finish in {timeout} s (logs in {self.dir})")
-            time.sleep(0.5)
-        if info["state"] != "SUCCEEDED":
-            raise RuntimeError(f"job {job} {info['state']}: {info.get('reason')} (logs in {self.dir})")
-        return job, info
 
     def summaries(self, job):
         out = []
