@@ -56,6 +56,9 @@ struct JobRecord {
   // Workers asked to leave this RUNNING job at its next step boundary, with
   // why (drain, shrink): worker id -> reason. See release.h.
   std::map<std::string, std::string> release_requested;
+  // The generation asked to re-form at its next step boundary so idle
+  // workers can join it (0: none). Not persisted: the growth rule asks again.
+  int64_t reform_requested_generation = 0;
 };
 
 struct WorkerRecord {

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "coordinator/generations.h"
+#include "coordinator/release.h"
 
 namespace herd::coordinator {
 namespace {
@@ -102,6 +103,22 @@ class ClusterStateTest : public ::testing::Test {
     options.lease_seconds = kLease;
     options.min_workers_wait_seconds = kMinWorkersWait;
     return AdvanceGenerations(state_, clock_.Now(), options);
+  }
+  // Upkeep asks a job below max_workers to re-form at its next step
+  // boundary (nothing is fenced), and its ranks' at_boundary join does it.
+  ChangeSet AdvanceAndReformAtBoundary(const std::string& job_id) {
+    ChangeSet changes = Advance();
+    EXPECT_TRUE(changes.generations_started.empty()) << "growing fenced the running generation";
+    const JobRecord& job = Job(job_id);
+    const std::string& rank0 = job.generation.members.at(0);
+    const auto asked = ReformJobsFor(state_, rank0);
+    EXPECT_EQ(asked.size(), 1u);
+    if (asked.empty()) return changes;
+    EXPECT_EQ(asked[0].generation(), job.generation.number);
+    auto reformed = ReformAtBoundary(state_, job_id, rank0, asked[0].generation(), clock_.Now());
+    EXPECT_TRUE(reformed.ok()) << reformed.status();
+    if (reformed.ok()) changes.Merge(*reformed);
+    return changes;
   }
   ChangeSet Heartbeat(const std::string& id, const std::vector<std::string>& running_jobs) {
     v1::HeartbeatRequest request;
@@ -377,7 +394,7 @@ TEST_F(ClusterStateTest, WorkerLeftOutIsHeldAndReadmittedWithItsTrainer) {
   clock_.Advance(kLease + 1);  // joins are rate-limited to one per lease
   AllBeatExcept({});
   Heartbeat("w3", {"j"});
-  ChangeSet changes = Advance();
+  ChangeSet changes = AdvanceAndReformAtBoundary("j");
   EXPECT_THAT(Reasons(changes), ElementsAre("join"));
   EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2", "w3"));
   EXPECT_EQ(Job("j").restarts_used, 1);  // only the lease expiry cost budget
@@ -666,7 +683,7 @@ TEST_F(ClusterStateTest, IdleWorkersJoinBelowMaxLastAndRateLimited) {
   EXPECT_TRUE(Advance().empty());  // generation 1 has just started
   clock_.Advance(kLease);
   AllBeatExcept({});
-  ChangeSet changes = Advance();
+  ChangeSet changes = AdvanceAndReformAtBoundary("j");
   EXPECT_THAT(Reasons(changes), ElementsAre("join"));
   const JobRecord& job = Job("j");
   EXPECT_EQ(job.generation.number, 2);
@@ -684,7 +701,7 @@ TEST_F(ClusterStateTest, IdleWorkersJoinBelowMaxLastAndRateLimited) {
   EXPECT_EQ(Worker("b0").state, v1::IDLE);
   clock_.Advance(kLease / 2);
   AllBeatExcept({});
-  EXPECT_THAT(Reasons(Advance()), ElementsAre("join"));
+  EXPECT_THAT(Reasons(AdvanceAndReformAtBoundary("j")), ElementsAre("join"));
   EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "a0", "b0"));
 
   // At max_workers nobody else joins.

@@ -125,6 +125,7 @@ absl::Status Coordinator::Persist(const ChangeSet& changes) {
 void Coordinator::Publish(const ChangeSet& changes) {
   for (const std::string& id : changes.jobs) {
     const JobRecord& job = state_.jobs.at(id);
+    // A suspended job's scopes go when it starts its next generation.
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
   for (const std::string& kind : changes.preemptions) metrics_->CountPreemption(kind);
@@ -334,6 +335,9 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     *response.add_assignments() = std::move(assignment);
   }
   for (const std::string& job_id : ReleaseJobsFor(state_, request.worker_id())) response.add_release_jobs(job_id);
+  for (v1::ReformRequest& reform : ReformJobsFor(state_, request.worker_id())) {
+    *response.add_reform_jobs() = std::move(reform);
+  }
   return response;
 }
 
@@ -342,6 +346,16 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
   const double started = clock_->Now();
   const absl::Time deadline = absl::Now() + std::min(Millis(request.wait_ms()), options_.max_join_wait);
   absl::MutexLock lock(&mu_);
+  if (request.at_boundary()) {
+    // The ranks left `after_generation` together at a commit they all hold:
+    // the next one starts now (the first of them to ask starts it).
+    auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
+                                    clock_->Now());
+    if (!changes.ok()) return changes.status();
+    if (!changes->empty()) {
+      if (auto status = Commit(*changes); !status.ok()) return status;
+    }
+  }
   const JobRecord* job = nullptr;
   while (true) {
     auto it = state_.jobs.find(request.job_id());

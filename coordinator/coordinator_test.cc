@@ -668,6 +668,23 @@ TEST_F(CoordinatorTest, HighPriorityJobShrinksALowOneWhichGrowsBackAfterIt) {
   clock_.Advance(11);  // past the join rate limit (one lease)
   for (const char* id : {"w1", "w2", "w3"}) Heartbeat(id, {}, {});
   coordinator_->Tick();
+  // Growing back waits for the low job's next step boundary: its rank is
+  // asked to re-form, and its join at that boundary starts the generation.
+  EXPECT_EQ(coordinator_->GetJob(low->id())->generation(), shrunk_generation);
+  const v1::HeartbeatResponse asked = Heartbeat("w1");
+  ASSERT_EQ(asked.reform_jobs_size(), 1);
+  EXPECT_EQ(asked.reform_jobs(0).job_id(), low->id());
+  EXPECT_EQ(asked.reform_jobs(0).generation(), shrunk_generation);
+  v1::JoinGenerationRequest join;
+  join.set_job_id(low->id());
+  join.set_worker_id("w1");
+  join.set_after_generation(shrunk_generation);
+  join.set_at_boundary(true);
+  join.set_wait_ms(1000);
+  auto joined = coordinator_->JoinGeneration(join, nullptr);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->world_size(), 3);
+  EXPECT_EQ(joined->rank(), 0);
   low_job = coordinator_->GetJob(low->id());
   EXPECT_EQ(low_job->world_size(), 3);
   EXPECT_GT(low_job->generation(), shrunk_generation);

@@ -201,6 +201,34 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
                  changes);
 }
 
+// Every rank left at one boundary, after rank 0 had that step's checkpoint
+// recorded (TRAINER_EXIT_RELEASED_ALL, from `worker_id`, the first to say
+// so): nobody holds the commit in memory any more, the checkpoint does.
+void EndedByAllLeaving(ClusterState& state, JobRecord& job, const std::string& worker_id, double now,
+                       ChangeSet* changes) {
+  const bool suspend = std::all_of(job.release_requested.begin(), job.release_requested.end(),
+                                   [](const auto& request) { return request.second == kReleaseSuspend; });
+  job.release_requested.clear();
+  if (!suspend) {
+    // Drained (or drained and shrunk) all at once: re-form from the
+    // checkpoint on whichever workers can take it.
+    NextGeneration(state, job, {}, kReasonReleased, absl::StrCat("worker ", worker_id, " released"),
+                   /*charge=*/false, "", now, changes);
+    return;
+  }
+  for (const std::string& member : job.generation.members) ReleaseWorker(state, member, job.info.id(), changes);
+  job.generation = Generation{};
+  const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, job.info.id());
+  job.info.set_state(v1::PENDING);
+  job.info.set_reason(absl::StrCat("suspended at step ", job.info.step(), " for a higher-priority job; resumes from ",
+                                   checkpoint != nullptr ? checkpoint->path() : "its checkpoint",
+                                   " when workers are free"));
+  MirrorGeneration(job);
+  job.waiting_since = 0;
+  job.recovering = false;
+  Touch(job, now, changes);
+}
+
 std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
   std::vector<JobRecord*> running;
   for (auto& [id, job] : state.jobs) {
@@ -320,11 +348,19 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
               now, &changes);
     return changes;
   }
-  const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED;
+  const bool release_all = exit.exit_code() == v1::TRAINER_EXIT_RELEASED_ALL;
+  const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED || release_all;
   const bool release_asked = job.release_requested.count(worker_id) > 0;
   if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
+  if (release_all && release_asked && generation.formed) {
+    if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
+      RecordProgress(job, exit.final_progress());
+    }
+    EndedByAllLeaving(state, job, worker_id, now, &changes);
+    return changes;
+  }
   if (release) {
     job.release_requested.erase(worker_id);
     // The leaver may be rank 0: its boundary report rides with the exit.
@@ -371,6 +407,24 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   } else {
     Touch(job, now, &changes);
   }
+  return changes;
+}
+
+absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::string& job_id, const std::string& worker_id,
+                                           int64_t generation, double now) {
+  auto it = state.jobs.find(job_id);
+  if (it == state.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+  JobRecord& job = it->second;
+  if (job.info.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", v1::JobState_Name(job.info.state())));
+  }
+  ChangeSet changes;
+  // Another rank of the same boundary came first, or the generation ended
+  // otherwise meanwhile: the join waits for whatever comes next.
+  if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
+    return changes;
+  }
+  NextGeneration(state, job, UnfinishedMembers(job.generation), kReasonJoin, "", /*charge=*/false, "", now, &changes);
   return changes;
 }
 
@@ -428,7 +482,9 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
     if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;
-    NextGeneration(state, *job, generation.members, kReasonJoin, "", /*charge=*/false, "", now, &changes);
+    // Fencing now would cost the steps since the last commit: the ranks
+    // re-form at their next commit point instead (ReformAtBoundary).
+    job->reform_requested_generation = generation.number;
   }
   return changes;
 }

@@ -79,7 +79,21 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
 // charged). Exits for another generation or for final jobs are ignored,
 // except a release the job asked for: a worker released at the same boundary
 // as another may find the job already in the next generation.
+// TRAINER_EXIT_RELEASED_ALL: every rank left at one boundary whose
+// checkpoint rank 0 had recorded; the job goes back to PENDING when all were
+// asked to leave for a suspension (it resumes from that checkpoint when
+// scheduled again), and otherwise (drain) starts its next generation from
+// it on other workers.
 ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now);
+
+// A member's trainer ended `generation` at a step boundary every rank
+// committed, because the job was asked to re-form there (reform_jobs): the
+// next generation starts with every member, healed from that commit, and
+// the idle workers that can join (join, no budget charged). Later calls for
+// the same generation find it gone and change nothing. FAILED_PRECONDITION
+// for a job that is not RUNNING, NOT_FOUND for an unknown one.
+absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::string& job_id, const std::string& worker_id,
+                                           int64_t generation, double now);
 
 // ReportFailure: a member saw a collective fail in the current generation.
 // The next generation keeps every member, the reporter included
@@ -90,7 +104,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
 // One round of generation upkeep, in priority order for idle workers: jobs
 // waiting for workers form their generation (or fail after the wait), jobs
 // recovering from a coordinator restart are confirmed or re-formed, PENDING
-// jobs are scheduled, and RUNNING jobs below max_workers take idle workers.
+// jobs are scheduled, and RUNNING jobs below max_workers that idle workers
+// could join are asked to re-form at their next step boundary.
 ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOptions& options);
 
 // Call once on a state loaded by a (re)started coordinator. A RUNNING job

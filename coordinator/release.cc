@@ -35,6 +35,20 @@ std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::st
   return jobs;
 }
 
+std::vector<v1::ReformRequest> ReformJobsFor(const ClusterState& state, const std::string& worker_id) {
+  std::vector<v1::ReformRequest> requests;
+  for (const auto& [id, job] : state.jobs) {
+    if (job.info.state() != v1::RUNNING || !job.generation.formed || !UnfinishedMember(job, worker_id) ||
+        job.reform_requested_generation != job.generation.number) {
+      continue;
+    }
+    v1::ReformRequest& request = requests.emplace_back();
+    request.set_job_id(id);
+    request.set_generation(job.generation.number);
+  }
+  return requests;
+}
+
 std::vector<std::string> JobsOf(const ClusterState& state, const std::string& worker_id) {
   std::vector<std::string> jobs;
   for (const auto& [id, job] : state.jobs) {

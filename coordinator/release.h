@@ -9,7 +9,15 @@
 // TRAINER_EXIT_RELEASED. ApplyTrainerExit (generations.h) then starts the
 // job's next generation without it (reason "released", no restart budget
 // charged): the survivors heal from their own commit of that step. Below
-// min_workers the job waits for workers as after any loss.
+// min_workers the job waits for workers as after any loss. When every rank
+// leaves at once (suspension, or all its workers drained), rank 0 first
+// checkpoints that step and has it recorded, and the trainers exit
+// TRAINER_EXIT_RELEASED_ALL: the job resumes from that checkpoint.
+//
+// Growing takes the same boundary: the job is asked to re-form
+// (HeartbeatResponse.reform_jobs), the ranks agree in the same vote, commit,
+// and join the next generation with at_boundary (ReformAtBoundary,
+// generations.h), so nothing is re-computed.
 #pragma once
 
 #include <string>
@@ -33,6 +41,11 @@ ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const s
 // The RUNNING jobs that asked `worker_id` to leave and still hold it: what
 // its heartbeat response names in release_jobs.
 std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::string& worker_id);
+
+// The RUNNING jobs that asked `worker_id`'s trainer to re-form at its next
+// step boundary, with the generation asked: what its heartbeat response
+// names in reform_jobs (AdvanceGenerations asks when idle workers can join).
+std::vector<v1::ReformRequest> ReformJobsFor(const ClusterState& state, const std::string& worker_id);
 
 // The RUNNING jobs `worker_id` is an unfinished member of.
 std::vector<std::string> JobsOf(const ClusterState& state, const std::string& worker_id);

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "coordinator/generations.h"
+#include "coordinator/scheduling_policy.h"
 
 namespace herd::coordinator {
 namespace {
@@ -200,12 +201,115 @@ TEST_F(ReleaseTest, DrainingHeartbeatAsksForReleaseAndKeepsTheWorkerOffNewJobs) 
   ApplyHeartbeat(state_, beat, clock_.Now());
   Advance();
   EXPECT_THAT(Job().generation.members, ElementsAre("w1"));
-  // A daemon that starts again without draining is schedulable again.
+  // A daemon that starts again without draining is schedulable again: the
+  // job is asked to re-form at its next boundary, and takes it then.
   beat.set_draining(false);
   ApplyHeartbeat(state_, beat, clock_.Now());
   EXPECT_FALSE(Worker("w2").draining);
   Advance();
+  const int64_t generation = Job().generation.number;
+  ASSERT_EQ(ReformJobsFor(state_, "w1").size(), 1u);
+  ASSERT_TRUE(ReformAtBoundary(state_, "j", "w1", generation, clock_.Now()).ok());
   EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
+}
+
+TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
+  StartJob(2, 1, 3);
+  Commit(10);
+  AddWorker("w3");
+  clock_.Advance(kLease + 1);
+  ChangeSet changes = Advance();
+  // Nothing fenced: the running generation goes on until its ranks agree.
+  EXPECT_EQ(Job().generation.number, 1);
+  EXPECT_TRUE(changes.generations_started.empty());
+  const auto asked = ReformJobsFor(state_, "w2");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].job_id(), "j");
+  EXPECT_EQ(asked[0].generation(), 1);
+  EXPECT_TRUE(ReformJobsFor(state_, "w3").empty());  // not a member
+
+  // Every rank committed step 15 and joins with at_boundary; the first
+  // starts the join generation, with the idle worker, from that commit.
+  auto reformed = ReformAtBoundary(state_, "j", "w2", 1, clock_.Now());
+  ASSERT_TRUE(reformed.ok()) << reformed.status();
+  ASSERT_EQ(reformed->generations_started.size(), 1u);
+  EXPECT_EQ(reformed->generations_started[0].reason, kReasonJoin);
+  const Generation& next = Job().generation;
+  EXPECT_EQ(next.number, 2);
+  EXPECT_TRUE(next.formed);
+  EXPECT_THAT(next.members, ElementsAre("w1", "w2", "w3"));
+  EXPECT_EQ(next.heal_from_rank, 0);
+  EXPECT_EQ(Job().restarts_used, 0);
+  EXPECT_TRUE(ReformJobsFor(state_, "w1").empty());
+  // The other rank's join of the same boundary changes nothing more.
+  reformed = ReformAtBoundary(state_, "j", "w1", 1, clock_.Now());
+  ASSERT_TRUE(reformed.ok());
+  EXPECT_TRUE(reformed->empty());
+  EXPECT_EQ(Job().generation.number, 2);
+  EXPECT_EQ(ReformAtBoundary(state_, "nope", "w1", 1, clock_.Now()).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Every member's trainer left at `step` after rank 0's checkpoint of it was
+// recorded (TRAINER_EXIT_RELEASED_ALL); `first` says so first.
+ChangeSet ReleasedAll(ClusterState& state, const std::string& first, int64_t generation, int64_t step,
+                      double now) {
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_job_id("j");
+  checkpoint.set_step(step);
+  checkpoint.set_samples_in_epoch(step * 32);
+  checkpoint.set_path("j/step-" + std::to_string(step));
+  RecordCheckpoint(state, checkpoint, 2);
+  v1::TrainerExit exit;
+  exit.set_job_id("j");
+  exit.set_generation(generation);
+  exit.set_exit_code(v1::TRAINER_EXIT_RELEASED_ALL);
+  exit.mutable_final_progress()->set_step(step);
+  exit.mutable_final_progress()->set_samples_in_epoch(step * 32);
+  return ApplyTrainerExit(state, first, exit, now);
+}
+
+TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndResumesThere) {
+  StartJob(2, 2, 2);
+  Commit(10);
+  RequestRelease(state_, "j", "w1", kReleaseSuspend, clock_.Now());
+  RequestRelease(state_, "j", "w2", kReleaseSuspend, clock_.Now());
+  ReleasedAll(state_, "w2", 1, 13, clock_.Now());
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
+  EXPECT_EQ(Job().info.step(), 13);
+  EXPECT_THAT(Job().info.reason(), ::testing::HasSubstr("suspended at step 13"));
+  EXPECT_THAT(Job().info.reason(), ::testing::HasSubstr("j/step-13"));
+  EXPECT_THAT(Job().generation.members, IsEmpty());
+  EXPECT_THAT(Job().release_requested, IsEmpty());
+  EXPECT_EQ(Job().restarts_used, 0);
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  EXPECT_EQ(Worker("w2").state, v1::IDLE);
+  // The other rank's exit of the same boundary finds a PENDING job.
+  ReleasedAll(state_, "w1", 1, 13, clock_.Now());
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
+
+  // Scheduled again: a new generation from the boundary's checkpoint.
+  clock_.Advance(1);
+  Advance();
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_EQ(Job().generation.number, 2);
+  EXPECT_EQ(Job().generation.start_step, 13);
+  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
+}
+
+TEST_F(ReleaseTest, DrainingEveryMemberReformsFromTheBoundaryCheckpointOnOtherWorkers) {
+  StartJob(1, 1, 1);
+  AddWorker("w2");
+  Commit(10);
+  ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
+  ChangeSet changes = ReleasedAll(state_, "w1", 1, 12, clock_.Now());
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_TRUE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
+  EXPECT_EQ(Job().generation.start_step, 12);
+  EXPECT_EQ(Job().generation.heal_from_rank, -1);
+  EXPECT_EQ(Job().generation.reason, kReasonReleased);
+  EXPECT_EQ(Job().restarts_used, 0);
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
 }
 
 }  // namespace

@@ -69,11 +69,10 @@ struct SchedulePlan {
 };
 
 struct SchedulePolicyOptions {
-  // Whether preemptible jobs may be suspended. Off in the coordinator until
-  // trainers write a checkpoint at a suspension's boundary: without one the
-  // job would resume from an older checkpoint and lose committed steps
-  // (docs/scheduling.md).
-  bool suspend = false;
+  // Whether preemptible jobs may be suspended: their ranks leave together
+  // at a step boundary that rank 0 checkpointed (TRAINER_EXIT_RELEASED_ALL),
+  // and the job resumes from that checkpoint (docs/scheduling.md).
+  bool suspend = true;
 };
 
 // The whole decision for one round; ignores last round's reservations.

@@ -236,9 +236,14 @@ TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
   for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseSuspend);
   EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptSuspend)));
 
-  // Without suspension (the coordinator's default for now) nothing is
-  // asked: shrinking alone cannot start high, and nothing is reserved.
-  plan = PlanSchedule(state_);
+  // Suspension is the default.
+  EXPECT_EQ(Releases(PlanSchedule(state_)), Releases(plan));
+
+  // Without suspension nothing is asked: shrinking alone cannot start
+  // high, and nothing is reserved.
+  SchedulePolicyOptions shrinking_only;
+  shrinking_only.suspend = false;
+  plan = PlanSchedule(state_, shrinking_only);
   EXPECT_THAT(plan.releases, IsEmpty());
   EXPECT_THAT(plan.reserved, IsEmpty());
 

@@ -165,5 +165,58 @@ TEST(Drain, SigtermDrainsTheDaemonWhichExitsZeroOnceItsTrainerLeft) {
   ExpectLeftAtABoundaryLosingNothing(cluster, run, reformed);
 }
 
+// Draining the only worker of a job: nobody is left to hold the commit in
+// memory, so rank 0 checkpoints the boundary and has it recorded before it
+// leaves, and the job re-forms on another worker from exactly that step.
+TEST(Drain, DrainingEveryWorkerOfAJobResumesItFromTheBoundaryCheckpoint) {
+  const std::string ledger_dir = NewLedgerDir();
+  ClusterOptions options;
+  options.workers = 2;
+  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  LocalCluster cluster(options);
+  // No interval checkpoint: only the boundary's can carry the step over.
+  const std::string id = cluster.Submit(R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}
+batch_size: 16
+epochs: 1
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+log_interval_steps: 5
+checkpoint: {interval_steps: 100000}
+min_workers: 1
+max_workers: 1
+restart_budget: 0
+seed: 5
+)");
+  auto job = WaitForJob(cluster, id, [](const auto& j) { return Field(j, "step") >= 40; }, seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  const std::string first = job["workers"][0];
+  const int index = first == cluster.worker_id(0) ? 0 : 1;
+  const int other = 1 - index;
+
+  ASSERT_EQ(cluster.HerdAs(cluster.credentials().admin_token_file, {"drain", first}).exit_code, 0);
+  job = WaitForJob(
+      cluster, id,
+      [&](const auto& j) {
+        return j.value("state", "") != "RUNNING" ||
+               (j["workers"].size() == 1 && j["workers"][0] == cluster.worker_id(other));
+      },
+      seconds(60));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before the drain: " << job.dump(2);
+  job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+
+  const std::string leaver_log = ReadFile(cluster.job_dir(index, id) + "/trainer.log");
+  ASSERT_NE(leaver_log.find("every rank left the job after committing step"), std::string::npos) << leaver_log;
+  const LedgerReplay replay = ExpectEachSampleOnce(ledger_dir, 1, 24000, id);
+  EXPECT_EQ(replay.rolled_back_records, 0) << "steps were re-computed";
+  ASSERT_EQ(replay.generation_start_step.size(), 2u) << "one generation before the drain, one after";
+  const int64_t boundary = replay.generation_start_step.rbegin()->second;
+  EXPECT_GT(boundary, 40);
+  const std::string resumed_log = ReadFile(cluster.job_dir(other, id) + "/trainer.log");
+  EXPECT_NE(resumed_log.find("resumed from checkpoint"), std::string::npos) << resumed_log;
+  EXPECT_NE(resumed_log.find("at step " + std::to_string(boundary)), std::string::npos) << resumed_log;
+}
+
 }  // namespace
 }  // namespace herd::testing

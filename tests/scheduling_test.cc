@@ -1,11 +1,14 @@
 // Priorities end to end, with real processes on loopback: a low-priority job
 // shrinks at a step boundary for a high-priority one, keeps training, and
-// grows back when the high one ends, consuming every sample exactly once.
+// grows back at a step boundary when the high one ends, consuming every
+// sample exactly once and re-computing none; a preemptible job at its
+// minimum is suspended whole and resumes exactly where it stopped.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
+#include "tests/harness/final_model.h"
 #include "tests/harness/http_client.h"
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
@@ -101,15 +104,97 @@ TEST(Scheduling, LowPriorityJobShrinksForAHighOneAndGrowsBackExactlyOnce) {
   std::cerr << "low trained " << replay.generation_start_step.size() << " generations, "
             << replay.rolled_back_records << " step records rolled back\n";
   EXPECT_GE(replay.generation_start_step.size(), 3u);  // start, shrunk, grown back
-  // Shrinking re-runs no step (drain_test holds the release path to zero).
-  // Growing back is a join generation, which fences the running one at once:
-  // the steps since its last commit, at most log_interval_steps (5) on its
-  // single rank, are re-run; never a committed one (the ledger above).
-  EXPECT_LE(replay.rolled_back_records, 5);
+  // Both re-forms happen at a step boundary every rank committed.
+  EXPECT_EQ(replay.rolled_back_records, 0) << "steps were re-computed";
+  EXPECT_NE(ReadFile(cluster.job_dir(0, low) + "/trainer.log").find("re-forms after step"), std::string::npos)
+      << "growing back did not wait for a step boundary";
 
   auto metrics = HttpGet(cluster.coordinator_metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_NE(metrics->body.find("herd_coordinator_preemptions_total{kind=\"shrink\"} 1"), std::string::npos)
+      << metrics->body;
+}
+
+// Preemptible, at its minimum (2 of 2), and no checkpoint interval: only
+// the checkpoint of the suspension's boundary can carry its steps over.
+std::string PreemptibleJob() {
+  return R"(
+name: batch
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 48000, synthetic_features: 64}
+batch_size: 16
+epochs: 1
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+log_interval_steps: 5
+checkpoint: {interval_steps: 100000}
+min_workers: 2
+max_workers: 2
+preemptible: true
+restart_budget: 0
+seed: 11
+)";
+}
+
+// The same job run through a suspension ends bitwise where it ends run
+// without one: same seed and sampler order, the boundary's checkpoint holds
+// the step, optimizer state and position, and a 2-rank sum does not depend
+// on arrival order (as FaultTolerance.CheckpointResumeIsExact).
+TEST(Scheduling, PreemptibleJobAtItsMinimumIsSuspendedAndResumesExactly) {
+  const std::string ledger_dir = NewLedgerDir();
+  ClusterOptions options;
+  options.workers = 2;
+  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  LocalCluster cluster(options);
+  const std::string uninterrupted = cluster.Submit(PreemptibleJob());
+  auto job = cluster.WaitForState(uninterrupted, {"SUCCEEDED", "FAILED"}, seconds(600));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+
+  const std::string suspended = cluster.Submit(PreemptibleJob());
+  job = WaitForJob(cluster, suspended, [](const auto& j) { return Field(j, "step") >= 30; }, seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  std::ofstream(cluster.root() + "/high.yaml") << HighJob();
+  const CommandResult submitted = cluster.Herd({"submit", cluster.root() + "/high.yaml", "--priority", "10"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string high = submitted.out.substr(0, submitted.out.find('\n'));
+
+  // Shrinking cannot free 2 workers from a job at its minimum: it is
+  // suspended, back to PENDING, and the high job runs on both workers.
+  job = WaitForJob(cluster, suspended, [](const auto& j) { return j.value("state", "") != "RUNNING"; }, seconds(120));
+  ASSERT_EQ(job.value("state", ""), "PENDING") << job.dump(2) << cluster.Logs();
+  const int64_t boundary = Field(job, "step");
+  EXPECT_NE(job.value("reason", "").find("suspended at step " + std::to_string(boundary)), std::string::npos)
+      << job.dump(2);
+  const auto catalog = cluster.HerdJson({"checkpoints", suspended});
+  ASSERT_EQ(catalog["checkpoints"].size(), 1u) << catalog.dump(2);
+  EXPECT_EQ(Field(catalog["checkpoints"][0], "step"), boundary) << catalog.dump(2);
+  auto high_job = WaitForJob(
+      cluster, high, [](const auto& j) { return j.value("state", "") != "PENDING"; }, seconds(120));
+  EXPECT_EQ(Field(high_job, "world_size"), 2) << high_job.dump(2);
+  high_job = cluster.WaitForState(high, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(high_job.value("state", ""), "SUCCEEDED") << high_job.dump(2) << cluster.Logs();
+
+  // It resumes by itself once the workers are free, from that boundary.
+  job = cluster.WaitForState(suspended, {"SUCCEEDED", "FAILED"}, seconds(600));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  const std::string log = ReadFile(cluster.job_dir(0, suspended) + "/trainer.log");
+  EXPECT_NE(log.find("every rank left the job after committing step " + std::to_string(boundary)), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("resumed from checkpoint"), std::string::npos) << log;
+
+  const LedgerReplay replay = ExpectEachSampleOnce(ledger_dir, 1, 48000, suspended);
+  EXPECT_EQ(replay.rolled_back_records, 0) << "steps were re-computed";
+  ASSERT_EQ(replay.generation_start_step.size(), 2u) << "before and after the suspension";
+  EXPECT_EQ(replay.generation_start_step.rbegin()->second, boundary);
+  for (int worker : {0, 1}) {
+    auto differing = DifferingTensors(LoadFinalModel(cluster.job_dir(worker, uninterrupted)),
+                                      LoadFinalModel(cluster.job_dir(worker, suspended)));
+    EXPECT_TRUE(differing.empty()) << "worker " << worker << ": " << differing.size() << " tensors differ, first "
+                                   << differing.front();
+  }
+
+  auto metrics = HttpGet(cluster.coordinator_metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->body.find("herd_coordinator_preemptions_total{kind=\"suspend\"} 1"), std::string::npos)
       << metrics->body;
 }
 

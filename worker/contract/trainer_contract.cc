@@ -16,6 +16,18 @@ std::string TrainerAlivePath(const std::string& job_dir) { return absl::StrCat(j
 std::string MetricsSnapshotPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/metrics.snapshot"); }
 std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/final-report"); }
 std::string ReleaseRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/release-request"); }
+std::string ReformRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/reform-request"); }
+
+absl::Status WriteReformRequest(const std::string& path, int64_t generation) {
+  return WriteFileAtomically(path, absl::StrCat(generation));
+}
+
+int64_t ReadReformRequest(const std::string& path) {
+  std::ifstream in(path);
+  int64_t generation = 0;
+  if (!(in >> generation)) return 0;
+  return generation;
+}
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report) {
   std::string bytes;

@@ -19,6 +19,10 @@
 //                        (drain, shrink); the trainer checks for it at commit
 //                        points, and the daemon removes it before starting a
 //                        trainer for the job
+//   reform-request       written by the daemon when the coordinator asks the
+//                        job to re-form at its next step boundary so workers
+//                        can join; holds the generation asked (decimal), so
+//                        a trainer of a later generation ignores it
 #pragma once
 
 #include <string>
@@ -35,12 +39,19 @@ std::string TrainerAlivePath(const std::string& job_dir);
 std::string MetricsSnapshotPath(const std::string& job_dir);
 std::string FinalReportPath(const std::string& job_dir);
 std::string ReleaseRequestPath(const std::string& job_dir);
+std::string ReformRequestPath(const std::string& job_dir);
 
 // Exit codes: see v1::TrainerExitCode in proto/herd.proto.
 constexpr int kExitJobError = v1::TRAINER_EXIT_JOB_ERROR;
 constexpr int kExitReleased = v1::TRAINER_EXIT_RELEASED;
+constexpr int kExitReleasedAll = v1::TRAINER_EXIT_RELEASED_ALL;
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
+// Replaces the file atomically: a trainer never reads half a number.
+absl::Status WriteReformRequest(const std::string& path, int64_t generation);
+// The generation asked; 0 when there is no (readable) request.
+int64_t ReadReformRequest(const std::string& path);
+
 // NOT_FOUND when the trainer wrote none; DATA_LOSS when it does not parse.
 absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path);
 

@@ -39,5 +39,19 @@ TEST(TrainerContract, FilesLiveInTheJobDir) {
   }
 }
 
+TEST(TrainerContract, ReformRequestNamesItsGenerationAndAbsentOrGarbageIsNone) {
+  const std::string dir = ::testing::TempDir() + "/trainer_contract_reform";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = ReformRequestPath(dir);
+  EXPECT_EQ(ReadReformRequest(path), 0);
+  ASSERT_TRUE(WriteReformRequest(path, 17).ok());
+  EXPECT_EQ(ReadReformRequest(path), 17);
+  ASSERT_TRUE(WriteReformRequest(path, 18).ok());
+  EXPECT_EQ(ReadReformRequest(path), 18);
+  std::ofstream(path, std::ios::trunc) << "not a number";
+  EXPECT_EQ(ReadReformRequest(path), 0);
+}
+
 }  // namespace
 }  // namespace herd

@@ -88,6 +88,7 @@ void TrainerSupervisor::StartLocked(const v1::Assignment& assignment) {
   std::filesystem::remove(FinalReportPath(job_dir), error);
   // A release asked of an earlier trainer does not apply to this one.
   std::filesystem::remove(ReleaseRequestPath(job_dir), error);
+  std::filesystem::remove(ReformRequestPath(job_dir), error);
   if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerStarting(job_id, job_dir);
 
   std::optional<int> gpu = PickGpuLocked();
@@ -186,7 +187,7 @@ int TrainerSupervisor::ReapLocked() {
               << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, JoinedGeneration(trainer), *code, std::move(message));
     // A released trainer leaves the boundary's report, as a finished one its last.
-    if (*code == 0 || *code == kExitReleased) {
+    if (*code == 0 || *code == kExitReleased || *code == kExitReleasedAll) {
       auto report = ReadFinalReport(FinalReportPath(trainer.job_dir));
       if (report.ok()) {
         *pending_exits_.back().exit.mutable_final_progress() = *std::move(report);
@@ -243,6 +244,22 @@ void TrainerSupervisor::ReleaseJobs(const std::vector<std::string>& job_ids) {
     }
     LOG(INFO) << "job " << job_id << ": asked to release this worker; its trainer (pid " << it->second.process->pid()
               << ") leaves at the next step boundary";
+  }
+}
+
+void TrainerSupervisor::ReformJobs(const std::vector<v1::ReformRequest>& requests) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::ReformRequest& request : requests) {
+    auto it = trainers_.find(request.job_id());
+    if (it == trainers_.end() || it->second.process->stopping()) continue;
+    const std::string path = ReformRequestPath(it->second.job_dir);
+    if (ReadReformRequest(path) == request.generation()) continue;  // asked already
+    if (absl::Status written = WriteReformRequest(path, request.generation()); !written.ok()) {
+      LOG(ERROR) << "job " << request.job_id() << ": " << written;
+      continue;
+    }
+    LOG(INFO) << "job " << request.job_id() << ": asked to re-form generation " << request.generation()
+              << " at its next step boundary so workers can join";
   }
 }
 

@@ -75,6 +75,10 @@ class TrainerSupervisor {
   // The coordinator asked these jobs' trainers to leave at their next step
   // boundary: writes each one's release-request file (trainer_contract.h).
   void ReleaseJobs(const std::vector<std::string>& job_ids);
+  // The coordinator asked these jobs to re-form at their next step boundary
+  // (workers wait to join): writes each one's reform-request file with the
+  // generation asked, unless it holds that one already.
+  void ReformJobs(const std::vector<v1::ReformRequest>& requests);
 
   // No trainer runs and every exit was reported: a draining daemon may go.
   bool Drained();

@@ -46,9 +46,11 @@ ClusterClient::ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClie
     : stub_(v1::ClusterService::NewStub(channel)), options_(std::move(options)) {}
 
 absl::StatusOr<v1::JoinGenerationResponse> ClusterClient::JoinGeneration(std::chrono::milliseconds wait,
-                                                                         int64_t after_generation) {
+                                                                         int64_t after_generation,
+                                                                         bool at_boundary) {
   v1::JoinGenerationRequest request;
   request.set_after_generation(after_generation);
+  request.set_at_boundary(at_boundary);
   request.set_job_id(options_.job_id);
   request.set_worker_id(options_.worker_id);
   request.set_wait_ms(wait.count());

@@ -27,7 +27,8 @@ class ClusterClient : public CoordinatorLink {
   const std::string& job_id() const override { return options_.job_id; }
   const std::string& worker_id() const override { return options_.worker_id; }
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait,
-                                                            int64_t after_generation = 0) override;
+                                                            int64_t after_generation = 0,
+                                                            bool at_boundary = false) override;
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) override;
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request) override;
   absl::Status ReportFailure(const v1::ReportFailureRequest& request) override;

@@ -25,9 +25,12 @@ class CoordinatorLink {
 
   // Waits up to `wait` for this worker's place in the job's current
   // generation, one newer than `after_generation`; DEADLINE_EXCEEDED while it
-  // is not a member of one.
+  // is not a member of one. `at_boundary`: the ranks ended `after_generation`
+  // together at a step boundary the coordinator asked for, to re-form
+  // (JoinGenerationRequest.at_boundary).
   virtual absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait,
-                                                                    int64_t after_generation = 0) = 0;
+                                                                    int64_t after_generation = 0,
+                                                                    bool at_boundary = false) = 0;
   virtual absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) = 0;
   virtual absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request) = 0;
   // FAILED_PRECONDITION: the generation is already replaced.

@@ -24,14 +24,15 @@ bool IsGenerationFailure(const absl::Status& status) {
 }
 
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
-                                                      int64_t after_generation) {
+                                                      int64_t after_generation, bool at_boundary) {
   constexpr std::chrono::milliseconds kChunk{10000};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     MarkAlive();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     auto joined =
-        client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)), after_generation);
+        client->JoinGeneration(std::max(std::min(left, kChunk), std::chrono::milliseconds(1)), after_generation,
+                               at_boundary);
     if (joined.ok()) {
       if (absl::Status marked = MarkJoined(joined->generation()); !marked.ok()) LOG(WARNING) << marked;
     }
@@ -58,17 +59,20 @@ void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
 // The generation after `failed`: retried until the coordinator has moved on
 // (a lost report is sent again) or `timeout` passes. After a peer's release
 // nothing is reported: the coordinator re-forms the job when the leaver's
-// exit reaches it, and the join waits for that generation.
+// exit reaches it, and the join waits for that generation. After a re-form
+// the ranks agreed on, the join itself tells the coordinator (at_boundary).
 absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
                                                     const absl::Status& failure, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const bool released = IsPeerReleased(failure);
+  const bool reform = IsReformAtBoundary(failure);
+  const bool released = IsPeerReleased(failure) || reform;
   // A fenced generation is already replaced; anything else is news to the coordinator.
   bool report = !released && failure.code() != absl::StatusCode::kFailedPrecondition;
   while (true) {
     if (report) ReportFailure(client, failed, failure);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0);
+    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0,
+                           reform);
     const bool retry = !next.ok() && (next.status().code() == absl::StatusCode::kUnavailable ||
                                       next.status().code() == absl::StatusCode::kDeadlineExceeded);
     if (!next.ok() && !retry) return next.status();
@@ -99,7 +103,10 @@ absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v
       status = trainer.Run();
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
     if (status.ok() || IsReleased(status) || !IsGenerationFailure(status)) return status;
-    if (IsPeerReleased(status)) {
+    if (IsReformAtBoundary(status)) {
+      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << status.message()
+                << "; joining the next one from the commit of step " << context->committed.step;
+    } else if (IsPeerReleased(status)) {
       LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << status.message()
                 << "; waiting for the job to re-form without it, from the commit of step " << context->committed.step;
     } else {

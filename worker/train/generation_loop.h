@@ -24,9 +24,10 @@ bool IsGenerationFailure(const absl::Status& status);
 
 // JoinGeneration waiting up to `timeout` in short calls, marking the
 // trainer alive between them (a long wait is not a stuck trainer).
-// With `after_generation`, only a generation newer than it will do.
+// With `after_generation`, only a generation newer than it will do;
+// `at_boundary` as in CoordinatorLink::JoinGeneration.
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
-                                                      int64_t after_generation = 0);
+                                                      int64_t after_generation = 0, bool at_boundary = false);
 
 struct GenerationLoopOptions {
   // How long to wait for the next generation to form after a failure, or to

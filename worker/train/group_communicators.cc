@@ -31,9 +31,7 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenera
   gloo.rank = static_cast<int>(join.rank());
   gloo.size = static_cast<int>(join.world_size());
   gloo.host = join.peers(join.rank()).address();
-  gloo.timeout = context.options.collective_timeout.count() > 0
-                     ? context.options.collective_timeout
-                     : std::chrono::milliseconds(static_cast<int64_t>(context.spec.collective_timeout_seconds() * 1000));
+  gloo.timeout = context.CollectiveTimeout();
   gloo.key_prefix = "gloo/";
   auto comm = CreateGlooCommunicator(gloo, link->KvStore(join.generation()));
   if (!comm.ok()) return comm.status();

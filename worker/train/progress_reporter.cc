@@ -34,6 +34,11 @@ int64_t ProgressReporter::fenced_generation() const {
   return fenced_generation_;
 }
 
+int64_t ProgressReporter::recorded_checkpoint_step() const {
+  absl::MutexLock lock(&mu_);
+  return recorded_checkpoint_step_;
+}
+
 bool ProgressReporter::cancelled() const {
   absl::MutexLock lock(&mu_);
   return cancelled_;
@@ -75,6 +80,8 @@ bool ProgressReporter::Send(const v1::CommitCheckpointRequest& record) {
   auto response = client_->CommitCheckpoint(record);
   if (response.ok()) {
     if (on_recorded_) on_recorded_(*response);
+    absl::MutexLock lock(&mu_);
+    recorded_checkpoint_step_ = std::max(recorded_checkpoint_step_, record.step());
     return true;
   }
   if (response.status().code() == absl::StatusCode::kFailedPrecondition) {

@@ -44,6 +44,9 @@ class ProgressReporter {
   bool cancelled() const;
   // Waits up to `timeout` until everything posted was answered; true if so.
   bool Flush(std::chrono::milliseconds timeout);
+  // The step of the newest checkpoint the coordinator acknowledged (recorded
+  // in its catalog, not fenced); -1 if none.
+  int64_t recorded_checkpoint_step() const;
 
  private:
   void Run();
@@ -61,6 +64,7 @@ class ProgressReporter {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // an item taken off the queues is being sent
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t fenced_generation_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t recorded_checkpoint_step_ ABSL_GUARDED_BY(mu_) = -1;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

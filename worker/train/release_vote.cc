@@ -8,41 +8,68 @@
 namespace herd {
 namespace {
 
-// Status payloads that tell a release from a failure (both are ABORTED, so
-// code that knows neither treats them as the end of the generation).
-constexpr char kReleasePayload[] = "herd.dev/release";
+// Status payloads that tell a boundary from a failure (all are ABORTED, so
+// code that knows none of them treats them as the end of the generation).
+constexpr char kBoundaryPayload[] = "herd.dev/release";
 constexpr char kSelf[] = "self";
+constexpr char kAll[] = "all";
 constexpr char kPeer[] = "peer";
+constexpr char kReform[] = "reform";
 
 bool HasPayload(const absl::Status& status, const char* value) {
-  auto payload = status.GetPayload(kReleasePayload);
+  auto payload = status.GetPayload(kBoundaryPayload);
   return payload.has_value() && *payload == value;
+}
+
+absl::Status WithPayload(absl::Status status, const char* value) {
+  status.SetPayload(kBoundaryPayload, absl::Cord(value));
+  return status;
 }
 
 }  // namespace
 
-absl::StatusOr<int> CountLeavingRanks(Communicator* comm, bool leaving) {
-  float count = leaving ? 1.0f : 0.0f;
-  if (absl::Status s = comm->AllReduce(&count, 1, DataType::kFloat32); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("release vote: ", s.message()));
+absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform) {
+  float counts[2] = {leaving ? 1.0f : 0.0f, reform ? 1.0f : 0.0f};
+  if (absl::Status s = comm->AllReduce(counts, 2, DataType::kFloat32); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("boundary vote: ", s.message()));
   }
-  return static_cast<int>(std::lround(count));
+  return BoundaryVote{static_cast<int>(std::lround(counts[0])), static_cast<int>(std::lround(counts[1]))};
+}
+
+absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded) {
+  float yes = rank == 0 && recorded ? 1.0f : 0.0f;
+  if (absl::Status s = comm->AllReduce(&yes, 1, DataType::kFloat32); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("boundary checkpoint vote: ", s.message()));
+  }
+  return yes > 0.5f;
 }
 
 absl::Status ReleasedStatus(int64_t step) {
-  absl::Status status = absl::AbortedError(absl::StrCat("released: left the job after committing step ", step));
-  status.SetPayload(kReleasePayload, absl::Cord(kSelf));
-  return status;
+  return WithPayload(absl::AbortedError(absl::StrCat("released: left the job after committing step ", step)), kSelf);
+}
+
+absl::Status ReleasedAllStatus(int64_t step) {
+  return WithPayload(absl::AbortedError(absl::StrCat("released: every rank left the job after committing step ", step,
+                                                     ", which rank 0 checkpointed")),
+                     kAll);
 }
 
 absl::Status PeerReleasedStatus(int leavers, int64_t step) {
-  absl::Status status = absl::AbortedError(
-      absl::StrCat(leavers, leavers == 1 ? " rank" : " ranks", " left the job after step ", step, " was committed"));
-  status.SetPayload(kReleasePayload, absl::Cord(kPeer));
-  return status;
+  return WithPayload(
+      absl::AbortedError(absl::StrCat(leavers, leavers == 1 ? " rank" : " ranks", " left the job after step ", step,
+                                      " was committed")),
+      kPeer);
 }
 
-bool IsReleased(const absl::Status& status) { return HasPayload(status, kSelf); }
+absl::Status ReformAtBoundaryStatus(int64_t step) {
+  return WithPayload(
+      absl::AbortedError(absl::StrCat("the job re-forms after step ", step, " was committed, so workers can join")),
+      kReform);
+}
+
+bool IsReleased(const absl::Status& status) { return HasPayload(status, kSelf) || HasPayload(status, kAll); }
+bool IsReleasedAll(const absl::Status& status) { return HasPayload(status, kAll); }
 bool IsPeerReleased(const absl::Status& status) { return HasPayload(status, kPeer); }
+bool IsReformAtBoundary(const absl::Status& status) { return HasPayload(status, kReform); }
 
 }  // namespace herd

@@ -1,14 +1,24 @@
-// Leaving a job at a step boundary without losing or repeating a step.
+// Leaving a job, or re-forming it, at a step boundary without losing or
+// repeating a step.
 //
-// A rank asked to leave (drain, shrink: TrainerOptions::release_requested)
-// cannot just stop: its peers would block in the next collective and the job
-// would pay a failure. Instead every rank votes at each commit point (a
-// single-float all-reduce on the control communicator, so every rank sees
-// the same count after the same step) and, when anyone leaves, all of them
-// end the generation right after that commit: the leaver with IsReleased
-// (its trainer exits TRAINER_EXIT_RELEASED), the others with IsPeerReleased,
-// and they join the next generation and heal from their own commit of that
-// very step.
+// A rank asked to leave (drain, shrink, suspend:
+// TrainerOptions::release_requested) cannot just stop: its peers would block
+// in the next collective and the job would pay a failure. Nor can the
+// coordinator fence a generation to let workers join without the ranks
+// re-computing the steps since their last commit. Instead every rank votes at
+// each commit point (a two-float all-reduce on the control communicator, so
+// every rank sees the same counts after the same step):
+// - when anyone leaves, all of them end the generation right after that
+//   commit: the leavers with IsReleased (the trainer exits
+//   TRAINER_EXIT_RELEASED), the others with IsPeerReleased; they join the
+//   next generation and heal from their own commit of that very step;
+// - when every rank leaves, nobody would keep that commit, so rank 0 first
+//   checkpoints the step and waits until the coordinator recorded it
+//   (AgreeOnCheckpoint); only then they leave, with IsReleasedAll
+//   (TRAINER_EXIT_RELEASED_ALL), and the job resumes from that checkpoint;
+// - when nobody leaves but the job is asked to re-form (idle workers wait to
+//   join it), all end with IsReformAtBoundary and join the next generation
+//   with JoinGenerationRequest.at_boundary.
 #pragma once
 
 #include <cstdint>
@@ -19,16 +29,31 @@
 
 namespace herd {
 
-// How many ranks leave at this commit point, this one counted when
-// `leaving`. A collective: every rank calls it at the same commit points.
-absl::StatusOr<int> CountLeavingRanks(Communicator* comm, bool leaving);
+struct BoundaryVote {
+  int leavers = 0;    // ranks that leave at this commit point
+  int reformers = 0;  // ranks that saw the request to re-form this generation
+};
 
-// What a generation ends with when this rank leaves after committing `step`,
-// and when `leavers` other ranks do.
+// A collective: every rank calls it at the same commit points.
+absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform);
+
+// Whether rank 0 has the boundary's checkpoint written and recorded
+// (`recorded`, meaningful on rank 0 only): a collective, every rank learns
+// rank 0's answer.
+absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded);
+
+// What a generation ends with after committing `step`: this rank leaves;
+// every rank leaves (the step is checkpointed); `leavers` other ranks leave;
+// the job re-forms with everyone.
 absl::Status ReleasedStatus(int64_t step);
+absl::Status ReleasedAllStatus(int64_t step);
 absl::Status PeerReleasedStatus(int leavers, int64_t step);
+absl::Status ReformAtBoundaryStatus(int64_t step);
 
+// True for ReleasedStatus and ReleasedAllStatus: this trainer is done.
 bool IsReleased(const absl::Status& status);
+bool IsReleasedAll(const absl::Status& status);
 bool IsPeerReleased(const absl::Status& status);
+bool IsReformAtBoundary(const absl::Status& status);
 
 }  // namespace herd

@@ -447,14 +447,54 @@ absl::Status Trainer::CommitPoint(bool final) {
 
 absl::Status Trainer::VoteOnRelease() {
   const bool leaving = ctx_.options.release_requested();
-  auto leavers = CountLeavingRanks(comm_, leaving);
-  if (!leavers.ok()) return leavers.status();
-  if (*leavers == 0) return absl::OkStatus();
-  // Every rank committed this step and saw the same count: the leavers go,
-  // the others re-form from this commit.
-  LOG(INFO) << "rank " << join_.rank() << ": " << *leavers << " rank(s) leave after step " << ctx_.step
-            << (leaving ? ", this one included" : "");
-  return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(*leavers, ctx_.step);
+  const bool reform = ctx_.options.reform_requested_generation &&
+                      ctx_.options.reform_requested_generation() == join_.generation();
+  auto vote = TakeBoundaryVote(comm_, leaving, reform);
+  if (!vote.ok()) return vote.status();
+  if (vote->leavers == join_.world_size()) {
+    auto checkpointed = CheckpointForAllLeaving();
+    if (!checkpointed.ok()) return checkpointed.status();
+    if (!*checkpointed) {
+      // Leaving now would cost the steps since the last recorded
+      // checkpoint: stay, and vote again at the next commit point.
+      LOG_IF(WARNING, join_.rank() == 0) << "every rank is asked to leave after step " << ctx_.step
+                                         << ", but its checkpoint is not recorded; training on";
+      return absl::OkStatus();
+    }
+    LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << ctx_.step << ", checkpointed";
+    return ReleasedAllStatus(ctx_.step);
+  }
+  if (vote->leavers > 0) {
+    // Every rank committed this step and saw the same count: the leavers
+    // go, the others re-form from this commit.
+    LOG(INFO) << "rank " << join_.rank() << ": " << vote->leavers << " rank(s) leave after step " << ctx_.step
+              << (leaving ? ", this one included" : "");
+    return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(vote->leavers, ctx_.step);
+  }
+  if (vote->reformers > 0) {
+    LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << ctx_.step << " so workers can join";
+    return ReformAtBoundaryStatus(ctx_.step);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Trainer::CheckpointForAllLeaving() {
+  bool recorded = false;
+  if (join_.rank() == 0 && ctx_.reporter != nullptr) {
+    // The interval may have written this very step already.
+    absl::Status saved = absl::OkStatus();
+    if (ctx_.last_checkpoint_step != ctx_.step || !ctx_.checkpoint_warning.empty()) saved = SaveCheckpoint();
+    if (saved.ok() && ctx_.checkpoint_warning.empty()) {
+      // The peers wait in the next collective meanwhile: stay well inside
+      // its timeout.
+      const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(30), ctx_.CollectiveTimeout() / 2);
+      ctx_.reporter->Flush(wait);
+      recorded = ctx_.reporter->recorded_checkpoint_step() == ctx_.step;
+    } else if (!saved.ok()) {
+      LOG(WARNING) << "checkpoint of step " << ctx_.step << " for leaving failed: " << saved;
+    }
+  }
+  return AgreeOnCheckpoint(comm_, join_.rank(), recorded);
 }
 
 absl::Status Trainer::SaveFinalModel() {

@@ -65,6 +65,9 @@ class Trainer {
   absl::Status CheckCoordinatorVerdict() const;
   // At a commit point: ends the generation when any rank leaves here.
   absl::Status VoteOnRelease();
+  // Every rank leaves at this boundary: rank 0 checkpoints it and waits for
+  // the coordinator to record it; true on every rank once it did.
+  absl::StatusOr<bool> CheckpointForAllLeaving();
   int64_t TotalSteps() const;
   bool Done() const;
   void ZeroGrads();

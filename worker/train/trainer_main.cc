@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
   // One stat per commit point: the daemon writes the file when asked.
   options.release_requested = [path = herd::ReleaseRequestPath(work_dir)] { return access(path.c_str(), F_OK) == 0; };
+  options.reform_requested_generation = [path = herd::ReformRequestPath(work_dir)] {
+    return herd::ReadReformRequest(path);
+  };
   auto ledger = herd::SampleLedger::FromEnvironment(job, worker_id);
   if (!ledger.ok()) return fail(ledger.status());
   if (join->rank() == 0) herd::SweepCheckpointLeftovers(checkpoint_root, job);
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
     }
     if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
     LOG(INFO) << status.message();
-    return herd::kExitReleased;
+    return herd::IsReleasedAll(status) ? herd::kExitReleasedAll : herd::kExitReleased;
   }
   if (!status.ok()) return fail(status);
   // The final report goes with the exit too (the daemon resends it until the

@@ -21,6 +21,11 @@ TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerO
       ledger(ledger),
       reporter(reporter) {}
 
+std::chrono::milliseconds TrainingContext::CollectiveTimeout() const {
+  if (options.collective_timeout.count() > 0) return options.collective_timeout;
+  return std::chrono::milliseconds(static_cast<int64_t>(spec.collective_timeout_seconds() * 1000));
+}
+
 absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v1::JobSpec& spec, int64_t seed,
                                                                          TrainerOptions options,
                                                                          TrainerMetrics* metrics, SampleLedger* ledger,

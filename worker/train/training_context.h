@@ -49,6 +49,10 @@ struct TrainerOptions {
   // Unset: never, and no vote is taken, so every rank of a job must set it
   // or none (herd-trainer always does).
   std::function<bool()> release_requested;
+  // The generation this trainer's job is asked to re-form after, at its next
+  // step boundary (0: none); read at the same commit points, set together
+  // with release_requested.
+  std::function<int64_t()> reform_requested_generation;
 };
 
 struct TrainingContext {
@@ -57,6 +61,9 @@ struct TrainingContext {
   static absl::StatusOr<std::unique_ptr<TrainingContext>> Create(const v1::JobSpec& spec, int64_t seed,
                                                                  TrainerOptions options, TrainerMetrics* metrics,
                                                                  SampleLedger* ledger, ProgressReporter* reporter);
+
+  // Every collective's timeout: the option's, else the spec's.
+  std::chrono::milliseconds CollectiveTimeout() const;
 
   const v1::JobSpec spec;
   const int64_t seed;

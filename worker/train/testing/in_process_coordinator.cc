@@ -16,8 +16,10 @@ class InProcessCoordinator::WorkerLink : public CoordinatorLink {
 
   // A rank in the current generation asks again only after it failed, so
   // it waits for the next one anyway: `after_generation` changes nothing.
+  // Its trainers are never asked to re-form, so `at_boundary` never comes.
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(std::chrono::milliseconds wait,
-                                                            int64_t /*after_generation*/ = 0) override {
+                                                            int64_t /*after_generation*/ = 0,
+                                                            bool /*at_boundary*/ = false) override {
     return coordinator_->Join(worker_id_, wait);
   }
 
