@@ -354,19 +354,16 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
-  if (release_all && release_asked && generation.formed) {
-    if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
-      RecordProgress(job, exit.final_progress());
-    }
-    EndedByAllLeaving(state, job, worker_id, now, &changes);
-    return changes;
-  }
   if (release) {
-    job.release_requested.erase(worker_id);
     // The leaver may be rank 0: its boundary report rides with the exit.
     if (exit.has_final_progress() && exit.final_progress().step() > job.info.step()) {
       RecordProgress(job, exit.final_progress());
     }
+    if (release_all && release_asked && generation.formed) {
+      EndedByAllLeaving(state, job, worker_id, now, &changes);
+      return changes;
+    }
+    job.release_requested.erase(worker_id);
   }
 
   if (!generation.formed) {
