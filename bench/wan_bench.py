@@ -24,7 +24,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
          [--models mnist_cnn,char_transformer]
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
-         [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...]
+         [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -133,7 +133,7 @@ def job_spec(model, sync, args, steps, text, lr=None):
     optimizer = f"{{name: {name}, lr: {default_lr if lr is None else lr}{rest}}}"
     length = f"epochs: {args.epochs}\n" if args.epochs else f"max_steps: {steps}\n"
     return (f"name: wan-{model}\nmodel: {model}\ndataset: {dataset}\nbatch_size: {args.batch}\n{length}"
-            f"optimizer: {optimizer}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
+            f"optimizer: {optimizer}\nschedule: {{name: {args.schedule}}}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
             f"min_workers: {HOSTS}\nmax_workers: {HOSTS}\nseed: 1\nthreads: 1\n")
 
 
@@ -185,6 +185,8 @@ def main():
     p.add_argument("--variant", action="append", default=[], metavar="NAME=SYNC",
                    help="define another variant from a sync spec, e.g. "
                         "'avg16_plain={mode: average, every: 16, outer: {kind: none}}' (repeatable)")
+    p.add_argument("--schedule", default="constant", choices=["constant", "cosine"],
+                   help="the learning-rate schedule of every run (docs/job-spec.md, schedule.name)")
     p.add_argument("--lr", action="append", default=[], metavar="NAME=LR",
                    help="the inner optimizer's learning rate for variant NAME (default: adamw 0.001 for "
                         "char_transformer, sgd 0.05 for mnist_cnn), e.g. 'avg8=0.002' (repeatable)")
@@ -223,7 +225,7 @@ def main():
                     with open(path, "rb") as f:
                         out.write(f.read())
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, "
+          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, lr schedule {args.schedule}, "
           f"{f'{args.epochs} epochs' if args.epochs else f'{args.steps} steps ({args.slow_steps} for every-step sync at <= {args.slow_link_rate})'}",
           flush=True)
     bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
@@ -290,7 +292,7 @@ def main():
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
     print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
-                      "slow_steps": args.slow_steps, "epochs": args.epochs, "cores": os.cpu_count(),
+                      "slow_steps": args.slow_steps, "epochs": args.epochs, "schedule": args.schedule, "cores": os.cpu_count(),
                       "load_average_1m": os.getloadavg()[0], "results": results}))
 
 
