@@ -24,7 +24,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
          [--models mnist_cnn,char_transformer]
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
-         [--variant NAME='{sync spec}' ...]
+         [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -123,19 +123,23 @@ class TestbedCluster(LocalCluster):
         return out
 
 
-def job_spec(model, sync, args, steps, text):
+# The inner optimizer per model; --lr NAME=LR overrides the rate per variant.
+OPTIMIZERS = {"char_transformer": ("adamw", 0.001, ""), "mnist_cnn": ("sgd", 0.05, ", momentum: 0.9")}
+
+
+def job_spec(model, sync, args, steps, text, lr=None):
     dataset = (f"{{kind: text, path: {text}}}" if model == "char_transformer" else f"{{kind: idx, path: {DATA}}}")
-    optimizer = ("{name: adamw, lr: 0.001}" if model == "char_transformer"
-                 else "{name: sgd, lr: 0.05, momentum: 0.9}")
+    name, default_lr, rest = OPTIMIZERS[model]
+    optimizer = f"{{name: {name}, lr: {default_lr if lr is None else lr}{rest}}}"
     length = f"epochs: {args.epochs}\n" if args.epochs else f"max_steps: {steps}\n"
     return (f"name: wan-{model}\nmodel: {model}\ndataset: {dataset}\nbatch_size: {args.batch}\n{length}"
-            f"optimizer: {optimizer}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
+            f"optimizer: {optimizer}\nschedule: {{name: {args.schedule}}}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
             f"min_workers: {HOSTS}\nmax_workers: {HOSTS}\nseed: 1\nthreads: 1\n")
 
 
 def run_herd(cluster, bed, model, variant, args, steps, text):
     before = bed.sent_bytes()
-    job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text))
+    job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text, args.lr.get(variant)))
     sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
     ranks = cluster.summaries(job)
     samples = sum(r["samples"] for r in ranks)
@@ -181,7 +185,22 @@ def main():
     p.add_argument("--variant", action="append", default=[], metavar="NAME=SYNC",
                    help="define another variant from a sync spec, e.g. "
                         "'avg16_plain={mode: average, every: 16, outer: {kind: none}}' (repeatable)")
+    p.add_argument("--schedule", default="constant", choices=["constant", "cosine"],
+                   help="the learning-rate schedule of every run (docs/job-spec.md, schedule.name)")
+    p.add_argument("--lr", action="append", default=[], metavar="NAME=LR",
+                   help="the inner optimizer's learning rate for variant NAME (default: adamw 0.001 for "
+                        "char_transformer, sgd 0.05 for mnist_cnn), e.g. 'avg8=0.002' (repeatable)")
     args = p.parse_args()
+    lrs = {}
+    for v in args.lr:
+        name, sep, lr = v.partition("=")
+        try:
+            lrs[name] = float(lr)
+        except ValueError:
+            p.error(f"--lr: expected NAME=LR with a number, got {v!r}")
+        if not sep or not name or lrs[name] <= 0:
+            p.error(f"--lr: expected NAME=LR with LR > 0, got {v!r}")
+    args.lr = lrs
     for v in args.variant:
         name, sep, sync = v.partition("=")
         if not sep or not name or not sync.strip().startswith("{"):
@@ -192,6 +211,9 @@ def main():
     for v in variants:
         if v != "ddp" and v not in VARIANTS:
             p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)}, ddp)")
+    for v in args.lr:
+        if v not in variants or v == "ddp":
+            p.error(f"--lr: {v!r} is not a herd variant in --variants")
     slow_bits = rate_bits(args.slow_link_rate)
     text = None
     if "char_transformer" in models:
@@ -203,7 +225,7 @@ def main():
                     with open(path, "rb") as f:
                         out.write(f.read())
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, "
+          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, lr schedule {args.schedule}, "
           f"{f'{args.epochs} epochs' if args.epochs else f'{args.steps} steps ({args.slow_steps} for every-step sync at <= {args.slow_link_rate})'}",
           flush=True)
     bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
@@ -222,7 +244,8 @@ def main():
                         steps = args.slow_steps if slow and not args.epochs else args.steps
                         r = run_ddp(bed, args, steps) if variant == "ddp" else \
                             run_herd(cluster, bed, model, variant, args, steps, text)
-                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat)
+                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat,
+                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]) if variant != "ddp" else None)
                         runs.append(r)
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
@@ -269,7 +292,7 @@ def main():
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
     print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
-                      "slow_steps": args.slow_steps, "epochs": args.epochs, "cores": os.cpu_count(),
+                      "slow_steps": args.slow_steps, "epochs": args.epochs, "schedule": args.schedule, "cores": os.cpu_count(),
                       "load_average_1m": os.getloadavg()[0], "results": results}))
 
 
