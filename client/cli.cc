@@ -114,6 +114,13 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
       "Cordon a worker and have each job it runs release it at the next step boundary: the job commits that step "
       "and goes on without it, losing nothing (admin). The daemon keeps running, cordoned; herd uncordon undoes it");
   add_worker_id(drain);
+  DrainOptions drain_options;
+  drain->add_flag("--wait", drain_options.wait,
+                  "Return once the worker has left its jobs (it is IDLE, or DEAD); prints progress to stderr");
+  drain->add_option("--wait-timeout", drain_options.timeout_seconds,
+                    "With --wait: give up after this many seconds, exit 1 (0: wait forever; --timeout is each call's)")
+      ->default_val(300)
+      ->check(CLI::NonNegativeNumber);
   for (CLI::App* command : {submit, list, status, watch, cancel, workers, checkpoints, resize, priority, logs, cordon, uncordon, drain}) {
     AddGlobalOptions(command, &flags);
   }
@@ -163,7 +170,10 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   if (*priority) return PriorityCommand(context, job_id, new_priority);
   if (*cordon) return CordonCommand(context, worker_id, true);
   if (*uncordon) return CordonCommand(context, worker_id, false);
-  if (*drain) return DrainCommand(context, worker_id);
+  if (*drain) {
+    drain_options.worker_id = worker_id;
+    return DrainCommand(context, drain_options);
+  }
   return kExitUsage;  // unreachable: a subcommand is required
 }
 

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -270,18 +271,64 @@ int CordonCommand(const CommandContext& context, const std::string& worker_id, b
   return kExitOk;
 }
 
-int DrainCommand(const CommandContext& context, const std::string& worker_id) {
+namespace {
+
+// Polls the worker list until `worker_id` runs no job; the last info seen.
+absl::StatusOr<v1::WorkerInfo> WaitUntilLeft(const CommandContext& context, const std::string& worker_id,
+                                             double timeout_seconds) {
+  const double start = context.clock->Now();
+  bool announced = false;
+  while (true) {
+    v1::ListWorkersResponse listed;
+    auto call = CallContext(context);
+    absl::Status status = FromGrpcStatus(context.stub->ListWorkers(call.get(), v1::ListWorkersRequest(), &listed));
+    if (!status.ok()) return status;
+    auto it = std::find_if(listed.workers().begin(), listed.workers().end(),
+                           [&](const v1::WorkerInfo& w) { return w.id() == worker_id; });
+    if (it == listed.workers().end()) return absl::NotFoundError(absl::StrCat("worker ", worker_id, " not found"));
+    if (it->state() != v1::BUSY) return *it;
+    const double waited = context.clock->Now() - start;
+    if (timeout_seconds > 0 && waited >= timeout_seconds) {
+      return absl::DeadlineExceededError(absl::StrCat("worker ", worker_id, " still runs job ", it->job_id(),
+                                                      " after ", static_cast<int64_t>(waited), " s (--wait-timeout)"));
+    }
+    if (!announced) {
+      *context.err << "waiting for " << EscapeControlChars(worker_id) << " to leave job "
+                   << EscapeControlChars(it->job_id()) << " at its next step boundary...\n";
+      announced = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+}  // namespace
+
+int DrainCommand(const CommandContext& context, const DrainOptions& drain) {
+  const std::string& worker_id = drain.worker_id;
   v1::DrainWorkerRequest request;
   request.set_worker_id(worker_id);
   v1::DrainWorkerResponse response;
   auto call = CallContext(context);
   absl::Status status = FromGrpcStatus(context.stub->DrainWorker(call.get(), request, &response));
   if (!status.ok()) return ReportRpcError(context, status);
+  if (drain.wait) {
+    auto left = WaitUntilLeft(context, worker_id, drain.timeout_seconds);
+    if (!left.ok()) {
+      // A timeout is the drain's failure, not the coordinator's silence.
+      if (left.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        *context.err << "herd drain: " << EscapeControlChars(left.status().message()) << "\n";
+        return kExitFailed;
+      }
+      return ReportRpcError(context, left.status());
+    }
+    *response.mutable_worker() = *left;
+  }
   if (Json(context)) return PrintJson(context, response);
   *context.out << EscapeControlChars(worker_id) << " cordoned";
   if (response.released_jobs_size() > 0) {
-    *context.out << "; leaves job " << EscapeControlChars(absl::StrJoin(response.released_jobs(), ", "))
-                 << " at the next step boundary";
+    *context.out << (drain.wait ? "; left job " : "; leaves job ")
+                 << EscapeControlChars(absl::StrJoin(response.released_jobs(), ", "))
+                 << (drain.wait ? " at a step boundary" : " at the next step boundary");
   }
   *context.out << "\n";
   return kExitOk;

@@ -68,7 +68,13 @@ int LogsCommand(const CommandContext& context, const LogsOptions& logs);
 
 // Operator commands (admin role): herd cordon / uncordon / drain WORKER.
 int CordonCommand(const CommandContext& context, const std::string& worker_id, bool cordoned);
-int DrainCommand(const CommandContext& context, const std::string& worker_id);
+struct DrainOptions {
+  std::string worker_id;
+  // Wait until the worker has left every job (IDLE), as kubectl drain does.
+  bool wait = false;
+  double timeout_seconds = 300;  // with `wait`; 0: no limit
+};
+int DrainCommand(const CommandContext& context, const DrainOptions& drain);
 
 // Prints `status` as herd reports RPC errors and returns its exit code:
 // kExitUnreachable for UNAVAILABLE / DEADLINE_EXCEEDED, else kExitFailed.

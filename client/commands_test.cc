@@ -132,7 +132,30 @@ class FakeJobService final : public v1::JobService::Service {
     worker->set_device_kind("cpu");
     worker->set_device_count(1);
     worker->set_state(v1::IDLE);
+    absl::MutexLock lock(&mu_);
+    if (busy_polls_ > 0) {
+      // Still leaving job-1; each poll is a second later on the CLI's clock.
+      --busy_polls_;
+      worker->set_state(v1::BUSY);
+      worker->set_job_id("job-1");
+      if (clock_ != nullptr) clock_->Advance(1);
+    }
     return grpc::Status::OK;
+  }
+
+  grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest* request,
+                           v1::DrainWorkerResponse* response) override {
+    response->add_released_jobs("job-1");
+    response->mutable_worker()->set_id(request->worker_id());
+    response->mutable_worker()->set_cordoned(true);
+    response->mutable_worker()->set_state(v1::BUSY);
+    return grpc::Status::OK;
+  }
+  // The next `polls` worker lists show w1 BUSY, advancing `clock` a second each.
+  void LeaveAfter(int polls, FakeClock* clock) {
+    absl::MutexLock lock(&mu_);
+    busy_polls_ = polls;
+    clock_ = clock;
   }
 
   grpc::Status ListCheckpoints(grpc::ServerContext*, const v1::ListCheckpointsRequest* request,
@@ -163,6 +186,8 @@ class FakeJobService final : public v1::JobService::Service {
   }
 
  private:
+  int busy_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  FakeClock* clock_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Mutex mu_;
   std::map<std::string, v1::JobInfo> jobs_;
   std::map<std::string, std::vector<v1::JobInfo>> events_;
@@ -426,6 +451,23 @@ TEST_F(CommandsTest, WorkersAndCheckpoints) {
   EXPECT_THAT(out_.str(), HasSubstr("job-1/step-50"));
   ASSERT_EQ(Herd({"checkpoints", "job-1", "-o", "json"}), kExitOk);
   EXPECT_EQ(nlohmann::json::parse(out_.str())["checkpoints"][0]["job_id"], "job-1");
+}
+
+TEST_F(CommandsTest, DrainWaitReturnsOnceTheWorkerLeftOrGivesUpAfterItsTimeout) {
+  service_.LeaveAfter(3, &clock_);
+  ASSERT_EQ(Herd({"drain", "w1", "--wait", "-o", "json"}), kExitOk) << err_.str();
+  const auto drained = nlohmann::json::parse(out_.str());
+  EXPECT_EQ(drained["worker"]["state"], "IDLE") << out_.str();  // the last poll's, not the RPC's
+  EXPECT_THAT(err_.str(), HasSubstr("waiting for w1 to leave job job-1"));
+
+  service_.LeaveAfter(100, &clock_);
+  EXPECT_EQ(Herd({"drain", "w1", "--wait", "--wait-timeout", "5"}), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("worker w1 still runs job job-1 after 5 s (--wait-timeout)"));
+
+  // Without --wait it returns at once.
+  service_.LeaveAfter(100, &clock_);
+  ASSERT_EQ(Herd({"drain", "w1"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("w1 cordoned; leaves job job-1 at the next step boundary"));
 }
 
 TEST_F(CommandsTest, WatchExits0OnSuccess) {

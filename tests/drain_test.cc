@@ -122,13 +122,19 @@ TEST(Drain, HerdDrainReleasesTheWorkerAtAStepBoundaryAndCordonsIt) {
   EXPECT_NE(refused.err.find("admin"), std::string::npos) << refused.err;
   EXPECT_EQ(cluster.HerdAs(cluster.credentials().admin_token_file, {"drain", "nobody"}).exit_code, 1);
 
+  // --wait returns once the worker left its job, like kubectl drain.
   const auto notice = Clock::now();
   CommandResult drained =
-      cluster.HerdAs(cluster.credentials().admin_token_file, {"drain", "worker-2", "-o", "json"});
+      cluster.HerdAs(cluster.credentials().admin_token_file, {"drain", "worker-2", "--wait", "-o", "json"});
   ASSERT_EQ(drained.exit_code, 0) << drained.err;
   auto response = nlohmann::json::parse(drained.out);
   EXPECT_EQ(response["released_jobs"], nlohmann::json::array({run.job_id})) << drained.out;
   EXPECT_TRUE(response["worker"].value("cordoned", false)) << drained.out;
+  EXPECT_EQ(response["worker"].value("state", ""), "IDLE") << drained.out;
+  EXPECT_NE(drained.err.find("waiting for worker-2 to leave job " + run.job_id), std::string::npos) << drained.err;
+  const auto after_wait = cluster.HerdJson({"status", run.job_id});
+  EXPECT_EQ(after_wait["workers"].size(), 2u) << "--wait returned before the job let the worker go: "
+                                               << after_wait.dump(2);
 
   const double reformed = WaitForReformed(cluster, run, notice);
   ExpectLeftAtABoundaryLosingNothing(cluster, run, reformed);
