@@ -14,45 +14,23 @@ using torch::optim::AdamOptions;
 using torch::optim::AdamParamState;
 using torch::optim::AdamWOptions;
 using torch::optim::AdamWParamState;
-using torch::optim::OptimizerParamState;
 using torch::optim::SGDParamState;
 
 int64_t Bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
-// Pending broadcasts of one GatherState, waited together.
-class Broadcasts {
- public:
-  explicit Broadcasts(Communicator* comm) : comm_(comm) {}
-  void Add(const torch::Tensor& t, int root) {
-    works_.push_back(comm_->BroadcastAsync(t.data_ptr(), t.nbytes(), root));
-  }
-  absl::Status Wait() {
-    absl::Status first;
-    for (auto& work : works_) first.Update(work->Wait());
-    return first;
-  }
-
- private:
-  Communicator* comm_;
-  std::vector<std::shared_ptr<Work>> works_;
-};
-
-// Adam and AdamW keep the same fields in distinct classes.
+// The state tensors of one parameter, in a fixed order: SGD's momentum, or
+// Adam's/AdamW's exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad).
+// With `create`, missing ones are made (empty, like the parameter) first.
 template <typename State>
-void BroadcastAdam(const torch::Tensor& param, bool owner, bool amsgrad, int root, State* state,
-                   torch::Tensor* step, Broadcasts* broadcasts) {
-  if (!owner) {
+std::vector<torch::Tensor> AdamTensors(State* state, const torch::Tensor& param, bool amsgrad, bool create) {
+  if (create) {
     state->exp_avg(torch::empty_like(param));
     state->exp_avg_sq(torch::empty_like(param));
     if (amsgrad) state->max_exp_avg_sq(torch::empty_like(param));
   }
-  // The step count travels as a tensor on the parameters' device (NCCL
-  // moves device memory only).
-  *step = torch::full({1}, owner ? state->step() : 0, torch::dtype(torch::kInt64).device(param.device()));
-  broadcasts->Add(*step, root);
-  broadcasts->Add(state->exp_avg(), root);
-  broadcasts->Add(state->exp_avg_sq(), root);
-  if (amsgrad) broadcasts->Add(state->max_exp_avg_sq(), root);
+  std::vector<torch::Tensor> tensors = {state->exp_avg(), state->exp_avg_sq()};
+  if (amsgrad) tensors.push_back(state->max_exp_avg_sq());
+  return tensors;
 }
 
 template <typename State>
@@ -168,19 +146,6 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) co
   torch::NoGradGuard no_grad;
   const size_t n = params_.size();
   if (n == 0) return absl::OkStatus();
-  // Which parameters have state yet (none before the first step), as each
-  // owner sees it; on the parameters' device (NCCL moves device memory only).
-  std::vector<uint8_t> owned_state(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    owned_state[i] = Owns(i) && optimizer.state().count(OptimizerStateKey(params_[i])) != 0 ? 1 : 0;
-  }
-  const auto flags = torch::dtype(torch::kUInt8).device(params_.front().device());
-  torch::Tensor mine = torch::from_blob(owned_state.data(), {static_cast<int64_t>(n)}, torch::kUInt8).to(flags);
-  torch::Tensor everyone = torch::zeros({static_cast<int64_t>(n) * comm_->size()}, flags);
-  if (auto s = comm_->AllGather(mine.data_ptr(), n, everyone.data_ptr()); !s.ok()) return s;
-  everyone = everyone.cpu();
-  const uint8_t* all = everyone.data_ptr<uint8_t>();
-
   auto* adam = dynamic_cast<torch::optim::Adam*>(&optimizer);
   auto* adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer);
   auto* sgd = dynamic_cast<torch::optim::SGD*>(&optimizer);
@@ -191,36 +156,111 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) co
   const bool amsgrad = adam != nullptr ? static_cast<const AdamOptions&>(options).amsgrad()
                        : adamw != nullptr ? static_cast<const AdamWOptions&>(options).amsgrad()
                                           : false;
-  Broadcasts broadcasts(comm_);
-  std::vector<std::pair<OptimizerParamState*, torch::Tensor>> steps;  // Adam step counts in flight
+  const int64_t per_element = sgd != nullptr ? 1 : (amsgrad ? 3 : 2);  // state tensors per parameter
+
+  // Collective 1: per parameter, what its owner holds: -1 no state yet (none
+  // before the first step), else the step count (0 for SGD). On the
+  // parameters' device: NCCL moves device memory only.
+  std::vector<int64_t> owned_state(n, -1);
   for (size_t i = 0; i < n; ++i) {
-    const int owner = owners_[i];
-    if (all[static_cast<size_t>(owner) * n + i] == 0) continue;
-    const bool owned = Owns(i);
-    const torch::Tensor& p = params_[i];
-    torch::Tensor step;
-    if (sgd != nullptr) {
-      auto* state = StateFor<SGDParamState>(optimizer, p);
-      if (!owned) state->momentum_buffer(torch::empty_like(p));
-      broadcasts.Add(state->momentum_buffer(), owner);
-    } else if (adamw != nullptr) {
-      auto* state = StateFor<AdamWParamState>(optimizer, p);
-      BroadcastAdam(p, owned, amsgrad, owner, state, &step, &broadcasts);
-      steps.emplace_back(state, step);
+    if (!Owns(i)) continue;
+    auto found = optimizer.state().find(OptimizerStateKey(params_[i]));
+    if (found == optimizer.state().end()) continue;
+    if (const auto* a = dynamic_cast<const AdamParamState*>(found->second.get())) {
+      owned_state[i] = a->step();
+    } else if (const auto* a = dynamic_cast<const AdamWParamState*>(found->second.get())) {
+      owned_state[i] = a->step();
     } else {
-      auto* state = StateFor<AdamParamState>(optimizer, p);
-      BroadcastAdam(p, owned, amsgrad, owner, state, &step, &broadcasts);
-      steps.emplace_back(state, step);
+      owned_state[i] = 0;
     }
   }
-  if (auto s = broadcasts.Wait(); !s.ok()) {
-    DropForeignState(optimizer);  // half-received state must not outlive the failed gather
-    return s;
+  const auto device = params_.front().device();
+  const int64_t world = comm_->size();
+  if (world == 1) return absl::OkStatus();  // the one rank owns everything
+  torch::Tensor mine =
+      torch::from_blob(owned_state.data(), {static_cast<int64_t>(n)}, torch::kInt64).to(device);
+  torch::Tensor everyone = torch::empty({static_cast<int64_t>(n) * world}, mine.options());
+  if (auto s = comm_->AllGather(mine.data_ptr(), n * sizeof(int64_t), everyone.data_ptr()); !s.ok()) return s;
+  everyone = everyone.cpu();
+  const int64_t* all = everyone.data_ptr<int64_t>();
+  auto has_state = [&](size_t i) { return all[static_cast<size_t>(owners_[i]) * n + i] >= 0; };
+
+  // Collective 2: every owner's state tensors, packed in parameter order
+  // into one block per rank. One all-gather, each block padded to the
+  // largest, when that padding costs at most as much as the data itself;
+  // else (shards far apart in size) one broadcast per rank of its exact block.
+  std::vector<int64_t> block_elements(static_cast<size_t>(world), 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (has_state(i)) block_elements[static_cast<size_t>(owners_[i])] += per_element * params_[i].numel();
   }
-  for (auto& [state, step] : steps) {
-    const int64_t value = step.cpu().item<int64_t>();
-    if (auto* a = dynamic_cast<AdamParamState*>(state)) a->step(value);
-    if (auto* a = dynamic_cast<AdamWParamState*>(state)) a->step(value);
+  const int64_t block = *std::max_element(block_elements.begin(), block_elements.end());
+  const int64_t total = std::accumulate(block_elements.begin(), block_elements.end(), int64_t{0});
+  if (block == 0) return absl::OkStatus();
+  const bool all_gather = block * world <= 2 * total;  // every rank decides alike
+  std::vector<int64_t> start(static_cast<size_t>(world), 0);
+  for (int64_t r = 1; r < world; ++r) {
+    start[static_cast<size_t>(r)] = all_gather ? r * block : start[r - 1] + block_elements[r - 1];
+  }
+  auto tensors_of = [&](size_t i, bool create) -> std::vector<torch::Tensor> {
+    const torch::Tensor& p = params_[i];
+    if (sgd != nullptr) {
+      auto* state = StateFor<SGDParamState>(optimizer, p);
+      if (create) state->momentum_buffer(torch::empty_like(p));
+      return {state->momentum_buffer()};
+    }
+    if (adamw != nullptr) return AdamTensors(StateFor<AdamWParamState>(optimizer, p), p, amsgrad, create);
+    return AdamTensors(StateFor<AdamParamState>(optimizer, p), p, amsgrad, create);
+  };
+  const auto state_options = params_.front().options().requires_grad(false);
+  torch::Tensor gathered = torch::empty({all_gather ? block * world : total}, state_options);
+  torch::Tensor send = all_gather ? torch::zeros({block}, state_options)
+                                  : gathered.narrow(0, start[static_cast<size_t>(comm_->rank())],
+                                                   block_elements[static_cast<size_t>(comm_->rank())]);
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!Owns(i) || !has_state(i)) continue;
+    for (const torch::Tensor& t : tensors_of(i, /*create=*/false)) {
+      send.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
+      offset += t.numel();
+    }
+  }
+  const size_t element_size = gathered.element_size();
+  if (all_gather) {
+    if (auto s = comm_->AllGather(send.data_ptr(), static_cast<size_t>(block) * element_size, gathered.data_ptr());
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    std::vector<std::shared_ptr<Work>> works;
+    for (int r = 0; r < world; ++r) {
+      const int64_t elements = block_elements[static_cast<size_t>(r)];
+      if (elements == 0) continue;
+      torch::Tensor range = gathered.narrow(0, start[static_cast<size_t>(r)], elements);
+      works.push_back(comm_->BroadcastAsync(range.data_ptr(), static_cast<size_t>(elements) * element_size, r));
+    }
+    absl::Status first;
+    for (auto& work : works) first.Update(work->Wait());
+    if (!first.ok()) return first;
+  }
+
+  // Only now, with everything received, do foreign parameters get state: a
+  // failed gather leaves each rank with its own shard alone.
+  std::vector<int64_t> next = start;
+  for (size_t i = 0; i < n; ++i) {
+    if (!has_state(i)) continue;
+    int64_t& at = next[static_cast<size_t>(owners_[i])];
+    if (Owns(i)) {
+      at += per_element * params_[i].numel();
+      continue;
+    }
+    for (torch::Tensor& t : tensors_of(i, /*create=*/true)) {
+      t.copy_(gathered.narrow(0, at, t.numel()).view(t.sizes()));
+      at += t.numel();
+    }
+    const int64_t step = all[static_cast<size_t>(owners_[i]) * n + i];
+    auto& slot = optimizer.state()[OptimizerStateKey(params_[i])];
+    if (auto* a = dynamic_cast<AdamParamState*>(slot.get())) a->step(step);
+    if (auto* a = dynamic_cast<AdamWParamState*>(slot.get())) a->step(step);
   }
   return absl::OkStatus();
 }

@@ -12,7 +12,10 @@
 // therefore sees the global norm with no extra collective.
 //
 // Commits and checkpoints hold the whole state: GatherState gives every rank
-// the owners' state (one broadcast per state tensor) right before a commit is
+// the owners' state (an all-gather of step counts, then every owner's state
+// tensors packed into one block per rank: one padded all-gather, or one
+// broadcast per rank where the shards differ widely in size) right before a
+// commit is
 // captured, so a lost rank's shard survives in every other rank's commit, and
 // healing, checkpoints and a re-form at another world size need no format of
 // their own. DropForeignState then returns each rank to its own shard.
@@ -59,7 +62,8 @@ class OptimizerShards {
   // parameters (one all-gather, each rank's shard padded to the largest).
   absl::Status ShareParameters();
   // Collective: every rank receives the whole optimizer state from the
-  // owners. UNIMPLEMENTED for an optimizer other than sgd, adam and adamw.
+  // owners (on failure, foreign parameters get none). UNIMPLEMENTED for an
+  // optimizer other than sgd, adam and adamw.
   absl::Status GatherState(torch::optim::Optimizer& optimizer) const;
 
  private:

@@ -18,10 +18,15 @@ TEST(AssignShardOwners, LargestFirstToTheLeastLoadedRank) {
   EXPECT_EQ(AssignShardOwners({8, 4}, 3), (std::vector<int>{0, 1}));
 }
 
-std::vector<torch::Tensor> MakeParams() {
+const std::vector<int64_t> kBalancedRows = {64, 7, 32, 5, 48, 16};
+// One tensor holds nearly all the state: GatherState broadcasts each shard
+// rather than pad them all to the largest.
+const std::vector<int64_t> kUnevenRows = {400, 7, 5};
+
+std::vector<torch::Tensor> MakeParams(const std::vector<int64_t>& rows = kBalancedRows) {
   // Deterministic without the global RNG, which rank threads share.
   std::vector<torch::Tensor> params;
-  for (int64_t n : {64, 7, 32, 5, 48, 16}) {
+  for (int64_t n : rows) {
     auto values = torch::sin(torch::arange(n * 3, torch::kFloat).reshape({n, 3}) * 0.37 + static_cast<double>(n));
     params.push_back(values.requires_grad_(true));
   }
@@ -45,13 +50,15 @@ struct OptimizerCase {
 class ShardedStepTest : public testing::TestWithParam<OptimizerCase> {};
 
 // Each rank steps its own shard and all-gathers the parameters: every rank
-// ends bitwise where one unsharded optimizer ends, holding about 1/W of the
-// state, and GatherState rebuilds the whole state exactly.
-TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
+// ends bitwise where one unsharded optimizer ends, holding part of the state
+// (about 1/W when `balanced`), and GatherState rebuilds the whole state
+// exactly: a further step still matches.
+void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::vector<int64_t>& rows, bool balanced) {
   constexpr int kSteps = 6;
   constexpr int kWorld = 3;
+  auto MakeParams = [&] { return herd::MakeParams(rows); };
   auto reference_params = MakeParams();
-  auto reference = GetParam().make(reference_params);
+  auto reference = optimizer_case.make(reference_params);
   for (int step = 0; step < kSteps; ++step) {
     SetGradients(reference_params, step);
     reference->step();
@@ -63,7 +70,7 @@ TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
   std::vector<int64_t> shard_bytes(kWorld, 0);
   RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
     auto params = MakeParams();
-    auto optimizer = GetParam().make(params);
+    auto optimizer = optimizer_case.make(params);
     auto shards = OptimizerShards::Create(params, comm);
     ASSERT_TRUE(shards.ok()) << shards.status();
     for (int step = 0; step < kSteps; ++step) {
@@ -88,7 +95,7 @@ TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
     auto expected = MakeParams();
     {
       std::lock_guard<std::mutex> lock(mu);  // one reference replay at a time
-      auto replay = GetParam().make(expected);
+      auto replay = optimizer_case.make(expected);
       for (int step = 0; step <= kSteps; ++step) {
         SetGradients(expected, step);
         replay->step();
@@ -102,10 +109,18 @@ TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
   for (int r = 0; r < kWorld; ++r) {
     total += shard_bytes[r];
     // Balanced by bytes: no rank holds more than half the state here.
-    EXPECT_LT(shard_bytes[r], full_bytes / 2) << "rank " << r;
+    if (balanced) EXPECT_LT(shard_bytes[r], full_bytes / 2) << "rank " << r;
     EXPECT_GT(shard_bytes[r], 0) << "rank " << r;
   }
   EXPECT_EQ(total, full_bytes);
+}
+
+TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
+  CheckShardedStepsAndGather(GetParam(), kBalancedRows, /*balanced=*/true);
+}
+
+TEST_P(ShardedStepTest, UnevenShardsGatherTheWholeStateBitwise) {
+  CheckShardedStepsAndGather(GetParam(), kUnevenRows, /*balanced=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
