@@ -309,6 +309,40 @@ TEST_P(GlooWorldTest, ReduceScatterSumsInRingOrderForEveryType) {
   });
 }
 
+// Where Gloo's ring all-reduce splits a buffer into chunks that are exactly
+// the reduce-scatter's blocks (2 * size segments of count / (2 * size)
+// elements, two per chunk, below Gloo's segment cap), both sum every
+// element in the same order: the reduce-scatter equals the all-reduce to the
+// bit even with values whose sum depends on the order.
+TEST_P(GlooWorldTest, ReduceScatterMatchesGloosRingAllReduceWhereItsChunksAreTheBlocks) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const size_t block = 2 * 250;
+  const size_t count = block * world;
+  auto value = [](int rank, size_t i) {
+    return (rank + i) % 3 == 0 ? 1.0f + 0.125f * (i % 7) : ((rank + i) % 3 == 1 ? 1e8f : -1e8f + 8.0f * (i % 5));
+  };
+  OnEachRank(comms, [&](Communicator& comm) {
+    std::vector<float> summed(count);
+    for (size_t i = 0; i < count; ++i) summed[i] = value(comm.rank(), i);
+    std::vector<float> in = summed, out(block);
+    ASSERT_TRUE(comm.AllReduce(summed.data(), count, DataType::kFloat32).ok());
+    ASSERT_TRUE(comm.ReduceScatter(in.data(), out.data(), block, DataType::kFloat32).ok());
+    size_t order_mattered = 0;
+    for (size_t j = 0; j < block; ++j) {
+      const size_t i = comm.rank() * block + j;
+      ASSERT_EQ(out[j], summed[i]) << "rank " << comm.rank() << " index " << i;
+      float rank_order = value(0, i);
+      for (int r = 1; r < world; ++r) rank_order += value(r, i);
+      order_mattered += rank_order != summed[i] ? 1 : 0;
+    }
+    if (world >= 3 && comm.rank() != world - 1) {
+      EXPECT_GT(order_mattered, 0u) << "rank " << comm.rank() << ": values do not tell orders apart";
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorldTest, ::testing::Values(2, 3));
 
 TEST(GlooCommunicatorTest, ReduceScatterOnOneRankCopiesItsBlock) {
