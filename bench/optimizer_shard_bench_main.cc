@@ -67,9 +67,7 @@ absl::StatusOr<nlohmann::json> RunRank(const Flags& flags, int world, int rank, 
   for (int step = 0; step < flags.steps; ++step) {
     torch::manual_seed(step);  // the same "summed gradient" on every rank
     for (const auto& p : params) p.mutable_grad() = torch::randn_like(p);
-    (*shards)->DropForeignState(**optimizer);
-    (*shards)->DropForeignGradients();
-    (*optimizer)->step();
+    if (auto s = (*shards)->StepOwnRange(**optimizer); !s.ok()) return s;
     const auto start = std::chrono::steady_clock::now();
     if (auto s = (*shards)->ShareParameters(); !s.ok()) return s;
     share_seconds += Seconds(start);
