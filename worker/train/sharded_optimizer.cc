@@ -20,9 +20,26 @@ using torch::optim::SGDParamState;
 
 int64_t Bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
-// Elements [offset, offset + length) of `t`, flattened, in memory of their own.
+// Ranges index the elements in logical (row-major) order, whatever the
+// memory layout (mnist_cnn's conv weights are channels-last): parameters,
+// gradients and state tensors may differ in strides.
+// Elements [offset, offset + length) of `t`: a view where `t` is contiguous.
+torch::Tensor ReadFlat(const torch::Tensor& t, int64_t offset, int64_t length) {
+  return t.reshape({-1}).narrow(0, offset, length);
+}
+
+void WriteFlat(const torch::Tensor& t, int64_t offset, int64_t length, const torch::Tensor& values) {
+  if (t.is_contiguous()) {
+    t.view({-1}).narrow(0, offset, length).copy_(values);
+  } else {
+    t.put_(torch::arange(offset, offset + length, torch::TensorOptions().dtype(torch::kLong).device(t.device())),
+           values);
+  }
+}
+
+// Elements [offset, offset + length) of `t`, in memory of their own.
 torch::Tensor Cut(const torch::Tensor& t, int64_t offset, int64_t length) {
-  return t.defined() ? t.reshape({-1}).narrow(0, offset, length).clone() : t;
+  return t.defined() ? ReadFlat(t, offset, length).clone() : t;
 }
 
 template <typename State>
@@ -187,9 +204,6 @@ absl::StatusOr<std::unique_ptr<OptimizerShards>> OptimizerShards::Create(std::ve
       return absl::InvalidArgumentError(
           "sync.shard_optimizer: the model's parameters must share one dtype and device");
     }
-    if (!p.is_contiguous()) {
-      return absl::InvalidArgumentError("sync.shard_optimizer: the model's parameters must be contiguous");
-    }
   }
   return std::unique_ptr<OptimizerShards>(new OptimizerShards(std::move(params), comm));
 }
@@ -207,7 +221,7 @@ OptimizerShards::OptimizerShards(std::vector<torch::Tensor> params, Communicator
   for (const ShardPiece& piece : pieces_) {
     if (piece.rank != comm_->rank()) continue;
     own_.push_back(piece);
-    own_tensors_.push_back(ParamSlice(piece).clone().requires_grad_(true));
+    own_tensors_.push_back(ReadParam(piece).clone().requires_grad_(true));
     owned_bytes_ += piece.length * static_cast<int64_t>(params_[piece.param].element_size());
   }
   for (size_t r = 0; r + 1 < bounds_.size(); ++r) block_elements_ = std::max(block_elements_, bounds_[r + 1] - bounds_[r]);
@@ -218,8 +232,12 @@ OptimizerShards::OptimizerShards(std::vector<torch::Tensor> params, Communicator
   }
 }
 
-torch::Tensor OptimizerShards::ParamSlice(const ShardPiece& piece) const {
-  return params_[piece.param].detach().view({-1}).narrow(0, piece.offset, piece.length);
+torch::Tensor OptimizerShards::ReadParam(const ShardPiece& piece) const {
+  return ReadFlat(params_[piece.param].detach(), piece.offset, piece.length);
+}
+
+void OptimizerShards::WriteParam(const ShardPiece& piece, const torch::Tensor& values) const {
+  WriteFlat(params_[piece.param].detach(), piece.offset, piece.length, values);
 }
 
 std::string OptimizerShards::Describe() const {
@@ -262,10 +280,10 @@ absl::Status OptimizerShards::StepOwnRange(torch::optim::Optimizer& optimizer) {
   {
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < own_.size(); ++k) {
-      own_tensors_[k].detach().copy_(ParamSlice(own_[k]));
+      own_tensors_[k].detach().copy_(ReadParam(own_[k]));
       const torch::Tensor& grad = params_[own_[k].param].grad();
       own_tensors_[k].mutable_grad() =
-          grad.defined() ? grad.reshape({-1}).narrow(0, own_[k].offset, own_[k].length) : torch::Tensor();
+          grad.defined() ? ReadFlat(grad, own_[k].offset, own_[k].length) : torch::Tensor();
     }
   }
   {
@@ -274,7 +292,7 @@ absl::Status OptimizerShards::StepOwnRange(torch::optim::Optimizer& optimizer) {
   }
   torch::NoGradGuard no_grad;
   for (size_t k = 0; k < own_.size(); ++k) {
-    ParamSlice(own_[k]).copy_(own_tensors_[k].detach());
+    WriteParam(own_[k], own_tensors_[k].detach());
     own_tensors_[k].mutable_grad() = torch::Tensor();  // no hold on the gradient buckets
   }
   return absl::OkStatus();
@@ -285,7 +303,7 @@ absl::Status OptimizerShards::ShareParameters() {
   torch::NoGradGuard no_grad;
   const int rank = comm_->rank();
   for (const ShardPiece& piece : own_) {
-    send_.narrow(0, piece.flat - bounds_[rank], piece.length).copy_(ParamSlice(piece));
+    send_.narrow(0, piece.flat - bounds_[rank], piece.length).copy_(ReadParam(piece));
   }
   if (comm_->size() == 1) return absl::OkStatus();
   const size_t block = static_cast<size_t>(block_elements_) * send_.element_size();
@@ -293,7 +311,7 @@ absl::Status OptimizerShards::ShareParameters() {
   for (const ShardPiece& piece : pieces_) {
     if (piece.rank == rank) continue;
     const int64_t at = piece.rank * block_elements_ + piece.flat - bounds_[piece.rank];
-    ParamSlice(piece).copy_(gathered_.narrow(0, at, piece.length));
+    WriteParam(piece, gathered_.narrow(0, at, piece.length));
   }
   return absl::OkStatus();
 }
@@ -407,7 +425,7 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
     if (step[piece.param] < 0) continue;
     int64_t& at = next[static_cast<size_t>(piece.rank)];
     for (torch::Tensor& t : whole[piece.param]) {
-      t.view({-1}).narrow(0, piece.offset, piece.length).copy_(gathered.narrow(0, at, piece.length));
+      WriteFlat(t, piece.offset, piece.length, gathered.narrow(0, at, piece.length));
       at += piece.length;
     }
   }

@@ -70,8 +70,7 @@ int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer);
 class OptimizerShards {
  public:
   // INVALID_ARGUMENT when the parameters do not share one dtype and device
-  // (the parameter all-gather packs them into one buffer) or one is not
-  // contiguous (pieces are flat views).
+  // (the parameter all-gather packs them into one buffer).
   static absl::StatusOr<std::unique_ptr<OptimizerShards>> Create(std::vector<torch::Tensor> params,
                                                                  Communicator* comm);
 
@@ -99,8 +98,9 @@ class OptimizerShards {
  private:
   OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm);
 
-  // A flat view of parameter `param`'s elements of `piece`.
-  torch::Tensor ParamSlice(const ShardPiece& piece) const;
+  // The parameter's elements of `piece` (flat, logical order), and writing them.
+  torch::Tensor ReadParam(const ShardPiece& piece) const;
+  void WriteParam(const ShardPiece& piece, const torch::Tensor& values) const;
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;

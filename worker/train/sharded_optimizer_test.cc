@@ -38,12 +38,19 @@ const std::vector<int64_t> kRows = {64, 7, 32, 5, 48, 16};
 // One tensor holds nearly all the state (mnist_cnn's shape of problem).
 const std::vector<int64_t> kUnevenRows = {400, 7, 5};
 
-std::vector<torch::Tensor> MakeParams(const std::vector<int64_t>& rows) {
+// With `channels_last`, parameter 1 is a conv-like weight stored
+// channels-last (not contiguous), as mnist_cnn's are.
+std::vector<torch::Tensor> MakeParams(const std::vector<int64_t>& rows, bool channels_last) {
   // Deterministic without the global RNG, which rank threads share.
   std::vector<torch::Tensor> params;
   for (int64_t n : rows) {
     auto values = torch::sin(torch::arange(n * 3, torch::kFloat).reshape({n, 3}) * 0.37 + static_cast<double>(n));
     params.push_back(values.requires_grad_(true));
+  }
+  if (channels_last) {
+    auto weight = torch::cos(torch::arange(2 * 3 * 4 * 5, torch::kFloat).reshape({2, 3, 4, 5}) * 0.29)
+                      .contiguous(at::MemoryFormat::ChannelsLast);
+    params.insert(params.begin() + 1, weight.requires_grad_(true));
   }
   return params;
 }
@@ -109,11 +116,14 @@ class ShardedStepTest : public testing::TestWithParam<OptimizerCase> {};
 // included; sharded steps from the gathered state (cut into pieces again)
 // still match.
 void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::vector<int64_t>& rows,
-                                const std::vector<size_t>& without_gradient) {
+                                const std::vector<size_t>& without_gradient, bool channels_last = false) {
+  auto MakeParams = [&] { return herd::MakeParams(rows, channels_last); };
   constexpr int kSteps = 6;
   constexpr int kMore = 2;  // sharded steps after the gather
   constexpr int kWorld = 3;
-  auto reference_params = MakeParams(rows);
+  auto reference_params = MakeParams();
+  std::vector<int64_t> numels;
+  for (const auto& p : reference_params) numels.push_back(p.numel());
   auto reference = optimizer_case.make(reference_params);
   for (int step = 0; step < kSteps; ++step) {
     SetGradients(reference_params, step, without_gradient);
@@ -122,9 +132,9 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
   const int64_t full_bytes = OptimizerStateBytes(*reference);
   ASSERT_GT(full_bytes, 0);
   int64_t state_elements = 0;  // of parameters that have state
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (size_t i = 0; i < numels.size(); ++i) {
     if (std::find(without_gradient.begin(), without_gradient.end(), i) == without_gradient.end()) {
-      state_elements += rows[i] * 3;
+      state_elements += numels[i];
     }
   }
   const int64_t bytes_per_element = full_bytes / state_elements;
@@ -132,7 +142,7 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
   std::mutex mu;
   std::vector<int64_t> shard_bytes(kWorld, 0);
   RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
-    auto params = MakeParams(rows);
+    auto params = MakeParams();
     auto optimizer = optimizer_case.make(params);
     auto shards = OptimizerShards::Create(params, comm);
     ASSERT_TRUE(shards.ok()) << shards.status();
@@ -153,7 +163,7 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
     EXPECT_EQ(OptimizerStateBytes(*optimizer), full_bytes) << "rank " << rank;
     ExpectSameState(*optimizer, *reference, params, reference_params, absl::StrCat("rank ", rank, " gathered"));
     for (int step = kSteps; step < kSteps + kMore; ++step) sharded_step(step);
-    auto expected = MakeParams(rows);
+    auto expected = MakeParams();
     {
       std::lock_guard<std::mutex> lock(mu);  // one reference replay at a time
       auto replay = optimizer_case.make(expected);
@@ -167,11 +177,6 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
     }
   });
   // Each rank holds exactly the state of its flat range's elements that have state.
-  int64_t total_elements = 0;
-  for (int64_t r : rows) total_elements += r * 3;
-  const std::vector<int64_t> bounds = FlatShardBounds(total_elements, kWorld);
-  std::vector<int64_t> numels;
-  for (int64_t r : rows) numels.push_back(r * 3);
   std::vector<int64_t> expected(kWorld, 0);
   for (const ShardPiece& piece : ShardPieces(numels, kWorld)) {
     if (std::find(without_gradient.begin(), without_gradient.end(), piece.param) == without_gradient.end()) {
@@ -188,6 +193,12 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
 
 TEST_P(ShardedStepTest, MatchesTheUnshardedOptimizerBitwise) {
   CheckShardedStepsAndGather(GetParam(), kRows, {});
+}
+
+// Ranges count elements in logical order; a channels-last parameter (cut
+// between ranks 0 and 1 here) is read and written through its strides.
+TEST_P(ShardedStepTest, NonContiguousParameterIsCutInLogicalOrder) {
+  CheckShardedStepsAndGather(GetParam(), kRows, {}, /*channels_last=*/true);
 }
 
 TEST_P(ShardedStepTest, OneDominantTensorIsSplitOverEveryRank) {
