@@ -221,7 +221,9 @@ OptimizerShards::OptimizerShards(std::vector<torch::Tensor> params, Communicator
   for (const ShardPiece& piece : pieces_) {
     if (piece.rank != comm_->rank()) continue;
     own_.push_back(piece);
-    own_tensors_.push_back(ReadParam(piece).clone().requires_grad_(true));
+    // A piece covering its whole parameter is the parameter: nothing to copy.
+    own_tensors_.push_back(Whole(piece) ? params_[piece.param] : ReadParam(piece).clone().requires_grad_(true));
+    if (Whole(piece)) whole_params_.insert(piece.param);
     owned_bytes_ += piece.length * static_cast<int64_t>(params_[piece.param].element_size());
   }
   for (size_t r = 0; r + 1 < bounds_.size(); ++r) block_elements_ = std::max(block_elements_, bounds_[r + 1] - bounds_[r]);
@@ -264,13 +266,16 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
   }
   // Whole state, where there is any, is newer than the pieces'.
   for (size_t k = 0; k < own_.size(); ++k) {
+    if (Whole(own_[k])) continue;
     const std::string piece_key = OptimizerStateKey(own_tensors_[k]);
     auto whole = state.find(OptimizerStateKey(params_[own_[k].param]));
     if (whole != state.end()) {
       state[piece_key] = CutState(*whole->second, own_[k].offset, own_[k].length);
     }
   }
-  for (const auto& p : params_) state.erase(OptimizerStateKey(p));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (whole_params_.count(i) == 0) state.erase(OptimizerStateKey(params_[i]));
+  }
   pieces_hold_state_ = true;
 }
 
@@ -280,6 +285,7 @@ absl::Status OptimizerShards::StepOwnRange(torch::optim::Optimizer& optimizer) {
   {
     torch::NoGradGuard no_grad;
     for (size_t k = 0; k < own_.size(); ++k) {
+      if (Whole(own_[k])) continue;  // steps the parameter with its own gradient
       own_tensors_[k].detach().copy_(ReadParam(own_[k]));
       const torch::Tensor& grad = params_[own_[k].param].grad();
       own_tensors_[k].mutable_grad() =
@@ -292,6 +298,7 @@ absl::Status OptimizerShards::StepOwnRange(torch::optim::Optimizer& optimizer) {
   }
   torch::NoGradGuard no_grad;
   for (size_t k = 0; k < own_.size(); ++k) {
+    if (Whole(own_[k])) continue;
     WriteParam(own_[k], own_tensors_[k].detach());
     own_tensors_[k].mutable_grad() = torch::Tensor();  // no hold on the gradient buckets
   }
@@ -325,6 +332,7 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
   DropForeignState(optimizer);  // the pieces hold this rank's whole share now
   torch::NoGradGuard no_grad;
   const int64_t world = comm_->size();
+  if (world == 1) return absl::OkStatus();  // one rank: every piece is a whole parameter
   const int rank = comm_->rank();
 
   // Collective 1: per parameter, what this rank's pieces of it hold: -2 no
@@ -416,7 +424,7 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
   // pieces' dropped: a failed gather leaves each rank with its own pieces.
   std::vector<std::vector<torch::Tensor>> whole(n);
   for (size_t i = 0; i < n; ++i) {
-    if (step[i] < 0) continue;
+    if (step[i] < 0 || whole_params_.count(i) > 0) continue;  // this rank's whole pieces are there already
     whole[i] = StateTensors(optimizer, kind, params_[i], params_[i], /*create=*/true);
     SetStep(optimizer.state()[OptimizerStateKey(params_[i])].get(), step[i]);
   }
@@ -424,12 +432,15 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
   for (const ShardPiece& piece : pieces_) {
     if (step[piece.param] < 0) continue;
     int64_t& at = next[static_cast<size_t>(piece.rank)];
+    if (whole[piece.param].empty()) at += kind.tensors * piece.length;
     for (torch::Tensor& t : whole[piece.param]) {
       WriteFlat(t, piece.offset, piece.length, gathered.narrow(0, at, piece.length));
       at += piece.length;
     }
   }
-  for (const auto& t : own_tensors_) optimizer.state().erase(OptimizerStateKey(t));
+  for (size_t k = 0; k < own_.size(); ++k) {
+    if (!Whole(own_[k])) optimizer.state().erase(OptimizerStateKey(own_tensors_[k]));
+  }
   pieces_hold_state_ = false;
   return absl::OkStatus();
 }

@@ -12,7 +12,9 @@
 // lists this rank's piece tensors (1-D leaves holding the piece's values,
 // their gradients slices of the parameters' gradients) instead of the
 // parameters, so options and learning rate are the same, and the pieces'
-// state lives in the optimizer's state map keyed by the piece tensors.
+// state lives in the optimizer's state map keyed by the piece tensors. A
+// piece covering a whole parameter is the parameter itself (no copies, its
+// state whole already; at W=1 sharding costs nothing).
 //
 // Gradients are still summed by the bucketed all-reduce overlapped with
 // backward (gradient_sync.h): every rank holds the whole summed gradient
@@ -34,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +101,7 @@ class OptimizerShards {
  private:
   OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm);
 
+  bool Whole(const ShardPiece& piece) const { return piece.length == params_[piece.param].numel(); }
   // The parameter's elements of `piece` (flat, logical order), and writing them.
   torch::Tensor ReadParam(const ShardPiece& piece) const;
   void WriteParam(const ShardPiece& piece, const torch::Tensor& values) const;
@@ -107,7 +111,8 @@ class OptimizerShards {
   std::vector<int64_t> bounds_;
   std::vector<ShardPiece> pieces_;          // every rank's, flat order
   std::vector<ShardPiece> own_;             // this rank's, flat order
-  std::vector<torch::Tensor> own_tensors_;  // one leaf per own piece
+  std::vector<torch::Tensor> own_tensors_;  // one leaf per own piece; the parameter where Whole
+  std::set<size_t> whole_params_;           // parameters this rank owns whole
   bool pieces_hold_state_ = false;          // own_tensors_' state entries are this object's
   int64_t block_elements_ = 0;              // the largest range: the all-gather's block
   int64_t owned_bytes_ = 0;
