@@ -26,5 +26,19 @@ TEST(OptimizerShardBenchSmokeTest, ShardsAddUpToTheWholeState) {
   }
 }
 
+// mnist_cnn's fully connected weight is 98% of its state: ranges cut it, so
+// each of two ranks holds half (whole-tensor sharding left 0.983 on one).
+TEST(OptimizerShardBenchSmokeTest, OneDominantTensorIsSplitInHalves) {
+  nlohmann::json report = RunBenchmark(
+      "bench/optimizer_shard_bench", {"--ranks=2", "--model=mnist_cnn", "--sample-shape=1,28,28", "--steps=1",
+                                      "--commits=1"});
+  ASSERT_TRUE(report.contains("worlds")) << report.dump();
+  ASSERT_EQ(report["worlds"].size(), 1u);
+  ASSERT_EQ(report["worlds"][0]["ranks"].size(), 2u) << report.dump();
+  for (const nlohmann::json& rank : report["worlds"][0]["ranks"]) {
+    EXPECT_NEAR(rank["ratio"].get<double>(), 0.5, 1e-3) << rank.dump();
+  }
+}
+
 }  // namespace
 }  // namespace herd::bench

@@ -36,4 +36,8 @@ const char* DataTypeName(DataType type) {
   return "unknown";
 }
 
+size_t ReduceScatterBlockCount(size_t count, int size) {
+  return size < 1 ? count : (count + static_cast<size_t>(size) - 1) / static_cast<size_t>(size);
+}
+
 }  // namespace herd

@@ -20,6 +20,11 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kUInt8 };
 size_t DataTypeSize(DataType type);
 const char* DataTypeName(DataType type);
 
+// ReduceScatterAsync's block for a buffer of `count` elements over `size`
+// ranks: ceil(count / size), so size() blocks cover it with at most
+// size - 1 elements of padding at the end.
+size_t ReduceScatterBlockCount(size_t count, int size);
+
 // Handle to an operation in flight. Collectives run in issue order on the
 // communicator's own thread(s) and each carries the communicator's timeout,
 // so Wait() returns within that timeout even when a peer hangs or dies.
@@ -54,6 +59,21 @@ class Communicator {
   virtual std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) = 0;
   virtual std::shared_ptr<Work> BarrierAsync() = 0;
 
+  // Elementwise sum across ranks, scattered in blocks. Every rank's `in`
+  // holds size() blocks of `block_count` elements each (callers pad the last
+  // to full length; ReduceScatterBlockCount gives the block for a buffer of
+  // `count` elements); on rank r, `out` (`block_count` elements) receives the
+  // sum over ranks of block r, in[r * block_count, (r + 1) * block_count).
+  // `out` may be exactly in + rank() * block_count (in place); otherwise it
+  // must not overlap `in`. The order of the additions per backend:
+  //  - gloo: a ring; block r starts at rank r - 1 and gathers ranks r - 2,
+  //    r - 3, ... around it, ending on rank r: the order Gloo's ring
+  //    all-reduce gives the part of its buffer it finishes on rank r.
+  //  - gloo+shm: rank order 0, 1, ..., size() - 1, as its all-reduce sums.
+  //  - nccl: NCCL's.
+  // Same failure rule and timeout as every other collective.
+  virtual std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) = 0;
+
   // Memory for `bytes` of float32 data that AllReduceAsync sums where it
   // lies, without staging copies (a slot of a shared-memory segment); null
   // when this communicator has none to offer, or none left. It stays mapped
@@ -68,6 +88,9 @@ class Communicator {
   absl::Status Broadcast(void* data, size_t bytes, int root) { return BroadcastAsync(data, bytes, root)->Wait(); }
   absl::Status AllGather(const void* in, size_t bytes, void* out) { return AllGatherAsync(in, bytes, out)->Wait(); }
   absl::Status Barrier() { return BarrierAsync()->Wait(); }
+  absl::Status ReduceScatter(const void* in, void* out, size_t block_count, DataType type) {
+    return ReduceScatterAsync(in, out, block_count, type)->Wait();
+  }
 };
 
 // Where ranks publish and find each other's connection details during

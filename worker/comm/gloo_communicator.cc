@@ -26,6 +26,7 @@
 #include "worker/comm/bfloat16.h"
 #include "worker/comm/float_sum.h"
 #include "worker/comm/collective_queue.h"
+#include "worker/comm/gloo_ring_reduce_scatter.h"
 #include "worker/comm/gloo_store_adapter.h"
 
 namespace herd {
@@ -207,6 +208,16 @@ class GlooCommunicator : public Communicator {
         options.setTag(static_cast<uint32_t>(sequence));
         options.setTimeout(options_.timeout);
         gloo::allgather(options);
+      });
+    });
+  }
+
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
+    std::string what = absl::StrCat("gloo reduce-scatter of ", block_count, " ", DataTypeName(type), " per rank");
+    return queue_.Submit(what, [this, in, out, block_count, type, what](uint64_t sequence) {
+      return RunGloo(what, [&] {
+        RingReduceScatter(*context_, in, out, block_count, DataTypeSize(type), SumFor(type),
+                          static_cast<uint32_t>(sequence), options_.timeout);
       });
     });
   }

@@ -230,7 +230,181 @@ TEST_P(GlooWorldTest, ManyOpsInFlightCompleteInIssueOrder) {
   });
 }
 
+// Sizes that do not divide by the world (the caller pads to whole blocks)
+// and blocks over 1 MiB; into a separate buffer and in place; small
+// integers keep float sums exact.
+TEST_P(GlooWorldTest, ReduceScatterGivesEachRankTheSumOfItsBlock) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  auto value = [](int rank, size_t i) { return static_cast<float>(rank * 1000 + i % 1000); };
+  for (size_t count : {size_t{1}, size_t{7}, size_t{(1 << 19) * 3 + 5}}) {
+    const size_t block = ReduceScatterBlockCount(count, world);
+    ASSERT_GE(block * world, count);
+    ASSERT_LT(block * world - count, static_cast<size_t>(world));
+    OnEachRank(comms, [&](Communicator& comm) {
+      std::vector<float> data(block * world, 0.0f);  // zero padding past `count`
+      for (size_t i = 0; i < count; ++i) data[i] = value(comm.rank(), i);
+      std::vector<float> out(block, -1.0f);
+      ASSERT_TRUE(comm.ReduceScatter(data.data(), out.data(), block, DataType::kFloat32).ok());
+      float* own = data.data() + comm.rank() * block;
+      ASSERT_TRUE(comm.ReduceScatter(data.data(), own, block, DataType::kFloat32).ok());
+      for (size_t j = 0; j < block; ++j) {
+        const size_t i = comm.rank() * block + j;
+        float expected = 0;
+        for (int r = 0; r < world && i < count; ++r) expected += value(r, i);
+        ASSERT_EQ(out[j], expected) << "rank " << comm.rank() << " index " << i << " count " << count;
+        ASSERT_EQ(own[j], expected) << "in place: rank " << comm.rank() << " index " << i << " count " << count;
+      }
+    });
+  }
+}
+
+// The documented order: block c is x[c-1] + x[c-2] + ... + x[c]. Values
+// where rank order gives a different float (1 + 1e8 - 1e8 is 0, -1e8 + 1e8
+// + 1 is 1) show which order ran; int64 and float64 sum exactly.
+TEST_P(GlooWorldTest, ReduceScatterSumsInRingOrderForEveryType) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const size_t block = 5;
+  auto value = [](int rank, size_t i) { return (rank + i) % 3 == 0 ? 1.0f : ((rank + i) % 3 == 1 ? 1e8f : -1e8f); };
+  auto ring_sum = [&](size_t i) {
+    const int owner = static_cast<int>(i / block);
+    float sum = value((owner + world - 1) % world, i);
+    for (int k = 2; k <= world; ++k) sum = value((owner + world - k) % world, i) + sum;
+    return sum;
+  };
+  if (world == 3) {
+    bool order_shows = false;
+    for (size_t i = 0; i < block * world; ++i) {
+      float rank_order = value(0, i);
+      for (int r = 1; r < world; ++r) rank_order += value(r, i);
+      order_shows = order_shows || rank_order != ring_sum(i);
+    }
+    ASSERT_TRUE(order_shows) << "the values do not tell the orders apart";
+  }
+  OnEachRank(comms, [&](Communicator& comm) {
+    std::vector<float> floats(block * world);
+    std::vector<int64_t> ints(block * world);
+    std::vector<double> doubles(block * world);
+    for (size_t i = 0; i < floats.size(); ++i) {
+      floats[i] = value(comm.rank(), i);
+      ints[i] = (int64_t{1} << 40) * (comm.rank() + 1) + static_cast<int64_t>(i);
+      doubles[i] = 0.5 * (comm.rank() + 1) + static_cast<double>(i);
+    }
+    std::vector<float> float_out(block);
+    std::vector<int64_t> int_out(block);
+    std::vector<double> double_out(block);
+    ASSERT_TRUE(comm.ReduceScatter(floats.data(), float_out.data(), block, DataType::kFloat32).ok());
+    ASSERT_TRUE(comm.ReduceScatter(ints.data(), int_out.data(), block, DataType::kInt64).ok());
+    ASSERT_TRUE(comm.ReduceScatter(doubles.data(), double_out.data(), block, DataType::kFloat64).ok());
+    const int64_t rank_sum = world * (world + 1) / 2;
+    for (size_t j = 0; j < block; ++j) {
+      const size_t i = comm.rank() * block + j;
+      ASSERT_EQ(float_out[j], ring_sum(i)) << "rank " << comm.rank() << " index " << i;
+      ASSERT_EQ(int_out[j], (int64_t{1} << 40) * rank_sum + world * static_cast<int64_t>(i));
+      ASSERT_EQ(double_out[j], 0.5 * rank_sum + world * static_cast<double>(i));
+    }
+  });
+}
+
+// Where Gloo's ring all-reduce splits a buffer into chunks that are exactly
+// the reduce-scatter's blocks (2 * size segments of count / (2 * size)
+// elements, two per chunk, below Gloo's segment cap), both sum every
+// element in the same order: the reduce-scatter equals the all-reduce to the
+// bit even with values whose sum depends on the order.
+TEST_P(GlooWorldTest, ReduceScatterMatchesGloosRingAllReduceWhereItsChunksAreTheBlocks) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const size_t block = 2 * 250;
+  const size_t count = block * world;
+  auto value = [](int rank, size_t i) {
+    return (rank + i) % 3 == 0 ? 1.0f + 0.125f * (i % 7) : ((rank + i) % 3 == 1 ? 1e8f : -1e8f + 8.0f * (i % 5));
+  };
+  OnEachRank(comms, [&](Communicator& comm) {
+    std::vector<float> summed(count);
+    for (size_t i = 0; i < count; ++i) summed[i] = value(comm.rank(), i);
+    std::vector<float> in = summed, out(block);
+    ASSERT_TRUE(comm.AllReduce(summed.data(), count, DataType::kFloat32).ok());
+    ASSERT_TRUE(comm.ReduceScatter(in.data(), out.data(), block, DataType::kFloat32).ok());
+    size_t order_mattered = 0;
+    for (size_t j = 0; j < block; ++j) {
+      const size_t i = comm.rank() * block + j;
+      ASSERT_EQ(out[j], summed[i]) << "rank " << comm.rank() << " index " << i;
+      float rank_order = value(0, i);
+      for (int r = 1; r < world; ++r) rank_order += value(r, i);
+      order_mattered += rank_order != summed[i] ? 1 : 0;
+    }
+    if (world >= 3 && comm.rank() != world - 1) {
+      EXPECT_GT(order_mattered, 0u) << "rank " << comm.rank() << ": values do not tell orders apart";
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorldTest, ::testing::Values(2, 3));
+
+TEST(GlooCommunicatorTest, ReduceScatterOnOneRankCopiesItsBlock) {
+  auto comms = ConnectAll(1);
+  ASSERT_EQ(comms.size(), 1u);
+  std::vector<float> in = {1.5f, 2.5f, 3.5f};
+  std::vector<float> out(3);
+  ASSERT_TRUE(comms[0]->ReduceScatter(in.data(), out.data(), 3, DataType::kFloat32).ok());
+  EXPECT_EQ(out, in);
+  ASSERT_TRUE(comms[0]->ReduceScatter(in.data(), in.data(), 3, DataType::kFloat32).ok());
+  EXPECT_EQ(in, (std::vector<float>{1.5f, 2.5f, 3.5f}));
+}
+
+// The failure rule holds for the ring as for Gloo's own collectives: a peer
+// that never joins times the op out within the timeout, later ops abort at
+// once; a destroyed peer fails it without waiting out the timeout.
+TEST(GlooCommunicatorTest, ReduceScatterWithASilentPeerTimesOutThenLaterOpsAbort) {
+  const milliseconds timeout(1000);
+  auto comms = ConnectAll(3, timeout);
+  ASSERT_EQ(comms.size(), 3u);
+  std::vector<float> in(3000, 1.0f), out(1000);
+  // Ranks 0 and 1 join; rank 2 is alive but never issues the op.
+  std::vector<absl::Status> statuses(2);
+  std::vector<Clock::duration> elapsed(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::vector<float> mine = in, result(1000);
+      const auto start = Clock::now();
+      statuses[rank] = comms[rank]->ReduceScatter(mine.data(), result.data(), 1000, DataType::kFloat32);
+      elapsed[rank] = Clock::now() - start;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_FALSE(statuses[rank].ok()) << rank;
+    EXPECT_TRUE(statuses[rank].code() == absl::StatusCode::kDeadlineExceeded ||
+                statuses[rank].code() == absl::StatusCode::kUnavailable)
+        << statuses[rank];
+    EXPECT_LT(elapsed[rank], milliseconds(2500)) << rank;
+  }
+  // Rank 2 receives from rank 0 and sends to rank 1: rank 1 waits on it in
+  // vain, so at least that rank timed out.
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDeadlineExceeded) << statuses[1];
+  EXPECT_NE(statuses[1].message().find("reduce-scatter"), std::string::npos) << statuses[1];
+  const auto start = Clock::now();
+  absl::Status later = comms[1]->ReduceScatter(in.data(), out.data(), 1000, DataType::kFloat32);
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  EXPECT_LT(Clock::now() - start, milliseconds(100));
+}
+
+TEST(GlooCommunicatorTest, ReduceScatterWithADestroyedPeerFailsFast) {
+  const milliseconds timeout(5000);
+  auto comms = ConnectAll(2, timeout);
+  ASSERT_EQ(comms.size(), 2u);
+  comms[1].reset();
+  std::vector<float> in(200000, 1.0f), out(100000);
+  const auto start = Clock::now();
+  absl::Status status = comms[0]->ReduceScatter(in.data(), out.data(), 100000, DataType::kFloat32);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_LT(Clock::now() - start, milliseconds(2500));
+}
 
 TEST(GlooCommunicatorTest, SeveralThreadsOverlapOpsWithoutMixingThemUp) {
   auto comms = ConnectAll(3, milliseconds(10000), nullptr, "threads/", /*threads=*/3);

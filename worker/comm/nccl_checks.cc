@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -319,6 +320,35 @@ absl::Status CheckAllGather(int world) {
   });
 }
 
+absl::Status CheckReduceScatter(int world) {
+  constexpr size_t kBlock = 10007;  // odd, so kernels' vector tails are exercised
+  const DataType type = DataType::kFloat32;
+  return InWorld(world, [&](int rank, Communicator& comm) -> absl::Status {
+    // Separate output, then in place (out = in + rank * block).
+    absl::StatusOr<DeviceBuffer> input = FilledBuffer(rank, kBlock * world, type);
+    if (!input.ok()) return input.status();
+    absl::StatusOr<DeviceBuffer> output = DeviceBuffer::Allocate(rank, kBlock * sizeof(float));
+    if (!output.ok()) return output.status();
+    absl::Status status = comm.ReduceScatter(input->data(), output->data(), kBlock, type);
+    float* own_block = static_cast<float*>(input->data()) + rank * kBlock;
+    if (status.ok()) status = comm.ReduceScatter(input->data(), own_block, kBlock, type);
+    if (!status.ok()) return status;
+    std::vector<float> separate(kBlock), in_place(kBlock * world);
+    status = output->CopyToHost(separate.data(), kBlock * sizeof(float));
+    if (status.ok()) status = input->CopyToHost(in_place.data(), in_place.size() * sizeof(float));
+    if (!status.ok()) return status;
+    for (size_t i = 0; i < kBlock; ++i) {
+      const double want = SumAt(world, rank * kBlock + i);
+      if (separate[i] != want || in_place[rank * kBlock + i] != want) {
+        return absl::InternalError(absl::StrCat("reduce-scatter: element ", i, " of rank ", rank, "'s block is ",
+                                                separate[i], " (in place ", in_place[rank * kBlock + i], "), want ",
+                                                want));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CheckBarrier(int world) {
   return InWorld(world, [&](int, Communicator& comm) -> absl::Status {
     for (int round = 0; round < 3; ++round) {
@@ -557,6 +587,7 @@ std::vector<NcclCheck> AllNcclChecks(int world) {
   }
   checks.push_back({"broadcast", [=] { return CheckBroadcast(world); }});
   checks.push_back({"all_gather", [=] { return CheckAllGather(world); }});
+  checks.push_back({"reduce_scatter", [=] { return CheckReduceScatter(world); }});
   checks.push_back({"barrier", [=] { return CheckBarrier(world); }});
   checks.push_back({"many_ops_in_flight", [=] { return CheckManyOpsInFlight(world); }});
   checks.push_back({"done_becomes_true", [=] { return CheckDoneBecomesTrue(world); }});

@@ -21,6 +21,8 @@ std::string NcclChecksUnavailableReason();
 absl::Status CheckAllReduce(int world, DataType type);
 absl::Status CheckBroadcast(int world);
 absl::Status CheckAllGather(int world);
+// Block r of the float32 sum lands on rank r, into a separate buffer and in place.
+absl::Status CheckReduceScatter(int world);
 absl::Status CheckBarrier(int world);
 // Many ops issued before any is waited for, then waited for in issue order.
 absl::Status CheckManyOpsInFlight(int world);

@@ -144,6 +144,20 @@ class NcclCommunicator : public Communicator {
                  });
   }
 
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
+    ncclDataType_t nccl_type = ncclFloat32;
+    absl::Status invalid;
+    if (!NcclTypeFor(type, &nccl_type)) {
+      invalid = absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
+    } else if ((in == nullptr || out == nullptr) && block_count > 0) {
+      invalid = absl::InvalidArgumentError("null buffer");
+    }
+    return Issue(absl::StrCat("reduce-scatter of ", block_count, " ", DataTypeName(type), " per rank"), invalid,
+                 block_count == 0, [=](ncclComm_t comm, cudaStream_t stream) {
+                   return ncclReduceScatter(in, out, block_count, nccl_type, ncclSum, comm, stream);
+                 });
+  }
+
   std::shared_ptr<Work> BarrierAsync() override {
     void* flag = resources_->barrier;
     return Issue("barrier", absl::OkStatus(), false, [=](ncclComm_t comm, cudaStream_t stream) {

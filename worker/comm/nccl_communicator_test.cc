@@ -48,6 +48,12 @@ TEST(NcclCommunicatorTest, AllGatherIsInRankOrder) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+TEST(NcclCommunicatorTest, ReduceScatterSumsEachRanksBlock) {
+  SKIP_WITHOUT_GPU();
+  const absl::Status status = CheckReduceScatter(kOneGpu);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(NcclCommunicatorTest, BarrierCompletes) {
   SKIP_WITHOUT_GPU();
   const absl::Status status = CheckBarrier(kOneGpu);
@@ -119,7 +125,7 @@ TEST(NcclMultiGpuTest, CollectivesAcrossEveryGpu) {
     const absl::Status status = CheckAllReduce(devices, type);
     EXPECT_TRUE(status.ok()) << DataTypeName(type) << ": " << status;
   }
-  for (const absl::Status& status : {CheckBroadcast(devices), CheckAllGather(devices), CheckBarrier(devices),
+  for (const absl::Status& status : {CheckBroadcast(devices), CheckAllGather(devices), CheckReduceScatter(devices), CheckBarrier(devices),
                                      CheckManyOpsInFlight(devices)}) {
     EXPECT_TRUE(status.ok()) << status;
   }

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -107,7 +108,18 @@ class ShmAllReduce : public Communicator {
     if (type != DataType::kFloat32 || bytes > options_.slot_bytes) return inner_->AllReduceAsync(data, count, type);
     std::string what = absl::StrCat("shared-memory all-reduce of ", count, " float32");
     return queue_.Submit(what, [this, data, count, what](uint64_t sequence) {
-      return Run(static_cast<float*>(data), count, static_cast<uint32_t>(sequence + 1), what);
+      return RunAllReduce(static_cast<float*>(data), count, static_cast<uint32_t>(sequence + 1), what);
+    });
+  }
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
+    // As for the all-reduce: the path depends on type and size alone.
+    if (type != DataType::kFloat32 || block_count * options_.size * sizeof(float) > options_.slot_bytes) {
+      return inner_->ReduceScatterAsync(in, out, block_count, type);
+    }
+    std::string what = absl::StrCat("shared-memory reduce-scatter of ", block_count, " float32 per rank");
+    return queue_.Submit(what, [this, in, out, block_count, what](uint64_t sequence) {
+      return RunReduceScatter(static_cast<const float*>(in), static_cast<float*>(out), block_count,
+                              static_cast<uint32_t>(sequence + 1), what);
     });
   }
   std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override {
@@ -174,29 +186,56 @@ class ShmAllReduce : public Communicator {
     return absl::OkStatus();
   }
 
-  // Sums elements [begin, end) of every rank's data, in rank order, and
-  // writes the sum into every rank's data. Other ranks touch only their own
-  // shares, so nobody reads what another writes during the op.
+  // chunk = the sum of elements [c, c + len) of every rank's data, in rank
+  // order: the one order both collectives use, so they agree to the bit.
+  void SumRanks(size_t c, size_t len, float* chunk) const {
+    auto at = [&](int r) { return Slot(r) + offsets_[r] + c; };
+    if (options_.size == 1) {
+      std::memcpy(chunk, at(0), len * sizeof(float));
+      return;
+    }
+    SumFloat32(chunk, at(0), at(1), len);
+    for (int r = 2; r < options_.size; ++r) SumFloat32(chunk, chunk, at(r), len);
+  }
+
+  // Sums elements [begin, end) of every rank's data and writes the sum into
+  // every rank's data. Other ranks touch only their own shares, so nobody
+  // reads what another writes during the op.
   void ReduceShare(size_t count_begin, size_t count_end) {
     const int n = options_.size;
     if (n == 1) return;  // the only slot already holds the sum
     alignas(64) float chunk[kChunkFloats];
     for (size_t c = count_begin; c < count_end; c += kChunkFloats) {
       const size_t len = std::min(kChunkFloats, count_end - c);
-      auto at = [&](int r) { return Slot(r) + offsets_[r] + c; };
-      SumFloat32(chunk, at(0), at(1), len);
-      for (int r = 2; r < n; ++r) SumFloat32(chunk, chunk, at(r), len);
-      for (int r = 0; r < n; ++r) std::memcpy(at(r), chunk, len * sizeof(float));
+      SumRanks(c, len, chunk);
+      for (int r = 0; r < n; ++r) std::memcpy(Slot(r) + offsets_[r] + c, chunk, len * sizeof(float));
     }
   }
 
-  absl::Status Run(float* data, size_t count, uint32_t op, const std::string& what) {
+  // Sums elements [begin, end) of every rank's data into `out`. Writes only
+  // this rank's own share of its slot (when `out` lies there), which no other
+  // rank reads.
+  void SumShareInto(size_t count_begin, size_t count_end, float* out) {
+    alignas(64) float chunk[kChunkFloats];
+    for (size_t c = count_begin; c < count_end; c += kChunkFloats) {
+      const size_t len = std::min(kChunkFloats, count_end - c);
+      SumRanks(c, len, chunk);
+      std::memcpy(out + (c - count_begin), chunk, len * sizeof(float));
+    }
+  }
+
+  // Both collectives: every rank's `count` floats of `data` meet in the
+  // slots, `reduce` sums this rank's share, and nobody leaves (or reuses its
+  // slot) before every rank has summed. Returns whether `data` was copied in.
+  absl::Status Run(const float* data, size_t count, uint32_t op, const std::string& what,
+                   const std::function<void()>& reduce, bool* copied_in) {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     RankState& me = header_->ranks[options_.rank];
     float* mine = Slot(options_.rank);
     const bool in_place = InPlace(data, count);
     const size_t offset = in_place ? static_cast<size_t>(data - mine) : scratch_offset_;
     if (!in_place) std::memcpy(mine + offset, data, count * sizeof(float));
+    *copied_in = !in_place;
     me.offset.store(offset, std::memory_order_relaxed);  // published by the release below
     Publish(&me.arrived, op);
     if (auto s = WaitAll(&RankState::arrived, op, what, deadline); !s.ok()) return s;
@@ -206,12 +245,26 @@ class ShmAllReduce : public Communicator {
         return absl::InternalError(absl::StrCat(what, ": rank ", r, " placed its data outside its slot"));
       }
     }
-    // This rank's share, the same split on every rank.
-    ReduceShare(count * options_.rank / options_.size, count * (options_.rank + 1) / options_.size);
+    reduce();
     Publish(&me.summed, op);
-    if (auto s = WaitAll(&RankState::summed, op, what, deadline); !s.ok()) return s;
-    if (!in_place) std::memcpy(data, mine + offset, count * sizeof(float));
-    return absl::OkStatus();
+    return WaitAll(&RankState::summed, op, what, deadline);
+  }
+
+  absl::Status RunAllReduce(float* data, size_t count, uint32_t op, const std::string& what) {
+    bool copied_in = false;
+    absl::Status status = Run(data, count, op, what, [&] {
+      // This rank's share, the same split on every rank.
+      ReduceShare(count * options_.rank / options_.size, count * (options_.rank + 1) / options_.size);
+    }, &copied_in);
+    if (status.ok() && copied_in) std::memcpy(data, Slot(options_.rank) + scratch_offset_, count * sizeof(float));
+    return status;
+  }
+
+  absl::Status RunReduceScatter(const float* in, float* out, size_t block_count, uint32_t op, const std::string& what) {
+    bool copied_in = false;
+    const size_t begin = block_count * options_.rank;
+    return Run(in, block_count * options_.size, op, what,
+               [&] { SumShareInto(begin, begin + block_count, out); }, &copied_in);
   }
 
   const ShmAllReduceOptions options_;

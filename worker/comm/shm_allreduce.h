@@ -8,8 +8,9 @@
 // AllocateAllReduceBuffer already live in the slot (the trainer's gradient
 // buckets do): reading every share once and writing it once is all the
 // memory traffic. Other buffers are copied into a scratch area of the slot
-// and back. float32 sums up to `slot_bytes` take this path; other types and
-// larger buffers go to `inner`. Every rank makes the same choice, so the
+// and back. A reduce-scatter meets the same way; each rank sums only its
+// own block, in the same rank order. float32 sums up to `slot_bytes` take
+// this path; other types and larger buffers go to `inner`. Every rank makes the same choice, so the
 // collective sequences stay matched.
 //
 // Failure: waits are bounded by `timeout` (DEADLINE_EXCEEDED); a peer process

@@ -1,27 +1,42 @@
 // Sharded optimizer state, ZeRO stage 1 (sync.shard_optimizer, mode
-// allreduce). Whole parameter tensors are assigned to ranks, bytes balanced
-// (AssignShardOwners); each rank keeps the optimizer state of the tensors it
-// owns only and steps only those, then the updated parameters are
-// all-gathered so every replica stays bitwise identical to the others and
-// to a plain all-reduce run (Adam, AdamW and SGD-momentum update each
-// element on its own, so who computes it does not change the result).
+// allreduce). All parameters, concatenated in registration order, form one
+// flat range split into W near-equal contiguous ranges (ShardPieces); each
+// rank owns its range, which may cover parts of tensors ("pieces"), keeps
+// the optimizer state of its pieces only and steps only those. Every rank
+// then receives the others' updated ranges in one all-gather, so every
+// replica stays bitwise identical to the others and to a plain all-reduce
+// run: Adam, AdamW and SGD-momentum update each element on its own, so
+// stepping a piece equals stepping the whole tensor restricted to it.
+//
+// The optimizer is the trainer's own: for the step its parameter group
+// lists this rank's piece tensors (1-D leaves holding the piece's values,
+// their gradients slices of the parameters' gradients) instead of the
+// parameters, so options and learning rate are the same, and the pieces'
+// state lives in the optimizer's state map keyed by the piece tensors. A
+// piece covering a whole parameter is the parameter itself (no copies, its
+// state whole already; at W=1 sharding costs nothing).
 //
 // Gradients are still summed by the bucketed all-reduce overlapped with
-// backward (gradient_sync.h): the reduce-scatter is emulated, every rank
-// holds the whole summed gradient and uses its shard's part. Clipping
-// therefore sees the global norm with no extra collective.
+// backward (gradient_sync.h): every rank holds the whole summed gradient
+// and uses its range's part. Clipping therefore sees the global norm with
+// no extra collective, and the sums are bitwise the plain run's.
 //
-// Commits and checkpoints hold the whole state: GatherState gives every rank
-// the owners' state (one broadcast per state tensor) right before a commit is
-// captured, so a lost rank's shard survives in every other rank's commit, and
-// healing, checkpoints and a re-form at another world size need no format of
-// their own. DropForeignState then returns each rank to its own shard.
+// Commits and checkpoints hold the whole per-parameter state, in the
+// unsharded format: GatherState gives every rank the state reassembled from
+// the owners' pieces (an all-gather of step counts, then every rank's piece
+// state packed into one block: one padded all-gather, or one broadcast per
+// rank where the blocks differ widely in size) right before a commit is
+// captured, so a lost rank's shard survives in every other rank's commit,
+// and healing, checkpoints and a re-form at another world size need no
+// format of their own. Whole per-parameter state (after a gather, a restore
+// or a heal) is cut back into this rank's pieces before the next step.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,11 +46,28 @@
 
 namespace herd {
 
-// Owner rank of each tensor: largest first (registration order on ties) to
-// the rank holding the fewest bytes so far (lowest rank on ties).
-std::vector<int> AssignShardOwners(const std::vector<int64_t>& tensor_bytes, int world);
+// Elements [offset, offset + length) of parameter `param`, at position
+// `flat` of the concatenated parameters, owned by `rank`.
+struct ShardPiece {
+  size_t param = 0;
+  int rank = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+  int64_t flat = 0;
+  bool operator==(const ShardPiece& o) const {
+    return param == o.param && rank == o.rank && offset == o.offset && length == o.length && flat == o.flat;
+  }
+};
 
-// Bytes of optimizer state held (every state tensor of every parameter).
+// Rank r owns flat elements [bounds[r], bounds[r+1]), bounds[r] =
+// floor(total * r / world): ranges differ by at most one element.
+std::vector<int64_t> FlatShardBounds(int64_t total_elements, int world);
+
+// The pieces of tensors of `numels` elements each at `world` ranks, in flat
+// order (parameter, then offset); no empty pieces.
+std::vector<ShardPiece> ShardPieces(const std::vector<int64_t>& numels, int world);
+
+// Bytes of optimizer state held (every state tensor of every entry).
 int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer);
 
 class OptimizerShards {
@@ -45,33 +77,47 @@ class OptimizerShards {
   static absl::StatusOr<std::unique_ptr<OptimizerShards>> Create(std::vector<torch::Tensor> params,
                                                                  Communicator* comm);
 
-  bool Owns(size_t param) const { return owners_[param] == comm_->rank(); }
   int64_t owned_bytes() const { return owned_bytes_; }
   int64_t total_bytes() const { return total_bytes_; }
   std::string Describe() const;
 
-  // Before the optimizer step: the state and gradients of tensors this rank
-  // does not own are dropped, so the optimizer neither steps them nor keeps
-  // state for them.
-  void DropForeignState(torch::optim::Optimizer& optimizer) const;
-  void DropForeignGradients() const;
+  // Cuts whole per-parameter state (a restore, heal or gather put there)
+  // into this rank's pieces and drops the rest, and any entry neither a
+  // parameter's nor a live piece's.
+  void DropForeignState(torch::optim::Optimizer& optimizer);
+  // The optimizer step on this rank's pieces only (after DropForeignState),
+  // each piece's values copied back into its parameter. No collective.
+  // UNIMPLEMENTED for an optimizer other than sgd, adam and adamw or with
+  // more than one parameter group.
+  absl::Status StepOwnRange(torch::optim::Optimizer& optimizer);
   // Collective, after the step: every rank receives the owners' updated
-  // parameters (one all-gather, each rank's shard padded to the largest).
+  // ranges (one all-gather, each range padded to the largest).
   absl::Status ShareParameters();
-  // Collective: every rank receives the whole optimizer state from the
-  // owners. UNIMPLEMENTED for an optimizer other than sgd, adam and adamw.
-  absl::Status GatherState(torch::optim::Optimizer& optimizer) const;
+  // Collective: every rank receives the whole per-parameter optimizer state
+  // reassembled from the owners' pieces (on failure, each rank keeps its
+  // own pieces alone). UNIMPLEMENTED as StepOwnRange.
+  absl::Status GatherState(torch::optim::Optimizer& optimizer);
 
  private:
-  OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm, std::vector<int> owners);
+  OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm);
+
+  bool Whole(const ShardPiece& piece) const { return piece.length == params_[piece.param].numel(); }
+  // The parameter's elements of `piece` (flat, logical order), and writing them.
+  torch::Tensor ReadParam(const ShardPiece& piece) const;
+  void WriteParam(const ShardPiece& piece, const torch::Tensor& values) const;
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;
-  std::vector<int> owners_;
-  int64_t shard_elements_ = 0;  // the largest shard's elements: the all-gather's block
+  std::vector<int64_t> bounds_;
+  std::vector<ShardPiece> pieces_;          // every rank's, flat order
+  std::vector<ShardPiece> own_;             // this rank's, flat order
+  std::vector<torch::Tensor> own_tensors_;  // one leaf per own piece; the parameter where Whole
+  std::set<size_t> whole_params_;           // parameters this rank owns whole
+  bool pieces_hold_state_ = false;          // own_tensors_' state entries are this object's
+  int64_t block_elements_ = 0;              // the largest range: the all-gather's block
   int64_t owned_bytes_ = 0;
   int64_t total_bytes_ = 0;
-  torch::Tensor send_;     // this rank's shard, packed
+  torch::Tensor send_;      // this rank's range, packed
   torch::Tensor gathered_;  // every rank's block, rank order
 };
 

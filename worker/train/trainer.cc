@@ -288,13 +288,11 @@ absl::Status Trainer::TrainStep() {
   if (spec_.grad_clip_norm() > 0) torch::nn::utils::clip_grad_norm_(ctx_.params, spec_.grad_clip_norm());
   ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
-  if (shards_ != nullptr) {
-    // This rank steps its own shard; the owners' results are all-gathered.
-    shards_->DropForeignState(*ctx_.optimizer);
-    shards_->DropForeignGradients();
-  }
-  ctx_.optimizer->step();
-  if (shards_ != nullptr) {
+  if (shards_ == nullptr) {
+    ctx_.optimizer->step();
+  } else {
+    // This rank steps its own range; the owners' results are all-gathered.
+    if (auto s = shards_->StepOwnRange(*ctx_.optimizer); !s.ok()) return s;
     if (auto s = shards_->ShareParameters(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("parameter all-gather at step ", ctx_.step, ": ", s.message()));
     }

@@ -40,6 +40,12 @@ std::shared_ptr<Work> FaultyCommunicator::AllGatherAsync(const void* in, size_t 
   return inner_->AllGatherAsync(in, bytes, out);
 }
 
+std::shared_ptr<Work> FaultyCommunicator::ReduceScatterAsync(const void* in, void* out, size_t block_count,
+                                                              DataType type) {
+  if (auto failed = Fault()) return failed;
+  return inner_->ReduceScatterAsync(in, out, block_count, type);
+}
+
 std::shared_ptr<Work> FaultyCommunicator::BarrierAsync() {
   if (auto failed = Fault()) return failed;
   return inner_->BarrierAsync();

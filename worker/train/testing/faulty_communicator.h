@@ -29,6 +29,7 @@ class FaultyCommunicator : public Communicator {
   std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override;
   std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override;
   std::shared_ptr<Work> BarrierAsync() override;
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override;
 
  private:
   // The failed Work when this call is at or past the fault, else null.
