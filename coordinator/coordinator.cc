@@ -335,6 +335,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     *response.add_assignments() = std::move(assignment);
   }
   for (const std::string& job_id : ReleaseJobsFor(state_, request.worker_id())) response.add_release_jobs(job_id);
+  for (const std::string& job_id : SuspendJobsFor(state_, request.worker_id())) response.add_suspend_jobs(job_id);
   for (v1::ReformRequest& reform : ReformJobsFor(state_, request.worker_id())) {
     *response.add_reform_jobs() = std::move(reform);
   }

@@ -35,6 +35,14 @@ std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::st
   return jobs;
 }
 
+std::vector<std::string> SuspendJobsFor(const ClusterState& state, const std::string& worker_id) {
+  std::vector<std::string> jobs;
+  for (const std::string& id : ReleaseJobsFor(state, worker_id)) {
+    if (state.jobs.at(id).release_requested.at(worker_id) == kReleaseSuspend) jobs.push_back(id);
+  }
+  return jobs;
+}
+
 std::vector<v1::ReformRequest> ReformJobsFor(const ClusterState& state, const std::string& worker_id) {
   std::vector<v1::ReformRequest> requests;
   for (const auto& [id, job] : state.jobs) {

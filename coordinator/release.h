@@ -31,6 +31,9 @@ namespace herd::coordinator {
 // Why a worker is asked to leave (the metrics label and the record's value).
 inline constexpr char kReleaseDrain[] = "drain";
 inline constexpr char kReleaseShrink[] = "shrink";
+// The whole job leaves and goes back to PENDING (scheduling_policy.h): every
+// member is asked, and the first rank to hear it takes all of them along.
+inline constexpr char kReleaseSuspend[] = "suspend";
 
 // Asks `job_id` to release `worker_id` at its next step boundary. A no-op
 // (empty ChangeSet) for unknown or non-RUNNING jobs, non-members, members
@@ -41,6 +44,10 @@ ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const s
 // The RUNNING jobs that asked `worker_id` to leave and still hold it: what
 // its heartbeat response names in release_jobs.
 std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::string& worker_id);
+
+// Those of ReleaseJobsFor that are being suspended whole (kReleaseSuspend):
+// what its heartbeat response names in suspend_jobs.
+std::vector<std::string> SuspendJobsFor(const ClusterState& state, const std::string& worker_id);
 
 // The RUNNING jobs that asked `worker_id`'s trainer to re-form at its next
 // step boundary, with the generation asked: what its heartbeat response

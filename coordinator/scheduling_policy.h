@@ -20,10 +20,8 @@
 
 namespace herd::coordinator {
 
-// RequestRelease reasons the scheduler uses: kReleaseShrink (release.h), the
-// job keeps running, smaller; and kReleaseSuspend, every member leaves and
-// the job goes back to PENDING.
-inline constexpr char kReleaseSuspend[] = "suspend";
+// The scheduler asks releases with kReleaseShrink (the job keeps running,
+// smaller) and kReleaseSuspend (every member leaves; release.h).
 
 // A PENDING job's reason while workers are released to it, and after.
 inline constexpr char kWaitingForReleased[] = "waiting for workers released by lower-priority jobs";

@@ -18,6 +18,22 @@ std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(jo
 std::string ReleaseRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/release-request"); }
 std::string ReformRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/reform-request"); }
 
+namespace {
+constexpr char kWholeJob[] = "suspend";
+}  // namespace
+
+absl::Status WriteReleaseRequest(const std::string& path, bool whole_job) {
+  return WriteFileAtomically(path, whole_job ? kWholeJob : "");
+}
+
+ReleaseAsked ReadReleaseRequest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ReleaseAsked::kNone;
+  std::string word;
+  in >> word;
+  return word == kWholeJob ? ReleaseAsked::kWholeJob : ReleaseAsked::kThisRank;
+}
+
 absl::Status WriteReformRequest(const std::string& path, int64_t generation) {
   return WriteFileAtomically(path, absl::StrCat(generation));
 }

@@ -16,9 +16,10 @@
 //                        written before a released exit too (the boundary's)
 //   release-request      written by the daemon when the coordinator asks this
 //                        worker to leave the job at its next step boundary
-//                        (drain, shrink); the trainer checks for it at commit
-//                        points, and the daemon removes it before starting a
-//                        trainer for the job
+//                        (drain, shrink, suspend); the trainer checks for it at
+//                        commit points, and the daemon removes it before
+//                        starting a trainer for the job. It holds "suspend"
+//                        when the whole job leaves (every rank goes at once)
 //   reform-request       written by the daemon when the coordinator asks the
 //                        job to re-form at its next step boundary so workers
 //                        can join; holds the generation asked (decimal), so
@@ -47,6 +48,12 @@ constexpr int kExitReleased = v1::TRAINER_EXIT_RELEASED;
 constexpr int kExitReleasedAll = v1::TRAINER_EXIT_RELEASED_ALL;
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
+// What a release-request file asks (ReadReleaseRequest): nothing, this rank
+// to leave, or the whole job (suspension).
+enum class ReleaseAsked { kNone, kThisRank, kWholeJob };
+absl::Status WriteReleaseRequest(const std::string& path, bool whole_job);
+ReleaseAsked ReadReleaseRequest(const std::string& path);
+
 // Replaces the file atomically: a trainer never reads half a number.
 absl::Status WriteReformRequest(const std::string& path, int64_t generation);
 // The generation asked; 0 when there is no (readable) request.

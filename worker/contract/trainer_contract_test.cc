@@ -53,5 +53,17 @@ TEST(TrainerContract, ReformRequestNamesItsGenerationAndAbsentOrGarbageIsNone) {
   EXPECT_EQ(ReadReformRequest(path), 0);
 }
 
+TEST(TrainerContract, ReleaseRequestSaysWhetherTheWholeJobLeaves) {
+  const std::string dir = ::testing::TempDir() + "/trainer_contract_release";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = ReleaseRequestPath(dir);
+  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kNone);
+  ASSERT_TRUE(WriteReleaseRequest(path, false).ok());
+  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kThisRank);
+  ASSERT_TRUE(WriteReleaseRequest(path, true).ok());
+  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kWholeJob);
+}
+
 }  // namespace
 }  // namespace herd

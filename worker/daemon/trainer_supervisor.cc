@@ -230,20 +230,21 @@ bool TrainerSupervisor::Running(const std::string& job_id) {
   return trainers_.count(job_id) > 0;
 }
 
-void TrainerSupervisor::ReleaseJobs(const std::vector<std::string>& job_ids) {
+void TrainerSupervisor::ReleaseJobs(const std::vector<std::string>& job_ids, const std::set<std::string>& suspended) {
   absl::MutexLock lock(&mu_);
   for (const std::string& job_id : job_ids) {
     auto it = trainers_.find(job_id);
     if (it == trainers_.end() || it->second.process->stopping()) continue;
     const std::string path = ReleaseRequestPath(it->second.job_dir);
-    if (access(path.c_str(), F_OK) == 0) continue;  // asked already
-    std::ofstream file(path);
-    if (!file) {
-      LOG(ERROR) << "job " << job_id << ": cannot write " << path;
+    const bool whole_job = suspended.count(job_id) > 0;
+    const ReleaseAsked asked = ReadReleaseRequest(path);
+    if (asked == ReleaseAsked::kWholeJob || (asked == ReleaseAsked::kThisRank && !whole_job)) continue;  // asked already
+    if (absl::Status written = WriteReleaseRequest(path, whole_job); !written.ok()) {
+      LOG(ERROR) << "job " << job_id << ": " << written;
       continue;
     }
-    LOG(INFO) << "job " << job_id << ": asked to release this worker; its trainer (pid " << it->second.process->pid()
-              << ") leaves at the next step boundary";
+    LOG(INFO) << "job " << job_id << ": asked to release this worker" << (whole_job ? " (the whole job is suspended)" : "")
+              << "; its trainer (pid " << it->second.process->pid() << ") leaves at the next step boundary";
   }
 }
 

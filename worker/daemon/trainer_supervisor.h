@@ -73,8 +73,9 @@ class TrainerSupervisor {
   std::string JobDir(const std::string& job_id) const;
 
   // The coordinator asked these jobs' trainers to leave at their next step
-  // boundary: writes each one's release-request file (trainer_contract.h).
-  void ReleaseJobs(const std::vector<std::string>& job_ids);
+  // boundary, those in `suspended` with every other rank: writes each one's
+  // release-request file (trainer_contract.h).
+  void ReleaseJobs(const std::vector<std::string>& job_ids, const std::set<std::string>& suspended = {});
   // The coordinator asked these jobs to re-form at their next step boundary
   // (workers wait to join): writes each one's reform-request file with the
   // generation asked, unless it holds that one already.

@@ -28,12 +28,13 @@ absl::Status WithPayload(absl::Status status, const char* value) {
 
 }  // namespace
 
-absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform) {
-  float counts[2] = {leaving ? 1.0f : 0.0f, reform ? 1.0f : 0.0f};
-  if (absl::Status s = comm->AllReduce(counts, 2, DataType::kFloat32); !s.ok()) {
+absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform, bool whole_job) {
+  float counts[3] = {leaving ? 1.0f : 0.0f, reform ? 1.0f : 0.0f, whole_job ? 1.0f : 0.0f};
+  if (absl::Status s = comm->AllReduce(counts, 3, DataType::kFloat32); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("boundary vote: ", s.message()));
   }
-  return BoundaryVote{static_cast<int>(std::lround(counts[0])), static_cast<int>(std::lround(counts[1]))};
+  return BoundaryVote{static_cast<int>(std::lround(counts[0])), static_cast<int>(std::lround(counts[1])),
+                      static_cast<int>(std::lround(counts[2]))};
 }
 
 absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded) {

@@ -12,7 +12,8 @@
 //   commit: the leavers with IsReleased (the trainer exits
 //   TRAINER_EXIT_RELEASED), the others with IsPeerReleased; they join the
 //   next generation and heal from their own commit of that very step;
-// - when every rank leaves, nobody would keep that commit, so rank 0 first
+// - when every rank leaves (or one rank heard that the whole job is
+//   suspended), nobody would keep that commit, so rank 0 first
 //   checkpoints the step and waits until the coordinator recorded it
 //   (AgreeOnCheckpoint); only then they leave, with IsReleasedAll
 //   (TRAINER_EXIT_RELEASED_ALL), and the job resumes from that checkpoint;
@@ -32,10 +33,14 @@ namespace herd {
 struct BoundaryVote {
   int leavers = 0;    // ranks that leave at this commit point
   int reformers = 0;  // ranks that saw the request to re-form this generation
+  // Ranks that saw the whole job suspended: the coordinator asked every
+  // rank, and heartbeats reach them at different times, so the first to
+  // hear it takes everyone along (all leave, as when leavers == world).
+  int suspenders = 0;
 };
 
 // A collective: every rank calls it at the same commit points.
-absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform);
+absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform, bool whole_job);
 
 // Whether rank 0 has the boundary's checkpoint written and recorded
 // (`recorded`, meaningful on rank 0 only): a collective, every rank learns

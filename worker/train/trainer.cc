@@ -447,9 +447,11 @@ absl::Status Trainer::VoteOnRelease() {
   const bool leaving = ctx_.options.release_requested();
   const bool reform = ctx_.options.reform_requested_generation &&
                       ctx_.options.reform_requested_generation() == join_.generation();
-  auto vote = TakeBoundaryVote(comm_, leaving, reform);
+  const bool whole_job = leaving && ctx_.options.whole_job_release_requested &&
+                         ctx_.options.whole_job_release_requested();
+  auto vote = TakeBoundaryVote(comm_, leaving, reform, whole_job);
   if (!vote.ok()) return vote.status();
-  if (vote->leavers == join_.world_size()) {
+  if (vote->leavers == join_.world_size() || vote->suspenders > 0) {
     auto checkpointed = CheckpointForAllLeaving();
     if (!checkpointed.ok()) return checkpointed.status();
     if (!*checkpointed) {

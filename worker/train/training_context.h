@@ -49,6 +49,9 @@ struct TrainerOptions {
   // Unset: never, and no vote is taken, so every rank of a job must set it
   // or none (herd-trainer always does).
   std::function<bool()> release_requested;
+  // With release_requested: whether the whole job leaves (suspension), so
+  // this rank takes every other along even if they have not heard yet.
+  std::function<bool()> whole_job_release_requested;
   // The generation this trainer's job is asked to re-form after, at its next
   // step boundary (0: none); read at the same commit points, set together
   // with release_requested.
