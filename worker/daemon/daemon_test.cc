@@ -292,7 +292,9 @@ TEST_F(DaemonTest, ChargesATrainerExitToTheLastGenerationItJoined) {
     std::ofstream(die).put('\n');
     ASSERT_TRUE(WaitUntil([&] { return ExitReported(job, 7); }));
     for (const v1::TrainerExit& exit : cluster_.exits()) {
-      if (exit.job_id() == job) EXPECT_EQ(exit.generation(), joins_second ? 2 : 1);
+      if (exit.job_id() == job) {
+        EXPECT_EQ(exit.generation(), joins_second ? 2 : 1);
+      }
     }
   }
 }
