@@ -70,7 +70,20 @@ class ThreadPairSum {
     int me_;
   };
 
+  // Held by each rank's thread while it computes: Debian's serial OpenBLAS
+  // is not safe to call from two threads at once (a fresh-clone run saw the
+  // ranks' convolutions corrupt each other, 4e-3 off), as TrainerOptions'
+  // compute_mutex says. Exchange lets go of it while it waits for the peer.
+  std::mutex compute;
+
   void Exchange(int me, torch::Tensor& values) {
+    compute.unlock();
+    Exchanged(me, values);
+    compute.lock();
+  }
+
+ private:
+  void Exchanged(int me, torch::Tensor& values) {
     std::unique_lock<std::mutex> lock(mu_);
     slots_[me] = values.clone();
     if (++arrived_ == 2) {
@@ -85,7 +98,6 @@ class ThreadPairSum {
     values.copy_(total_);
   }
 
- private:
   std::mutex mu_;
   std::condition_variable cv_;
   torch::Tensor slots_[2], total_;
@@ -172,8 +184,14 @@ TwoRanks RunTwoRanks(const std::string& norm, const Batch& batch, int64_t rows0)
   const int64_t n = batch.inputs.size(0);
   std::vector<torch::Tensor> grads0, grads1;
   const double share0 = static_cast<double>(rows0) / n;
-  std::thread other([&] { grads1 = Gradients(*rank1, Rows(batch, rows0, n - rows0), 1.0 - share0); });
-  grads0 = Gradients(*rank0, Rows(batch, 0, rows0), share0);
+  std::thread other([&] {
+    std::lock_guard<std::mutex> computing(pair.compute);
+    grads1 = Gradients(*rank1, Rows(batch, rows0, n - rows0), 1.0 - share0);
+  });
+  {
+    std::lock_guard<std::mutex> computing(pair.compute);
+    grads0 = Gradients(*rank0, Rows(batch, 0, rows0), share0);
+  }
   other.join();
   TwoRanks out;
   for (size_t i = 0; i < grads0.size(); ++i) out.summed_grads.push_back(grads0[i] + grads1[i]);
@@ -221,8 +239,14 @@ TEST(BatchNormTest, SyncBatchOnTwoRanksTracksOneRankOverSteps) {
     const Batch batch = RandomBatch(8, 20 + step);
     sgd(*alone, Gradients(*alone, batch, 1.0));
     std::vector<torch::Tensor> grads0, grads1;
-    std::thread other([&] { grads1 = Gradients(*rank1, Rows(batch, 4, 4), 0.5); });
-    grads0 = Gradients(*rank0, Rows(batch, 0, 4), 0.5);
+    std::thread other([&] {
+      std::lock_guard<std::mutex> computing(pair.compute);
+      grads1 = Gradients(*rank1, Rows(batch, 4, 4), 0.5);
+    });
+    {
+      std::lock_guard<std::mutex> computing(pair.compute);
+      grads0 = Gradients(*rank0, Rows(batch, 0, 4), 0.5);
+    }
     other.join();
     std::vector<torch::Tensor> summed;
     for (size_t i = 0; i < grads0.size(); ++i) summed.push_back(grads0[i] + grads1[i]);
