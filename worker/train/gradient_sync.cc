@@ -7,7 +7,11 @@
 namespace herd {
 
 GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm, GradientSyncOptions options)
-    : params_(std::move(params)), comm_(comm), options_(std::move(options)), wire_type_(options_.wire_type) {
+    : params_(std::move(params)),
+      comm_(comm),
+      options_(std::move(options)),
+      wire_type_(options_.wire_type),
+      alone_(comm_->size() == 1) {
   slots_.resize(params_.size());
   filled_.assign(params_.size(), false);
 
@@ -23,12 +27,14 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
   for (auto& bucket : buckets_) {
     int64_t elements = 0;
     for (int i : bucket.params) elements += slots_[i].numel;
+    bucket.elements = elements;
+    if (alone_) continue;  // no buffers, no hooks: see Finish
     auto options = params_[bucket.params.front()].options().requires_grad(false);
     bucket.flat = BucketBuffer(elements, options);
     if (wire_type_ != DataType::kFloat32) bucket.wire = torch::zeros({elements}, options.dtype(TorchType(wire_type_)));
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].requires_grad()) continue;
+    if (alone_ || !params_[i].requires_grad()) continue;
     const int index = static_cast<int>(i);
     hook_handles_.push_back(params_[i].register_hook([this, index](torch::Tensor grad) {
       OnGradient(index, grad);
@@ -54,7 +60,7 @@ torch::Tensor GradientSync::BucketBuffer(int64_t elements, const torch::TensorOp
 
 GradientSync::~GradientSync() {
   size_t h = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < params_.size() && !alone_; ++i) {
     if (params_[i].requires_grad()) params_[i].remove_hook(hook_handles_[h++]);
   }
   // A bucket still in flight references our buffers: let it finish first.
@@ -65,7 +71,7 @@ GradientSync::~GradientSync() {
 
 std::vector<int64_t> GradientSync::bucket_elements() const {
   std::vector<int64_t> out;
-  for (const auto& bucket : buckets_) out.push_back(bucket.flat.numel());
+  for (const auto& bucket : buckets_) out.push_back(bucket.elements);
   return out;
 }
 
@@ -135,14 +141,22 @@ absl::Status GradientSync::Finish() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!armed_) return absl::InternalError("GradientSync::Finish without ArmForBackward");
   stats_.backward_seconds = SecondsSinceArm();
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].requires_grad() && !filled_[i]) FillSlot(static_cast<int>(i), nullptr);
-    }
-    LaunchReadyBucketsLocked();
-  }
   armed_ = false;
+  torch::NoGradGuard no_grad;
+  if (alone_) {
+    // The sum over one rank is its own gradient: autograd's .grad already
+    // holds it (micro-batches accumulated there). A parameter backward did
+    // not reach gets zeros, as its bucket slot would have held.
+    for (auto& p : params_) {
+      if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    }
+    stats_.buckets = 0;
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].requires_grad() && !filled_[i]) FillSlot(static_cast<int>(i), nullptr);
+  }
+  LaunchReadyBucketsLocked();
   lock.unlock();
 
   const auto wait_start = std::chrono::steady_clock::now();
@@ -154,7 +168,6 @@ absl::Status GradientSync::Finish() {
   stats_.exposed_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   if (!status.ok()) return status;
 
-  torch::NoGradGuard no_grad;
   for (auto& bucket : buckets_) {
     if (wire_type_ != DataType::kFloat32) bucket.flat.copy_(bucket.wire);
     for (int i : bucket.params) {

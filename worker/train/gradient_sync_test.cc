@@ -166,6 +166,45 @@ TEST(GradientSync, BucketsLaunchDuringBackward) {
   });
 }
 
+// One rank: .grad is already the sum, so nothing is copied or sent. The
+// gradients are bit for bit plain backward's, accumulated over micro-batches,
+// and a parameter backward does not reach still gets zeros (as a bucket slot
+// would give it, so momentum keeps moving it at every world size).
+TEST(GradientSync, OneRankKeepsAutogradsGradientsWithoutCopies) {
+  torch::manual_seed(11);
+  Data data;
+  auto reference = MakeNet();
+  for (int m = 0; m < 3; ++m) {
+    auto loss = torch::nn::functional::cross_entropy(reference->forward(data.x.slice(0, 4 * m, 4 * m + 4)),
+                                                     data.y.slice(0, 4 * m, 4 * m + 4));
+    (loss / 3.0).backward();
+  }
+  RunGlooRanks(1, [&](int, Communicator* comm) {
+    auto net = MakeNet();
+    auto unused = torch::ones({3}, torch::requires_grad());
+    auto params = net->parameters();
+    params.push_back(unused);
+    GradientSync sync(params, comm, TinyBuckets());
+    for (int m = 0; m < 3; ++m) {
+      if (m == 2) sync.ArmForBackward();
+      auto loss = torch::nn::functional::cross_entropy(net->forward(data.x.slice(0, 4 * m, 4 * m + 4)),
+                                                       data.y.slice(0, 4 * m, 4 * m + 4));
+      (loss / 3.0).backward();
+    }
+    const void* before = net->parameters()[0].grad().data_ptr();
+    ASSERT_TRUE(sync.Finish().ok());
+    EXPECT_EQ(net->parameters()[0].grad().data_ptr(), before) << "the gradient was copied";
+    for (size_t i = 0; i < reference->parameters().size(); ++i) {
+      EXPECT_TRUE(torch::equal(net->parameters()[i].grad(), reference->parameters()[i].grad())) << "param " << i;
+    }
+    ASSERT_TRUE(unused.grad().defined());
+    EXPECT_TRUE(torch::equal(unused.grad(), torch::zeros({3})));
+    EXPECT_EQ(sync.last_stats().wire_bytes, 0);
+    EXPECT_EQ(sync.in_place_buckets(), 0);
+    EXPECT_GT(sync.bucket_elements().size(), 2u);  // the plan is still reported
+  });
+}
+
 TEST(GradientSync, BucketsFollowReverseRegistrationOrder) {
   auto net = MakeNet();
   RunGlooRanks(1, [&](int, Communicator* comm) {
