@@ -334,8 +334,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
     *response.add_assignments() = std::move(assignment);
   }
-  for (const std::string& job_id : ReleaseJobsFor(state_, request.worker_id())) response.add_release_jobs(job_id);
-  for (const std::string& job_id : SuspendJobsFor(state_, request.worker_id())) response.add_suspend_jobs(job_id);
+  for (v1::JobLeavers& leavers : LeaversFor(state_, request.worker_id())) *response.add_leavers() = std::move(leavers);
   for (v1::ReformRequest& reform : ReformJobsFor(state_, request.worker_id())) {
     *response.add_reform_jobs() = std::move(reform);
   }

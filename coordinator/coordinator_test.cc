@@ -635,11 +635,13 @@ TEST_F(CoordinatorTest, HighPriorityJobShrinksALowOneWhichGrowsBackAfterIt) {
   coordinator_->Tick();
   EXPECT_EQ(coordinator_->GetJob(high->id())->state(), v1::PENDING);
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_preemptions_total", {{"kind", "shrink"}}), 1);
-  EXPECT_TRUE(Heartbeat("w1").release_jobs().empty());
-  for (const char* id : {"w2", "w3"}) {
+  // Every member hears the whole set: ranks 1 and 2 (w2, w3) leave.
+  for (const char* id : {"w1", "w2", "w3"}) {
     const v1::HeartbeatResponse response = Heartbeat(id);
-    ASSERT_EQ(response.release_jobs_size(), 1) << id;
-    EXPECT_EQ(response.release_jobs(0), low->id());
+    ASSERT_EQ(response.leavers_size(), 1) << id;
+    EXPECT_EQ(response.leavers(0).job_id(), low->id());
+    EXPECT_EQ(response.leavers(0).generation(), 1);
+    EXPECT_THAT(response.leavers(0).ranks(), ::testing::ElementsAre(1, 2)) << id;
   }
   // Both leave at the same boundary.
   v1::TrainerExit released;

@@ -202,27 +202,24 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
-// recorded (TRAINER_EXIT_RELEASED_ALL, from `worker_id`, the first to say
-// so): nobody holds the commit in memory any more, the checkpoint does.
-void EndedByAllLeaving(ClusterState& state, JobRecord& job, const std::string& worker_id, double now,
-                       ChangeSet* changes) {
-  const bool suspend = std::all_of(job.release_requested.begin(), job.release_requested.end(),
+// recorded (TRAINER_EXIT_RELEASED_ALL, from the first member to say so):
+// nobody holds the commit in memory any more, the checkpoint does.
+void EndedByAllLeaving(ClusterState& state, JobRecord& job, double now, ChangeSet* changes) {
+  const bool suspend = std::any_of(job.release_requested.begin(), job.release_requested.end(),
                                    [](const auto& request) { return request.second == kReleaseSuspend; });
   job.release_requested.clear();
-  if (!suspend) {
-    // Drained (or drained and shrunk) all at once: re-form from the
-    // checkpoint on whichever workers can take it.
-    NextGeneration(state, job, {}, kReasonReleased, absl::StrCat("worker ", worker_id, " released"),
-                   /*charge=*/false, "", now, changes);
-    return;
-  }
+  // Nobody holds the boundary in memory, only its checkpoint: the job waits
+  // to be scheduled again like a new one (no timeout, no restart charged),
+  // on whichever workers are free, in priority order.
   for (const std::string& member : job.generation.members) ReleaseWorker(state, member, job.info.id(), changes);
   job.generation = Generation{};
   const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, job.info.id());
+  const std::string from = checkpoint != nullptr ? checkpoint->path() : "its checkpoint";
   job.info.set_state(v1::PENDING);
-  job.info.set_reason(absl::StrCat("suspended at step ", job.info.step(), " for a higher-priority job; resumes from ",
-                                   checkpoint != nullptr ? checkpoint->path() : "its checkpoint",
-                                   " when workers are free"));
+  job.info.set_reason(suspend ? absl::StrCat("suspended at step ", job.info.step(),
+                                             " for a higher-priority job; resumes from ", from, " when workers are free")
+                              : absl::StrCat("every member was released at step ", job.info.step(),
+                                             " (drained); resumes from ", from, " when workers are free"));
   MirrorGeneration(job);
   job.waiting_since = 0;
   job.recovering = false;
@@ -360,7 +357,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
       RecordProgress(job, exit.final_progress());
     }
     if (release_all && release_asked && generation.formed) {
-      EndedByAllLeaving(state, job, worker_id, now, &changes);
+      EndedByAllLeaving(state, job, now, &changes);
       return changes;
     }
     job.release_requested.erase(worker_id);

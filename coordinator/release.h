@@ -2,17 +2,19 @@
 // cordon and (for the scheduler) shrinking a job. Pure functions of
 // (state, now) like the rest of cluster_state; callers persist the ChangeSet.
 //
-// A release is asked of a RUNNING job for one of its members. The worker's
-// daemon hears it in its heartbeat response (HeartbeatResponse.release_jobs)
-// and tells the trainer; the ranks agree at their next commit point that a
-// rank leaves, all commit that step, and the leaver exits with
-// TRAINER_EXIT_RELEASED. ApplyTrainerExit (generations.h) then starts the
-// job's next generation without it (reason "released", no restart budget
-// charged): the survivors heal from their own commit of that step. Below
-// min_workers the job waits for workers as after any loss. When every rank
-// leaves at once (suspension, or all its workers drained), rank 0 first
-// checkpoints that step and has it recorded, and the trainers exit
-// TRAINER_EXIT_RELEASED_ALL: the job resumes from that checkpoint.
+// A release is asked of a RUNNING job for one of its members. Every member's
+// daemon hears the job's whole set of leaving ranks in its heartbeat
+// response (HeartbeatResponse.leavers) and tells its trainer; the ranks vote
+// the union of what they heard at their next commit point, all commit that
+// step, and every named leaver exits with TRAINER_EXIT_RELEASED, at that one
+// boundary. ApplyTrainerExit (generations.h) then starts the job's next
+// generation without them (reason "released", no restart budget charged):
+// the survivors heal from their own commit of that step. A release that
+// would leave the job below min_workers with no idle worker to make up takes
+// every member (RequestRelease). When every rank leaves at once (suspension,
+// or all its workers drained), rank 0 first checkpoints that step and has
+// it recorded, and the trainers exit TRAINER_EXIT_RELEASED_ALL: the job goes
+// back to PENDING and resumes from that checkpoint when workers are free.
 //
 // Growing takes the same boundary: the job is asked to re-form
 // (HeartbeatResponse.reform_jobs), the ranks agree in the same vote, commit,
@@ -37,17 +39,21 @@ inline constexpr char kReleaseSuspend[] = "suspend";
 
 // Asks `job_id` to release `worker_id` at its next step boundary. A no-op
 // (empty ChangeSet) for unknown or non-RUNNING jobs, non-members, members
-// whose trainer already finished, and a release already asked.
+// whose trainer already finished, and a release already asked. When the
+// members that stay, with the idle workers that could join them, would be
+// fewer than min_workers, every member is asked (for the same reason): the
+// job would otherwise wait below its minimum and fail after
+// --min-workers-wait-seconds, so it leaves whole, checkpointed, and waits
+// PENDING until workers are free.
 ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const std::string& worker_id,
                          const std::string& reason, double now);
 
-// The RUNNING jobs that asked `worker_id` to leave and still hold it: what
-// its heartbeat response names in release_jobs.
-std::vector<std::string> ReleaseJobsFor(const ClusterState& state, const std::string& worker_id);
-
-// Those of ReleaseJobsFor that are being suspended whole (kReleaseSuspend):
-// what its heartbeat response names in suspend_jobs.
-std::vector<std::string> SuspendJobsFor(const ClusterState& state, const std::string& worker_id);
+// For every RUNNING job with a formed generation that holds `worker_id` as
+// an unfinished member and asked any of its members to leave: the ranks that
+// leave. What the worker's heartbeat response names in leavers: every member
+// hears the whole set, so the first rank to reach a boundary having heard it
+// takes every leaver along (release_vote.h).
+std::vector<v1::JobLeavers> LeaversFor(const ClusterState& state, const std::string& worker_id);
 
 // The RUNNING jobs that asked `worker_id`'s trainer to re-form at its next
 // step boundary, with the generation asked: what its heartbeat response

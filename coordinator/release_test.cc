@@ -72,6 +72,25 @@ class ReleaseTest : public ::testing::Test {
   ClusterState state_;
 };
 
+// Every member's trainer left at `step` after rank 0's checkpoint of it was
+// recorded (TRAINER_EXIT_RELEASED_ALL); `first` says so first.
+ChangeSet ReleasedAll(ClusterState& state, const std::string& first, int64_t generation, int64_t step,
+                      double now) {
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_job_id("j");
+  checkpoint.set_step(step);
+  checkpoint.set_samples_in_epoch(step * 32);
+  checkpoint.set_path("j/step-" + std::to_string(step));
+  RecordCheckpoint(state, checkpoint, 2);
+  v1::TrainerExit exit;
+  exit.set_job_id("j");
+  exit.set_generation(generation);
+  exit.set_exit_code(v1::TRAINER_EXIT_RELEASED_ALL);
+  exit.mutable_final_progress()->set_step(step);
+  exit.mutable_final_progress()->set_samples_in_epoch(step * 32);
+  return ApplyTrainerExit(state, first, exit, now);
+}
+
 TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   StartJob(3, 1, 3);
   ChangeSet changes = RequestRelease(state_, "j", "w2", kReleaseDrain, clock_.Now());
@@ -79,8 +98,16 @@ TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   ASSERT_EQ(changes.releases_requested.size(), 1u);
   EXPECT_EQ(changes.releases_requested[0].reason, "drain");
   EXPECT_EQ(Job().release_requested.at("w2"), "drain");
-  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), ElementsAre("j"));
-  EXPECT_THAT(ReleaseJobsFor(state_, "w1"), IsEmpty());
+  // Every member hears which rank leaves; a worker outside the job hears nothing.
+  for (const char* member : {"w1", "w2", "w3"}) {
+    const auto leavers = LeaversFor(state_, member);
+    ASSERT_EQ(leavers.size(), 1u) << member;
+    EXPECT_EQ(leavers[0].job_id(), "j");
+    EXPECT_EQ(leavers[0].generation(), 1);
+    EXPECT_THAT(leavers[0].ranks(), ElementsAre(1)) << member;
+  }
+  AddWorker("w8");
+  EXPECT_THAT(LeaversFor(state_, "w8"), IsEmpty());
   // Asked again, or for someone else's job, or a job that does not exist: nothing.
   EXPECT_TRUE(RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now()).empty());
   EXPECT_EQ(Job().release_requested.at("w2"), "drain");
@@ -113,22 +140,52 @@ TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAt
   EXPECT_EQ(changes.generations_started[0].reason, "released");
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
   EXPECT_THAT(Job().release_requested, IsEmpty());
-  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), IsEmpty());
+  EXPECT_THAT(LeaversFor(state_, "w1"), IsEmpty());
 }
 
-TEST_F(ReleaseTest, ReleaseBelowMinWorkersWaitsForWorkersWithoutFailing) {
+// An idle worker can make up for the leaver: only the drained one leaves,
+// and the job re-forms with the idle one from the survivor's commit.
+TEST_F(ReleaseTest, ReleaseBelowMinWorkersTakesAnIdleWorkerInstead) {
+  StartJob(2, 2, 2);
+  AddWorker("w3");
+  Commit(5);
+  ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
+  EXPECT_THAT(Job().release_requested, ElementsAre(::testing::Key("w1")));
+  Released("w1", 1, 5);
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_TRUE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
+  EXPECT_EQ(Job().generation.heal_from_rank, 0);
+  EXPECT_EQ(Job().restarts_used, 0);
+}
+
+// Without one, the members that stay could not go on (they would wait below
+// min_workers, then fail): every member is asked to leave, the boundary is
+// checkpointed, and the job waits PENDING, with no timeout, until workers
+// are free; then it resumes from that checkpoint.
+TEST_F(ReleaseTest, ReleaseBelowMinWorkersWithNoIdleWorkerTakesTheWholeJobBackToPending) {
   StartJob(2, 2, 2);
   Commit(5);
   ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
-  Released("w1", 1, 5);
-  EXPECT_EQ(Job().info.state(), v1::RUNNING);
-  EXPECT_FALSE(Job().generation.formed);
-  EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
+  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  const auto leavers = LeaversFor(state_, "w2");
+  ASSERT_EQ(leavers.size(), 1u);
+  EXPECT_THAT(leavers[0].ranks(), ElementsAre(0, 1));
+  ReleasedAll(state_, "w2", 1, 7, clock_.Now());
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
+  EXPECT_THAT(Job().info.reason(), ::testing::HasSubstr("released at step 7 (drained)"));
+  EXPECT_THAT(Job().info.reason(), ::testing::HasSubstr("j/step-7"));
   EXPECT_EQ(Job().restarts_used, 0);
+  // Long past any wait for workers: still PENDING, not FAILED.
+  clock_.Advance(100 * kLease);
+  Advance();
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
   AddWorker("w3");
   Advance();
-  EXPECT_TRUE(Job().generation.formed);
-  EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
+  EXPECT_EQ(Job().info.state(), v1::RUNNING);
+  EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));  // w1 stays cordoned
+  EXPECT_EQ(Job().generation.start_step, 7);
+  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
 TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesTheOldGeneration) {
@@ -136,6 +193,10 @@ TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesT
   // Drained (cordoned), so neither is taken back by the job re-forming.
   ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
   ASSERT_TRUE(DrainWorker(state_, "w3", clock_.Now(), nullptr).ok());
+  // The survivor hears both, so both leave at its next boundary.
+  const auto leavers = LeaversFor(state_, "w2");
+  ASSERT_EQ(leavers.size(), 1u);
+  EXPECT_THAT(leavers[0].ranks(), ElementsAre(0, 2));
   Released("w1", 1, 20);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
   Released("w3", 1, 20);
@@ -193,7 +254,8 @@ TEST_F(ReleaseTest, DrainingHeartbeatAsksForReleaseAndKeepsTheWorkerOffNewJobs) 
   beat.set_draining(true);
   ApplyHeartbeat(state_, beat, clock_.Now());
   EXPECT_TRUE(Worker("w2").draining);
-  EXPECT_THAT(ReleaseJobsFor(state_, "w2"), ElementsAre("j"));
+  ASSERT_EQ(LeaversFor(state_, "w1").size(), 1u);
+  EXPECT_THAT(LeaversFor(state_, "w1")[0].ranks(), ElementsAre(1));
   Released("w2", 1, 8);
   EXPECT_THAT(Job().generation.members, ElementsAre("w1"));
   clock_.Advance(10 * kLease);
@@ -249,25 +311,6 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
   EXPECT_EQ(ReformAtBoundary(state_, "nope", "w1", 1, clock_.Now()).status().code(), absl::StatusCode::kNotFound);
 }
 
-// Every member's trainer left at `step` after rank 0's checkpoint of it was
-// recorded (TRAINER_EXIT_RELEASED_ALL); `first` says so first.
-ChangeSet ReleasedAll(ClusterState& state, const std::string& first, int64_t generation, int64_t step,
-                      double now) {
-  v1::CheckpointInfo checkpoint;
-  checkpoint.set_job_id("j");
-  checkpoint.set_step(step);
-  checkpoint.set_samples_in_epoch(step * 32);
-  checkpoint.set_path("j/step-" + std::to_string(step));
-  RecordCheckpoint(state, checkpoint, 2);
-  v1::TrainerExit exit;
-  exit.set_job_id("j");
-  exit.set_generation(generation);
-  exit.set_exit_code(v1::TRAINER_EXIT_RELEASED_ALL);
-  exit.mutable_final_progress()->set_step(step);
-  exit.mutable_final_progress()->set_samples_in_epoch(step * 32);
-  return ApplyTrainerExit(state, first, exit, now);
-}
-
 TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndResumesThere) {
   StartJob(2, 2, 2);
   Commit(10);
@@ -296,20 +339,20 @@ TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndRes
   EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
-TEST_F(ReleaseTest, DrainingEveryMemberReformsFromTheBoundaryCheckpointOnOtherWorkers) {
+TEST_F(ReleaseTest, DrainingEveryMemberResumesFromTheBoundaryCheckpointOnOtherWorkers) {
   StartJob(1, 1, 1);
   AddWorker("w2");
   Commit(10);
   ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
   ChangeSet changes = ReleasedAll(state_, "w1", 1, 12, clock_.Now());
+  EXPECT_EQ(Job().info.state(), v1::PENDING);
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  Advance();
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
-  EXPECT_TRUE(Job().generation.formed);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
   EXPECT_EQ(Job().generation.start_step, 12);
   EXPECT_EQ(Job().generation.heal_from_rank, -1);
-  EXPECT_EQ(Job().generation.reason, kReasonReleased);
   EXPECT_EQ(Job().restarts_used, 0);
-  EXPECT_EQ(Worker("w1").state, v1::IDLE);
 }
 
 }  // namespace

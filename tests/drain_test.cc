@@ -173,7 +173,8 @@ TEST(Drain, SigtermDrainsTheDaemonWhichExitsZeroOnceItsTrainerLeft) {
 
 // Draining the only worker of a job: nobody is left to hold the commit in
 // memory, so rank 0 checkpoints the boundary and has it recorded before it
-// leaves, and the job re-forms on another worker from exactly that step.
+// leaves, and the job goes back to PENDING and resumes on another worker
+// from exactly that step.
 TEST(Drain, DrainingEveryWorkerOfAJobResumesItFromTheBoundaryCheckpoint) {
   const std::string ledger_dir = NewLedgerDir();
   ClusterOptions options;
@@ -201,11 +202,14 @@ seed: 5
   const int other = 1 - index;
 
   ASSERT_EQ(cluster.HerdAs(cluster.credentials().admin_token_file, {"drain", first}).exit_code, 0);
+  // It waits PENDING (nobody holds the boundary in memory), then is
+  // scheduled on the other worker.
   job = WaitForJob(
       cluster, id,
       [&](const auto& j) {
-        return j.value("state", "") != "RUNNING" ||
-               (j["workers"].size() == 1 && j["workers"][0] == cluster.worker_id(other));
+        const std::string state = j.value("state", "");
+        return (state != "RUNNING" && state != "PENDING") ||
+               (state == "RUNNING" && j["workers"].size() == 1 && j["workers"][0] == cluster.worker_id(other));
       },
       seconds(60));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before the drain: " << job.dump(2);

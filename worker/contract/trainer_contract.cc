@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/atomic_file.h"
 
 namespace herd {
@@ -18,20 +19,21 @@ std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(jo
 std::string ReleaseRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/release-request"); }
 std::string ReformRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/reform-request"); }
 
-namespace {
-constexpr char kWholeJob[] = "suspend";
-}  // namespace
-
-absl::Status WriteReleaseRequest(const std::string& path, bool whole_job) {
-  return WriteFileAtomically(path, whole_job ? kWholeJob : "");
+// "GENERATION RANK RANK ...": one line of decimal numbers.
+absl::Status WriteReleaseRequest(const std::string& path, const LeaveRequest& request) {
+  return WriteFileAtomically(path, absl::StrCat(request.generation, " ", absl::StrJoin(request.ranks, " ")));
 }
 
-ReleaseAsked ReadReleaseRequest(const std::string& path) {
+LeaveRequest ReadReleaseRequest(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return ReleaseAsked::kNone;
-  std::string word;
-  in >> word;
-  return word == kWholeJob ? ReleaseAsked::kWholeJob : ReleaseAsked::kThisRank;
+  LeaveRequest request;
+  if (!(in >> request.generation) || request.generation <= 0) return LeaveRequest{};
+  for (int64_t rank; in >> rank;) {
+    if (rank < 0) return LeaveRequest{};
+    request.ranks.push_back(rank);
+  }
+  if (!in.eof()) return LeaveRequest{};  // not all numbers: unreadable
+  return request;
 }
 
 absl::Status WriteReformRequest(const std::string& path, int64_t generation) {

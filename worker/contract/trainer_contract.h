@@ -27,6 +27,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,11 +49,17 @@ constexpr int kExitReleased = v1::TRAINER_EXIT_RELEASED;
 constexpr int kExitReleasedAll = v1::TRAINER_EXIT_RELEASED_ALL;
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
-// What a release-request file asks (ReadReleaseRequest): nothing, this rank
-// to leave, or the whole job (suspension).
-enum class ReleaseAsked { kNone, kThisRank, kWholeJob };
-absl::Status WriteReleaseRequest(const std::string& path, bool whole_job);
-ReleaseAsked ReadReleaseRequest(const std::string& path);
+// What a release-request file asks: the ranks of `generation` that leave the
+// job at its next step boundary (HeartbeatResponse.leavers). generation 0:
+// no (readable) request.
+struct LeaveRequest {
+  int64_t generation = 0;
+  std::vector<int64_t> ranks;
+  bool operator==(const LeaveRequest& o) const { return generation == o.generation && ranks == o.ranks; }
+};
+// Replaces the file atomically, as WriteReformRequest.
+absl::Status WriteReleaseRequest(const std::string& path, const LeaveRequest& request);
+LeaveRequest ReadReleaseRequest(const std::string& path);
 
 // Replaces the file atomically: a trainer never reads half a number.
 absl::Status WriteReformRequest(const std::string& path, int64_t generation);

@@ -53,16 +53,23 @@ TEST(TrainerContract, ReformRequestNamesItsGenerationAndAbsentOrGarbageIsNone) {
   EXPECT_EQ(ReadReformRequest(path), 0);
 }
 
-TEST(TrainerContract, ReleaseRequestSaysWhetherTheWholeJobLeaves) {
+TEST(TrainerContract, ReleaseRequestNamesTheLeavingRanksOfAGeneration) {
   const std::string dir = ::testing::TempDir() + "/trainer_contract_release";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string path = ReleaseRequestPath(dir);
-  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kNone);
-  ASSERT_TRUE(WriteReleaseRequest(path, false).ok());
-  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kThisRank);
-  ASSERT_TRUE(WriteReleaseRequest(path, true).ok());
-  EXPECT_EQ(ReadReleaseRequest(path), ReleaseAsked::kWholeJob);
+  EXPECT_EQ(ReadReleaseRequest(path), LeaveRequest{});
+  const LeaveRequest two{7, {0, 2}};
+  ASSERT_TRUE(WriteReleaseRequest(path, two).ok());
+  EXPECT_EQ(ReadReleaseRequest(path), two);
+  const LeaveRequest one{8, {1}};
+  ASSERT_TRUE(WriteReleaseRequest(path, one).ok());
+  EXPECT_EQ(ReadReleaseRequest(path), one);
+  // Anything but numbers, or a negative rank, asks nothing.
+  for (const char* bad : {"", "x 1", "7 1 x", "7 -1", "0 1", "-3 1"}) {
+    std::ofstream(path, std::ios::trunc) << bad;
+    EXPECT_EQ(ReadReleaseRequest(path), LeaveRequest{}) << "'" << bad << "'";
+  }
 }
 
 }  // namespace

@@ -165,8 +165,7 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
   if (apply_assignments) {
     std::vector<v1::Assignment> assignments(response.assignments().begin(), response.assignments().end());
     supervisor_->ApplyAssignments(report, assignments);
-    supervisor_->ReleaseJobs(std::vector<std::string>(response.release_jobs().begin(), response.release_jobs().end()),
-                             std::set<std::string>(response.suspend_jobs().begin(), response.suspend_jobs().end()));
+    supervisor_->AskToLeave(std::vector<v1::JobLeavers>(response.leavers().begin(), response.leavers().end()));
     supervisor_->ReformJobs(std::vector<v1::ReformRequest>(response.reform_jobs().begin(), response.reform_jobs().end()));
   }
   return HeartbeatOutcome::kOk;

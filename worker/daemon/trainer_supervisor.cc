@@ -230,21 +230,21 @@ bool TrainerSupervisor::Running(const std::string& job_id) {
   return trainers_.count(job_id) > 0;
 }
 
-void TrainerSupervisor::ReleaseJobs(const std::vector<std::string>& job_ids, const std::set<std::string>& suspended) {
+void TrainerSupervisor::AskToLeave(const std::vector<v1::JobLeavers>& leavers) {
   absl::MutexLock lock(&mu_);
-  for (const std::string& job_id : job_ids) {
-    auto it = trainers_.find(job_id);
+  for (const v1::JobLeavers& job : leavers) {
+    auto it = trainers_.find(job.job_id());
     if (it == trainers_.end() || it->second.process->stopping()) continue;
     const std::string path = ReleaseRequestPath(it->second.job_dir);
-    const bool whole_job = suspended.count(job_id) > 0;
-    const ReleaseAsked asked = ReadReleaseRequest(path);
-    if (asked == ReleaseAsked::kWholeJob || (asked == ReleaseAsked::kThisRank && !whole_job)) continue;  // asked already
-    if (absl::Status written = WriteReleaseRequest(path, whole_job); !written.ok()) {
-      LOG(ERROR) << "job " << job_id << ": " << written;
+    const LeaveRequest request{job.generation(), {job.ranks().begin(), job.ranks().end()}};
+    if (ReadReleaseRequest(path) == request) continue;  // asked already
+    if (absl::Status written = WriteReleaseRequest(path, request); !written.ok()) {
+      LOG(ERROR) << "job " << job.job_id() << ": " << written;
       continue;
     }
-    LOG(INFO) << "job " << job_id << ": asked to release this worker" << (whole_job ? " (the whole job is suspended)" : "")
-              << "; its trainer (pid " << it->second.process->pid() << ") leaves at the next step boundary";
+    LOG(INFO) << "job " << job.job_id() << ": rank(s) " << absl::StrJoin(request.ranks, ",") << " of generation "
+              << request.generation << " leave at the next step boundary; told its trainer (pid "
+              << it->second.process->pid() << ")";
   }
 }
 

@@ -72,10 +72,10 @@ class TrainerSupervisor {
   // The job's working dir (its trainer's --work-dir; see trainer_contract.h).
   std::string JobDir(const std::string& job_id) const;
 
-  // The coordinator asked these jobs' trainers to leave at their next step
-  // boundary, those in `suspended` with every other rank: writes each one's
-  // release-request file (trainer_contract.h).
-  void ReleaseJobs(const std::vector<std::string>& job_ids, const std::set<std::string>& suspended = {});
+  // The coordinator named which ranks of these jobs leave at their next step
+  // boundary: writes each one's release-request file (trainer_contract.h)
+  // with that set, unless it holds it already.
+  void AskToLeave(const std::vector<v1::JobLeavers>& leavers);
   // The coordinator asked these jobs to re-form at their next step boundary
   // (workers wait to join): writes each one's reform-request file with the
   // generation asked, unless it holds that one already.

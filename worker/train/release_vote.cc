@@ -28,13 +28,24 @@ absl::Status WithPayload(absl::Status status, const char* value) {
 
 }  // namespace
 
-absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, bool leaving, bool reform, bool whole_job) {
-  float counts[3] = {leaving ? 1.0f : 0.0f, reform ? 1.0f : 0.0f, whole_job ? 1.0f : 0.0f};
-  if (absl::Status s = comm->AllReduce(counts, 3, DataType::kFloat32); !s.ok()) {
+absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, const std::vector<int64_t>& heard_leaving,
+                                              bool reform) {
+  const int world = comm->size();
+  // One count per rank (how many ranks heard it leaves), then re-forms.
+  std::vector<float> counts(world + 1, 0.0f);
+  for (int64_t rank : heard_leaving) {
+    if (rank >= 0 && rank < world) counts[rank] = 1.0f;
+  }
+  counts[world] = reform ? 1.0f : 0.0f;
+  if (absl::Status s = comm->AllReduce(counts.data(), counts.size(), DataType::kFloat32); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("boundary vote: ", s.message()));
   }
-  return BoundaryVote{static_cast<int>(std::lround(counts[0])), static_cast<int>(std::lround(counts[1])),
-                      static_cast<int>(std::lround(counts[2]))};
+  BoundaryVote vote;
+  for (int rank = 0; rank < world; ++rank) {
+    if (counts[rank] > 0.5f) vote.leavers.push_back(rank);
+  }
+  vote.reformers = static_cast<int>(std::lround(counts[world]));
+  return vote;
 }
 
 absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded) {

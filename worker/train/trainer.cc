@@ -2,12 +2,14 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
 #include "worker/train/autocast.h"
@@ -440,21 +442,22 @@ absl::Status Trainer::CommitPoint(bool final) {
   // A trainer that cannot be asked to leave takes no vote: every rank of a
   // job runs the same herd-trainer, which always can (trainer_main), so the
   // ranks agree; in-process tests without it keep their collective sequence.
-  if (!final && !Done() && ctx_.options.release_requested) {
+  if (!final && !Done() && ctx_.options.leave_request) {
     if (auto s = VoteOnRelease(); !s.ok()) return s;
   }
   return CheckCoordinatorVerdict();
 }
 
 absl::Status Trainer::VoteOnRelease() {
-  const bool leaving = ctx_.options.release_requested();
+  const LeaveRequest asked = ctx_.options.leave_request();
+  const std::vector<int64_t> heard =
+      asked.generation == join_.generation() ? asked.ranks : std::vector<int64_t>{};  // older: stale
   const bool reform = ctx_.options.reform_requested_generation &&
                       ctx_.options.reform_requested_generation() == join_.generation();
-  const bool whole_job = leaving && ctx_.options.whole_job_release_requested &&
-                         ctx_.options.whole_job_release_requested();
-  auto vote = TakeBoundaryVote(comm_, leaving, reform, whole_job);
+  auto vote = TakeBoundaryVote(comm_, heard, reform);
   if (!vote.ok()) return vote.status();
-  if (vote->leavers == join_.world_size() || vote->suspenders > 0) {
+  const int leavers = static_cast<int>(vote->leavers.size());
+  if (leavers == join_.world_size()) {
     auto checkpointed = CheckpointForAllLeaving();
     if (!checkpointed.ok()) return checkpointed.status();
     if (!*checkpointed) {
@@ -467,12 +470,13 @@ absl::Status Trainer::VoteOnRelease() {
     LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << ctx_.step << ", checkpointed";
     return ReleasedAllStatus(ctx_.step);
   }
-  if (vote->leavers > 0) {
-    // Every rank committed this step and saw the same count: the leavers
-    // go, the others re-form from this commit.
-    LOG(INFO) << "rank " << join_.rank() << ": " << vote->leavers << " rank(s) leave after step " << ctx_.step
-              << (leaving ? ", this one included" : "");
-    return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(vote->leavers, ctx_.step);
+  if (leavers > 0) {
+    // Every rank committed this step and saw the same set: the leavers go,
+    // the others re-form from this commit.
+    const bool leaving = std::count(vote->leavers.begin(), vote->leavers.end(), join_.rank()) > 0;
+    LOG(INFO) << "rank " << join_.rank() << ": rank(s) " << absl::StrJoin(vote->leavers, ",") << " leave after step "
+              << ctx_.step << (leaving ? ", this one included" : "");
+    return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(leavers, ctx_.step);
   }
   if (vote->reformers > 0) {
     LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << ctx_.step << " so workers can join";

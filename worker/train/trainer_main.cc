@@ -159,11 +159,8 @@ int main(int argc, char** argv) {
   options.gpu = gpu;
   options.checkpoint_root = checkpoint_root;
   options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
-  // One stat per commit point: the daemon writes the file when asked.
-  options.release_requested = [path = herd::ReleaseRequestPath(work_dir)] { return access(path.c_str(), F_OK) == 0; };
-  options.whole_job_release_requested = [path = herd::ReleaseRequestPath(work_dir)] {
-    return herd::ReadReleaseRequest(path) == herd::ReleaseAsked::kWholeJob;
-  };
+  // One small file read per commit point: the daemon writes it when asked.
+  options.leave_request = [path = herd::ReleaseRequestPath(work_dir)] { return herd::ReadReleaseRequest(path); };
   options.reform_requested_generation = [path = herd::ReformRequestPath(work_dir)] {
     return herd::ReadReformRequest(path);
   };

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
+#include "worker/contract/trainer_contract.h"
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
 #include "worker/train/progress_reporter.h"
@@ -44,17 +45,14 @@ struct TrainerOptions {
   // Debian's serial OpenBLAS is not safe to call from two threads at once.
   // Null in a real trainer (one rank per process).
   std::mutex* compute_mutex = nullptr;
-  // Whether this rank is asked to leave the job at its next step boundary
-  // (release_vote.h); asked at every commit point, so it must be cheap.
-  // Unset: never, and no vote is taken, so every rank of a job must set it
-  // or none (herd-trainer always does).
-  std::function<bool()> release_requested;
-  // With release_requested: whether the whole job leaves (suspension), so
-  // this rank takes every other along even if they have not heard yet.
-  std::function<bool()> whole_job_release_requested;
+  // Which ranks of which generation are asked to leave the job at its next
+  // step boundary (release_vote.h; generation 0: none); read at every commit
+  // point, so it must be cheap. Unset: never, and no vote is taken, so every
+  // rank of a job must set it or none (herd-trainer always does).
+  std::function<LeaveRequest()> leave_request;
   // The generation this trainer's job is asked to re-form after, at its next
   // step boundary (0: none); read at the same commit points, set together
-  // with release_requested.
+  // with leave_request.
   std::function<int64_t()> reform_requested_generation;
 };
 
