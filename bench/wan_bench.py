@@ -35,7 +35,8 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
---epochs N runs N epochs instead of --steps (the quality comparison).
+--epochs N runs N epochs instead of --steps (the quality comparison;
+mnist_cnn's DDP peer, which has no eval, still runs --steps).
 Needs root (CAP_NET_ADMIN); build first:
   scripts/bazel.sh build //coordinator:herd-coordinator //worker/daemon:herd-worker \\
     //worker/train:herd-trainer //client:herd //tests/testbed:herd-testbed
@@ -271,7 +272,9 @@ def main():
                         elif herd_parameters.get(model) and r["parameters"] != herd_parameters[model]:
                             raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
                                                f"herd's {herd_parameters[model]}")
-                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat,
+                        by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
+                        r.update(link=link, model=model, variant=variant, steps=None if by_epochs else steps,
+                                 epochs=args.epochs if by_epochs else None, repeat=repeat,
                                  lr=args.lr.get(variant, OPTIMIZERS[model][1]))
                         runs.append(r)
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
