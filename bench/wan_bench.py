@@ -9,13 +9,20 @@ variant it runs one job of --steps steps (batch --batch per rank), one after
 another, and reports per run:
   samples/s per rank: a rank's samples over its training time (the trainer's
       end-of-training summary line; start-up and evaluation excluded), mean
-      over ranks; DDP: timed steps between barriers (ddp_host_rank.py);
+      over ranks; DDP: timed steps between barriers (ddp_host_rank.py: all
+      steps but the first 3);
   payload bytes/sample: what a rank handed to its collectives (the trainer's
       count: the same rule for every mode), per sample it trained;
   link bytes/sample: bytes the hosts' links carried out of the hosts
       (veth counters: collectives with their TCP/IP overhead, the control
       plane, the initial broadcast), per sample trained;
-  eval: the job's final evaluation (after the same number of samples).
+  eval: the job's final evaluation (after the same number of samples; DDP:
+      char_transformer's, herd's evaluation in PyTorch).
+ddp is PyTorch DDP (gloo), one rank per host: for mnist_cnn the shared
+peer's CNN and step (SGD lr 0.05 momentum 0.9), for char_transformer herd's
+model, data, sampler and AdamW settings (bench/char_transformer_torch.py,
+the same --lr and --schedule as herd's runs; the parameter count is checked
+against herd's trainer log).
 Runs of every-step sync (allreduce, ddp) on links at or below
 --slow-link-rate use --slow-steps steps: their throughput is flat after a
 few steps, and a full run at 10 Mbit/s would take an hour.
@@ -28,7 +35,8 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
---epochs N runs N epochs instead of --steps (the quality comparison).
+--epochs N runs N epochs instead of --steps (the quality comparison;
+mnist_cnn's DDP peer, which has no eval, still runs --steps).
 Needs root (CAP_NET_ADMIN); build first:
   scripts/bazel.sh build //coordinator:herd-coordinator //worker/daemon:herd-worker \\
     //worker/train:herd-trainer //client:herd //tests/testbed:herd-testbed
@@ -50,7 +58,7 @@ from compare_ddp import DATA, DDP_PYTHON, LocalCluster, free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTS = 3
-# Named sync settings; "ddp" is PyTorch DDP (mnist_cnn only).
+# Named sync settings; "ddp" is PyTorch DDP.
 # The outer Nesterov step uses lr 0.4, momentum 0.8: DiLoCo's 0.7 / 0.9 (the
 # spec's defaults) cost mnist_cnn 1.9 points of accuracy after 2 epochs at
 # K=16, these gained 1.2 (bench/README, "Quality").
@@ -63,6 +71,8 @@ VARIANTS = {
     "stream16": f"{{mode: average, every: 16, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
     "stream8": f"{{mode: average, every: 8, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
     "stream16_f32": f"{{mode: average, every: 16, fragments: 4, overlap: true, {OUTER}}}",
+    # The 10 Mbit/s setting (bench/README): a round every 32 steps.
+    "stream32": f"{{mode: average, every: 32, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
 }
 EVERY_STEP = ("allreduce", "ddp")
 # Real English text for char_transformer: the system's license texts.
@@ -137,24 +147,34 @@ def job_spec(model, sync, args, steps, text, lr=None):
             f"min_workers: {HOSTS}\nmax_workers: {HOSTS}\nseed: 1\nthreads: 1\n")
 
 
+PARAMETERS = re.compile(r" with (\d+) parameters")
+
+
 def run_herd(cluster, bed, model, variant, args, steps, text):
     before = bed.sent_bytes()
     job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text, args.lr.get(variant)))
     sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
     ranks = cluster.summaries(job)
+    with open(f"{cluster.dir}/worker-0/jobs/{job}/trainer.log") as f:
+        m = PARAMETERS.search(f.read())
     samples = sum(r["samples"] for r in ranks)
     return {"samples_per_s_per_rank": sum(r["samples"] / r["seconds"] for r in ranks) / len(ranks),
             "payload_bytes_per_sample": ranks[0]["bytes"] / ranks[0]["samples"],
-            "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {})}
+            "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {}),
+            "parameters": int(m.group(1)) if m else None}
 
 
-def run_ddp(bed, args, steps):
+def run_ddp(bed, model, args, steps, text):
     port = free_port()
     master = bed.hosts[0]["address"]
     before = bed.sent_bytes()
     procs = [subprocess.Popen(bed.exec_prefix(i) + [
         DDP_PYTHON, os.path.join(ROOT, "bench", "ddp_host_rank.py"), "--rank", str(i), "--world", str(HOSTS),
-        "--master", master, "--port", str(port), "--steps", str(steps), "--warmup", "3", "--batch", str(args.batch)],
+        "--master", master, "--port", str(port), "--steps", str(steps), "--warmup", "3", "--batch", str(args.batch),
+        "--model", model] + ([
+            "--text", text, "--lr", str(args.lr.get("ddp", OPTIMIZERS[model][1])), "--schedule", args.schedule,
+            "--epochs", str(args.epochs), "--seed", "1", "--eval-samples", str(args.eval_samples)]
+            if model == "char_transformer" else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(HOSTS)]
     outs = [p.communicate(timeout=3600) for p in procs]
     for p, (_, err) in zip(procs, outs):
@@ -162,9 +182,9 @@ def run_ddp(bed, args, steps):
             raise RuntimeError(f"ddp rank failed: {err[-2000:]}")
     sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
     result = json.loads(outs[0][0].strip().splitlines()[-1])
-    samples = (steps + 3) * args.batch * HOSTS
     return {"samples_per_s_per_rank": result["samples_per_s_per_rank"], "payload_bytes_per_sample": None,
-            "link_bytes_per_sample": sent / samples, "samples": samples, "eval": {}}
+            "link_bytes_per_sample": sent / result["samples"], "samples": result["samples"],
+            "eval": result["eval"], "parameters": result["parameters"]}
 
 
 def main():
@@ -189,7 +209,8 @@ def main():
                    help="the learning-rate schedule of every run (docs/job-spec.md, schedule.name)")
     p.add_argument("--lr", action="append", default=[], metavar="NAME=LR",
                    help="the inner optimizer's learning rate for variant NAME (default: adamw 0.001 for "
-                        "char_transformer, sgd 0.05 for mnist_cnn), e.g. 'avg8=0.002' (repeatable)")
+                        "char_transformer, sgd 0.05 for mnist_cnn), e.g. 'avg8=0.002' (repeatable); "
+                        "'ddp=LR' sets char_transformer's DDP rate (mnist_cnn's DDP step is fixed)")
     args = p.parse_args()
     lrs = {}
     for v in args.lr:
@@ -212,8 +233,11 @@ def main():
         if v != "ddp" and v not in VARIANTS:
             p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)}, ddp)")
     for v in args.lr:
-        if v not in variants or v == "ddp":
-            p.error(f"--lr: {v!r} is not a herd variant in --variants")
+        if v not in variants:
+            p.error(f"--lr: {v!r} is not a variant in --variants")
+        if v == "ddp" and "mnist_cnn" in models:
+            p.error("--lr: ddp's rate applies to char_transformer only (mnist_cnn's DDP step is the shared "
+                    "peer's, lr 0.05); run --models char_transformer")
     slow_bits = rate_bits(args.slow_link_rate)
     text = None
     if "char_transformer" in models:
@@ -231,6 +255,7 @@ def main():
     bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
     cluster = None
     runs = []
+    herd_parameters = {}  # model -> herd's count, to check the DDP peer's model against
     try:
         cluster = TestbedCluster(bin_dir, bed)
         for repeat in range(args.repeats):
@@ -238,14 +263,19 @@ def main():
                 bed.shape(link)
                 for model in models:
                     for variant in variants:
-                        if variant == "ddp" and model != "mnist_cnn":
-                            continue  # the DDP peer has the CNN only
                         slow = link != "none" and rate_bits(link) <= slow_bits and variant in EVERY_STEP
                         steps = args.slow_steps if slow and not args.epochs else args.steps
-                        r = run_ddp(bed, args, steps) if variant == "ddp" else \
+                        r = run_ddp(bed, model, args, steps, text) if variant == "ddp" else \
                             run_herd(cluster, bed, model, variant, args, steps, text)
-                        r.update(link=link, model=model, variant=variant, steps=steps, repeat=repeat,
-                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]) if variant != "ddp" else None)
+                        if variant != "ddp":
+                            herd_parameters[model] = r["parameters"]
+                        elif herd_parameters.get(model) and r["parameters"] != herd_parameters[model]:
+                            raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
+                                               f"herd's {herd_parameters[model]}")
+                        by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
+                        r.update(link=link, model=model, variant=variant, steps=None if by_epochs else steps,
+                                 epochs=args.epochs if by_epochs else None, repeat=repeat,
+                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]))
                         runs.append(r)
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
