@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/state_snapshot.h"
 
 namespace herd {
@@ -364,28 +365,27 @@ int64_t OptimizerShards::share_wire_bytes() const {
 
 absl::StatusOr<double> OptimizerShards::ClipGradNorm(double max_norm) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;  // this rank's pieces of the summed gradients
+  // This rank's pieces of the summed gradients: views where the gradient is
+  // contiguous (the gradient buckets' views are), copies written back else.
+  std::vector<torch::Tensor> grads;
+  std::vector<const ShardPiece*> copied;
   for (const ShardPiece& piece : own_) {
     const torch::Tensor& grad = params_[piece.param].grad();
-    if (grad.defined()) grads.push_back(ReadFlat(grad, piece.offset, piece.length));
+    if (!grad.defined()) continue;
+    grads.push_back(ReadFlat(grad, piece.offset, piece.length));
+    copied.push_back(grad.is_contiguous() ? nullptr : &piece);
   }
   const auto device = params_.empty() ? torch::Device(torch::kCPU) : params_.front().device();
-  torch::Tensor squares = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-  for (const torch::Tensor& g : grads) squares += g.to(torch::kFloat64).pow(2).sum();
+  // NCCL sums device memory: the scalar goes where the parameters are.
+  torch::Tensor squares =
+      torch::full({1}, SquaredNorm(grads), torch::TensorOptions().dtype(torch::kFloat64)).to(device);
   if (comm_->size() > 1) {
-    // NCCL sums device memory: the scalar stays on the parameters' device.
     if (auto s = comm_->AllReduce(squares.data_ptr(), 1, DataType::kFloat64); !s.ok()) return s;
   }
   const double norm = std::sqrt(squares.cpu().item<double>());
-  const double scale = max_norm / (norm + 1e-6);
-  if (scale < 1) {
-    // The reads are views of the gradients where they are contiguous; else write back.
-    for (const ShardPiece& piece : own_) {
-      const torch::Tensor& grad = params_[piece.param].grad();
-      if (!grad.defined()) continue;
-      torch::Tensor scaled = ReadFlat(grad, piece.offset, piece.length) * scale;
-      WriteFlat(grad, piece.offset, piece.length, scaled);
-    }
+  ScaleGradients(grads, ClipScale(norm, max_norm));
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (copied[k] != nullptr) WriteFlat(params_[copied[k]->param].grad(), copied[k]->offset, copied[k]->length, grads[k]);
   }
   return norm;
 }

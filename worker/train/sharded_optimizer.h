@@ -101,11 +101,10 @@ class OptimizerShards {
   absl::Status ShareParameters();
   // Collective (one all-reduce of a float64): clips the gradients of this
   // rank's pieces so that the global norm (over every rank's pieces, i.e.
-  // every gradient element once) is at most `max_norm`, as
-  // torch::nn::utils::clip_grad_norm_ does over whole gradients (scale
-  // max_norm / (norm + 1e-6) where that is below 1). Returns the norm. For
-  // reduce-scattered gradients, where only the own pieces hold the sums;
-  // the float64 sum of squares differs from torch's in rounding only.
+  // every gradient element once) is at most `max_norm`, by grad_clip.h's
+  // rule, which the unsharded path applies to whole gradients. Returns the
+  // norm. For reduce-scattered gradients, where only the own pieces hold
+  // the sums.
   absl::StatusOr<double> ClipGradNorm(double max_norm);
   // Collective: every rank receives the whole per-parameter optimizer state
   // reassembled from the owners' pieces (on failure, each rank keeps its

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/gloo_test_ranks.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/state_snapshot.h"
 
 namespace herd {
@@ -282,16 +283,24 @@ TEST(OptimizerShards, PiecesAreValidated) {
 }
 
 // The norm from every rank's pieces is the global norm of the gradients,
-// and each rank's pieces are scaled as clip_grad_norm_ scales them (within
-// float rounding: the sums of squares are not torch's).
+// and each rank's pieces are scaled bit for bit as the unsharded rule
+// (grad_clip.h, over whole gradients) scales them; both are torch's
+// clip_grad_norm_ up to float rounding.
 TEST(OptimizerShards, ClipGradNormUsesEveryRanksPieces) {
   const std::vector<int64_t> rows = {64, 7, 32};
   auto reference = MakeParams(rows, false);
   SetGradients(reference, 2);
+  auto torch_clipped = MakeParams(rows, false);
+  SetGradients(torch_clipped, 2);
   std::vector<int64_t> numels;
   for (const auto& p : reference) numels.push_back(p.numel());
-  const double norm = torch::nn::utils::clip_grad_norm_(reference, 0.5);
+  const double norm = ClipGradNorm(reference, 0.5);
+  const double torch_norm = torch::nn::utils::clip_grad_norm_(torch_clipped, 0.5);
   ASSERT_GT(norm, 0.5 * 2);  // clipping really scales
+  EXPECT_NEAR(norm, torch_norm, 1e-5 * torch_norm);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_LT((reference[i].grad() - torch_clipped[i].grad()).abs().max().item<double>(), 1e-6) << i;
+  }
   RunGlooRanks(3, [&](int rank, Communicator* comm) {
     auto params = MakeParams(rows, false);
     SetGradients(params, 2);
@@ -299,18 +308,15 @@ TEST(OptimizerShards, ClipGradNormUsesEveryRanksPieces) {
     ASSERT_TRUE(shards.ok()) << shards.status();
     auto got = (*shards)->ClipGradNorm(0.5);
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_NEAR(*got, norm, 1e-5 * norm);
+    EXPECT_NEAR(*got, norm, 1e-12 * norm);
+    auto original = MakeParams(rows, false);
+    SetGradients(original, 2);
     for (const ShardPiece& piece : ScatteredLayout(numels, 3)) {
       auto mine = params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
-      auto want = reference[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
-      if (piece.rank == rank) {
-        EXPECT_LT((mine - want).abs().max().item<double>(), 1e-6) << "rank " << rank << " parameter " << piece.param;
-      } else {
-        // Not this rank's: left alone.
-        auto original = MakeParams(rows, false);
-        SetGradients(original, 2);
-        EXPECT_TRUE(torch::equal(mine, original[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length)));
-      }
+      // This rank's pieces clipped as the whole rule clips them; the others left alone.
+      const auto& want = piece.rank == rank ? reference : original;
+      EXPECT_TRUE(torch::equal(mine, want[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length)))
+          << "rank " << rank << " parameter " << piece.param << " at " << piece.offset;
     }
     // Below the limit nothing changes.
     auto before = params[0].grad().clone();

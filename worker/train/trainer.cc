@@ -12,6 +12,7 @@
 #include "common/atomic_file.h"
 #include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
@@ -286,7 +287,7 @@ absl::Status Trainer::TrainStep() {
     return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", ctx_.step, ": ", s.message()));
   }
   timer.Lap();  // GradientSync measures its own wait
-  if (spec_.grad_clip_norm() > 0 && shards_ != nullptr && !local) {
+  if (spec_.grad_clip_norm() > 0 && shards_ != nullptr) {
     // Each rank holds the summed gradient of its own pieces only: the norm
     // comes from every rank's pieces.
     if (auto norm = shards_->ClipGradNorm(spec_.grad_clip_norm()); !norm.ok()) {
@@ -294,7 +295,7 @@ absl::Status Trainer::TrainStep() {
                           absl::StrCat("gradient norm all-reduce at step ", ctx_.step, ": ", norm.status().message()));
     }
   } else if (spec_.grad_clip_norm() > 0) {
-    torch::nn::utils::clip_grad_norm_(ctx_.params, spec_.grad_clip_norm());
+    ClipGradNorm(ctx_.params, spec_.grad_clip_norm());  // the same rule over whole gradients
   }
   ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
