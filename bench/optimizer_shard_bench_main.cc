@@ -1,7 +1,9 @@
 // Sharded optimizer state (sync.shard_optimizer, ZeRO-1): optimizer-state
 // bytes per rank with and without sharding for each world size, one process
 // per rank over Gloo (loopback), with the trainer's own model, optimizer and
-// OptimizerShards code. Also times the parameter all-gather each step adds
+// OptimizerShards code, owning what the trainer's gradient reduce-scatter
+// gives each rank. Also times the gradient sync of the trainer's buckets
+// (all-reduce vs reduce-scatter), the parameter all-gather each step adds
 // and the state gather each commit adds (median of --commits). Prints a table, ends with one JSON line.
 //   bazel run //bench:optimizer_shard_bench -- [--ranks 1,2,3] [--model resnet_small] [--optimizer adam]
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@
 #include "bench/fork_ranks.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/models/model.h"
+#include "worker/train/gradient_sync.h"
 #include "worker/train/optimizer_factory.h"
 #include "worker/train/sharded_optimizer.h"
 
@@ -60,13 +63,29 @@ absl::StatusOr<nlohmann::json> RunRank(const Flags& flags, int world, int rank, 
   const std::vector<torch::Tensor> params = (*model)->Parameters();
   auto optimizer = MakeOptimizer(optimizer_spec, params);
   if (!optimizer.ok()) return optimizer.status();
-  auto shards = OptimizerShards::Create(params, comm->get());
+  // The trainer's buckets (default sizes): the plain run all-reduces them,
+  // the sharded run reduce-scatters them and owns what their layout gives it.
+  GradientSyncOptions plain_options;
+  GradientSyncOptions scatter_options;
+  scatter_options.reduce_scatter = true;
+  GradientSync plain(params, comm->get(), plain_options);
+  GradientSync scatter(params, comm->get(), scatter_options);
+  auto shards = OptimizerShards::Create(params, comm->get(), scatter.scattered_pieces());
   if (!shards.ok()) return shards.status();
 
-  double share_seconds = 0;
-  for (int step = 0; step < flags.steps; ++step) {
-    torch::manual_seed(step);  // the same "summed gradient" on every rank
+  double share_seconds = 0, allreduce_seconds = 0, reduce_scatter_seconds = 0;
+  auto sync = [&](GradientSync& gradients, int step, double* seconds) {
+    torch::manual_seed(step);  // the same gradient on every rank
     for (const auto& p : params) p.mutable_grad() = torch::randn_like(p);
+    gradients.ArmForBackward();  // no backward: Finish launches every bucket from .grad
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status = gradients.Finish();
+    *seconds += Seconds(start);
+    return status;
+  };
+  for (int step = 0; step < flags.steps; ++step) {
+    if (auto s = sync(plain, step, &allreduce_seconds); !s.ok()) return s;
+    if (auto s = sync(scatter, step, &reduce_scatter_seconds); !s.ok()) return s;
     if (auto s = (*shards)->StepOwnRange(**optimizer); !s.ok()) return s;
     const auto start = std::chrono::steady_clock::now();
     if (auto s = (*shards)->ShareParameters(); !s.ok()) return s;
@@ -91,6 +110,13 @@ absl::StatusOr<nlohmann::json> RunRank(const Flags& flags, int world, int rank, 
                         {"state_bytes_sharded", sharded},
                         {"state_bytes_unsharded", whole},
                         {"parameter_allgather_ms_per_step", 1e3 * share_seconds / flags.steps},
+                        {"gradient_allreduce_ms_per_step", 1e3 * allreduce_seconds / flags.steps},
+                        {"gradient_reduce_scatter_ms_per_step", 1e3 * reduce_scatter_seconds / flags.steps},
+                        // SyncTraffic's count: an all-reduce counts its buffer, a reduce-scatter or
+                        // all-gather half of it.
+                        {"allreduce_wire_bytes_per_step", plain.last_stats().wire_bytes},
+                        {"sharded_wire_bytes_per_step",
+                         scatter.last_stats().wire_bytes + (*shards)->share_wire_bytes()},
                         {"state_gather_ms_per_commit", gather_ms[gather_ms.size() / 2]}};
 }
 
@@ -140,6 +166,12 @@ int Main(int argc, char** argv) {
                     static_cast<long long>(r["state_bytes_unsharded"].get<int64_t>()),
                     static_cast<long long>(r["state_bytes_sharded"].get<int64_t>()), ratio, ratio * world,
                     r["parameter_allgather_ms_per_step"].get<double>(), r["state_gather_ms_per_commit"].get<double>());
+        std::printf("%5s %5s gradients: all-reduce %.3f ms, reduce-scatter %.3f ms per step; wire bytes per "
+                    "step plain %lld, sharded %lld (reduce-scatter + parameter all-gather)\n",
+                    "", "", r["gradient_allreduce_ms_per_step"].get<double>(),
+                    r["gradient_reduce_scatter_ms_per_step"].get<double>(),
+                    static_cast<long long>(r["allreduce_wire_bytes_per_step"].get<int64_t>()),
+                    static_cast<long long>(r["sharded_wire_bytes_per_step"].get<int64_t>()));
         ranks.push_back(r);
       }
     } else {

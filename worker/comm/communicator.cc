@@ -1,5 +1,7 @@
 #include "worker/comm/communicator.h"
 
+#include <algorithm>
+
 namespace herd {
 
 size_t DataTypeSize(DataType type) {
@@ -38,6 +40,13 @@ const char* DataTypeName(DataType type) {
 
 size_t ReduceScatterBlockCount(size_t count, int size) {
   return size < 1 ? count : (count + static_cast<size_t>(size) - 1) / static_cast<size_t>(size);
+}
+
+RangeLayout NearEqualRanges(size_t count, int size) {
+  const size_t n = static_cast<size_t>(std::max(size, 1));
+  RangeLayout layout(n);
+  for (size_t r = 0; r < n; ++r) layout[r].push_back(ElementRange{count * r / n, count * (r + 1) / n});
+  return layout;
 }
 
 }  // namespace herd

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -24,6 +25,21 @@ const char* DataTypeName(DataType type);
 // ranks: ceil(count / size), so size() blocks cover it with at most
 // size - 1 elements of padding at the end.
 size_t ReduceScatterBlockCount(size_t count, int size);
+
+// Elements [begin, end) of a buffer.
+struct ElementRange {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+  bool operator==(const ElementRange& o) const { return begin == o.begin && end == o.end; }
+};
+
+// Per rank, the contiguous ranges a collective gives it: ranges[r].
+using RangeLayout = std::vector<std::vector<ElementRange>>;
+
+// Rank r gets [count * r / size, count * (r + 1) / size): blocks differ by at
+// most one element, none empty unless count < size.
+RangeLayout NearEqualRanges(size_t count, int size);
 
 // Handle to an operation in flight. Collectives run in issue order on the
 // communicator's own thread(s) and each carries the communicator's timeout,
@@ -73,6 +89,24 @@ class Communicator {
   //  - nccl: NCCL's.
   // Same failure rule and timeout as every other collective.
   virtual std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) = 0;
+
+  // Which elements of a `count`-element buffer of `type` each rank's
+  // ReduceScatterInPlaceAsync sums: disjoint ranges covering the buffer, the
+  // same answer on every rank (a pure function of count, type and size).
+  // Chosen so that each element's sum is bitwise what AllReduceAsync gives
+  // for it where the backend allows:
+  //  - gloo: the part of each ring (one per stripe) Gloo's ring all-reduce
+  //    finishes on that rank, so both sum every element in the same order.
+  //  - gloo+shm: near-equal blocks (both sum in rank order) for what takes
+  //    the shared-memory path, else the inner Gloo's layout.
+  //  - nccl: near-equal blocks; no bitwise promise (NCCL picks its own order).
+  virtual RangeLayout ReduceScatterLayout(size_t count, DataType type) const = 0;
+  // In-place sum across ranks of the elements ReduceScatterLayout(count,
+  // type) gives this rank: afterwards they hold the global sums; every other
+  // element of `data` is left in an unspecified state (partial sums). Each
+  // rank sends and receives about (size() - 1) / size() of the buffer, half
+  // an all-reduce. Same failure rule and timeout as every other collective.
+  virtual std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) = 0;
 
   // Memory for `bytes` of float32 data that AllReduceAsync sums where it
   // lies, without staging copies (a slot of a shared-memory segment); null

@@ -156,16 +156,16 @@ class GlooCommunicator : public Communicator {
       if (count == 0 || size() == 1) return absl::OkStatus();  // a sum over one rank is the input
       return RunGloo(what, [&] {
         const size_t width = DataTypeSize(type);
-        const size_t stripes = count * width >= kStripeMinBytes ? contexts_.size() : 1;
-        const size_t per_stripe = (count + stripes - 1) / stripes;
-        RunConcurrently(stripes, [&](size_t stripe) {
-          const size_t begin = std::min(count, stripe * per_stripe);
-          const size_t length = std::min(count - begin, per_stripe);
-          if (length == 0) return;
+        const Stripes stripes = StripesOf(count, type);
+        RunConcurrently(stripes.count, [&](size_t stripe) {
+          const ElementRange range = stripes.Range(stripe, count);
+          if (range.size() == 0) return;
           gloo::AllreduceOptions options(contexts_[stripe]);
           // Ring: bandwidth-optimal, and what a direct Gloo user would pick for gradients.
           options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-          SetOutputOfWidth(options, static_cast<char*>(data) + begin * width, length, width);
+          // Explicit: ReduceScatterLayout reproduces the segments it gives.
+          options.setMaxSegmentSize(kGlooMaxSegmentBytes);
+          SetOutputOfWidth(options, static_cast<char*>(data) + range.begin * width, range.size(), width);
           options.setReduceFunction(SumFor(type));
           options.setTag(static_cast<uint32_t>(sequence));  // contexts never share messages
           options.setTimeout(options_.timeout);
@@ -215,9 +215,50 @@ class GlooCommunicator : public Communicator {
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
     std::string what = absl::StrCat("gloo reduce-scatter of ", block_count, " ", DataTypeName(type), " per rank");
     return queue_.Submit(what, [this, in, out, block_count, type, what](uint64_t sequence) {
+      std::vector<ElementRange> blocks;
+      for (int r = 0; r < size(); ++r) blocks.push_back(ElementRange{r * block_count, (r + 1) * block_count});
       return RunGloo(what, [&] {
-        RingReduceScatter(*context_, in, out, block_count, DataTypeSize(type), SumFor(type),
+        RingReduceScatter(*context_, in, out, blocks, DataTypeSize(type), SumFor(type),
                           static_cast<uint32_t>(sequence), options_.timeout);
+      });
+    });
+  }
+
+  RangeLayout ReduceScatterLayout(size_t count, DataType type) const override {
+    RangeLayout layout(static_cast<size_t>(size()));
+    if (size() == 1) {
+      layout[0].push_back(ElementRange{0, count});
+      return layout;
+    }
+    const Stripes stripes = StripesOf(count, type);
+    for (size_t stripe = 0; stripe < stripes.count; ++stripe) {
+      const ElementRange whole = stripes.Range(stripe, count);
+      const std::vector<ElementRange> finished = GlooRingFinishedRanges(whole.size(), DataTypeSize(type), size());
+      for (size_t r = 0; r < finished.size(); ++r) {
+        if (finished[r].size() == 0) continue;
+        layout[r].push_back(ElementRange{whole.begin + finished[r].begin, whole.begin + finished[r].end});
+      }
+    }
+    return layout;
+  }
+
+  // The all-reduce's stripes, each its own ring over its own context, each
+  // rank finishing the part of it the all-reduce finishes there.
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
+    std::string what = absl::StrCat("gloo in-place reduce-scatter of ", count, " ", DataTypeName(type));
+    return queue_.Submit(what, [this, data, count, type, what](uint64_t sequence) {
+      if (count == 0 || size() == 1) return absl::OkStatus();
+      return RunGloo(what, [&] {
+        const size_t width = DataTypeSize(type);
+        const Stripes stripes = StripesOf(count, type);
+        RunConcurrently(stripes.count, [&](size_t stripe) {
+          const ElementRange whole = stripes.Range(stripe, count);
+          if (whole.size() == 0) return;
+          char* base = static_cast<char*>(data) + whole.begin * width;
+          const std::vector<ElementRange> blocks = GlooRingFinishedRanges(whole.size(), width, size());
+          RingReduceScatter(*contexts_[stripe], base, base + blocks[static_cast<size_t>(rank())].begin * width,
+                            blocks, width, SumFor(type), static_cast<uint32_t>(sequence), options_.timeout);
+        });
       });
     });
   }
@@ -236,6 +277,23 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  // How an all-reduce (and the in-place reduce-scatter) of `count` elements
+  // is cut into stripes: one per context from kStripeMinBytes on.
+  struct Stripes {
+    size_t count = 1;
+    size_t per_stripe = 0;
+    ElementRange Range(size_t stripe, size_t elements) const {
+      const size_t begin = std::min(elements, stripe * per_stripe);
+      return ElementRange{begin, std::min(elements, begin + per_stripe)};
+    }
+  };
+  Stripes StripesOf(size_t count, DataType type) const {
+    Stripes stripes;
+    stripes.count = count * DataTypeSize(type) >= kStripeMinBytes ? contexts_.size() : 1;
+    stripes.per_stripe = (count + stripes.count - 1) / stripes.count;
+    return stripes;
+  }
+
   const GlooOptions options_;
   const std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;  // contexts_[0]

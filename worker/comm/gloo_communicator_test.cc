@@ -343,6 +343,115 @@ TEST_P(GlooWorldTest, ReduceScatterMatchesGloosRingAllReduceWhereItsChunksAreThe
   });
 }
 
+// The layout covers the buffer with disjoint ranges, the same on every rank.
+void ExpectLayoutCovers(const RangeLayout& layout, size_t count, int world) {
+  ASSERT_EQ(layout.size(), static_cast<size_t>(world));
+  std::vector<int> owners(count, 0);
+  for (const auto& ranges : layout) {
+    for (const ElementRange& range : ranges) {
+      ASSERT_LE(range.begin, range.end);
+      ASSERT_LE(range.end, count);
+      for (size_t i = range.begin; i < range.end; ++i) owners[i]++;
+    }
+  }
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(owners[i], 1) << "element " << i << " of " << count;
+}
+
+// The in-place reduce-scatter sums each rank's ranges of the layout exactly
+// as the all-reduce sums them, to the bit, with values whose float sum
+// depends on the order (so a layout other than Gloo's ring chunks would
+// differ at W=3): small buffers, odd sizes, several segments per rank, and
+// buffers from 4 MiB on that the all-reduce stripes over two rings.
+TEST_P(GlooWorldTest, InPlaceReduceScatterEqualsTheAllReduceBitForBitOnEachRanksRanges) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  auto value = [](int rank, size_t i) {
+    return (rank + i) % 3 == 0 ? 1.0f + 0.125f * (i % 7) : ((rank + i) % 3 == 1 ? 1e8f : -1e8f + 8.0f * (i % 5));
+  };
+  const size_t sizes[] = {1, 7, static_cast<size_t>(2 * world - 1), 1001, 250007, (1u << 20) + 3, 1500001};
+  for (size_t count : sizes) {
+    const RangeLayout layout = comms[0]->ReduceScatterLayout(count, DataType::kFloat32);
+    ExpectLayoutCovers(layout, count, world);
+    std::vector<size_t> order_mattered(world, 0);
+    OnEachRank(comms, [&](Communicator& comm) {
+      ASSERT_EQ(comm.ReduceScatterLayout(count, DataType::kFloat32), layout);
+      std::vector<float> summed(count);
+      for (size_t i = 0; i < count; ++i) summed[i] = value(comm.rank(), i);
+      std::vector<float> scattered = summed;
+      ASSERT_TRUE(comm.AllReduce(summed.data(), count, DataType::kFloat32).ok());
+      ASSERT_TRUE(comm.ReduceScatterInPlaceAsync(scattered.data(), count, DataType::kFloat32)->Wait().ok());
+      for (const ElementRange& range : layout[comm.rank()]) {
+        for (size_t i = range.begin; i < range.end; ++i) {
+          ASSERT_EQ(scattered[i], summed[i]) << "rank " << comm.rank() << " element " << i << " of " << count;
+          float rank_order = value(0, i);
+          for (int r = 1; r < world; ++r) rank_order += value(r, i);
+          order_mattered[comm.rank()] += rank_order != summed[i] ? 1 : 0;
+        }
+      }
+    });
+    if (world >= 3 && count >= 1001) {
+      size_t total = 0;
+      for (size_t n : order_mattered) total += n;
+      EXPECT_GT(total, 0u) << count << ": the values do not tell summation orders apart";
+    }
+  }
+}
+
+// Gloo's ring chunks, not near-equal blocks: with 2 * size segments of a
+// rounded-up size the last rank's part is shorter, and a striped buffer
+// gives every rank one part per stripe.
+TEST_P(GlooWorldTest, ReduceScatterLayoutIsGloosRingChunksPerStripe) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const size_t count = 1001;
+  const RangeLayout layout = comms[0]->ReduceScatterLayout(count, DataType::kFloat32);
+  // 2 * world segments of ceil(1001 / (2 * world)) elements, two per rank.
+  const size_t group = 2 * ((count + 2 * world - 1) / (2 * world));
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(layout[r].size(), 1u);
+    EXPECT_EQ(layout[r][0], (ElementRange{std::min(count, r * group), std::min(count, (r + 1) * group)}));
+  }
+  const size_t striped = 1500001;  // 6 MB: two stripes of 750001
+  const RangeLayout two = comms[0]->ReduceScatterLayout(striped, DataType::kFloat32);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(two[r].size(), 2u) << "rank " << r;
+    EXPECT_LT(two[r][0].end, 750001u + 1);
+    EXPECT_GE(two[r][1].begin, 750001u);
+  }
+}
+
+TEST_P(GlooWorldTest, InPlaceReduceScatterOfCompressedAndExactTypes) {
+  const int world = GetParam();
+  auto comms = ConnectAll(world);
+  ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+  const size_t count = 333;
+  OnEachRank(comms, [&](Communicator& comm) {
+    std::vector<uint16_t> halves(count), halves_summed;
+    std::vector<int64_t> ints(count);
+    for (size_t i = 0; i < count; ++i) {
+      halves[i] = FloatToBFloat16(0.1f * static_cast<float>(i % 11) + 0.01f * comm.rank());
+      ints[i] = (int64_t{1} << 40) * (comm.rank() + 1) + static_cast<int64_t>(i);
+    }
+    halves_summed = halves;
+    ASSERT_TRUE(comm.AllReduce(halves_summed.data(), count, DataType::kBFloat16).ok());
+    ASSERT_TRUE(comm.ReduceScatterInPlaceAsync(halves.data(), count, DataType::kBFloat16)->Wait().ok());
+    ASSERT_TRUE(comm.ReduceScatterInPlaceAsync(ints.data(), count, DataType::kInt64)->Wait().ok());
+    const int64_t rank_sum = world * (world + 1) / 2;
+    const RangeLayout half_layout = comm.ReduceScatterLayout(count, DataType::kBFloat16);
+    const RangeLayout int_layout = comm.ReduceScatterLayout(count, DataType::kInt64);
+    for (const ElementRange& range : half_layout[comm.rank()]) {
+      for (size_t i = range.begin; i < range.end; ++i) ASSERT_EQ(halves[i], halves_summed[i]) << i;
+    }
+    for (const ElementRange& range : int_layout[comm.rank()]) {
+      for (size_t i = range.begin; i < range.end; ++i) {
+        ASSERT_EQ(ints[i], (int64_t{1} << 40) * rank_sum + world * static_cast<int64_t>(i));
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorldTest, ::testing::Values(2, 3));
 
 TEST(GlooCommunicatorTest, ReduceScatterOnOneRankCopiesItsBlock) {

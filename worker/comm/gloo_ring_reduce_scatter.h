@@ -16,15 +16,33 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "worker/comm/communicator.h"
 
 namespace herd {
 
 using GlooReduceFunction = void (*)(void* out, const void* a, const void* b, size_t count);
 
+// The segment size herd gives Gloo's ring all-reduce (Gloo's default); the
+// layout below depends on it.
+constexpr size_t kGlooMaxSegmentBytes = 1024 * 1024;
+
+// Which elements of a `count`-element buffer of `width`-byte elements Gloo's
+// ring all-reduce (gloo/allreduce.cc, ring()) finishes on each of `size`
+// ranks: it cuts the buffer into numSegments segments (a multiple of size,
+// at least 2 * size, none larger than kGlooMaxSegmentBytes) and rank c
+// finishes the c-th group of numSegments / size consecutive segments; the
+// last groups may be short or empty. Pure.
+std::vector<ElementRange> GlooRingFinishedRanges(size_t count, size_t width, int size);
+
 // Throws what Gloo throws (gloo::IoException on a timeout or a closed
 // connection). Every wait is bounded by what is left of `timeout`, counted
-// from the call. `out` may be in + rank * block_count * width.
-void RingReduceScatter(gloo::Context& context, const void* in, void* out, size_t block_count, size_t width,
-                       GlooReduceFunction reduce, uint32_t tag, std::chrono::milliseconds timeout);
+// from the call. Block c is elements blocks[c] of `in` (blocks.size() ==
+// context.size; blocks may differ in length, be empty, and need not be in
+// order); rank r's sum of block r goes to `out`, which may be exactly
+// in + blocks[rank].begin * width (in place), else must not overlap `in`.
+void RingReduceScatter(gloo::Context& context, const void* in, void* out, const std::vector<ElementRange>& blocks,
+                       size_t width, GlooReduceFunction reduce, uint32_t tag, std::chrono::milliseconds timeout);
 
 }  // namespace herd

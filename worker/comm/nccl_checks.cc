@@ -349,6 +349,30 @@ absl::Status CheckReduceScatter(int world) {
   });
 }
 
+absl::Status CheckReduceScatterInPlace(int world) {
+  constexpr size_t kCount = 30011;  // not a multiple of any world size > 1: uneven blocks
+  const DataType type = DataType::kFloat32;
+  return InWorld(world, [&](int rank, Communicator& comm) -> absl::Status {
+    absl::StatusOr<DeviceBuffer> data = FilledBuffer(rank, kCount, type);
+    if (!data.ok()) return data.status();
+    absl::Status status = comm.ReduceScatterInPlaceAsync(data->data(), kCount, type)->Wait();
+    std::vector<float> host(kCount);
+    if (status.ok()) status = data->CopyToHost(host.data(), kCount * sizeof(float));
+    if (!status.ok()) return status;
+    const RangeLayout layout = comm.ReduceScatterLayout(kCount, type);
+    if (layout != NearEqualRanges(kCount, world)) return absl::InternalError("in-place reduce-scatter: unexpected layout");
+    for (const ElementRange& range : layout[static_cast<size_t>(rank)]) {
+      for (size_t i = range.begin; i < range.end; ++i) {
+        if (host[i] != SumAt(world, i)) {
+          return absl::InternalError(absl::StrCat("in-place reduce-scatter: element ", i, " on rank ", rank, " is ",
+                                                  host[i], ", want ", SumAt(world, i)));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CheckBarrier(int world) {
   return InWorld(world, [&](int, Communicator& comm) -> absl::Status {
     for (int round = 0; round < 3; ++round) {
@@ -588,6 +612,7 @@ std::vector<NcclCheck> AllNcclChecks(int world) {
   checks.push_back({"broadcast", [=] { return CheckBroadcast(world); }});
   checks.push_back({"all_gather", [=] { return CheckAllGather(world); }});
   checks.push_back({"reduce_scatter", [=] { return CheckReduceScatter(world); }});
+  checks.push_back({"reduce_scatter_in_place", [=] { return CheckReduceScatterInPlace(world); }});
   checks.push_back({"barrier", [=] { return CheckBarrier(world); }});
   checks.push_back({"many_ops_in_flight", [=] { return CheckManyOpsInFlight(world); }});
   checks.push_back({"done_becomes_true", [=] { return CheckDoneBecomesTrue(world); }});

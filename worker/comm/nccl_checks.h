@@ -23,6 +23,8 @@ absl::Status CheckBroadcast(int world);
 absl::Status CheckAllGather(int world);
 // Block r of the float32 sum lands on rank r, into a separate buffer and in place.
 absl::Status CheckReduceScatter(int world);
+// ReduceScatterInPlaceAsync: each rank's ranges of its layout hold the sums.
+absl::Status CheckReduceScatterInPlace(int world);
 absl::Status CheckBarrier(int world);
 // Many ops issued before any is waited for, then waited for in issue order.
 absl::Status CheckManyOpsInFlight(int world);

@@ -158,6 +158,40 @@ class NcclCommunicator : public Communicator {
                  });
   }
 
+  // Near-equal blocks: NCCL sums in an order of its own, so unlike Gloo's
+  // layout this makes no bitwise promise against the all-reduce.
+  RangeLayout ReduceScatterLayout(size_t count, DataType /*type*/) const override {
+    return NearEqualRanges(count, size());
+  }
+
+  // One ncclReduce per rank onto that rank's block, in place, grouped into
+  // one launch: no padded staging buffer, as ncclReduceScatter would need.
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
+    ncclDataType_t nccl_type = ncclFloat32;
+    absl::Status invalid;
+    if (!NcclTypeFor(type, &nccl_type)) {
+      invalid = absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
+    } else if (data == nullptr && count > 0) {
+      invalid = absl::InvalidArgumentError("null buffer");
+    }
+    const RangeLayout layout = ReduceScatterLayout(count, type);
+    const size_t width = DataTypeSize(type);
+    return Issue(absl::StrCat("in-place reduce-scatter of ", count, " ", DataTypeName(type)), invalid, count == 0,
+                 [=](ncclComm_t comm, cudaStream_t stream) {
+                   ncclResult_t result = ncclGroupStart();
+                   for (size_t r = 0; r < layout.size() && result == ncclSuccess; ++r) {
+                     for (const ElementRange& range : layout[r]) {
+                       if (range.size() == 0) continue;
+                       void* at = static_cast<char*>(data) + range.begin * width;
+                       result = ncclReduce(at, at, range.size(), nccl_type, ncclSum, static_cast<int>(r), comm, stream);
+                       if (result != ncclSuccess) break;
+                     }
+                   }
+                   const ncclResult_t ended = ncclGroupEnd();
+                   return result != ncclSuccess ? result : ended;
+                 });
+  }
+
   std::shared_ptr<Work> BarrierAsync() override {
     void* flag = resources_->barrier;
     return Issue("barrier", absl::OkStatus(), false, [=](ncclComm_t comm, cudaStream_t stream) {

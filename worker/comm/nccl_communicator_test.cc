@@ -54,6 +54,12 @@ TEST(NcclCommunicatorTest, ReduceScatterSumsEachRanksBlock) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+TEST(NcclCommunicatorTest, InPlaceReduceScatterSumsEachRanksRanges) {
+  SKIP_WITHOUT_GPU();
+  const absl::Status status = CheckReduceScatterInPlace(kOneGpu);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(NcclCommunicatorTest, BarrierCompletes) {
   SKIP_WITHOUT_GPU();
   const absl::Status status = CheckBarrier(kOneGpu);
@@ -125,7 +131,7 @@ TEST(NcclMultiGpuTest, CollectivesAcrossEveryGpu) {
     const absl::Status status = CheckAllReduce(devices, type);
     EXPECT_TRUE(status.ok()) << DataTypeName(type) << ": " << status;
   }
-  for (const absl::Status& status : {CheckBroadcast(devices), CheckAllGather(devices), CheckReduceScatter(devices), CheckBarrier(devices),
+  for (const absl::Status& status : {CheckBroadcast(devices), CheckAllGather(devices), CheckReduceScatter(devices), CheckReduceScatterInPlace(devices), CheckBarrier(devices),
                                      CheckManyOpsInFlight(devices)}) {
     EXPECT_TRUE(status.ok()) << status;
   }

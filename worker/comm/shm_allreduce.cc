@@ -122,6 +122,29 @@ class ShmAllReduce : public Communicator {
                               static_cast<uint32_t>(sequence + 1), what);
     });
   }
+  RangeLayout ReduceScatterLayout(size_t count, DataType type) const override {
+    // Each rank's share of the all-reduce: both sum it in rank order.
+    if (type != DataType::kFloat32 || count * sizeof(float) > options_.slot_bytes) {
+      return inner_->ReduceScatterLayout(count, type);
+    }
+    return NearEqualRanges(count, options_.size);
+  }
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
+    // The all-reduce's choice of path, so the layouts agree with it too.
+    if (type != DataType::kFloat32 || count * sizeof(float) > options_.slot_bytes) {
+      return inner_->ReduceScatterInPlaceAsync(data, count, type);
+    }
+    std::string what = absl::StrCat("shared-memory in-place reduce-scatter of ", count, " float32");
+    return queue_.Submit(what, [this, data, count, what](uint64_t sequence) {
+      auto* floats = static_cast<float*>(data);
+      const size_t begin = count * options_.rank / options_.size;
+      const size_t end = count * (options_.rank + 1) / options_.size;
+      bool copied_in = false;
+      // Writes only this rank's share of `data`, which no other rank reads.
+      return Run(floats, count, static_cast<uint32_t>(sequence + 1), what,
+                 [&] { SumShareInto(begin, end, floats + begin); }, &copied_in);
+    });
+  }
   std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override {
     return inner_->BroadcastAsync(data, bytes, root);
   }

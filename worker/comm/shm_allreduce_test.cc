@@ -103,6 +103,51 @@ TEST(ShmAllReduce, ReduceScatterMatchesTheAllReduceBitForBit) {
 }
 
 // Overlapping async ops complete in issue order with their own results.
+// The in-place reduce-scatter sums each rank's ranges of its layout to the
+// bit as the all-reduce does, from an ordinary buffer and from an in-place
+// slot buffer (the gradient buckets' case), with values whose sum depends on
+// the order; past the slot both go to Gloo, whose layout is its ring's.
+TEST(ShmAllReduce, InPlaceReduceScatterMatchesTheAllReduceOnItsLayout) {
+  for (int world : {1, 2, 3}) {
+    auto store = std::make_shared<InMemoryStore>();
+    RunGlooRanks(world, [&](int rank, Communicator* gloo) {
+      ShmAllReduceOptions options = Options(rank, world, 4096 * sizeof(float), std::chrono::seconds(20));
+      options.in_place_bytes = 4096 * sizeof(float);
+      auto shm = CreateShmAllReduce(options, gloo, store);
+      ASSERT_TRUE(shm.ok()) << shm.status();
+      auto value = [](int r, size_t i) { return (r + i) % 3 == 0 ? 1.0f : ((r + i) % 3 == 1 ? 1e8f : -1e8f + 0.25f * i); };
+      std::shared_ptr<void> slot_buffer = (*shm)->AllocateAllReduceBuffer(4096 * sizeof(float));
+      ASSERT_NE(slot_buffer, nullptr);
+      for (size_t count : {1, 7, 3001, 4096, 6001}) {  // 6001 floats exceed the slot: Gloo
+        const RangeLayout layout = (*shm)->ReduceScatterLayout(count, DataType::kFloat32);
+        ASSERT_EQ(layout.size(), static_cast<size_t>(world));
+        if (count > 4096) {
+          EXPECT_EQ(layout, gloo->ReduceScatterLayout(count, DataType::kFloat32));
+        } else {
+          EXPECT_EQ(layout, NearEqualRanges(count, world));
+        }
+        std::vector<float> summed(count);
+        for (size_t i = 0; i < count; ++i) summed[i] = value(rank, i);
+        std::vector<float> ordinary = summed;
+        ASSERT_TRUE((*shm)->AllReduce(summed.data(), count, DataType::kFloat32).ok());
+        ASSERT_TRUE((*shm)->ReduceScatterInPlaceAsync(ordinary.data(), count, DataType::kFloat32)->Wait().ok());
+        float* in_slot = static_cast<float*>(slot_buffer.get());
+        const bool fits = count <= 4096;
+        if (fits) {
+          for (size_t i = 0; i < count; ++i) in_slot[i] = value(rank, i);
+          ASSERT_TRUE((*shm)->ReduceScatterInPlaceAsync(in_slot, count, DataType::kFloat32)->Wait().ok());
+        }
+        for (const ElementRange& range : layout[rank]) {
+          for (size_t i = range.begin; i < range.end; ++i) {
+            ASSERT_EQ(ordinary[i], summed[i]) << "world " << world << " count " << count << " at " << i;
+            if (fits) ASSERT_EQ(in_slot[i], summed[i]) << "slot: world " << world << " count " << count << " at " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
 TEST(ShmAllReduce, AsyncOpsInFlightKeepTheirOwnData) {
   auto store = std::make_shared<InMemoryStore>();
   RunGlooRanks(2, [&](int rank, Communicator* gloo) {

@@ -33,6 +33,7 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
     bucket.flat = BucketBuffer(elements, options);
     if (wire_type_ != DataType::kFloat32) bucket.wire = torch::zeros({elements}, options.dtype(TorchType(wire_type_)));
   }
+  if (options_.reduce_scatter) PlanPieces();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (alone_ || !params_[i].requires_grad()) continue;
     const int index = static_cast<int>(i);
@@ -40,6 +41,25 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
       OnGradient(index, grad);
       return grad;
     }));
+  }
+}
+
+void GradientSync::PlanPieces() {
+  int64_t flat = 0;
+  for (const Bucket& bucket : buckets_) {
+    const RangeLayout layout = comm_->ReduceScatterLayout(static_cast<size_t>(bucket.elements), wire_type_);
+    for (int rank = 0; rank < static_cast<int>(layout.size()); ++rank) {
+      for (const ElementRange& range : layout[static_cast<size_t>(rank)]) {
+        const auto begin = static_cast<int64_t>(range.begin), end = static_cast<int64_t>(range.end);
+        for (int i : bucket.params) {
+          const Slot& slot = slots_[i];
+          const int64_t from = std::max(begin, slot.offset), to = std::min(end, slot.offset + slot.numel);
+          if (from >= to) continue;
+          pieces_.push_back(ShardPiece{static_cast<size_t>(i), rank, from - slot.offset, to - from, flat + from});
+        }
+      }
+    }
+    flat += bucket.elements;
   }
 }
 
@@ -133,8 +153,14 @@ void GradientSync::LaunchReadyBucketsLocked() {
 void GradientSync::Launch(Bucket& bucket) {
   torch::Tensor& send = wire_type_ == DataType::kFloat32 ? bucket.flat : bucket.wire;
   if (wire_type_ != DataType::kFloat32) bucket.wire.copy_(bucket.flat);
-  stats_.wire_bytes += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
-  bucket.work = comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_);
+  const int64_t bytes = send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
+  if (options_.reduce_scatter) {
+    stats_.wire_bytes += bytes / 2;
+    bucket.work = comm_->ReduceScatterInPlaceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_);
+  } else {
+    stats_.wire_bytes += bytes;
+    bucket.work = comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_);
+  }
 }
 
 absl::Status GradientSync::Finish() {
@@ -172,7 +198,8 @@ absl::Status GradientSync::Finish() {
     if (wire_type_ != DataType::kFloat32) bucket.flat.copy_(bucket.wire);
     for (int i : bucket.params) {
       const Slot& slot = slots_[i];
-      // The synchronized gradient is a view into the bucket: no copy back.
+      // The synchronized gradient is a view into the bucket: no copy back
+      // (reduce-scatter mode: summed only in this rank's pieces).
       params_[i].mutable_grad() = bucket.flat.narrow(0, slot.offset, slot.numel).view(params_[i].sizes());
     }
   }

@@ -10,6 +10,13 @@
 // every rank issues the same collective sequence.
 //
 // With one rank nothing is bucketed or sent: .grad already is the sum.
+// With `reduce_scatter` (sync.shard_optimizer, ZeRO-1) each bucket is
+// reduce-scattered in place instead (Communicator::ReduceScatterInPlaceAsync),
+// from the same hooks in the same order: after Finish() each rank holds the
+// global sum only in its own ranges of every bucket (ScatteredPieces), half
+// an all-reduce's traffic. The other elements of the .grad views hold
+// partial sums and must not be used: the sharded optimizer steps, clips and
+// measures only its own pieces.
 //
 // The all-reduce is a SUM: the trainer scales each rank's loss by
 // local_samples / global_samples, so the sum is the global-batch mean even
@@ -26,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/shard_piece.h"
 
 namespace herd {
 
@@ -33,6 +41,7 @@ struct GradientSyncOptions {
   double first_bucket_mib = 1;
   double bucket_cap_mib = 25;
   DataType wire_type = DataType::kFloat32;  // sync.compression
+  bool reduce_scatter = false;              // sync.shard_optimizer: see above
 };
 
 // What one synchronized step did; the overlap proof reads these.
@@ -42,7 +51,9 @@ struct GradientSyncStats {
   double first_launch_seconds = -1;  // since ArmForBackward()
   double backward_seconds = 0;       // ArmForBackward() .. Finish()
   double exposed_wait_seconds = 0;   // blocked in Finish() waiting for the network
-  int64_t wire_bytes = 0;            // bytes all-reduced by this rank
+  // Bytes this rank put through the collectives: a bucket all-reduced counts
+  // its size, a bucket reduce-scattered half of it (half the traffic).
+  int64_t wire_bytes = 0;
 };
 
 class GradientSync {
@@ -66,6 +77,13 @@ class GradientSync {
   std::vector<int64_t> bucket_elements() const;
   // Buckets the communicator sums where they lie (AllocateAllReduceBuffer).
   int in_place_buckets() const { return in_place_buckets_; }
+  bool reduce_scatter() const { return options_.reduce_scatter; }
+  // Reduce-scatter mode: every rank's pieces of the parameters, whose summed
+  // gradients that rank receives (the communicator's layout of each bucket
+  // cut at parameter boundaries), in bucket order; `flat` counts elements
+  // over the buckets in order. Parameters without gradient have none.
+  // Empty in all-reduce mode.
+  const std::vector<ShardPiece>& scattered_pieces() const { return pieces_; }
 
  private:
   struct Slot {
@@ -84,6 +102,7 @@ class GradientSync {
   };
 
   torch::Tensor BucketBuffer(int64_t elements, const torch::TensorOptions& options);
+  void PlanPieces();
   void OnGradient(int param_index, const torch::Tensor& grad);
   void FillSlot(int param_index, const torch::Tensor* incoming);
   void LaunchReadyBucketsLocked();
@@ -103,6 +122,7 @@ class GradientSync {
   std::vector<unsigned> hook_handles_;
   std::vector<bool> filled_;
   int in_place_buckets_ = 0;
+  std::vector<ShardPiece> pieces_;  // reduce-scatter mode only
 
   std::mutex mu_;  // hooks may run on autograd worker threads
   bool armed_ = false;

@@ -205,6 +205,104 @@ TEST(GradientSync, OneRankKeepsAutogradsGradientsWithoutCopies) {
   });
 }
 
+// Reduce-scatter mode (sync.shard_optimizer): each rank's pieces cover
+// every parameter element exactly once over all ranks, and hold bit for bit
+// the all-reduce mode's sums (Gloo TCP at W=3, where the summation order
+// shows; with and without shared memory; and over a bf16 wire); each bucket
+// costs half the bytes; and the elements a rank does not own do NOT all
+// hold the global sum (they would if the buckets were all-reduced).
+void ExpectReduceScatterMatchesAllReduceOnOwnPieces(bool shared_memory, DataType wire) {
+  torch::manual_seed(13);
+  Data data;
+  const int world = 3;
+  const std::vector<std::pair<int64_t, int64_t>> rows = {{0, 5}, {5, 9}, {9, 12}};
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::vector<ShardPiece>> pieces(world);
+  RunGlooRanks(world, [&](int rank, Communicator* gloo) {
+    std::unique_ptr<Communicator> shm;
+    Communicator* comm = gloo;
+    if (shared_memory) {
+      ShmAllReduceOptions options;
+      options.rank = rank;
+      options.size = world;
+      options.slot_bytes = 64 << 10;
+      options.in_place_bytes = 2 * (64 << 10);
+      options.key_prefix = "shm/";
+      auto created = CreateShmAllReduce(options, gloo, store);
+      ASSERT_TRUE(created.ok()) << created.status();
+      shm = std::move(*created);
+      comm = shm.get();
+    }
+    auto plain_net = MakeNet();
+    auto scatter_net = MakeNet();
+    GradientSyncOptions scatter_options = TinyBuckets(wire);
+    scatter_options.reduce_scatter = true;
+    GradientSync plain(plain_net->parameters(), comm, TinyBuckets(wire));
+    GradientSync scatter(scatter_net->parameters(), comm, scatter_options);
+    EXPECT_TRUE(plain.scattered_pieces().empty());
+    pieces[rank] = scatter.scattered_pieces();
+    const auto [begin, end] = rows[rank];
+    for (auto* pair : {&plain, &scatter}) {
+      auto net = pair == &plain ? plain_net : scatter_net;
+      pair->ArmForBackward();
+      {
+        std::lock_guard<std::mutex> compute(RankComputeMutex());
+        auto loss = torch::nn::functional::cross_entropy(net->forward(data.x.slice(0, begin, end)),
+                                                         data.y.slice(0, begin, end));
+        (loss * (static_cast<double>(end - begin) / 12.0)).backward();
+      }
+      ASSERT_TRUE(pair->Finish().ok());
+    }
+    EXPECT_EQ(scatter.last_stats().buckets, plain.last_stats().buckets);
+    EXPECT_EQ(2 * scatter.last_stats().wire_bytes, plain.last_stats().wire_bytes);
+    const auto plain_params = plain_net->parameters(), scatter_params = scatter_net->parameters();
+    int64_t owned = 0;
+    for (const ShardPiece& piece : scatter.scattered_pieces()) {
+      if (piece.rank != rank) continue;
+      owned += piece.length;
+      auto want = plain_params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
+      auto got = scatter_params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
+      ASSERT_TRUE(torch::equal(got, want)) << "rank " << rank << " param " << piece.param << " at " << piece.offset;
+    }
+    EXPECT_GT(owned, 0);
+    int64_t foreign_equal = 0, foreign = 0;
+    for (const ShardPiece& piece : scatter.scattered_pieces()) {
+      if (piece.rank == rank) continue;
+      auto want = plain_params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
+      auto got = scatter_params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
+      foreign_equal += got.eq(want).sum().item<int64_t>();
+      foreign += piece.length;
+    }
+    EXPECT_LT(foreign_equal, foreign / 2) << "rank " << rank << ": the buckets look all-reduced";
+  });
+  // Every rank computed the same layout, which covers every element once.
+  auto net = MakeNet();
+  std::vector<std::vector<int>> covered;
+  for (const auto& p : net->parameters()) covered.emplace_back(p.numel(), 0);
+  for (int r = 0; r < world; ++r) ASSERT_EQ(pieces[r], pieces[0]) << "rank " << r;
+  std::vector<int64_t> per_rank(world, 0);
+  for (const ShardPiece& piece : pieces[0]) {
+    per_rank[piece.rank] += piece.length;
+    for (int64_t i = piece.offset; i < piece.offset + piece.length; ++i) covered[piece.param][i]++;
+  }
+  for (const auto& counts : covered) {
+    for (int c : counts) ASSERT_EQ(c, 1);
+  }
+  for (int r = 0; r < world; ++r) EXPECT_GT(per_rank[r], 0) << "rank " << r;
+}
+
+TEST(GradientSync, ReduceScatterModeEqualsAllReduceOnEachRanksPiecesAtHalfTheBytes) {
+  ExpectReduceScatterMatchesAllReduceOnOwnPieces(/*shared_memory=*/false, DataType::kFloat32);
+}
+
+TEST(GradientSync, ReduceScatterModeInSharedMemory) {
+  ExpectReduceScatterMatchesAllReduceOnOwnPieces(/*shared_memory=*/true, DataType::kFloat32);
+}
+
+TEST(GradientSync, ReduceScatterModeOverACompressedWire) {
+  ExpectReduceScatterMatchesAllReduceOnOwnPieces(/*shared_memory=*/false, DataType::kBFloat16);
+}
+
 TEST(GradientSync, BucketsFollowReverseRegistrationOrder) {
   auto net = MakeNet();
   RunGlooRanks(1, [&](int, Communicator* comm) {

@@ -1,11 +1,13 @@
 #include "worker/train/sharded_optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/state_snapshot.h"
 
 namespace herd {
@@ -199,34 +201,65 @@ int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer) {
 
 absl::StatusOr<std::unique_ptr<OptimizerShards>> OptimizerShards::Create(std::vector<torch::Tensor> params,
                                                                          Communicator* comm) {
+  std::vector<int64_t> numels;
+  for (const auto& p : params) numels.push_back(p.numel());
+  return Create(std::move(params), comm, ShardPieces(numels, comm->size()));
+}
+
+absl::StatusOr<std::unique_ptr<OptimizerShards>> OptimizerShards::Create(std::vector<torch::Tensor> params,
+                                                                         Communicator* comm,
+                                                                         std::vector<ShardPiece> pieces) {
   for (const auto& p : params) {
     if (p.dtype() != params.front().dtype() || p.device() != params.front().device()) {
       return absl::InvalidArgumentError(
           "sync.shard_optimizer: the model's parameters must share one dtype and device");
     }
   }
-  return std::unique_ptr<OptimizerShards>(new OptimizerShards(std::move(params), comm));
+  // Every parameter covered exactly once, or not at all.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(params.size());
+  for (const ShardPiece& piece : pieces) {
+    if (piece.param >= params.size() || piece.rank < 0 || piece.rank >= comm->size() || piece.length <= 0 ||
+        piece.offset < 0 || piece.offset + piece.length > params[piece.param].numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("sync.shard_optimizer: piece of parameter ", piece.param,
+                                                     " [", piece.offset, ", +", piece.length, ") on rank ",
+                                                     piece.rank, " is out of range"));
+    }
+    spans[piece.param].emplace_back(piece.offset, piece.offset + piece.length);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (spans[i].empty()) {
+      if (params[i].numel() > 0) pieces.push_back(ShardPiece{i, 0, 0, params[i].numel(), 0});
+      continue;
+    }
+    std::sort(spans[i].begin(), spans[i].end());
+    int64_t at = 0;  // covered up to here, or -1 at a gap or an overlap
+    for (const auto& [begin, end] : spans[i]) at = begin == at ? end : -1;
+    if (at != params[i].numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("sync.shard_optimizer: the pieces of parameter ", i,
+                                                     " overlap or leave part of it out"));
+    }
+  }
+  return std::unique_ptr<OptimizerShards>(new OptimizerShards(std::move(params), comm, std::move(pieces)));
 }
 
-OptimizerShards::OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm)
-    : params_(std::move(params)), comm_(comm) {
+OptimizerShards::OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm, std::vector<ShardPiece> pieces)
+    : params_(std::move(params)), comm_(comm), pieces_(std::move(pieces)) {
   torch::NoGradGuard no_grad;
-  std::vector<int64_t> numels;
-  for (const auto& p : params_) {
-    numels.push_back(p.numel());
-    total_bytes_ += Bytes(p);
-  }
-  bounds_ = FlatShardBounds(std::accumulate(numels.begin(), numels.end(), int64_t{0}), comm_->size());
-  pieces_ = ShardPieces(numels, comm_->size());
+  for (const auto& p : params_) total_bytes_ += Bytes(p);
+  rank_elements_.assign(static_cast<size_t>(comm_->size()), 0);
   for (const ShardPiece& piece : pieces_) {
+    int64_t& filled = rank_elements_[static_cast<size_t>(piece.rank)];
+    packed_.push_back(filled);
+    filled += piece.length;
     if (piece.rank != comm_->rank()) continue;
     own_.push_back(piece);
+    own_packed_.push_back(packed_.back());
     // A piece covering its whole parameter is the parameter: nothing to copy.
     own_tensors_.push_back(Whole(piece) ? params_[piece.param] : ReadParam(piece).clone().requires_grad_(true));
     if (Whole(piece)) whole_params_.insert(piece.param);
     owned_bytes_ += piece.length * static_cast<int64_t>(params_[piece.param].element_size());
   }
-  for (size_t r = 0; r + 1 < bounds_.size(); ++r) block_elements_ = std::max(block_elements_, bounds_[r + 1] - bounds_[r]);
+  block_elements_ = *std::max_element(rank_elements_.begin(), rank_elements_.end());
   if (!params_.empty()) {
     const auto options = params_.front().options().requires_grad(false);
     send_ = torch::zeros({block_elements_}, options);
@@ -244,10 +277,12 @@ void OptimizerShards::WriteParam(const ShardPiece& piece, const torch::Tensor& v
 
 std::string OptimizerShards::Describe() const {
   const int rank = comm_->rank();
+  int64_t total = 0;
+  for (int64_t n : rank_elements_) total += n;
   return absl::StrFormat(
-      "optimizer state sharded over %d ranks (ZeRO-1, flat ranges): rank %d owns elements [%d, %d) of %d in %d "
-      "piece(s) of %d parameter tensors, %d of %d bytes",
-      comm_->size(), rank, bounds_[rank], bounds_[rank + 1], bounds_.back(), own_.size(), params_.size(),
+      "optimizer state sharded over %d ranks (ZeRO-1): rank %d owns %d of %d elements in %d piece(s) of %d "
+      "parameter tensors, %d of %d bytes",
+      comm_->size(), rank, rank_elements_[static_cast<size_t>(rank)], total, own_.size(), params_.size(),
       owned_bytes_, total_bytes_);
 }
 
@@ -309,18 +344,50 @@ absl::Status OptimizerShards::ShareParameters() {
   if (params_.empty()) return absl::OkStatus();
   torch::NoGradGuard no_grad;
   const int rank = comm_->rank();
-  for (const ShardPiece& piece : own_) {
-    send_.narrow(0, piece.flat - bounds_[rank], piece.length).copy_(ReadParam(piece));
-  }
   if (comm_->size() == 1) return absl::OkStatus();
+  for (size_t k = 0; k < own_.size(); ++k) {
+    send_.narrow(0, own_packed_[k], own_[k].length).copy_(ReadParam(own_[k]));
+  }
   const size_t block = static_cast<size_t>(block_elements_) * send_.element_size();
   if (auto s = comm_->AllGather(send_.data_ptr(), block, gathered_.data_ptr()); !s.ok()) return s;
-  for (const ShardPiece& piece : pieces_) {
+  for (size_t k = 0; k < pieces_.size(); ++k) {
+    const ShardPiece& piece = pieces_[k];
     if (piece.rank == rank) continue;
-    const int64_t at = piece.rank * block_elements_ + piece.flat - bounds_[piece.rank];
-    WriteParam(piece, gathered_.narrow(0, at, piece.length));
+    WriteParam(piece, gathered_.narrow(0, piece.rank * block_elements_ + packed_[k], piece.length));
   }
   return absl::OkStatus();
+}
+
+int64_t OptimizerShards::share_wire_bytes() const {
+  if (comm_->size() == 1 || params_.empty()) return 0;
+  return block_elements_ * comm_->size() * static_cast<int64_t>(send_.element_size()) / 2;
+}
+
+absl::StatusOr<double> OptimizerShards::ClipGradNorm(double max_norm) {
+  torch::NoGradGuard no_grad;
+  // This rank's pieces of the summed gradients: views where the gradient is
+  // contiguous (the gradient buckets' views are), copies written back else.
+  std::vector<torch::Tensor> grads;
+  std::vector<const ShardPiece*> copied;
+  for (const ShardPiece& piece : own_) {
+    const torch::Tensor& grad = params_[piece.param].grad();
+    if (!grad.defined()) continue;
+    grads.push_back(ReadFlat(grad, piece.offset, piece.length));
+    copied.push_back(grad.is_contiguous() ? nullptr : &piece);
+  }
+  const auto device = params_.empty() ? torch::Device(torch::kCPU) : params_.front().device();
+  // NCCL sums device memory: the scalar goes where the parameters are.
+  torch::Tensor squares =
+      torch::full({1}, SquaredNorm(grads), torch::TensorOptions().dtype(torch::kFloat64)).to(device);
+  if (comm_->size() > 1) {
+    if (auto s = comm_->AllReduce(squares.data_ptr(), 1, DataType::kFloat64); !s.ok()) return s;
+  }
+  const double norm = std::sqrt(squares.cpu().item<double>());
+  ScaleGradients(grads, ClipScale(norm, max_norm));
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (copied[k] != nullptr) WriteFlat(params_[copied[k]->param].grad(), copied[k]->offset, copied[k]->length, grads[k]);
+  }
+  return norm;
 }
 
 absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {

@@ -1,12 +1,14 @@
 // Sharded optimizer state, ZeRO stage 1 (sync.shard_optimizer, mode
-// allreduce). All parameters, concatenated in registration order, form one
-// flat range split into W near-equal contiguous ranges (ShardPieces); each
-// rank owns its range, which may cover parts of tensors ("pieces"), keeps
-// the optimizer state of its pieces only and steps only those. Every rank
-// then receives the others' updated ranges in one all-gather, so every
-// replica stays bitwise identical to the others and to a plain all-reduce
-// run: Adam, AdamW and SGD-momentum update each element on its own, so
-// stepping a piece equals stepping the whole tensor restricted to it.
+// allreduce). Each rank owns pieces of the parameters: in training, what the
+// gradient reduce-scatter sums for it (GradientSync::scattered_pieces: the
+// communicator's layout of every bucket, cut at parameter boundaries); with
+// no layout given, all parameters concatenated in registration order cut
+// into W near-equal contiguous ranges (ShardPieces). Each rank keeps the
+// optimizer state of its pieces only and steps only those. Every rank then
+// receives the others' updated pieces in one all-gather, so every replica
+// stays bitwise identical to the others and to a plain all-reduce run:
+// Adam, AdamW and SGD-momentum update each element on its own, so stepping
+// a piece equals stepping the whole tensor restricted to it.
 //
 // The optimizer is the trainer's own: for the step its parameter group
 // lists this rank's piece tensors (1-D leaves holding the piece's values,
@@ -16,10 +18,12 @@
 // piece covering a whole parameter is the parameter itself (no copies, its
 // state whole already; at W=1 sharding costs nothing).
 //
-// Gradients are still summed by the bucketed all-reduce overlapped with
-// backward (gradient_sync.h): every rank holds the whole summed gradient
-// and uses its range's part. Clipping therefore sees the global norm with
-// no extra collective, and the sums are bitwise the plain run's.
+// Gradients are reduce-scattered by the bucketed sync overlapped with
+// backward (gradient_sync.h): each rank holds the summed gradient of its
+// own pieces only, the rest of each .grad holds partial sums. The sums are
+// bitwise the plain run's (the layout is the all-reduce's, see
+// Communicator::ReduceScatterLayout). Clipping therefore needs a norm from
+// every rank's pieces: ClipGradNorm.
 //
 // Commits and checkpoints hold the whole per-parameter state, in the
 // unsharded format: GatherState gives every rank the state reassembled from
@@ -43,21 +47,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/shard_piece.h"
 
 namespace herd {
-
-// Elements [offset, offset + length) of parameter `param`, at position
-// `flat` of the concatenated parameters, owned by `rank`.
-struct ShardPiece {
-  size_t param = 0;
-  int rank = 0;
-  int64_t offset = 0;
-  int64_t length = 0;
-  int64_t flat = 0;
-  bool operator==(const ShardPiece& o) const {
-    return param == o.param && rank == o.rank && offset == o.offset && length == o.length && flat == o.flat;
-  }
-};
 
 // Rank r owns flat elements [bounds[r], bounds[r+1]), bounds[r] =
 // floor(total * r / world): ranges differ by at most one element.
@@ -74,10 +66,24 @@ class OptimizerShards {
  public:
   // INVALID_ARGUMENT when the parameters do not share one dtype and device
   // (the parameter all-gather packs them into one buffer).
+  // Flat ranges: the parameters' concatenation cut by ShardPieces.
   static absl::StatusOr<std::unique_ptr<OptimizerShards>> Create(std::vector<torch::Tensor> params,
                                                                  Communicator* comm);
+  // Given pieces (every rank's, as GradientSync::scattered_pieces gives):
+  // each rank owns what its reduce-scattered gradients cover. A parameter
+  // no piece covers (no gradient) is owned whole by rank 0; INVALID_ARGUMENT
+  // when pieces overlap, leave part of a parameter out, or name a rank or
+  // parameter that does not exist.
+  static absl::StatusOr<std::unique_ptr<OptimizerShards>> Create(std::vector<torch::Tensor> params,
+                                                                 Communicator* comm,
+                                                                 std::vector<ShardPiece> pieces);
 
   int64_t owned_bytes() const { return owned_bytes_; }
+  // What one ShareParameters counts in SyncTraffic::wire_bytes: half its
+  // gathered buffer (every rank's padded block), as a reduce-scatter counts
+  // half its bucket, so the two together count what an all-reduce of the
+  // same bytes counts. 0 at one rank (no collective).
+  int64_t share_wire_bytes() const;
   int64_t total_bytes() const { return total_bytes_; }
   std::string Describe() const;
 
@@ -91,15 +97,22 @@ class OptimizerShards {
   // more than one parameter group.
   absl::Status StepOwnRange(torch::optim::Optimizer& optimizer);
   // Collective, after the step: every rank receives the owners' updated
-  // ranges (one all-gather, each range padded to the largest).
+  // pieces (one all-gather, each rank's pieces packed, padded to the largest).
   absl::Status ShareParameters();
+  // Collective (one all-reduce of a float64): clips the gradients of this
+  // rank's pieces so that the global norm (over every rank's pieces, i.e.
+  // every gradient element once) is at most `max_norm`, by grad_clip.h's
+  // rule, which the unsharded path applies to whole gradients. Returns the
+  // norm. For reduce-scattered gradients, where only the own pieces hold
+  // the sums.
+  absl::StatusOr<double> ClipGradNorm(double max_norm);
   // Collective: every rank receives the whole per-parameter optimizer state
   // reassembled from the owners' pieces (on failure, each rank keeps its
   // own pieces alone). UNIMPLEMENTED as StepOwnRange.
   absl::Status GatherState(torch::optim::Optimizer& optimizer);
 
  private:
-  OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm);
+  OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm, std::vector<ShardPiece> pieces);
 
   bool Whole(const ShardPiece& piece) const { return piece.length == params_[piece.param].numel(); }
   // The parameter's elements of `piece` (flat, logical order), and writing them.
@@ -108,13 +121,15 @@ class OptimizerShards {
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;
-  std::vector<int64_t> bounds_;
-  std::vector<ShardPiece> pieces_;          // every rank's, flat order
-  std::vector<ShardPiece> own_;             // this rank's, flat order
+  std::vector<ShardPiece> pieces_;          // every rank's, in the layout's order
+  std::vector<int64_t> packed_;             // per piece: its place in its rank's all-gather block
+  std::vector<int64_t> rank_elements_;      // per rank: elements it owns
+  std::vector<ShardPiece> own_;             // this rank's, in pieces_' order
+  std::vector<int64_t> own_packed_;         // packed_ of own_
   std::vector<torch::Tensor> own_tensors_;  // one leaf per own piece; the parameter where Whole
   std::set<size_t> whole_params_;           // parameters this rank owns whole
   bool pieces_hold_state_ = false;          // own_tensors_' state entries are this object's
-  int64_t block_elements_ = 0;              // the largest range: the all-gather's block
+  int64_t block_elements_ = 0;              // the largest rank's elements: the all-gather's block
   int64_t owned_bytes_ = 0;
   int64_t total_bytes_ = 0;
   torch::Tensor send_;      // this rank's range, packed

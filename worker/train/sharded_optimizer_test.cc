@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/gloo_test_ranks.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/state_snapshot.h"
 
 namespace herd {
@@ -115,8 +116,28 @@ class ShardedStepTest : public testing::TestWithParam<OptimizerCase> {};
 // GatherState rebuilds the whole per-parameter state exactly, step counts
 // included; sharded steps from the gathered state (cut into pieces again)
 // still match.
+// Pieces as a gradient reduce-scatter hands them out (GradientSync's
+// layout): listed in reverse parameter order (bucket order), a parameter cut
+// in three, its first and last quarter-and-half on one rank (two pieces of
+// one parameter on one rank, as a striped Gloo layout gives).
+std::vector<ShardPiece> ScatteredLayout(const std::vector<int64_t>& numels, int world) {
+  std::vector<ShardPiece> pieces;
+  int64_t flat = 0;
+  for (size_t k = numels.size(); k-- > 0;) {
+    const int64_t n = numels[k];
+    const int64_t cuts[] = {0, n / 4, n / 2, n};
+    const int ranks[] = {static_cast<int>(k) % world, (static_cast<int>(k) + 1) % world, static_cast<int>(k) % world};
+    for (int c = 0; c < 3; ++c) {
+      if (cuts[c + 1] > cuts[c]) pieces.push_back(ShardPiece{k, ranks[c], cuts[c], cuts[c + 1] - cuts[c], flat + cuts[c]});
+    }
+    flat += n;
+  }
+  return pieces;
+}
+
 void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::vector<int64_t>& rows,
-                                const std::vector<size_t>& without_gradient, bool channels_last = false) {
+                                const std::vector<size_t>& without_gradient, bool channels_last = false,
+                                bool scattered = false) {
   auto MakeParams = [&] { return herd::MakeParams(rows, channels_last); };
   constexpr int kSteps = 6;
   constexpr int kMore = 2;  // sharded steps after the gather
@@ -144,7 +165,10 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
   RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
     auto params = MakeParams();
     auto optimizer = optimizer_case.make(params);
-    auto shards = OptimizerShards::Create(params, comm);
+    std::vector<int64_t> param_numels;
+    for (const auto& p : params) param_numels.push_back(p.numel());
+    auto shards = scattered ? OptimizerShards::Create(params, comm, ScatteredLayout(param_numels, kWorld))
+                            : OptimizerShards::Create(params, comm);
     ASSERT_TRUE(shards.ok()) << shards.status();
     auto sharded_step = [&](int step) {
       SetGradients(params, step, without_gradient);
@@ -176,9 +200,9 @@ void CheckShardedStepsAndGather(const OptimizerCase& optimizer_case, const std::
       EXPECT_TRUE(torch::equal(params[i], expected[i])) << "rank " << rank << " parameter " << i << " after gather";
     }
   });
-  // Each rank holds exactly the state of its flat range's elements that have state.
+  // Each rank holds exactly the state of its pieces' elements that have state.
   std::vector<int64_t> expected(kWorld, 0);
-  for (const ShardPiece& piece : ShardPieces(numels, kWorld)) {
+  for (const ShardPiece& piece : scattered ? ScatteredLayout(numels, kWorld) : ShardPieces(numels, kWorld)) {
     if (std::find(without_gradient.begin(), without_gradient.end(), piece.param) == without_gradient.end()) {
       expected[piece.rank] += piece.length * bytes_per_element;
     }
@@ -212,6 +236,13 @@ TEST_P(ShardedStepTest, StateOfOnlySomeRangesGathersBitwise) {
   CheckShardedStepsAndGather(GetParam(), kUnevenRows, {0});
 }
 
+// Ownership given by a gradient reduce-scatter's layout: pieces in bucket
+// order, several per parameter and per rank.
+TEST_P(ShardedStepTest, ScatteredPiecesMatchTheUnshardedOptimizerBitwise) {
+  CheckShardedStepsAndGather(GetParam(), kRows, {}, /*channels_last=*/false, /*scattered=*/true);
+  CheckShardedStepsAndGather(GetParam(), kUnevenRows, {0}, /*channels_last=*/true, /*scattered=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, ShardedStepTest,
     testing::Values(
@@ -233,6 +264,67 @@ INSTANTIATE_TEST_SUITE_P(
                             p, torch::optim::AdamWOptions(0.01).weight_decay(0.1));
                       }}),
     [](const testing::TestParamInfo<OptimizerCase>& info) { return info.param.name; });
+
+// Pieces must cover each parameter exactly once; parameters no piece covers
+// go whole to rank 0.
+TEST(OptimizerShards, PiecesAreValidated) {
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    auto params = MakeParams({4, 3}, false);  // 12 and 9 elements
+    EXPECT_EQ(OptimizerShards::Create(params, comm, {{0, 0, 0, 12, 0}, {1, 1, 0, 5, 12}}).status().code(),
+              absl::StatusCode::kInvalidArgument);  // part of parameter 1 left out
+    EXPECT_EQ(OptimizerShards::Create(params, comm, {{0, 0, 0, 12, 0}, {0, 1, 6, 6, 6}}).status().code(),
+              absl::StatusCode::kInvalidArgument);  // overlap
+    EXPECT_EQ(OptimizerShards::Create(params, comm, {{0, 2, 0, 12, 0}}).status().code(),
+              absl::StatusCode::kInvalidArgument);  // no rank 2
+    auto shards = OptimizerShards::Create(params, comm, {{1, 1, 0, 9, 0}});
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    EXPECT_EQ((*shards)->owned_bytes(), rank == 0 ? 12 * 4 : 9 * 4);
+  });
+}
+
+// The norm from every rank's pieces is the global norm of the gradients,
+// and each rank's pieces are scaled bit for bit as the unsharded rule
+// (grad_clip.h, over whole gradients) scales them; both are torch's
+// clip_grad_norm_ up to float rounding.
+TEST(OptimizerShards, ClipGradNormUsesEveryRanksPieces) {
+  const std::vector<int64_t> rows = {64, 7, 32};
+  auto reference = MakeParams(rows, false);
+  SetGradients(reference, 2);
+  auto torch_clipped = MakeParams(rows, false);
+  SetGradients(torch_clipped, 2);
+  std::vector<int64_t> numels;
+  for (const auto& p : reference) numels.push_back(p.numel());
+  const double norm = ClipGradNorm(reference, 0.5);
+  const double torch_norm = torch::nn::utils::clip_grad_norm_(torch_clipped, 0.5);
+  ASSERT_GT(norm, 0.5 * 2);  // clipping really scales
+  EXPECT_NEAR(norm, torch_norm, 1e-5 * torch_norm);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_LT((reference[i].grad() - torch_clipped[i].grad()).abs().max().item<double>(), 1e-6) << i;
+  }
+  RunGlooRanks(3, [&](int rank, Communicator* comm) {
+    auto params = MakeParams(rows, false);
+    SetGradients(params, 2);
+    auto shards = OptimizerShards::Create(params, comm, ScatteredLayout(numels, 3));
+    ASSERT_TRUE(shards.ok()) << shards.status();
+    auto got = (*shards)->ClipGradNorm(0.5);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NEAR(*got, norm, 1e-12 * norm);
+    auto original = MakeParams(rows, false);
+    SetGradients(original, 2);
+    for (const ShardPiece& piece : ScatteredLayout(numels, 3)) {
+      auto mine = params[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length);
+      // This rank's pieces clipped as the whole rule clips them; the others left alone.
+      const auto& want = piece.rank == rank ? reference : original;
+      EXPECT_TRUE(torch::equal(mine, want[piece.param].grad().reshape({-1}).narrow(0, piece.offset, piece.length)))
+          << "rank " << rank << " parameter " << piece.param << " at " << piece.offset;
+    }
+    // Below the limit nothing changes.
+    auto before = params[0].grad().clone();
+    auto small = (*shards)->ClipGradNorm(1e9);
+    ASSERT_TRUE(small.ok());
+    EXPECT_TRUE(torch::equal(params[0].grad(), before));
+  });
+}
 
 }  // namespace
 }  // namespace herd

@@ -19,6 +19,8 @@ GradientSyncOptions GradientOptions(const SyncConfig& config) {
   options.first_bucket_mib = config.first_bucket_mib;
   options.bucket_cap_mib = config.bucket_cap_mib;
   options.wire_type = config.wire_type;
+  // ZeRO-1: each rank needs the summed gradient of its own shard only.
+  options.reduce_scatter = config.shard_optimizer;
   return options;
 }
 
@@ -43,7 +45,11 @@ class AllReduceStrategy : public SyncStrategy {
   // A checkpoint written in mode average resumes here without its outer momentum.
   absl::Status RestoreOuterState(const std::vector<torch::Tensor>&) override { return absl::OkStatus(); }
 
-  std::string Describe() const override { return "sync allreduce: every step's gradients are summed"; }
+  std::string Describe() const override {
+    return gradients_->reduce_scatter()
+               ? "sync allreduce: every step's gradients are summed, reduce-scattered (each rank its shard)"
+               : "sync allreduce: every step's gradients are summed";
+  }
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
     return absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s; waited %.1f s (%.1f%%) "

@@ -10,7 +10,9 @@ namespace herd {
 struct SyncTraffic {
   // Bytes this rank handed to all-reduce (buffer sizes in the wire format),
   // counted the same way for gradient buckets and parameter averaging so the
-  // two modes compare directly.
+  // two modes compare directly. With sync.shard_optimizer the gradient
+  // reduce-scatter and the parameter all-gather each count half their
+  // buffer: together what an all-reduce of it counts.
   int64_t wire_bytes = 0;
   int64_t samples = 0;           // samples this rank trained on
   double train_seconds = 0;      // wall time in training steps (evaluation excluded)

@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
@@ -62,7 +63,8 @@ absl::Status Trainer::Setup() {
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();
   if (ctx_.sync.shard_optimizer) {
-    auto shards = OptimizerShards::Create(ctx_.params, group_.data);
+    // Each rank owns what the gradient reduce-scatter sums for it.
+    auto shards = OptimizerShards::Create(ctx_.params, group_.data, sync_->gradients().scattered_pieces());
     if (!shards.ok()) return shards.status();
     shards_ = std::move(*shards);
     LOG(INFO) << shards_->Describe();
@@ -287,7 +289,16 @@ absl::Status Trainer::TrainStep() {
     return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", ctx_.step, ": ", s.message()));
   }
   timer.Lap();  // GradientSync measures its own wait
-  if (spec_.grad_clip_norm() > 0) torch::nn::utils::clip_grad_norm_(ctx_.params, spec_.grad_clip_norm());
+  if (spec_.grad_clip_norm() > 0 && shards_ != nullptr) {
+    // Each rank holds the summed gradient of its own pieces only: the norm
+    // comes from every rank's pieces.
+    if (auto norm = shards_->ClipGradNorm(spec_.grad_clip_norm()); !norm.ok()) {
+      return absl::Status(norm.status().code(),
+                          absl::StrCat("gradient norm all-reduce at step ", ctx_.step, ": ", norm.status().message()));
+    }
+  } else if (spec_.grad_clip_norm() > 0) {
+    ClipGradNorm(ctx_.params, spec_.grad_clip_norm());  // the same rule over whole gradients
+  }
   ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
   if (shards_ == nullptr) {
@@ -298,6 +309,7 @@ absl::Status Trainer::TrainStep() {
     if (auto s = shards_->ShareParameters(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("parameter all-gather at step ", ctx_.step, ": ", s.message()));
     }
+    ctx_.traffic.wire_bytes += shards_->share_wire_bytes();
   }
   stats.optimizer_seconds = timer.Lap();
   stats.step_seconds = timer.Total();

@@ -482,14 +482,18 @@ struct ShardCase {
   std::string optimizer;
   int world;
   std::function<void(v1::JobSpec*)> tweak;
+  // Bitwise unless the summation order provably differs (see the cases).
+  bool bitwise = true;
 };
 
 class ShardedOptimizerTest : public testing::TestWithParam<ShardCase> {};
 
-// Each rank stepping only its shard of the optimizer state and all-gathering
-// the parameters ends where plain all-reduce ends: within 1e-5 as the issue
-// asks, and in fact bitwise (each element's update is the same arithmetic
-// on the same summed gradient, whichever rank does it).
+// Each rank reduce-scattering the gradients, stepping only its shard of the
+// optimizer state and all-gathering the parameters ends where plain
+// all-reduce ends: within 1e-5 as the issue asks, and in fact bitwise (the
+// reduce-scatter sums each element in the all-reduce's order, and each
+// element's update is the same arithmetic on the same summed gradient,
+// whichever rank does it).
 TEST_P(ShardedOptimizerTest, MatchesPlainAllReduce) {
   const ShardCase& c = GetParam();
   const std::vector<std::string> workers = Workers(c.world);
@@ -503,7 +507,7 @@ TEST_P(ShardedOptimizerTest, MatchesPlainAllReduce) {
     EXPECT_EQ(outcomes[id].step, 25) << id;
     EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
     EXPECT_LE((outcomes[id].params - reference[id].params).abs().max().item<float>(), 1e-5) << id;
-    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id;
+    if (c.bitwise) EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id;
   }
 }
 
@@ -512,12 +516,31 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(ShardCase{"adam_w3", "adam", 3, [](v1::JobSpec* s) { s->set_max_steps(25); }},
                     ShardCase{"adam_w2", "adam", 2, [](v1::JobSpec* s) { s->set_max_steps(25); }},
                     // Clipping needs the global gradient norm; accumulation sums micro-batches.
+                    // Within 1e-5 only: with reduce-scattered gradients the float64 sum
+                    // of squares is added in another order (per piece, then across
+                    // ranks) than over whole gradients, so the float clip scale may
+                    // differ in its last bit where the norm lies within ~1e-16 of a
+                    // rounding boundary (grad_clip.h). In practice bitwise.
                     ShardCase{"adamw_clip_accumulation_w3", "adamw", 3,
                               [](v1::JobSpec* s) {
                                 s->set_max_steps(25);
                                 s->set_grad_clip_norm(0.5);
                                 s->set_grad_accumulation(2);
                                 s->set_batch_size(8);
+                              },
+                              /*bitwise=*/false},
+                    // Accumulation alone stays bitwise.
+                    ShardCase{"adamw_accumulation_w3", "adamw", 3,
+                              [](v1::JobSpec* s) {
+                                s->set_max_steps(25);
+                                s->set_grad_accumulation(2);
+                                s->set_batch_size(8);
+                              }},
+                    // A bf16 wire: the reduce-scatter sums bf16 in the all-reduce's order too.
+                    ShardCase{"adam_bf16_wire_w3", "adam", 3,
+                              [](v1::JobSpec* s) {
+                                s->set_max_steps(25);
+                                s->mutable_sync()->set_compression("bf16");
                               }},
                     ShardCase{"sgd_momentum_w3", "sgd", 3, [](v1::JobSpec* s) { s->set_max_steps(25); }}),
     [](const testing::TestParamInfo<ShardCase>& info) { return info.param.name; });

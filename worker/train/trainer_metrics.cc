@@ -45,7 +45,10 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
           labels_)),
       allreduce_bytes_(Counter(
           registry, "herd_train_allreduce_bytes_total",
-          "Bytes this rank all-reduced (gradient buckets or averaged parameters, in the wire format).", labels_)),
+          "Bytes this rank all-reduced (gradient buckets or averaged parameters, in the wire format; with "
+          "sync.shard_optimizer the gradient reduce-scatter and the parameter all-gather, each counted as half its "
+          "buffer).",
+          labels_)),
       buckets_during_backward_(Counter(registry, "herd_train_buckets_launched_during_backward_total",
                                        "Gradient buckets whose all-reduce started before backward finished.", labels_)),
       loss_(Gauge(registry, "herd_train_loss", "Mean training loss of this rank since its last progress report.",

@@ -46,6 +46,11 @@ std::shared_ptr<Work> FaultyCommunicator::ReduceScatterAsync(const void* in, voi
   return inner_->ReduceScatterAsync(in, out, block_count, type);
 }
 
+std::shared_ptr<Work> FaultyCommunicator::ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) {
+  if (auto failed = Fault()) return failed;
+  return inner_->ReduceScatterInPlaceAsync(data, count, type);
+}
+
 std::shared_ptr<Work> FaultyCommunicator::BarrierAsync() {
   if (auto failed = Fault()) return failed;
   return inner_->BarrierAsync();

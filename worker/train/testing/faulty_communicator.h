@@ -30,6 +30,10 @@ class FaultyCommunicator : public Communicator {
   std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override;
   std::shared_ptr<Work> BarrierAsync() override;
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override;
+  RangeLayout ReduceScatterLayout(size_t count, DataType type) const override {
+    return inner_->ReduceScatterLayout(count, type);
+  }
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override;
 
  private:
   // The failed Work when this call is at or past the fault, else null.
