@@ -32,6 +32,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
          [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
+         [--corpus licenses|copyrights]
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -77,6 +78,19 @@ VARIANTS = {
 EVERY_STEP = ("allreduce", "ddp")
 # Real English text for char_transformer: the system's license texts.
 LICENSES = "/usr/share/common-licenses"
+# A longer corpus (--corpus copyrights): the packages' copyright files, about
+# 20 MB here, cut at COPYRIGHTS_BYTES. With the licenses' ~18 steps per
+# epoch, every epoch-end evaluation forces a full averaging round; a corpus
+# of hundreds of steps per epoch shows the payload ratio of K alone.
+COPYRIGHTS = "/usr/share/doc"
+COPYRIGHTS_BYTES = 4 << 20
+
+
+def corpus_files(corpus):
+    if corpus == "licenses":
+        names = sorted(os.listdir(LICENSES))
+        return [os.path.join(LICENSES, n) for n in names]
+    return sorted(os.path.join(COPYRIGHTS, d, "copyright") for d in os.listdir(COPYRIGHTS))
 
 
 def rate_bits(rate):
@@ -201,6 +215,9 @@ def main():
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--eval-samples", type=int, default=2000)
+    p.add_argument("--corpus", default="licenses", choices=["licenses", "copyrights"],
+                   help="char_transformer's text: the license texts (~18 steps per epoch) or the packages' "
+                        "copyright files (4 MB, hundreds of steps per epoch)")
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "bazel-bin"))
     p.add_argument("--variant", action="append", default=[], metavar="NAME=SYNC",
                    help="define another variant from a sync spec, e.g. "
@@ -241,13 +258,18 @@ def main():
     slow_bits = rate_bits(args.slow_link_rate)
     text = None
     if "char_transformer" in models:
-        text = os.path.join(tempfile.mkdtemp(prefix="herd-wan-text-"), "licenses.txt")
+        text = os.path.join(tempfile.mkdtemp(prefix="herd-wan-text-"), f"{args.corpus}.txt")
+        limit = COPYRIGHTS_BYTES if args.corpus == "copyrights" else None
+        written = 0
         with open(text, "wb") as out:
-            for name in sorted(os.listdir(LICENSES)):
-                path = os.path.join(LICENSES, name)
-                if os.path.isfile(path) and not os.path.islink(path):
+            for path in corpus_files(args.corpus):
+                if os.path.isfile(path) and not os.path.islink(path) and (limit is None or written < limit):
                     with open(path, "rb") as f:
-                        out.write(f.read())
+                        data = f.read()
+                    if limit is not None:
+                        data = data[:limit - written]
+                    out.write(data)
+                    written += len(data)
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, lr schedule {args.schedule}, "
           f"{f'{args.epochs} epochs' if args.epochs else f'{args.steps} steps ({args.slow_steps} for every-step sync at <= {args.slow_link_rate})'}",
