@@ -79,8 +79,6 @@ const std::vector<std::string> kCoordinatorMetrics = {
 
 std::string Runfile(const std::string& path) { return LocalCluster::Binary(path); }
 
-double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
 // One cluster, one job and one Prometheus for the whole suite.
 struct Env {
   std::unique_ptr<LocalCluster> cluster;

@@ -179,9 +179,13 @@ torch::Tensor TrainTwoRanks(const Data& data, bool averaging, double momentum) {
         auto loss = Loss(*net, data, begin, begin + kRowsPerRank);
         (averaging ? loss : loss * 0.5).backward();
       }
-      if (sync) ASSERT_TRUE(sync->Finish().ok());
+      if (sync) {
+        ASSERT_TRUE(sync->Finish().ok());
+      }
       sgd.step();
-      if (average) ASSERT_TRUE(average->Round().ok());
+      if (average) {
+        ASSERT_TRUE(average->Round().ok());
+      }
     }
     final_params[rank] = FlattenParameters(params);
   });
