@@ -53,6 +53,16 @@ bool NcclTypeFor(DataType type, ncclDataType_t* out) {
   return false;
 }
 
+// What is wrong with a summing collective's arguments (OK: nothing); sets
+// `nccl_type` for a known type.
+absl::Status CheckSumArguments(DataType type, bool have_buffers, size_t count, ncclDataType_t* nccl_type) {
+  if (!NcclTypeFor(type, nccl_type)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
+  }
+  if (!have_buffers && count > 0) return absl::InvalidArgumentError("null buffer");
+  return absl::OkStatus();
+}
+
 // The CUDA objects a communicator owns besides NCCL's.
 struct StreamResources {
   int device = 0;
@@ -110,12 +120,7 @@ class NcclCommunicator : public Communicator {
 
   std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
     ncclDataType_t nccl_type = ncclFloat32;
-    absl::Status invalid;
-    if (!NcclTypeFor(type, &nccl_type)) {
-      invalid = absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
-    } else if (data == nullptr && count > 0) {
-      invalid = absl::InvalidArgumentError("null buffer");
-    }
+    const absl::Status invalid = CheckSumArguments(type, data != nullptr, count, &nccl_type);
     return Issue(absl::StrCat("all-reduce of ", count, " ", DataTypeName(type)), invalid, count == 0,
                  [=](ncclComm_t comm, cudaStream_t stream) {
                    return ncclAllReduce(data, data, count, nccl_type, ncclSum, comm, stream);
@@ -146,12 +151,7 @@ class NcclCommunicator : public Communicator {
 
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
     ncclDataType_t nccl_type = ncclFloat32;
-    absl::Status invalid;
-    if (!NcclTypeFor(type, &nccl_type)) {
-      invalid = absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
-    } else if ((in == nullptr || out == nullptr) && block_count > 0) {
-      invalid = absl::InvalidArgumentError("null buffer");
-    }
+    const absl::Status invalid = CheckSumArguments(type, in != nullptr && out != nullptr, block_count, &nccl_type);
     return Issue(absl::StrCat("reduce-scatter of ", block_count, " ", DataTypeName(type), " per rank"), invalid,
                  block_count == 0, [=](ncclComm_t comm, cudaStream_t stream) {
                    return ncclReduceScatter(in, out, block_count, nccl_type, ncclSum, comm, stream);
@@ -168,12 +168,7 @@ class NcclCommunicator : public Communicator {
   // one launch: no padded staging buffer, as ncclReduceScatter would need.
   std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
     ncclDataType_t nccl_type = ncclFloat32;
-    absl::Status invalid;
-    if (!NcclTypeFor(type, &nccl_type)) {
-      invalid = absl::InvalidArgumentError(absl::StrCat("unknown data type ", static_cast<int>(type)));
-    } else if (data == nullptr && count > 0) {
-      invalid = absl::InvalidArgumentError("null buffer");
-    }
+    const absl::Status invalid = CheckSumArguments(type, data != nullptr, count, &nccl_type);
     const RangeLayout layout = ReduceScatterLayout(count, type);
     const size_t width = DataTypeSize(type);
     return Issue(absl::StrCat("in-place reduce-scatter of ", count, " ", DataTypeName(type)), invalid, count == 0,

@@ -50,6 +50,12 @@ TEST(ShmAllReduce, SumsLikeGlooForEverySizeAndDelegatesTheRest) {
   }
 }
 
+// Rank r's element i: values whose sum over ranks rounds differently in
+// another summation order.
+float OrderSensitiveValue(int r, size_t i) {
+  return (r + i) % 3 == 0 ? 1.0f : ((r + i) % 3 == 1 ? 1e8f : -1e8f + 0.25f * i);
+}
+
 // Each rank's block of a reduce-scatter is, to the bit, what the all-reduce
 // of the same data gives there (both sum in rank order; the values make
 // other orders round differently), from an ordinary buffer, from an
@@ -63,14 +69,13 @@ TEST(ShmAllReduce, ReduceScatterMatchesTheAllReduceBitForBit) {
       options.in_place_bytes = 4096 * sizeof(float);
       auto shm = CreateShmAllReduce(options, gloo, store);
       ASSERT_TRUE(shm.ok()) << shm.status();
-      auto value = [](int r, size_t i) { return (r + i) % 3 == 0 ? 1.0f : ((r + i) % 3 == 1 ? 1e8f : -1e8f + 0.25f * i); };
       std::shared_ptr<void> slot_buffer = (*shm)->AllocateAllReduceBuffer(4096 * sizeof(float));
       ASSERT_NE(slot_buffer, nullptr);
       for (size_t count : {1, 7, 3001, 4096, 6000}) {  // 6000 floats exceed the slot: Gloo
         const size_t block = ReduceScatterBlockCount(count, world);
         const bool via_gloo = count > 4096;
         // Gloo's ring sums in another order than its all-reduce may: small integers there, exact either way.
-        auto input_at = [&](int r, size_t i) { return via_gloo ? static_cast<float>(r * 100 + i % 100) : value(r, i); };
+        auto input_at = [&](int r, size_t i) { return via_gloo ? static_cast<float>(r * 100 + i % 100) : OrderSensitiveValue(r, i); };
         std::vector<float> summed(block * world, 0.0f);
         for (size_t i = 0; i < count; ++i) summed[i] = input_at(rank, i);
         std::vector<float> input = summed;
@@ -115,7 +120,6 @@ TEST(ShmAllReduce, InPlaceReduceScatterMatchesTheAllReduceOnItsLayout) {
       options.in_place_bytes = 4096 * sizeof(float);
       auto shm = CreateShmAllReduce(options, gloo, store);
       ASSERT_TRUE(shm.ok()) << shm.status();
-      auto value = [](int r, size_t i) { return (r + i) % 3 == 0 ? 1.0f : ((r + i) % 3 == 1 ? 1e8f : -1e8f + 0.25f * i); };
       std::shared_ptr<void> slot_buffer = (*shm)->AllocateAllReduceBuffer(4096 * sizeof(float));
       ASSERT_NE(slot_buffer, nullptr);
       for (size_t count : {1, 7, 3001, 4096, 6001}) {  // 6001 floats exceed the slot: Gloo
@@ -127,14 +131,14 @@ TEST(ShmAllReduce, InPlaceReduceScatterMatchesTheAllReduceOnItsLayout) {
           EXPECT_EQ(layout, NearEqualRanges(count, world));
         }
         std::vector<float> summed(count);
-        for (size_t i = 0; i < count; ++i) summed[i] = value(rank, i);
+        for (size_t i = 0; i < count; ++i) summed[i] = OrderSensitiveValue(rank, i);
         std::vector<float> ordinary = summed;
         ASSERT_TRUE((*shm)->AllReduce(summed.data(), count, DataType::kFloat32).ok());
         ASSERT_TRUE((*shm)->ReduceScatterInPlaceAsync(ordinary.data(), count, DataType::kFloat32)->Wait().ok());
         float* in_slot = static_cast<float*>(slot_buffer.get());
         const bool fits = count <= 4096;
         if (fits) {
-          for (size_t i = 0; i < count; ++i) in_slot[i] = value(rank, i);
+          for (size_t i = 0; i < count; ++i) in_slot[i] = OrderSensitiveValue(rank, i);
           ASSERT_TRUE((*shm)->ReduceScatterInPlaceAsync(in_slot, count, DataType::kFloat32)->Wait().ok());
         }
         for (const ElementRange& range : layout[rank]) {

@@ -58,6 +58,24 @@ GradientSyncOptions TinyBuckets(DataType wire = DataType::kFloat32) {
   return options;
 }
 
+// The shared-memory all-reduce in front of `gloo` (64 KiB slots, `in_place`
+// bytes of in-place buckets); null, with a test failure, if it cannot start.
+std::unique_ptr<Communicator> SharedMemoryInFront(Communicator* gloo, int rank, int world, size_t in_place,
+                                                  std::shared_ptr<InMemoryStore> store) {
+  ShmAllReduceOptions options;
+  options.rank = rank;
+  options.size = world;
+  options.slot_bytes = 64 << 10;
+  options.in_place_bytes = in_place;
+  options.key_prefix = "shm/";
+  auto created = CreateShmAllReduce(options, gloo, std::move(store));
+  if (!created.ok()) {
+    ADD_FAILURE() << created.status();
+    return nullptr;
+  }
+  return std::move(*created);
+}
+
 // Each rank takes its share of 12 rows (an uneven split when `rows` differ),
 // scales its loss by share, and after Finish() holds the global-mean gradient.
 // With `shared_memory`, gradients are summed by the shared-memory all-reduce
@@ -73,20 +91,9 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
   std::vector<std::vector<torch::Tensor>> synced(world);
   auto store = std::make_shared<InMemoryStore>();
   RunGlooRanks(world, [&](int rank, Communicator* gloo) {
-    std::unique_ptr<Communicator> shm;
-    Communicator* comm = gloo;
-    if (shared_memory) {
-      ShmAllReduceOptions options;
-      options.rank = rank;
-      options.size = world;
-      options.slot_bytes = 64 << 10;
-      options.in_place_bytes = 64 << 10;
-      options.key_prefix = "shm/";
-      auto created = CreateShmAllReduce(options, gloo, store);
-      ASSERT_TRUE(created.ok()) << created.status();
-      shm = std::move(*created);
-      comm = shm.get();
-    }
+    std::unique_ptr<Communicator> shm = shared_memory ? SharedMemoryInFront(gloo, rank, world, 64 << 10, store) : nullptr;
+    if (shared_memory) ASSERT_NE(shm, nullptr);
+    Communicator* comm = shared_memory ? shm.get() : gloo;
     auto net = MakeNet();
     GradientSync sync(net->parameters(), comm, TinyBuckets(compression));
     in_place[rank] = sync.in_place_buckets();
@@ -219,20 +226,10 @@ void ExpectReduceScatterMatchesAllReduceOnOwnPieces(bool shared_memory, DataType
   auto store = std::make_shared<InMemoryStore>();
   std::vector<std::vector<ShardPiece>> pieces(world);
   RunGlooRanks(world, [&](int rank, Communicator* gloo) {
-    std::unique_ptr<Communicator> shm;
-    Communicator* comm = gloo;
-    if (shared_memory) {
-      ShmAllReduceOptions options;
-      options.rank = rank;
-      options.size = world;
-      options.slot_bytes = 64 << 10;
-      options.in_place_bytes = 2 * (64 << 10);
-      options.key_prefix = "shm/";
-      auto created = CreateShmAllReduce(options, gloo, store);
-      ASSERT_TRUE(created.ok()) << created.status();
-      shm = std::move(*created);
-      comm = shm.get();
-    }
+    std::unique_ptr<Communicator> shm =
+        shared_memory ? SharedMemoryInFront(gloo, rank, world, 2 * (64 << 10), store) : nullptr;
+    if (shared_memory) ASSERT_NE(shm, nullptr);
+    Communicator* comm = shared_memory ? shm.get() : gloo;
     auto plain_net = MakeNet();
     auto scatter_net = MakeNet();
     GradientSyncOptions scatter_options = TinyBuckets(wire);
