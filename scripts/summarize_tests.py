@@ -3,7 +3,8 @@
 Counts individual test cases from each target's JUnit XML (gtest writes one),
 so the line reflects real tests rather than Bazel targets. A target that
 failed without reporting a failing case (crash, timeout, build error) counts
-as one failure.
+as one failure. Each `--extra NAME=RC` (a check run outside `bazel test`,
+such as the CUDA build) counts as one case, passed when RC is 0.
 """
 import os
 import re
@@ -11,6 +12,8 @@ import sys
 import xml.etree.ElementTree as ET
 
 log_path, bazel_rc = sys.argv[1], int(sys.argv[2])
+# --extra "NAME=RC": a check outside `bazel test` (the CUDA build), one case.
+extras = [arg.rsplit("=", 1) for flag, arg in zip(sys.argv[3::2], sys.argv[4::2]) if flag == "--extra"]
 passed = failed = skipped = 0
 status_re = re.compile(r"^(//\S+)\s+(?:\(cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|FLAKY|FAILED TO BUILD)\b")
 targets = []
@@ -46,8 +49,17 @@ for target, status in targets:
         failed += max(case_failures, 1)
         print(f"FAILED: {target} ({status})")
 
-if bazel_rc not in (0, 3) and failed == 0:
-    failed = 1  # the build itself failed: no test could run
+extra_failed = 0
+for name, rc in extras:
+    if int(rc) == 0:
+        passed += 1
+    else:
+        extra_failed += 1
+        failed += 1
+        print(f"FAILED: {name} (exit {rc})")
+
+if bazel_rc not in (0, 3) and failed == extra_failed:
+    failed += 1  # the build itself failed: no test could run
     print(f"FAILED: bazel exited with code {bazel_rc} before running the tests")
 if passed + failed == 0:
     failed = 1

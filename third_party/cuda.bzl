@@ -6,6 +6,10 @@ HERD_CUDA (default /usr/local/cuda) may be
   * the `nvidia` folder of pip's nvidia-* wheels (site-packages/nvidia): the
     runtime is taken from its cu13/, cu12/ or cuda_runtime/ subfolder and NCCL
     from its nccl/ subfolder.
+The runtime headers need crt/ and nv/, which a layout may keep apart from
+cuda_runtime.h (pip's wheels lack both, a CUDA 13 toolkit has nv/ under
+include/cccl/): they are looked for beside it, under include/cccl/, in the
+sibling folders of HERD_CUDA and in /usr/local/cuda, and linked in.
 HERD_NCCL_ROOT (optional) names NCCL's own root (include/nccl.h, lib/libnccl.so*)
 when it lives elsewhere. Wheels ship only versioned libraries (libnccl.so.2),
 so those are linked by file name.
@@ -88,8 +92,39 @@ def _link_headers(ctx, include_dir, dest, keep):
         if keep(entry.basename):
             ctx.symlink(entry, dest + "/" + entry.basename)
 
+# Headers the runtime's own headers include that some layouts keep elsewhere:
+# pip's nvidia/cu13/include has neither crt/ nor nv/ (cuda_runtime.h needs
+# crt/host_config.h, cuda_fp16.h needs <nv/target>); CUDA 13 toolkits keep
+# nv/ with the rest of CCCL under include/cccl/.
+_SIDE_HEADERS = {"crt": "host_config.h", "nv": "target"}
+
+def _side_header_dirs(ctx, root, runtime_root):
+    """The include folders searched for crt/ and nv/, nearest first."""
+    dirs = [runtime_root + "/include", runtime_root + "/include/cccl"]
+    if _exists(ctx, root):
+        # Sibling wheels of a pip layout (nvidia/cuda_nvcc, nvidia/cuda_cccl, ...).
+        for entry in ctx.path(root).readdir():
+            dirs += [str(entry) + "/include", str(entry) + "/include/cccl"]
+    dirs += ["/usr/local/cuda/include", "/usr/local/cuda/include/cccl"]
+    return dirs
+
+def _find_side_headers(ctx, root, runtime_root):
+    """{name: folder holding name/} for crt and nv, and the names not found."""
+    found = {}
+    missing = []
+    dirs = _side_header_dirs(ctx, root, runtime_root)
+    for name, probe in _SIDE_HEADERS.items():
+        for folder in dirs:
+            if _exists(ctx, folder + "/" + name + "/" + probe):
+                found[name] = folder + "/" + name
+                break
+        if name not in found:
+            missing.append("%s/%s" % (name, probe))
+    return found, missing
+
 def _is_runtime_header(name):
-    return name not in _SKIP_HEADER_DIRS and not name.startswith("nccl")
+    # crt/ and nv/ are linked from wherever _find_side_headers found them.
+    return name not in _SKIP_HEADER_DIRS and name not in _SIDE_HEADERS and not name.startswith("nccl")
 
 def _is_nccl_header(name):
     return name == "nccl.h"
@@ -123,8 +158,19 @@ def _cuda_impl(ctx):
                 reason = "no libcudart.so* under %s/{%s}" % (runtime_root, ",".join(_LIB_DIRS))
                 runtime_root = None
             else:
-                runtime_flags = _link_flags(folder, flag)
-                _link_headers(ctx, runtime_root + "/include", "cuda/include", _is_runtime_header)
+                side, missing = _find_side_headers(ctx, root, runtime_root)
+                if missing:
+                    reason = "no %s beside %s/include (looked in include/, include/cccl/, the sibling folders of %s and /usr/local/cuda)" % (
+                        " or ".join(missing),
+                        runtime_root,
+                        root,
+                    )
+                    runtime_root = None
+                else:
+                    runtime_flags = _link_flags(folder, flag)
+                    _link_headers(ctx, runtime_root + "/include", "cuda/include", _is_runtime_header)
+                    for name, path in side.items():
+                        ctx.symlink(path, "cuda/include/" + name)
 
     if runtime_root != None:
         if nccl_override:

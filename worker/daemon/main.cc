@@ -17,6 +17,7 @@
 #include "common/rpc_options.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/daemon.h"
+#include "worker/daemon/device_probe.h"
 #include "worker/daemon/log_uplink.h"
 #include "worker/daemon/ready_file.h"
 #include "worker/daemon/trainer_metrics_collector.h"
@@ -83,6 +84,16 @@ int main(int argc, char** argv) {
   if (absl::Status s = FinishWorkerConfig(&*config, HostName(), self_path); !s.ok()) {
     std::cerr << "herd-worker: " << s.message() << "\n";
     return 2;
+  }
+  if (config->device == "cuda") {
+    auto visible = ProbeCudaDevices(config->trainer_binary);
+    absl::Status offered =
+        visible.ok() ? CheckOfferedGpus(config->device, config->gpu_indices, *visible, config->trainer_binary)
+                     : visible.status();
+    if (!offered.ok()) {
+      std::cerr << "herd-worker: " << offered.message() << "\n";
+      return 2;
+    }
   }
   std::string token;
   if (!config->insecure_no_auth) {

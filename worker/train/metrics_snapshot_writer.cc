@@ -24,6 +24,7 @@ MetricsSnapshotWriter::~MetricsSnapshotWriter() {
 
 absl::Status MetricsSnapshotWriter::WriteNow() {
   absl::MutexLock lock(&write_mu_);
+  if (options_.refresh) options_.refresh();
   return WriteMetricsSnapshot(options_.path, source_.Collect());
 }
 

@@ -6,6 +6,7 @@
 #include <prometheus/collectable.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -17,6 +18,9 @@ namespace herd {
 struct MetricsSnapshotWriterOptions {
   std::string path;
   std::chrono::milliseconds interval{1000};
+  // Called before each snapshot: refreshes figures nothing else updates,
+  // polled here so that reading them costs the step loop nothing.
+  std::function<void()> refresh;
 };
 
 class MetricsSnapshotWriter {

@@ -291,7 +291,7 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
   auto& state = optimizer.state();
   // Entries of another OptimizerShards' pieces (an earlier generation's) are
   // dropped, and so are this one's when a restore replaced the state.
-  std::set<std::string> keep;
+  std::set<OptimizerStateKeyType> keep;
   for (const auto& p : params_) keep.insert(OptimizerStateKey(p));
   if (pieces_hold_state_) {
     for (const auto& t : own_tensors_) keep.insert(OptimizerStateKey(t));
@@ -302,7 +302,7 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
   // Whole state, where there is any, is newer than the pieces'.
   for (size_t k = 0; k < own_.size(); ++k) {
     if (Whole(own_[k])) continue;
-    const std::string piece_key = OptimizerStateKey(own_tensors_[k]);
+    const OptimizerStateKeyType piece_key = OptimizerStateKey(own_tensors_[k]);
     auto whole = state.find(OptimizerStateKey(params_[own_[k].param]));
     if (whole != state.end()) {
       state[piece_key] = CutState(*whole->second, own_[k].offset, own_[k].length);

@@ -56,8 +56,6 @@ absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<Opt
 
 }  // namespace
 
-std::string OptimizerStateKey(const torch::Tensor& param) { return c10::guts::to_string(param.unsafeGetTensorImpl()); }
-
 absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optimizer,
                                     const TrainingPosition& position, const std::vector<torch::Tensor>& outer_state,
                                     const std::vector<torch::Tensor>& rank_state) {

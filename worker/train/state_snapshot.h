@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "worker/models/model.h"
+#include "worker/train/torch_compat.h"  // OptimizerStateKey
 #include "worker/train/training_state.h"
 
 namespace herd {
@@ -40,9 +41,6 @@ class StateSnapshot {
   std::vector<torch::Tensor> rank_;
   TrainingPosition position_;
 };
-
-// The key under which a LibTorch optimizer keeps `param`'s state.
-std::string OptimizerStateKey(const torch::Tensor& param);
 
 // What a trainer keeps across generations: its last commit.
 struct CommittedState {

@@ -22,6 +22,7 @@
 #include "worker/train/release_vote.h"
 #include "worker/train/replicas.h"
 #include "worker/train/checkpoint_files.h"
+#include "worker/train/torch_errors.h"
 #include "worker/train/training_state.h"
 
 namespace herd {
@@ -29,8 +30,10 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-absl::Status TorchError(const char* what, const std::exception& e) {
-  return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+int64_t ParameterBytes(const std::vector<torch::Tensor>& params) {
+  int64_t bytes = 0;
+  for (const auto& p : params) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  return bytes;
 }
 
 }  // namespace
@@ -552,10 +555,10 @@ absl::Status Trainer::Run() {
     LOG(INFO) << sync_->TrafficSummary(ctx_.traffic);
     if (auto s = SaveFinalModel(); !s.ok()) return s;
     return CommitPoint(true);
-  } catch (const c10::Error& e) {
-    return TorchError(absl::StrCat("training step ", ctx_.step).c_str(), e);
   } catch (const std::exception& e) {
-    return TorchError(absl::StrCat("training step ", ctx_.step).c_str(), e);
+    // Out of memory fails the job at once (RESOURCE_EXHAUSTED), naming the step.
+    return TrainingError(e, {absl::StrCat("training step ", ctx_.step), ctx_.model->name(), ctx_.device.str(),
+                             spec_.batch_size(), ParameterBytes(ctx_.params)});
   }
 }
 

@@ -19,6 +19,8 @@
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/cluster_client.h"
 #include "worker/train/progress_reporter.h"
+#include "worker/train/torch_compat.h"
+#include "worker/train/torch_errors.h"
 #include "worker/train/training_context.h"
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
@@ -68,7 +70,14 @@ void ExitWithParent() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"herd-trainer: runs one job's training steps (started by herd-worker, not by hand)"};
+  // herd-worker --device=cuda asks, before it registers, how many GPUs this
+  // trainer's LibTorch sees (worker/daemon/device_probe.h).
+  if (argc == 2 && std::string(argv[1]) == "--probe-devices") {
+    std::cout << "cuda_devices " << (torch::cuda::is_available() ? torch::cuda::device_count() : 0) << "\n";
+    return 0;
+  }
+  CLI::App app{"herd-trainer: runs one job's training steps (started by herd-worker, not by hand; "
+               "--probe-devices alone prints how many GPUs it sees)"};
   std::string coordinator = "127.0.0.1:7070", job, worker_id, work_dir, token_file, termination_file;
   std::string device = "cpu", tls_ca, tls_cert, tls_key;
   bool insecure = false;
@@ -143,7 +152,13 @@ int main(int argc, char** argv) {
   // The worker daemon exposes these from the snapshot file (one scrape target per worker).
   prometheus::Registry registry;
   herd::TrainerMetrics metrics(registry, {job, join->rank(), worker_id});
-  herd::MetricsSnapshotWriter snapshots(registry, {herd::MetricsSnapshotPath(work_dir)});
+  const torch::Device device_for_stats = device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, gpu))
+                                                           : torch::Device(torch::kCPU);
+  herd::MetricsSnapshotWriter snapshots(
+      registry, {herd::MetricsSnapshotPath(work_dir), std::chrono::milliseconds(1000),
+                 [&metrics, device_for_stats] {
+                   metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device_for_stats));
+                 }});
 
   if (checkpoint_root.empty()) {
     const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
@@ -176,8 +191,15 @@ int main(int argc, char** argv) {
     LOG(INFO) << "checkpoint " << recorded.checkpoint().id() << " at step " << recorded.checkpoint().step()
               << " recorded";
   });
-  auto context = herd::TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, &metrics,
-                                               ledger->get(), &reporter);
+  absl::StatusOr<std::unique_ptr<herd::TrainingContext>> context;
+  try {
+    context = herd::TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, &metrics,
+                                            ledger->get(), &reporter);
+  } catch (const std::exception& e) {
+    // A model too large for the device fails the job at once, naming it.
+    context = herd::TrainingError(e, {"building the job's model and data", join->spec().model().name(),
+                                      options.device, join->spec().batch_size(), 0});
+  }
   if (!context.ok()) return fail(context.status());
   herd::GenerationLoopOptions loop;
   loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));

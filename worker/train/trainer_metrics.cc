@@ -94,7 +94,15 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
       optimizer_state_bytes_(Gauge(registry, "herd_train_optimizer_state_bytes",
                                    "Bytes of optimizer state this rank holds between steps (its shard with "
                                    "sync.shard_optimizer; commits briefly gather the whole state).",
-                                   labels_)) {}
+                                   labels_)),
+      device_memory_peak_bytes_(Gauge(registry, "herd_train_device_memory_peak_bytes",
+                                      "Peak bytes the GPU's caching allocator held for this trainer since it "
+                                      "started (device cuda only; compare torch.cuda.max_memory_reserved()).",
+                                      labels_)) {}
+
+void TrainerMetrics::SetDeviceMemoryPeak(int64_t bytes) {
+  if (bytes >= 0) device_memory_peak_bytes_.Set(static_cast<double>(bytes));
+}
 
 void TrainerMetrics::ObserveSyncTraffic(const SyncTraffic& traffic) {
   if (traffic.averaging_rounds > rounds_seen_) {

@@ -78,6 +78,9 @@ class TrainerMetrics {
   void ObserveContextLoad(double seconds);
   // Joining a generation until it was ready to train (communicators, healing).
   void ObserveReform(double seconds);
+  // The device's caching allocator's peak reserved bytes; negative: unknown
+  // (a CPU job, or a LibTorch without the accelerator statistics), not exported.
+  void SetDeviceMemoryPeak(int64_t bytes);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -106,6 +109,7 @@ class TrainerMetrics {
   prometheus::Gauge& bytes_per_sample_;
   prometheus::Gauge& round_interval_;
   prometheus::Gauge& optimizer_state_bytes_;
+  prometheus::Gauge& device_memory_peak_bytes_;
   int64_t rounds_seen_ = 0;
 };
 

@@ -1,0 +1,71 @@
+// Every difference between the LibTorch versions herd builds against lives
+// here: Debian's 1.13 (the CPU build) and pip's 2.x (the CUDA build), so the
+// rest of the code is written once.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+#if (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9) || TORCH_VERSION_MAJOR > 2
+#include <ATen/DeviceAccelerator.h>
+#define HERD_TORCH_HAS_ACCELERATOR_STATS 1
+#endif
+
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+namespace herd {
+
+// The key of torch::optim::Optimizer::state(): LibTorch 1.x keys it by the
+// parameter's TensorImpl address printed as a string, 2.x by the address
+// itself (void*).
+using OptimizerStateKeyType =
+    typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
+namespace torch_compat_detail {
+inline std::string StateKeyOf(c10::TensorImpl* impl, std::string*) {
+  std::ostringstream key;  // what LibTorch 1.x's c10::guts::to_string(impl) printed
+  key << impl;
+  return key.str();
+}
+inline void* StateKeyOf(c10::TensorImpl* impl, void**) { return impl; }
+}  // namespace torch_compat_detail
+
+// The key under which a LibTorch optimizer keeps `param`'s state.
+inline OptimizerStateKeyType OptimizerStateKey(const torch::Tensor& param) {
+  return torch_compat_detail::StateKeyOf(param.unsafeGetTensorImpl(), static_cast<OptimizerStateKeyType*>(nullptr));
+}
+
+// Turns CUDA autocast to bf16 on or off. LibTorch 2.4 made the switches per
+// device type; 1.13 has CUDA-only calls.
+inline void SetCudaBf16Autocast(bool enabled) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+#else
+  at::autocast::set_enabled(enabled);
+  if (enabled) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+#endif
+}
+
+// Peak bytes the GPU's caching allocator has reserved on `device` since the
+// process started; -1 where unknown: a CPU device, or LibTorch before 2.9
+// (no device-generic allocator statistics; CUDA's own would need the CUDA
+// headers in every build). Reads host-side counters only: no device sync.
+inline int64_t DevicePeakReservedBytes(const torch::Device& device) {
+#ifdef HERD_TORCH_HAS_ACCELERATOR_STATS
+  if (!device.is_cuda()) return -1;
+  try {
+    const auto stats = at::accelerator::getDeviceStats(device.index());
+    return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  } catch (const std::exception&) {
+    return -1;  // the allocator is not initialized yet (nothing allocated on the device)
+  }
+#else
+  (void)device;
+  return -1;
+#endif
+}
+
+}  // namespace herd

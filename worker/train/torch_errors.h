@@ -1,0 +1,33 @@
+// What an exception thrown by LibTorch inside training means for the job.
+// Running out of memory (GPU or host) is a property of the job's shape, so
+// another generation would run out again: it becomes RESOURCE_EXHAUSTED,
+// which fails the job at once (trainer exit TRAINER_EXIT_JOB_ERROR) with the
+// step, the model and the memory figures, instead of spending the restart
+// budget on identical retries. Anything else is INTERNAL (a member failure).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace herd {
+
+// Where training stood when the exception was thrown.
+struct TrainingErrorContext {
+  std::string what;         // e.g. "training step 12", "building the job"
+  std::string model;        // the spec's model name
+  std::string device;       // e.g. "cuda:0", "cpu"
+  int64_t batch_size = 0;   // per rank
+  int64_t parameter_bytes = 0;
+};
+
+// True when `e` reports a failed allocation: c10::OutOfMemoryError (CUDA's
+// caching allocator), LibTorch's CPU allocator ("can't allocate memory") or
+// std::bad_alloc.
+bool IsOutOfMemory(const std::exception& e);
+
+absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where);
+
+}  // namespace herd

@@ -1,0 +1,57 @@
+#include "worker/train/torch_errors.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <new>
+#include <stdexcept>
+
+namespace herd {
+namespace {
+
+TrainingErrorContext StepContext() { return {"training step 7", "mlp", "cpu", 64, 3'000'000}; }
+
+// A real allocation failure from LibTorch's allocator: far more than any
+// address space holds, so it fails at once without touching memory.
+TEST(TorchErrors, RealAllocationFailureIsOutOfMemoryAndFailsTheJob) {
+  try {
+    auto t = torch::empty({int64_t{1} << 50}, torch::kFloat32);
+    FAIL() << "allocated " << t.numel() << " floats";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(IsOutOfMemory(e)) << e.what();
+    const absl::Status status = TrainingError(e, StepContext());
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    const std::string message(status.message());
+    EXPECT_NE(message.find("out of memory at training step 7"), std::string::npos) << message;
+    EXPECT_NE(message.find("model mlp"), std::string::npos) << message;
+    EXPECT_NE(message.find("3.0 MB of parameters"), std::string::npos) << message;
+    EXPECT_NE(message.find("batch_size 64"), std::string::npos) << message;
+    EXPECT_NE(message.find("device cpu"), std::string::npos) << message;
+    // The allocator's own figures (the bytes asked for) are kept, its backtrace is not.
+    EXPECT_NE(message.find("4503599627370496"), std::string::npos) << message;
+    EXPECT_EQ(message.find("frame #"), std::string::npos) << message;
+  }
+}
+
+TEST(TorchErrors, BadAllocIsOutOfMemory) {
+  EXPECT_TRUE(IsOutOfMemory(std::bad_alloc()));
+  EXPECT_EQ(TrainingError(std::bad_alloc(), StepContext()).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(TorchErrors, OtherTorchErrorsStayMemberFailures) {
+  try {
+    auto a = torch::ones({2, 3});
+    auto b = torch::ones({4, 5});
+    auto c = torch::matmul(a, b);
+    FAIL() << c.sizes();
+  } catch (const std::exception& e) {
+    EXPECT_FALSE(IsOutOfMemory(e)) << e.what();
+    const absl::Status status = TrainingError(e, StepContext());
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(std::string(status.message()).rfind("training step 7: ", 0), 0u) << status;
+  }
+  EXPECT_EQ(TrainingError(std::runtime_error("boom"), StepContext()).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace herd
