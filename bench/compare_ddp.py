@@ -200,14 +200,15 @@ LOG_TIME = re.compile(r"^I\d{8} (\d\d):(\d\d):(\d\d\.\d+) .* step (\d+)/\d+ ")
 
 
 def step_times(trainer_log):
-    """{step: seconds-of-day} from rank 0's commit-point log lines."""
+    """{step: seconds-of-day} from rank 0's commit-point log lines. The first line of a step counts:
+    the last step logs again, "(final)", after the final evaluation and the model's save."""
     times = {}
     with open(trainer_log) as f:
         for line in f:
             m = LOG_TIME.match(line)
             if m:
                 h, mi, s, step = int(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))
-                times[step] = h * 3600 + mi * 60 + s
+                times.setdefault(step, h * 3600 + mi * 60 + s)
     return times
 
 

@@ -90,6 +90,8 @@ SPEED_TARGET, MEMORY_TARGET = 1.1, 1.05  # issue 28: herd >= 1.1x eager's sample
 PARAMETERS = re.compile(r" with (\d+) parameters")
 MEMORY_METRIC = "herd_train_device_memory_peak_bytes"
 METRIC_LINE = re.compile(r"^" + MEMORY_METRIC + r"\{([^}]*)\}\s+(\S+)", re.M)
+# Any series of the trainer's: the scrape reached the trainer's metrics even where the memory one is absent.
+STEPS_LINE = re.compile(r"^herd_train_steps_total\{([^}]*)\}", re.M)
 JOB_LABEL = re.compile(r'job="([^"]*)"')
 
 
@@ -109,6 +111,7 @@ class MemoryWatcher(threading.Thread):
         self.url = f"http://{address}/metrics"
         self.interval = interval
         self.peaks = {}
+        self.scraped = set()  # jobs whose trainer metrics a scrape saw
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -119,6 +122,10 @@ class MemoryWatcher(threading.Thread):
         except OSError:
             return  # the page is back at the next scrape
         with self.lock:
+            for labels in STEPS_LINE.findall(text):
+                job = JOB_LABEL.search(labels)
+                if job:
+                    self.scraped.add(job.group(1))
             for labels, value in METRIC_LINE.findall(text):
                 job = JOB_LABEL.search(labels)
                 if job:
@@ -131,6 +138,10 @@ class MemoryWatcher(threading.Thread):
     def peak(self, job):
         with self.lock:
             return self.peaks.get(job)
+
+    def saw(self, job):
+        with self.lock:
+            return job in self.scraped
 
 
 class PeerProcess:
@@ -294,6 +305,9 @@ def summarize(cells, watcher, device):
             if side == "herd":
                 for r in runs:
                     r["peak_bytes"] = watcher.peak(r["job"]) if watcher else None
+                # Whether /metrics showed every run's trainer: n/a memory then means the metric is absent.
+                row["herd_metrics_scraped"] = bool(runs) and watcher is not None and all(
+                    watcher.saw(r["job"]) for r in runs)
             row[f"{side}_samples_per_s_runs"] = [round(r["samples_per_s"], 1) for r in runs]
             row[f"{side}_samples_per_s"] = round(statistics.median(r["samples_per_s"] for r in runs), 1) if runs else None
             peaks = [r["peak_bytes"] for r in runs if r.get("peak_bytes") is not None]

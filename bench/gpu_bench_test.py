@@ -52,10 +52,23 @@ class HerdSpecTest(unittest.TestCase):
         self.assertIn("model: char_transformer\n", spec)
 
 
+class StepTimesTest(unittest.TestCase):
+    def test_the_last_steps_first_line_counts_not_its_final_one(self):
+        log = os.path.join(tempfile.mkdtemp(), "trainer.log")
+        with open(log, "w") as f:
+            f.write("I20261126 09:34:02.500000  5669 trainer.cc:447] step 50/100 epoch 0 loss 2.3 325 samples/s\n"
+                    "I20261126 09:34:03.500000  5669 trainer.cc:447] step 100/100 epoch 0 loss 2.2 1434 samples/s\n"
+                    "I20261126 09:34:03.600000  5669 trainer.cc:384] eval at step 100 (epoch 0): loss 2.3\n"
+                    "I20261126 09:34:09.000000  5669 trainer.cc:447] step 100/100 epoch 0 loss 2.2 7 samples/s (final)\n")
+        times = gpu_bench.step_times(log)
+        self.assertAlmostEqual(times[100] - times[50], 1.0)
+
+
 class MemoryWatcherTest(unittest.TestCase):
     def test_keeps_each_jobs_largest_peak(self):
         pages = [b'herd_train_device_memory_peak_bytes{job="job-a",rank="0",worker="w"} 1.5e+09\n'
-                 b'herd_train_device_memory_peak_bytes_other{job="job-a"} 9e+12\n',
+                 b'herd_train_device_memory_peak_bytes_other{job="job-a"} 9e+12\n'
+                 b'herd_train_steps_total{job="job-c",rank="0",worker="w"} 3\n',
                  b'herd_train_device_memory_peak_bytes{rank="0",job="job-a",worker="w"} 1000\n'
                  b'herd_train_device_memory_peak_bytes{job="job-b",rank="0",worker="w"} 2048\n']
 
@@ -79,7 +92,9 @@ class MemoryWatcherTest(unittest.TestCase):
             server.server_close()
         self.assertEqual(watcher.peak("job-a"), 1.5e9)  # a trainer's peak never goes down
         self.assertEqual(watcher.peak("job-b"), 2048)
-        self.assertIsNone(watcher.peak("job-c"))
+        self.assertIsNone(watcher.peak("job-c"))  # scraped, without the memory metric
+        self.assertTrue(watcher.saw("job-c"))
+        self.assertFalse(watcher.saw("job-d"))
 
 
 def cell(herd, eager, ddp, herd_peak=None, eager_peak=None):
@@ -95,6 +110,9 @@ class FixedWatcher:
 
     def peak(self, job):
         return self.value
+
+    def saw(self, job):
+        return True
 
 
 class SummaryTest(unittest.TestCase):

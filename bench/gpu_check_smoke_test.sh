@@ -40,5 +40,6 @@ for r in bench["results"]:
         assert r[f"{side}_samples_per_s"] > 0, r
     assert r["herd_vs_eager"] > 0 and r["herd_vs_ddp"] > 0, r
     assert r["herd_peak_bytes"] is None and r["eager_peak_bytes"] is None, r  # no GPU memory on the CPU
+    assert r["herd_metrics_scraped"], r  # the worker's /metrics showed each run's trainer
 print("gpu_check dry run: ok")
 EOF
