@@ -65,8 +65,15 @@ START=$SECONDS
 # Herd's processes only: the bundle's libraries first.
 herd_env() { LD_LIBRARY_PATH="$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 left() { echo $(( BUDGET - (SECONDS - START) )); }
-# bounded SECONDS CMD...: timeout with a SIGKILL 10 s after the SIGTERM.
-bounded() { local t=$1; shift; timeout -k 10 "$t" "$@"; }
+# bounded SECONDS CMD...: timeout with a SIGKILL 10 s after the SIGTERM, and never past the budget
+# (10 s kept for the summary), so the whole run stays within it even if every part hangs.
+bounded() {
+  local t=$1; shift
+  local cap=$(( $(left) - 10 ))
+  (( t > cap )) && t=$cap
+  (( t < 5 )) && t=5
+  timeout -k 10 "$t" "$@"
+}
 
 echo "== gpu_check: device $DEVICE, bundle $BUNDLE, budget ${BUDGET} s, outputs in $RESULTS"
 GPU=$(bounded 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
