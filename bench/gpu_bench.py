@@ -212,7 +212,7 @@ class Bench:
     def __init__(self, args, workdir):
         self.args = args
         self.workdir = workdir
-        self.paths = {}  # data kind -> its file or folder, made once
+        self.paths = {}  # shape name -> its image folder or text file, made once for every run of the shape
 
     def samples(self, shape):
         # One batch more than the run: the epoch (and its evaluation) never ends inside it.

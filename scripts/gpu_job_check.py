@@ -22,7 +22,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 from compare_ddp import LocalCluster  # noqa: E402
 
-PROGRESS = re.compile(r" step (\d+)/(\d+) epoch \d+ loss \S+ (\d+) samples/s")
+# Rank 0's progress lines; the "(final)" one comes after the final evaluation, so its rate says less.
+PROGRESS = re.compile(r" step (\d+)/(\d+) epoch \d+ loss \S+ (\d+) samples/s$", re.M)
 
 
 def spec(device, steps):
