@@ -95,13 +95,15 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                                    "Bytes of optimizer state this rank holds between steps (its shard with "
                                    "sync.shard_optimizer; commits briefly gather the whole state).",
                                    labels_)),
-      device_memory_peak_bytes_(Gauge(registry, "herd_train_device_memory_peak_bytes",
-                                      "Peak bytes the GPU's caching allocator held for this trainer since it "
-                                      "started (device cuda only; compare torch.cuda.max_memory_reserved()).",
-                                      labels_)) {}
+      device_memory_peak_bytes_(prometheus::BuildGauge()
+                                    .Name("herd_train_device_memory_peak_bytes")
+                                    .Help("Peak bytes the GPU's caching allocator held for this trainer since it "
+                                          "started (device cuda only; compare torch.cuda.max_memory_reserved()).")
+                                    .Register(registry)) {}
 
 void TrainerMetrics::SetDeviceMemoryPeak(int64_t bytes) {
-  if (bytes >= 0) device_memory_peak_bytes_.Set(static_cast<double>(bytes));
+  // Once a second, off the step loop: Add() finds the existing series.
+  if (bytes >= 0) device_memory_peak_bytes_.Add(labels_).Set(static_cast<double>(bytes));
 }
 
 void TrainerMetrics::ObserveSyncTraffic(const SyncTraffic& traffic) {

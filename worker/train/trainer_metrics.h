@@ -109,7 +109,8 @@ class TrainerMetrics {
   prometheus::Gauge& bytes_per_sample_;
   prometheus::Gauge& round_interval_;
   prometheus::Gauge& optimizer_state_bytes_;
-  prometheus::Gauge& device_memory_peak_bytes_;
+  // Added at the first known value: absent, not 0, where nobody can tell.
+  prometheus::Family<prometheus::Gauge>& device_memory_peak_bytes_;
   int64_t rounds_seen_ = 0;
 };
 

@@ -24,6 +24,23 @@ std::string Label(const prometheus::ClientMetric& metric, const std::string& nam
   return "<none>";
 }
 
+// Absent, not 0, until a peak is known: a CPU job has none to report.
+TEST(TrainerMetrics, DeviceMemoryPeakAppearsOnlyOnceKnown) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 3, "worker-2"});
+  metrics.SetDeviceMemoryPeak(-1);
+  EXPECT_EQ(ByName(registry.Collect()).count("herd_train_device_memory_peak_bytes"), 0u);
+  metrics.SetDeviceMemoryPeak(123456789);
+  metrics.SetDeviceMemoryPeak(-1);  // an unknown reading keeps the last known peak
+  auto families = ByName(registry.Collect());
+  ASSERT_EQ(families.count("herd_train_device_memory_peak_bytes"), 1u);
+  const auto& family = families["herd_train_device_memory_peak_bytes"];
+  ASSERT_EQ(family.metric.size(), 1u);
+  EXPECT_EQ(family.metric[0].gauge.value, 123456789.0);
+  EXPECT_EQ(Label(family.metric[0], "job"), "job-1");
+  EXPECT_EQ(Label(family.metric[0], "rank"), "3");
+}
+
 TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
   prometheus::Registry registry;
   TrainerMetrics metrics(registry, {"job-1", 3, "worker-2"});
