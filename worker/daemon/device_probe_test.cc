@@ -37,7 +37,9 @@ TEST(ProbeCudaDevices, TheRealTrainerAnswers) {
   auto visible = ProbeCudaDevices(trainer);
   ASSERT_TRUE(visible.ok()) << visible.status();
   EXPECT_GE(*visible, 0);
-  if (*visible == 0) EXPECT_FALSE(CheckOfferedGpus("cuda", {0}, *visible, trainer).ok());
+  if (*visible == 0) {
+    EXPECT_FALSE(CheckOfferedGpus("cuda", {0}, *visible, trainer).ok());
+  }
 }
 
 TEST(ProbeCudaDevices, ABinaryThatDoesNotAnswerIsAnError) {
