@@ -10,13 +10,21 @@
 
 namespace herd {
 
-TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options,
+void ProgressWindow::Reset(const torch::Device& device, std::chrono::steady_clock::time_point now) {
+  loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  loss_count = 0;
+  samples = 0;
+  start = now;
+}
+
+TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
                                  TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter)
     : spec(spec),
       seed(seed),
       options(std::move(options)),
       device(this->options.device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, this->options.gpu))
                                             : torch::Device(torch::kCPU)),
+      sync(std::move(sync)),
       metrics(metrics),
       ledger(ledger),
       reporter(reporter) {}
@@ -31,8 +39,10 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
                                                                          TrainerMetrics* metrics, SampleLedger* ledger,
                                                                          ProgressReporter* reporter) {
   const auto start = std::chrono::steady_clock::now();
+  auto sync = ParseSyncConfig(spec.sync());
+  if (!sync.ok()) return sync.status();
   std::unique_ptr<TrainingContext> context(
-      new TrainingContext(spec, seed, std::move(options), metrics, ledger, reporter));
+      new TrainingContext(spec, seed, std::move(options), *std::move(sync), metrics, ledger, reporter));
   MarkAlive();
   if (context->device.is_cuda()) {
     if (!torch::cuda::is_available()) {
@@ -45,9 +55,6 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
                                                      " does not exist (", torch::cuda::device_count(), " visible)"));
     }
   }
-  auto sync = ParseSyncConfig(spec.sync());
-  if (!sync.ok()) return sync.status();
-  context->sync = *sync;
   // Building data and model computes too (a synthetic set's labels are a matmul).
   std::unique_lock<std::mutex> compute;
   if (context->options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*context->options.compute_mutex);
@@ -71,6 +78,7 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   if (!optimizer.ok()) return optimizer.status();
   context->optimizer = std::move(*optimizer);
   context->sampler = std::make_unique<EpochSampler>(context->train->size(), seed);
+  context->window.Reset(context->device, std::chrono::steady_clock::now());
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics != nullptr) metrics->ObserveContextLoad(seconds);
