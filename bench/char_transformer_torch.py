@@ -78,8 +78,8 @@ class CharTransformer(nn.Module):
     def forward(self, tokens):
         t = tokens.shape[1]
         assert t <= self.context, f"sequence of {t} tokens exceeds the context of {self.context}"
-        x = self.token_embedding(tokens) + self.position_embedding(torch.arange(t))
-        future = torch.ones(t, t, dtype=torch.bool).triu(1)
+        x = self.token_embedding(tokens) + self.position_embedding(torch.arange(t, device=tokens.device))
+        future = torch.ones(t, t, dtype=torch.bool, device=tokens.device).triu(1)
         for i in range(self.layers):
             x = getattr(self, f"block{i + 1}")(x, future)
         return self.head(self.final_norm(x))

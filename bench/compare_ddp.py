@@ -82,48 +82,71 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_file(path, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {path}")
-
-
 class LocalCluster:
     """A coordinator and `world` worker daemons, on loopback by default.
 
     `host` is the coordinator's address; `worker_hosts[i]` (listen address)
     and `worker_prefix(i)` (e.g. a testbed's `exec` into host i) place worker
-    i elsewhere, as bench/wan_bench.py does with network-namespace hosts."""
+    i elsewhere, as bench/wan_bench.py does with network-namespace hosts.
+    `worker_args(i)` adds flags to worker i (bench/gpu_bench.py: `--device=cuda`,
+    `--metrics-listen=127.0.0.1:0`; a `--metrics-listen` there replaces the
+    default, which turns metrics off). `env`, if given, is the environment of
+    every herd process, the CLI's included (e.g. LD_LIBRARY_PATH for a bundle)."""
 
-    def __init__(self, bin_dir, world, host="127.0.0.1", worker_hosts=None, worker_prefix=lambda i: []):
+    def __init__(self, bin_dir, world, host="127.0.0.1", worker_hosts=None, worker_prefix=lambda i: [],
+                 worker_args=lambda i: [], env=None):
         self.bin = bin_dir
+        self.env = env
         self.dir = tempfile.mkdtemp(prefix="herd-bench-")
         self.procs = []
+        self.names = []
         self.address = f"{host}:{free_port()}"
+        try:
+            self._start_all(bin_dir, world, worker_hosts, worker_prefix, worker_args)
+        except BaseException:
+            self.stop()  # no daemon outlives a cluster that failed to start
+            raise
+
+    def _start_all(self, bin_dir, world, worker_hosts, worker_prefix, worker_args):
         self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}",
                      "--metrics-listen=", f"--state-dir={self.dir}/state", "--insecure-no-auth",
                      f"--ready-file={self.dir}/coordinator.json"], "coordinator")
-        wait_file(f"{self.dir}/coordinator.json")
+        self._wait_ready(f"{self.dir}/coordinator.json")
         for i in range(world):
             listen = [f"--listen={worker_hosts[i]}"] if worker_hosts else []
+            extra = list(worker_args(i))
+            metrics = [] if any(a.startswith("--metrics-listen") for a in extra) else ["--metrics-listen="]
             self._start(worker_prefix(i) + [
                 f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
-                f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", *listen, "--metrics-listen=",
+                f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", *listen, *metrics,
                 "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
-                f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
+                f"--ready-file={self.dir}/worker-{i}.json", *extra], f"worker-{i}")
         for i in range(world):
-            wait_file(f"{self.dir}/worker-{i}.json")
+            self._wait_ready(f"{self.dir}/worker-{i}.json")
+
+    def _wait_ready(self, path, timeout=60):
+        """Waits for a ready file; a herd process that exits meanwhile (a missing shared library, a bad flag)
+        fails the wait at once, with its log's tail."""
+        deadline = time.time() + timeout
+        while not (os.path.exists(path) and os.path.getsize(path) > 0):
+            for p, name in zip(self.procs, self.names):
+                if p.poll() is not None:
+                    with open(os.path.join(self.dir, name + ".log")) as f:
+                        tail = f.read()[-2000:]
+                    raise RuntimeError(f"{name} exited with status {p.returncode} before it was ready: {tail}")
+            if time.time() > deadline:
+                raise RuntimeError(f"timed out waiting for {path}")
+            time.sleep(0.05)
 
     def _start(self, argv, name):
         log = open(os.path.join(self.dir, name + ".log"), "w")
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.names.append(name)
+        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                           env=self.env))
 
     def herd(self, *args):
         out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.address, "--insecure-no-auth",
-                              *args], capture_output=True, text=True)
+                              *args], capture_output=True, text=True, env=self.env)
         if out.returncode != 0:
             raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
         return out.stdout
@@ -159,9 +182,11 @@ class LocalCluster:
         return job, info
 
     def stop(self):
+        # SIGINT: a worker daemon stops at once (SIGTERM would drain its jobs first, up to
+        # --drain-timeout-seconds, which a bench cut short by a timeout has no time for).
         for p in self.procs:
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
         for p in self.procs:
@@ -175,14 +200,15 @@ LOG_TIME = re.compile(r"^I\d{8} (\d\d):(\d\d):(\d\d\.\d+) .* step (\d+)/\d+ ")
 
 
 def step_times(trainer_log):
-    """{step: seconds-of-day} from rank 0's commit-point log lines."""
+    """{step: seconds-of-day} from rank 0's commit-point log lines. The first line of a step counts:
+    the last step logs again, "(final)", after the final evaluation and the model's save."""
     times = {}
     with open(trainer_log) as f:
         for line in f:
             m = LOG_TIME.match(line)
             if m:
                 h, mi, s, step = int(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))
-                times[step] = h * 3600 + mi * 60 + s
+                times.setdefault(step, h * 3600 + mi * 60 + s)
     return times
 
 

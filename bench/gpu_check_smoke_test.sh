@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh's dry run on the CPU (HERD_GPU_CHECK_DEVICE=cpu), so the
+# one-call GPU check works the first time on a GPU machine: the CPU build's
+# binaries as the bundle, a herd job end to end, bench/gpu_bench.py on every
+# shape (herd against PyTorch eager and DDP over gloo, parameter counts
+# checked against herd's), and the one JSON summary, asserted here.
+set -euo pipefail
+RUNFILES=${TEST_SRCDIR:-$0.runfiles}/herd
+OUT=${TEST_TMPDIR:-$(mktemp -d)}/out
+BUNDLE=${TEST_TMPDIR:-$(mktemp -d)}/bundle
+mkdir -p "$OUT" "$BUNDLE/lib"
+ln -s "$RUNFILES" "$BUNDLE/bin"  # bazel-bin's layout, as the bundle's bin/
+
+status=0
+TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}} OUT="$OUT" HERD_GPU_CHECK_DEVICE=cpu HERD_GPU_CHECK_BUDGET_S=200 \
+  HERD_GPU_CHECK_BENCH_ARGS="--reps 1 --run-timeout 60" \
+  bash "$RUNFILES/scripts/gpu_check.sh" "$BUNDLE" > "$OUT/stdout" 2>&1 || status=$?
+cat "$OUT/stdout"
+
+/usr/bin/python3 - "$OUT/gpu_check/gpu_check.json" "$status" <<'EOF'
+import json, sys
+
+summary = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+parts = summary["parts"]
+assert summary["ok"] and sys.argv[2] == "0", f"gpu_check failed (exit {sys.argv[2]}): {json.dumps(parts)}"
+assert summary["device"] == "cpu"
+# The CPU build has no NCCL: the smoke binary says so and skips; the test runs its no-NCCL case.
+assert parts["nccl_smoke"]["status"] == "skipped", parts["nccl_smoke"]
+assert parts["nccl_communicator_test"]["status"] == "passed", parts["nccl_communicator_test"]
+assert parts["nccl_communicator_test"]["passed"] >= 1 and parts["nccl_communicator_test"]["failed"] == 0
+job = parts["herd_job"]
+assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
+bench = parts["gpu_bench"]
+assert bench["status"] == "passed" and bench["complete"], bench
+shapes = {r["shape"] for r in bench["results"]}
+assert shapes == {"mlp4096_b256", "mlp1024_b64", "resnet_small_b128", "char_transformer_b64"}, shapes
+for r in bench["results"]:
+    assert r["errors"] == 0 and r["runs"] == 1, r
+    for side in ("herd", "eager", "ddp"):
+        assert r[f"{side}_samples_per_s"] > 0, r
+    assert r["herd_vs_eager"] > 0 and r["herd_vs_ddp"] > 0, r
+    assert r["herd_peak_bytes"] is None and r["eager_peak_bytes"] is None, r  # no GPU memory on the CPU
+    assert r["herd_metrics_scraped"], r  # the worker's /metrics showed each run's trainer
+print("gpu_check dry run: ok")
+EOF

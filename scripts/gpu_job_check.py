@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""One herd job end to end on a device, for scripts/gpu_check.sh: a local
+coordinator, one worker daemon (`--device=DEVICE`) and the `herd` CLI, all
+from BIN_DIR (bazel-bin's layout), run a small mlp job on synthetic data
+(`device: DEVICE`). Passes when the job SUCCEEDED, its loss is a finite
+number and the worker wrote the trained model (model-final.pt).
+
+Prints one JSON line: ok, job, state, loss, seconds, samples_per_s (rank 0's
+last progress line) and, on failure, the error. Exit status 0 ok, 1 not.
+
+Usage: scripts/gpu_job_check.py --bin-dir BUNDLE/bin [--lib-dir BUNDLE/lib] [--device cuda|cpu]
+"""
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from compare_ddp import LocalCluster  # noqa: E402
+
+# Rank 0's progress lines; the "(final)" one comes after the final evaluation, so its rate says less.
+PROGRESS = re.compile(r" step (\d+)/(\d+) epoch \d+ loss \S+ (\d+) samples/s$", re.M)
+
+
+def spec(device, steps):
+    return (f"name: gpu-check-mlp\nmodel: mlp\n"
+            "dataset: {kind: synthetic, synthetic_samples: 8192, synthetic_features: 784, synthetic_classes: 10}\n"
+            f"batch_size: 64\nmax_steps: {steps}\noptimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
+            f"log_interval_steps: 20\neval: {{max_samples: 512}}\ndevice: {device}\nseed: 1\n")
+
+
+def main():
+    # A SIGTERM (gpu_check.sh's timeout) still stops the daemons, which run in their own sessions.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bin-dir", required=True)
+    p.add_argument("--lib-dir", help="shared libraries for herd's processes (LD_LIBRARY_PATH)")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--timeout", type=float, default=120, help="seconds the job may take")
+    a = p.parse_args()
+    env = None
+    if a.lib_dir:
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.realpath(a.lib_dir))
+    result = {"ok": False, "device": a.device}
+    start = time.time()
+    cluster = None
+    try:
+        cluster = LocalCluster(os.path.realpath(a.bin_dir), 1, env=env, worker_args=lambda i: [f"--device={a.device}"])
+        result["logs"] = cluster.dir
+        job, info = cluster.run_job(spec(a.device, a.steps), timeout=a.timeout)
+        result.update(job=job, state=info["state"], loss=info.get("loss"))
+        job_dir = os.path.join(cluster.dir, info["workers"][0], "jobs", job)
+        with open(os.path.join(job_dir, "trainer.log")) as f:
+            progress = PROGRESS.findall(f.read())
+        if progress:
+            result["samples_per_s"] = int(progress[-1][2])
+        if not isinstance(result["loss"], (int, float)) or not math.isfinite(result["loss"]):
+            result["error"] = f"loss {result['loss']!r} is not a finite number"
+        elif not os.path.isfile(os.path.join(job_dir, "model-final.pt")):
+            result["error"] = f"no model-final.pt in {job_dir}"
+        else:
+            result["ok"] = True
+    except Exception as e:  # noqa: BLE001 - reported in the JSON line
+        result["error"] = f"{type(e).__name__}: {e}"[-2000:]
+    finally:
+        if cluster:
+            cluster.stop()
+    result["seconds"] = round(time.time() - start, 1)
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
