@@ -103,10 +103,7 @@ class LocalCluster:
         self.dir = tempfile.mkdtemp(prefix="herd-bench-")
         self.procs = []
         self.address = f"{host}:{free_port()}"
-        self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}",
-                     "--metrics-listen=", f"--state-dir={self.dir}/state", "--insecure-no-auth",
-                     f"--ready-file={self.dir}/coordinator.json"], "coordinator")
-        wait_file(f"{self.dir}/coordinator.json")
+        self.start_coordinator()
         for i in range(world):
             listen = [f"--listen={worker_hosts[i]}"] if worker_hosts else []
             self._start(worker_prefix(i) + [
@@ -116,6 +113,22 @@ class LocalCluster:
                 f"--ready-file={self.dir}/worker-{i}.json"], f"worker-{i}")
         for i in range(world):
             wait_file(f"{self.dir}/worker-{i}.json")
+
+    def start_coordinator(self):
+        """Starts the coordinator as procs[0] (again, after a kill: same
+        address and state dir, so the workers find it and it recovers)."""
+        ready = f"{self.dir}/coordinator.json"
+        if os.path.exists(ready):
+            os.remove(ready)
+        argv = [f"{self.bin}/coordinator/herd-coordinator", f"--listen={self.address}", "--metrics-listen=",
+                f"--state-dir={self.dir}/state", "--insecure-no-auth", f"--ready-file={ready}"]
+        log = open(os.path.join(self.dir, "coordinator.log"), "a")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if self.procs:
+            self.procs[0] = proc
+        else:
+            self.procs.append(proc)
+        wait_file(ready)
 
     def _start(self, argv, name):
         log = open(os.path.join(self.dir, name + ".log"), "w")
