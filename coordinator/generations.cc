@@ -70,10 +70,11 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
   } else {
     generation.heal_from_rank = -1;
     // Every member was lost at once (e.g. the coordinator was cut off from
-    // all of them, or every daemon restarted), but a joiner held for the job still runs its trainer,
-    // which kept its commit in memory: the ranks heal from the newest one,
-    // so the committed step stands. Resetting it here made `herd status`
-    // show the step going back until rank 0 reported again.
+    // all of them, or every daemon restarted), but a joiner held for the job
+    // still runs its trainer, which kept its commit in memory: the ranks heal
+    // from the newest one, so the committed step stands. Resetting it here
+    // made `herd status` show the step going back until rank 0 reported
+    // again.
     const bool commit_held = std::any_of(joiners.begin(), joiners.end(),
                                          [&](const std::string& id) { return !job.without_commit.count(id); });
     if (!commit_held) {
