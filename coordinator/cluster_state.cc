@@ -94,6 +94,12 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
   return changes;
 }
 
+bool IsRestartedWorker(const ClusterState& state, const std::string& worker_id, const std::string& incarnation) {
+  auto it = state.workers.find(worker_id);
+  return it != state.workers.end() && !it->second.incarnation.empty() && !incarnation.empty() &&
+         it->second.incarnation != incarnation;
+}
+
 std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std::string& worker_id) {
   std::vector<v1::Assignment> assignments;
   auto worker = state.workers.find(worker_id);
@@ -179,6 +185,7 @@ bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report,
   RecordProgress(job, report);
   job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
   job.generation.committed = true;
+  job.without_commit.clear();  // every rank reached this commit
   Touch(job, now, changes);
   return false;
 }

@@ -49,6 +49,7 @@ Coordinator::~Coordinator() { Shutdown(); }
 void Coordinator::StartServing() {
   absl::MutexLock lock(&mu_);
   const double now = clock_->Now();
+  state_.serving_since = now;
   for (auto& [id, worker] : state_.workers) {
     if (worker.state != v1::DEAD) worker.last_heartbeat = std::max(worker.last_heartbeat, now + kRestartGraceSeconds);
   }
@@ -304,10 +305,17 @@ absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::stri
 
 // ---------------------------------------------------------------- workers
 
-absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request) {
+absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                                       const std::string& incarnation) {
   if (auto status = ValidateRegistration(request); !status.ok()) return status;
+  if (auto status = ValidateIncarnation(incarnation); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
-  ChangeSet changes = UpsertWorker(state_, request, clock_->Now());
+  if (IsRestartedWorker(state_, request.worker_id(), incarnation)) {
+    LOG(INFO) << "worker " << request.worker_id() << " restarted (incarnation "
+              << state_.workers.at(request.worker_id()).incarnation << " -> " << incarnation
+              << "): its trainers ended with the old daemon";
+  }
+  ChangeSet changes = ApplyRegistration(state_, request, incarnation, clock_->Now());
   if (auto status = Commit(changes); !status.ok()) return status;
   const WorkerRecord& worker = state_.workers.at(request.worker_id());
   LOG(INFO) << "worker " << worker.id << " registered (" << worker.address << ", " << worker.device_count << " "

@@ -72,7 +72,11 @@ class Coordinator {
   // Call once the RPC server accepts calls: workers loaded from the store
   // get kRestartGraceSeconds on top of a full lease from now. Neither the
   // coordinator's own start-up nor the clients' reconnect backoff (gRPC's,
-  // seconds after an outage) should count as a member's silence.
+  // seconds after an outage) should count as a member's silence. The grace
+  // only keeps them from being marked DEAD: after a reported failure, a
+  // member not heard within ReconnectWindow of now is left out
+  // (DropSilentMembersAfterFailure), so the survivors train on within
+  // seconds, and a job whose members all re-register re-forms at once.
   void StartServing();
   static constexpr double kRestartGraceSeconds = 15;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -97,7 +101,9 @@ class Coordinator {
   absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(const std::string& worker_id);
 
   // ---- workers (ClusterService)
-  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
+  // `incarnation`: the daemon process's (common/incarnation.h), "" if unknown.
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                            const std::string& incarnation = "");
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(const v1::JoinGenerationRequest& request,
                                                             const CancelledFn& cancelled);

@@ -1,10 +1,13 @@
 #include "coordinator/validation.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/incarnation.h"
 
 namespace herd::coordinator {
 namespace {
@@ -42,6 +45,16 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("device_kind: unknown value '", request.device_kind(), "' (expected one of: cpu, cuda)"));
   }
   if (request.device_count() < 0) return absl::InvalidArgumentError("device_count: must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateIncarnation(const std::string& incarnation) {
+  if (incarnation.size() > kMaxIncarnationBytes ||
+      !std::all_of(incarnation.begin(), incarnation.end(), [](char c) { return absl::ascii_isalnum(c); })) {
+    return absl::InvalidArgumentError(absl::StrCat("incarnation (", kIncarnationMetadataKey, " metadata): must be at most ",
+                                                   kMaxIncarnationBytes, " letters and digits, got '",
+                                                   absl::CHexEscape(incarnation.substr(0, 80)), "'"));
+  }
   return absl::OkStatus();
 }
 

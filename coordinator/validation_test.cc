@@ -31,6 +31,14 @@ TEST(Validation, Registration) {
   EXPECT_EQ(ValidateRegistration(request).message().rfind("address:", 0), 0u);
 }
 
+TEST(Validation, Incarnation) {
+  EXPECT_TRUE(ValidateIncarnation("").ok());
+  EXPECT_TRUE(ValidateIncarnation("0123456789abcdef").ok());
+  for (const std::string& bad : {std::string("a b"), std::string("x\n"), std::string(65, 'a')}) {
+    EXPECT_EQ(ValidateIncarnation(bad).message().rfind("incarnation (x-herd-incarnation metadata):", 0), 0u) << bad;
+  }
+}
+
 TEST(Validation, CheckpointPaths) {
   EXPECT_TRUE(ValidateCheckpointPath("job-1/step-100").ok());
   EXPECT_TRUE(ValidateCheckpointPath("job-1/step..100").ok());

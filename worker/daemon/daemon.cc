@@ -7,9 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/incarnation.h"
 #include "common/rpc_options.h"
 #include "common/status_convert.h"
 #include "worker/daemon/backoff.h"
+#include "worker/daemon/identifiers.h"
 #include "worker/daemon/ready_file.h"
 
 namespace herd::worker {
@@ -32,7 +34,8 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubIn
       stub_(std::move(stub)),
       supervisor_(supervisor),
       metrics_(metrics),
-      heartbeat_interval_(options_.default_heartbeat_interval) {
+      heartbeat_interval_(options_.default_heartbeat_interval),
+      incarnation_(options_.incarnation.empty() ? NewIncarnation() : options_.incarnation) {
   SetRegistered(false);
 }
 
@@ -117,6 +120,7 @@ absl::Status Daemon::Register() {
   v1::RegisterWorkerResponse response;
   absl::Status status =
       FromGrpcStatus(Call(options_.rpc_timeout, /*cancel_on_stop=*/true, [&](grpc::ClientContext* context) {
+        context->AddMetadata(kIncarnationMetadataKey, incarnation_);
         return stub_->RegisterWorker(context, request, &response);
       }));
   if (!status.ok()) return status;
@@ -125,7 +129,8 @@ absl::Status Daemon::Register() {
                                              : options_.default_heartbeat_interval;
   lease_ = std::chrono::milliseconds(static_cast<int64_t>(response.lease_seconds() * 1000));
   LOG(INFO) << "registered as " << options_.worker_id << " (" << options_.device_kind << " x"
-            << options_.device_count << ", address " << options_.address << "); heartbeat every "
+            << options_.device_count << ", address " << options_.address << ", incarnation " << incarnation_
+            << "); heartbeat every "
             << Seconds(heartbeat_interval_) << ", lease " << response.lease_seconds() << "s";
   SetRegistered(true);
   if (!options_.ready_file.empty() && !ready_file_written_) {

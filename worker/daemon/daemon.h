@@ -38,6 +38,9 @@ struct DaemonOptions {
   std::function<void(bool registered)> on_registered;
   // How long Drain() waits for the trainers to leave before stopping them.
   std::chrono::milliseconds drain_timeout{50000};
+  // This process's incarnation (common/incarnation.h); empty: a fresh
+  // random one (NewIncarnation). Tests pass their own.
+  std::string incarnation;
 };
 
 class Daemon {
@@ -82,6 +85,9 @@ class Daemon {
   TrainerSupervisor* const supervisor_;
   WorkerMetrics* const metrics_;
   std::chrono::milliseconds heartbeat_interval_;
+  // Sent with every registration of this process, so the coordinator tells
+  // a restart (new value: the old trainers are gone) from a re-registration.
+  const std::string incarnation_;
   // The coordinator's lease (0 until registered): retries while it is
   // unreachable stay well inside it, so a restarted coordinator hears from
   // its members before their leases run out.
