@@ -246,11 +246,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   if (spec.batch_size() <= 0) return Bad("batch_size", absl::StrCat("must be > 0, got ", spec.batch_size()));
-  if (spec.batch_size() > 1 << 20) return Bad("batch_size", absl::StrCat("must be <= 1048576, got ", spec.batch_size()));
+  if (spec.batch_size() > 1 << 20) {
+    return Bad("batch_size", absl::StrCat("must be <= 1048576, got ", spec.batch_size()));
+  }
   if (auto s = CheckRange("epochs", spec.epochs(), 0, kMaxEpochs); !s.ok()) return s;
   if (auto s = CheckRange("max_steps", spec.max_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("grad_accumulation", spec.grad_accumulation(), 1, 65536); !s.ok()) return s;
-  if (spec.grad_clip_norm() < 0) return Bad("grad_clip_norm", absl::StrCat("must be >= 0, got ", spec.grad_clip_norm()));
+  if (spec.grad_clip_norm() < 0) {
+    return Bad("grad_clip_norm", absl::StrCat("must be >= 0, got ", spec.grad_clip_norm()));
+  }
   if (auto s = CheckRange("min_workers", spec.min_workers(), 1, kMaxWorkers); !s.ok()) return s;
   if (spec.max_workers() < spec.min_workers()) {
     return Bad("max_workers",
@@ -280,7 +284,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (auto s = CheckUnitInterval("optimizer.beta1", opt.beta1()); !s.ok()) return s;
   if (auto s = CheckUnitInterval("optimizer.beta2", opt.beta2()); !s.ok()) return s;
-  if (!(opt.eps() > 0 && opt.eps() <= 1)) return Bad("optimizer.eps", absl::StrCat("must be in (0, 1], got ", opt.eps()));
+  if (!(opt.eps() > 0 && opt.eps() <= 1)) {
+    return Bad("optimizer.eps", absl::StrCat("must be in (0, 1], got ", opt.eps()));
+  }
   if (auto s = CheckChoice("optimizer.scale_lr", opt.scale_lr(), {"none", "linear", "sqrt"}); !s.ok()) return s;
 
   const auto& schedule = spec.schedule();

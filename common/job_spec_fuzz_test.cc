@@ -65,7 +65,8 @@ std::vector<std::string> Dictionary() {
       "- ",   "'",   "\"",    "#",     "&a ",   "*a",    "!!str ",     "!!binary ", "!!map ", "~",
       "null", "true", "-1",   "0",     "1e309", ".nan",  "-.inf",      "0x1F",      "1.5",   "9223372036854775808",
       "\t",   "\x1b[2J", "\x07", "\r", "? ",    "|\n  ", ">-\n  ",     "<<: *a",    "%YAML 1.2\n---\n", "...",
-      ".inf", "-0.0", "-9223372036854775808", "9223372036854775807", "\xc2\x9b", "\xff", std::string(1, '\0'), "{a: [b, {c: d}]}", "[[[[[[[[",     "}}}}",
+      ".inf", "-0.0", "-9223372036854775808", "9223372036854775807",
+      "\xc2\x9b", "\xff", std::string(1, '\0'), "{a: [b, {c: d}]}", "[[[[[[[[",     "}}}}",
   };
   std::vector<const google::protobuf::Descriptor*> pending = {v1::JobSpec::descriptor()};
   while (!pending.empty()) {

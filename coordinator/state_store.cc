@@ -233,7 +233,8 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
                    "samples_per_second, loss, eval, total_steps, generation, next_generation, members, "
                    "finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since, owner, release_requested, warning, learning_rate FROM jobs");
+                   "restarts_used, last_failure, waiting_since, owner, release_requested, warning, learning_rate "
+                   "FROM jobs");
   while (select.Next()) {
     JobRecord& job = state->jobs[select.Text(0)];
     v1::JobInfo& info = job.info;
