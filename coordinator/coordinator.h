@@ -24,6 +24,7 @@
 #include "coordinator/kv_store.h"
 #include "coordinator/metrics.h"
 #include "coordinator/state_store.h"
+#include "coordinator/write_trouble.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -132,12 +133,22 @@ class Coordinator {
 
   // Writes the changed records, then Publish()es them.
   absl::Status Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the changed records in one transaction; when that fails, each
+  // record in its own, so one record that cannot be written never holds
+  // back the others. A record that failed stays unsaved: the ticker retries
+  // it, and a job's failure shows as its storage_warning until it is saved.
   absl::Status Persist(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JobSaved(const std::string& id, double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `record`: what failed to be written (job, checkpoint), for the metric.
+  void JobWriteFailed(const std::string& id, const absl::Status& status, double now,
+                      const std::string& record = "job") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops every trace of a job that was never acknowledged.
+  void ForgetUnsavedJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-memory effects of a change: fence old KV scopes, count generations,
   // wake watchers.
   void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes jobs whose latest record is not on disk yet (throttled progress,
-  // failed writes): all of them, or only those due.
+  // Writes jobs and workers whose latest record is not on disk yet
+  // (throttled progress, failed writes): all of them, or only those due.
   void FlushUnsavedJobs(double now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckGeneration(const std::string& job_id, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
@@ -154,6 +165,10 @@ class Coordinator {
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> progress_saved_at_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> unsaved_jobs_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> unsaved_workers_ ABSL_GUARDED_BY(mu_);
+  WriteTrouble worker_trouble_ ABSL_GUARDED_BY(mu_);  // while unsaved_workers_ is not empty
+  // Jobs whose last write failed, by id (see write_trouble.h).
+  std::map<std::string, WriteTrouble> write_trouble_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Clock time of the last upkeep round (Tick), to detect our own pauses.
