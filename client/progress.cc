@@ -65,6 +65,8 @@ std::string Details(const v1::JobInfo& job, double observed_steps_per_second) {
     std::optional<double> eta = EstimateEtaSeconds(job, observed_steps_per_second);
     absl::StrAppend(&text, " | ETA ", eta.has_value() ? FormatDuration(*eta) : "?");
   }
+  // Last: it can be long (a storage error, a skipped checkpoint and why).
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return text;
 }
 
@@ -94,6 +96,7 @@ std::string FinalSummary(const v1::JobInfo& job) {
   if (job.step() > 0) absl::StrAppend(&text, " | final loss ", FormatLoss(job.loss()));
   if (!job.eval().empty()) absl::StrAppend(&text, " | eval ", FormatEval(job.eval()));
   if (!job.reason().empty()) absl::StrAppend(&text, " | reason: ", job.reason());
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return EscapeControlChars(text);
 }
 

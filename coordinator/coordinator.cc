@@ -462,6 +462,11 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   if (request.step() < 0) return absl::InvalidArgumentError("step: must be >= 0");
   if (request.samples_in_epoch() < 0) return absl::InvalidArgumentError("samples_in_epoch: must be >= 0");
   absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
+    v1::CommitCheckpointResponse response;
+    *response.mutable_checkpoint() = *listed;
+    return response;
+  }
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
   }
@@ -492,8 +497,17 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
             << " recorded (" << request.path() << ")";
   v1::CommitCheckpointResponse response;
   *response.mutable_checkpoint() = checkpoint;
-  for (const v1::CheckpointInfo& old : dropped) response.add_delete_paths(old.path());
+  for (const v1::CheckpointInfo& old : dropped) {
+    // A path written again is the new entry's folder now: it stays.
+    if (old.path() != checkpoint.path()) response.add_delete_paths(old.path());
+  }
   return response;
+}
+
+std::optional<v1::CheckpointInfo> Coordinator::ListedCheckpoint(const v1::CommitCheckpointRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) return *listed;
+  return std::nullopt;
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request) {

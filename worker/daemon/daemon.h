@@ -15,6 +15,7 @@
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/backoff.h"
 #include "worker/daemon/trainer_supervisor.h"
+#include "worker/daemon/unrecorded_checkpoints.h"
 #include "worker/daemon/worker_metrics.h"
 
 namespace herd::worker {
@@ -38,6 +39,9 @@ struct DaemonOptions {
   std::function<void(bool registered)> on_registered;
   // How long Drain() waits for the trainers to leave before stopping them.
   std::chrono::milliseconds drain_timeout{50000};
+  // The trainers' checkpoint storage: the daemon removes what the
+  // coordinator refuses or retires among the records it delivers for them.
+  std::string checkpoint_root;
 };
 
 class Daemon {
@@ -88,6 +92,8 @@ class Daemon {
   std::chrono::milliseconds lease_{0};
   std::chrono::milliseconds RetryDelay(Backoff& backoff) const;
   bool ready_file_written_ = false;
+  // Touched by the heartbeat only (Run's thread).
+  UnrecordedCheckpoints unrecorded_checkpoints_;
   std::thread reap_thread_;
 
   absl::Mutex mu_;
