@@ -23,7 +23,8 @@ using std::chrono::seconds;
 // The catalog's checkpoints of a job: step -> path.
 std::map<int64_t, std::string> Catalog(LocalCluster& cluster, const std::string& id) {
   std::map<int64_t, std::string> steps;
-  for (const auto& c : cluster.HerdJson({"checkpoints", id})["checkpoints"]) {
+  const nlohmann::json listed = cluster.HerdJson({"checkpoints", id});  // outlives the loop
+  for (const auto& c : listed["checkpoints"]) {
     steps[c["step"].get<int64_t>()] = c["path"].get<std::string>();
   }
   return steps;
