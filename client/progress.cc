@@ -68,6 +68,8 @@ std::string Details(const v1::JobInfo& job, double observed_steps_per_second) {
   // The coordinator cannot save the job: what this line shows may not survive
   // a coordinator restart.
   if (!job.storage_warning().empty()) absl::StrAppend(&text, " | STORAGE: ", job.storage_warning());
+  // Last: it can be long (a storage error, a skipped checkpoint and why).
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return text;
 }
 
@@ -99,6 +101,7 @@ std::string FinalSummary(const v1::JobInfo& job) {
   if (job.step() > 0) absl::StrAppend(&text, " | final loss ", FormatLoss(job.loss()));
   if (!job.eval().empty()) absl::StrAppend(&text, " | eval ", FormatEval(job.eval()));
   if (!job.reason().empty()) absl::StrAppend(&text, " | reason: ", job.reason());
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return EscapeControlChars(text);
 }
 

@@ -67,6 +67,17 @@ TEST(ProgressTest, LinesShowTheCoordinatorsStorageTrouble) {
   EXPECT_THAT(PlainProgressLine(job, 0), ::testing::HasSubstr("PENDING | STORAGE: the coordinator cannot persist"));
 }
 
+TEST(ProgressTest, LinesAndSummaryShowTheWarning) {
+  v1::JobInfo job = RunningJob();
+  job.set_warning("unusable checkpoint skipped (j/step-0000000060: corrupt); resumed from j/step-0000000050 at step 50");
+  const std::string tail =
+      " | warning: unusable checkpoint skipped (j/step-0000000060: corrupt); resumed from j/step-0000000050 at step 50";
+  EXPECT_THAT(TtyProgressLine(job, 10), ::testing::EndsWith(tail));
+  EXPECT_THAT(PlainProgressLine(job, 10), ::testing::EndsWith(tail));
+  job.set_state(v1::SUCCEEDED);
+  EXPECT_THAT(FinalSummary(job), ::testing::EndsWith(tail));
+}
+
 TEST(ProgressTest, PendingShowsTheReason) {
   v1::JobInfo job;
   job.set_state(v1::PENDING);

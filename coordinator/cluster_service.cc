@@ -126,6 +126,13 @@ grpc::Status ClusterServiceImpl::CommitCheckpoint(grpc::ServerContext* context,
                                                   const v1::CommitCheckpointRequest* request,
                                                   v1::CommitCheckpointResponse* response) {
   return edge_->Handle("CommitCheckpoint", Api::kCluster, *context, [&](const Principal& caller) {
+    // Delivered again (a lost answer, or the daemon of a trainer that exited
+    // before its record was answered): the entry listed, whatever generation
+    // runs now, so a recorded checkpoint is never taken for a refused one.
+    if (auto listed = coordinator_->ListedCheckpoint(*request); listed.has_value()) {
+      *response->mutable_checkpoint() = *std::move(listed);
+      return absl::OkStatus();
+    }
     // Rank 0 writes checkpoints.
     if (auto status = CheckMember("CommitCheckpoint", caller, request->job_id(), request->generation(), 0);
         !status.ok()) {

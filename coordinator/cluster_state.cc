@@ -199,13 +199,31 @@ const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std:
 std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,
                                                  int64_t keep) {
   std::vector<v1::CheckpointInfo>& catalog = state.checkpoints[checkpoint.job_id()];
+  std::vector<v1::CheckpointInfo> dropped;
+  for (auto it = catalog.begin(); it != catalog.end();) {
+    if (it->path() != checkpoint.path()) {
+      ++it;
+      continue;
+    }
+    dropped.push_back(*it);
+    it = catalog.erase(it);
+  }
   catalog.push_back(checkpoint);
   const size_t limit = static_cast<size_t>(std::max<int64_t>(keep, 1));
-  if (catalog.size() <= limit) return {};
+  if (catalog.size() <= limit) return dropped;
   const auto excess = catalog.begin() + (catalog.size() - limit);
-  std::vector<v1::CheckpointInfo> dropped(catalog.begin(), excess);
+  dropped.insert(dropped.end(), catalog.begin(), excess);
   catalog.erase(catalog.begin(), excess);
   return dropped;
+}
+
+const v1::CheckpointInfo* ListedCheckpoint(const ClusterState& state, const v1::CommitCheckpointRequest& record) {
+  auto it = state.checkpoints.find(record.job_id());
+  if (it == state.checkpoints.end()) return nullptr;
+  for (const v1::CheckpointInfo& listed : it->second) {
+    if (listed.path() == record.path() && listed.sha256() == record.sha256()) return &listed;
+  }
+  return nullptr;
 }
 
 }  // namespace herd::coordinator

@@ -208,8 +208,16 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report);
 const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std::string& job_id);
 
 // Adds a checkpoint to its job's catalog and drops the entries beyond the
-// newest `keep`; returns the dropped ones (oldest first).
+// newest `keep`; returns the dropped ones (oldest first). An entry of the
+// same path (the step written again after a rollback) is dropped too: the
+// folder is the new checkpoint's now, so its path must not be deleted.
 std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,
                                                  int64_t keep);
+
+// The catalog's entry for this very checkpoint (same job, path and manifest
+// digest), or nullptr: a record delivered twice (a lost answer, or the
+// worker daemon delivering what an exited trainer left) is answered with it
+// instead of listed twice.
+const v1::CheckpointInfo* ListedCheckpoint(const ClusterState& state, const v1::CommitCheckpointRequest& record);
 
 }  // namespace herd::coordinator

@@ -560,6 +560,11 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
   if (auto status = ValidateCheckpointRecord(request); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
+    v1::CommitCheckpointResponse response;
+    *response.mutable_checkpoint() = *listed;
+    return response;
+  }
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
   }
@@ -593,8 +598,17 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
             << " recorded (" << request.path() << ")";
   v1::CommitCheckpointResponse response;
   *response.mutable_checkpoint() = checkpoint;
-  for (const v1::CheckpointInfo& old : dropped) response.add_delete_paths(old.path());
+  for (const v1::CheckpointInfo& old : dropped) {
+    // A path written again is the new entry's folder now: it stays.
+    if (old.path() != checkpoint.path()) response.add_delete_paths(old.path());
+  }
   return response;
+}
+
+std::optional<v1::CheckpointInfo> Coordinator::ListedCheckpoint(const v1::CommitCheckpointRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) return *listed;
+  return std::nullopt;
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -113,6 +114,10 @@ class Coordinator {
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+  // The catalog's entry for this very checkpoint, if listed (ListedCheckpoint
+  // in cluster_state.h): answered before fencing, so a record delivered again
+  // after its generation ended is never taken for a refused one.
+  std::optional<v1::CheckpointInfo> ListedCheckpoint(const v1::CommitCheckpointRequest& request);
   absl::Status ReportFailure(const v1::ReportFailureRequest& request);
   // The members (by rank) of the job's current, formed generation; the
   // fencing errors of CheckCurrentGeneration otherwise. For authorization.

@@ -35,7 +35,8 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubIn
       supervisor_(supervisor),
       metrics_(metrics),
       heartbeat_interval_(options_.default_heartbeat_interval),
-      incarnation_(options_.incarnation.empty() ? NewIncarnation() : options_.incarnation) {
+      incarnation_(options_.incarnation.empty() ? NewIncarnation() : options_.incarnation),
+      unrecorded_checkpoints_(options_.checkpoint_root) {
   SetRegistered(false);
 }
 
@@ -148,13 +149,26 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
     trainer_exited_ = false;
   }
   HeartbeatReport report = supervisor_->PrepareReport();
+  auto timeout = apply_assignments ? options_.rpc_timeout : std::min(options_.rpc_timeout, kFinalHeartbeatTimeout);
+  // Exited trainers' checkpoint records go before their exits, while their
+  // generation is still the job's.
+  unrecorded_checkpoints_.Add(report.unrecorded_checkpoints);
+  unrecorded_checkpoints_.Deliver(
+      [&](const v1::CommitCheckpointRequest& record) -> absl::StatusOr<v1::CommitCheckpointResponse> {
+        v1::CommitCheckpointResponse response;
+        absl::Status status =
+            FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
+              return stub_->CommitCheckpoint(context, record, &response);
+            }));
+        if (!status.ok()) return status;
+        return response;
+      });
   v1::HeartbeatRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_draining(Draining());
   for (const std::string& job : report.running_jobs) request.add_running_jobs(job);
   for (const v1::TrainerExit& exit : report.exits) *request.add_exits() = exit;
   v1::HeartbeatResponse response;
-  auto timeout = apply_assignments ? options_.rpc_timeout : std::min(options_.rpc_timeout, kFinalHeartbeatTimeout);
   absl::Status status =
       FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
         return stub_->Heartbeat(context, request, &response);

@@ -15,6 +15,7 @@
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/backoff.h"
 #include "worker/daemon/trainer_supervisor.h"
+#include "worker/daemon/unrecorded_checkpoints.h"
 #include "worker/daemon/worker_metrics.h"
 
 namespace herd::worker {
@@ -41,6 +42,9 @@ struct DaemonOptions {
   // This process's incarnation (common/incarnation.h); empty: a fresh
   // random one (NewIncarnation). Tests pass their own.
   std::string incarnation;
+  // The trainers' checkpoint storage: the daemon removes what the
+  // coordinator refuses or retires among the records it delivers for them.
+  std::string checkpoint_root;
 };
 
 class Daemon {
@@ -94,6 +98,8 @@ class Daemon {
   std::chrono::milliseconds lease_{0};
   std::chrono::milliseconds RetryDelay(Backoff& backoff) const;
   bool ready_file_written_ = false;
+  // Touched by the heartbeat only (Run's thread).
+  UnrecordedCheckpoints unrecorded_checkpoints_;
   std::thread reap_thread_;
 
   absl::Mutex mu_;

@@ -23,6 +23,7 @@
 #include "worker/train/sharded_optimizer.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/torch_errors.h"
+#include "worker/train/checkpoint_writer.h"
 #include "worker/train/training_state.h"
 
 namespace herd {
@@ -390,10 +391,7 @@ absl::Status Trainer::CommitPoint(bool final) {
   last_commit_step_ = pos_.step;
   // Held in memory: what the next generation heals from if this one fails.
   if (auto s = Commit(); !s.ok()) return s;
-  const int64_t interval = spec_.checkpoint().interval_steps();
-  if (interval > 0 && pos_.step % interval == 0 && pos_.step != ctx_.last_checkpoint_step && join_.rank() == 0) {
-    if (auto s = SaveCheckpoint(); !s.ok()) return s;
-  }
+  if (auto s = CheckpointAtCommit(final); !s.ok()) return s;
 
   CloseProgressWindow(final);
   v1::ReportProgressRequest report;
@@ -406,7 +404,7 @@ absl::Status Trainer::CommitPoint(bool final) {
   report.set_samples_per_second(ctx_.samples_per_second);
   report.set_loss(ctx_.last_loss);
   report.set_total_steps(total_steps_);
-  report.set_checkpoint_warning(ctx_.checkpoint_warning);
+  report.set_checkpoint_warning(ctx_.CheckpointWarning());
   report.set_learning_rate(ctx_.learning_rate);
   for (const auto& [name, value] : ctx_.eval_metrics) (*report.mutable_eval())[name] = value;
   if (join_.rank() == 0) {
@@ -467,8 +465,11 @@ absl::StatusOr<bool> Trainer::CheckpointForAllLeaving() {
   bool recorded = false;
   if (join_.rank() == 0 && ctx_.reporter != nullptr) {
     // The interval may have written this very step already.
-    absl::Status saved = absl::OkStatus();
-    if (ctx_.last_checkpoint_step != pos_.step || !ctx_.checkpoint_warning.empty()) saved = SaveCheckpoint();
+    absl::Status saved = FinishCheckpointWrites();
+    if (saved.ok() && (ctx_.last_checkpoint_step != pos_.step || !ctx_.checkpoint_warning.empty())) {
+      saved = SaveCheckpoint();
+      if (saved.ok()) saved = FinishCheckpointWrites();
+    }
     if (saved.ok() && ctx_.checkpoint_warning.empty()) {
       // The peers wait in the next collective meanwhile: stay well inside
       // its timeout.
@@ -529,41 +530,63 @@ absl::Status Trainer::Run() {
 
 namespace herd {
 
-absl::Status Trainer::SaveCheckpoint() {
-  ctx_.last_checkpoint_step = pos_.step;  // tried once per step, whatever the outcome
-  auto files = SerializeTrainingState(ctx_.model.get(), ctx_.optimizer.get(),
-                                      pos_,
-                                      sync_->OuterState());
-  if (!files.ok()) return files.status();
-  auto folder = WriteCheckpointFolder(ctx_.options.checkpoint_root, ctx_.options.job_id, pos_.step, *files);
-  if (!folder.ok()) {
+absl::Status Trainer::CheckpointAtCommit(bool final) {
+  // What earlier writes came to first: a failure under on_failure: fail
+  // ends the job here, at the commit point after it.
+  if (auto s = TakeCheckpointOutcomes(); !s.ok()) return s;
+  const int64_t interval = spec_.checkpoint().interval_steps();
+  if (interval > 0 && pos_.step % interval == 0 && pos_.step != ctx_.last_checkpoint_step && join_.rank() == 0) {
+    if (auto s = SaveCheckpoint(); !s.ok()) return s;
+  }
+  // The final report tells what every write came to.
+  if (!final) return absl::OkStatus();
+  return FinishCheckpointWrites();
+}
+
+absl::Status Trainer::FinishCheckpointWrites() {
+  if (ctx_.checkpoint_writer != nullptr) ctx_.checkpoint_writer->Wait();
+  return TakeCheckpointOutcomes();
+}
+
+absl::Status Trainer::TakeCheckpointOutcomes() {
+  if (ctx_.checkpoint_writer == nullptr) return absl::OkStatus();
+  for (const CheckpointOutcome& outcome : ctx_.checkpoint_writer->TakeFinished()) {
+    if (outcome.status.ok()) {
+      ctx_.checkpoint_warning.clear();
+      continue;
+    }
     // Storage trouble (full, read-only, missing, failing) costs the job one
     // checkpoint, not its progress, unless the job asked to fail.
-    if (ctx_.metrics != nullptr) ctx_.metrics->ObserveCheckpointFailure();
-    const std::string cause = absl::StrCat("checkpoint at step ", pos_.step, " failed: ", folder.status().message());
+    const std::string cause =
+        absl::StrCat("checkpoint at step ", outcome.step, " failed: ", outcome.status.message());
     if (spec_.checkpoint().on_failure() == "fail") {
       return absl::Status(absl::StatusCode::kResourceExhausted, absl::StrCat(cause, " (checkpoint.on_failure: fail)"));
     }
     LOG(WARNING) << cause << "; training goes on (checkpoint.on_failure: continue)";
     if (ctx_.checkpoint_warning.empty()) ctx_.checkpoint_warning = cause;
-    return absl::OkStatus();
   }
-  ctx_.checkpoint_warning.clear();
-  // Recorded only now that it is complete on disk, off the step loop.
-  v1::CommitCheckpointRequest request;
-  request.set_job_id(ctx_.options.job_id);
-  request.set_generation(join_.generation());
-  request.set_step(pos_.step);
-  request.set_epoch(pos_.epoch);
-  request.set_samples_in_epoch(pos_.samples_in_epoch);
-  request.set_path(folder->relative_path);
-  request.set_size_bytes(folder->size_bytes);
-  request.set_sha256(folder->manifest_sha256);
-  if (ctx_.reporter != nullptr) ctx_.reporter->PostCheckpoint(std::move(request));
-  if (ctx_.metrics != nullptr) ctx_.metrics->SetLastCheckpoint(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-  LOG(INFO) << "checkpoint at step " << pos_.step << " (" << folder->size_bytes << " bytes) written to "
-            << folder->relative_path;
   return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveCheckpoint() {
+  ctx_.last_checkpoint_step = pos_.step;  // tried once per step, whatever the outcome
+  if (ctx_.checkpoint_writer == nullptr) {
+    CheckpointWriterOptions options;
+    options.root = ctx_.options.checkpoint_root;
+    options.job_id = ctx_.options.job_id;
+    options.make_optimizer = [optimizer = spec_.optimizer()](std::vector<torch::Tensor> params) {
+      return MakeOptimizer(optimizer, std::move(params));
+    };
+    options.reporter = ctx_.reporter;
+    options.metrics = ctx_.metrics;
+    options.before_write = ctx_.options.checkpoint_before_write;
+    ctx_.checkpoint_writer = std::make_unique<CheckpointWriter>(std::move(options));
+  }
+  // Only the host copy happens here; the files are written off the step
+  // loop (a second save waits for the first).
+  return ctx_.checkpoint_writer->Save(ctx_.model.get(), ctx_.optimizer.get(),
+                                      pos_, sync_->OuterState(),
+                                      join_.generation(), ctx_.learning_rate);
 }
 
 absl::Status Trainer::RestoreFromCheckpoint() {
@@ -573,19 +596,23 @@ absl::Status Trainer::RestoreFromCheckpoint() {
   for (const auto& folder : ListCheckpointFolders(ctx_.options.checkpoint_root, ctx_.options.job_id)) {
     if (folder.relative_path != join_.checkpoint_path()) candidates.push_back(folder.relative_path);
   }
+  std::vector<std::string> skipped;  // "PATH: why", newest first
   for (const auto& path : candidates) {
     auto files = ReadCheckpointFolder(ctx_.options.checkpoint_root, path);
-    if (!files.ok()) {
-      LOG(WARNING) << "skipping checkpoint " << path << ": " << files.status();
-      continue;
-    }
-    if (absl::Status restored = RestoreFiles(*files); !restored.ok()) {
+    absl::Status restored = files.ok() ? RestoreFiles(*files) : files.status();
+    if (!restored.ok()) {
       LOG(WARNING) << "skipping checkpoint " << path << ": " << restored;
+      skipped.push_back(absl::StrCat(path, ": ", restored.message()));
       continue;
     }
     ctx_.last_checkpoint_step = pos_.step;
     LOG(INFO) << "resumed from checkpoint " << path << " at step " << pos_.step << " (epoch " << pos_.epoch << ", "
               << pos_.samples_in_epoch << " samples into it)";
+    if (!skipped.empty()) {
+      // Users see the fallback in herd status and herd watch, not only here.
+      ctx_.restore_warning = absl::StrCat("unusable checkpoint skipped (", absl::StrJoin(skipped, "; "),
+                                          "); resumed from ", path, " at step ", pos_.step);
+    }
     return absl::OkStatus();
   }
   return absl::DataLossError(absl::StrCat("no usable checkpoint for job ", ctx_.options.job_id, " under ",

@@ -59,7 +59,13 @@ class Trainer {
   void CloseProgressWindow(bool final);
   absl::Status RunEval();
   absl::Status SaveFinalModel();
+  // Rank 0 at a commit point: collects what earlier checkpoint writes came
+  // to (checkpoint.on_failure), starts one when due, and at the final one
+  // waits for the writes.
+  absl::Status CheckpointAtCommit(bool final);
   absl::Status SaveCheckpoint();
+  absl::Status FinishCheckpointWrites();
+  absl::Status TakeCheckpointOutcomes();
   absl::Status RestoreFromCheckpoint();
   // Where this generation starts: the newest in-memory commit of any rank,
   // else the newest checkpoint, else rank 0's fresh parameters.

@@ -88,4 +88,10 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   return context;
 }
 
+std::string TrainingContext::CheckpointWarning() const {
+  if (restore_warning.empty()) return checkpoint_warning;
+  if (checkpoint_warning.empty()) return restore_warning;
+  return absl::StrCat(checkpoint_warning, "; ", restore_warning);
+}
+
 }  // namespace herd

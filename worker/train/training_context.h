@@ -21,6 +21,7 @@
 #include "worker/contract/trainer_contract.h"
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
+#include "worker/train/checkpoint_writer.h"
 #include "worker/train/host_reads.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/sample_ledger.h"
@@ -56,6 +57,9 @@ struct TrainerOptions {
   // step boundary (0: none); read at the same commit points, set together
   // with leave_request.
   std::function<int64_t()> reform_requested_generation;
+  // Tests: runs on the checkpoint writer's thread before each write
+  // (checkpoint_writer.h), to hold a write in flight.
+  std::function<void(int64_t step)> checkpoint_before_write;
 };
 
 // Since the last commit point: what the next progress report averages.
@@ -123,6 +127,15 @@ struct TrainingContext {
   v1::ReportProgressRequest last_report;
   // The first checkpoint failure not yet reported (herd status shows it).
   std::string checkpoint_warning;
+  // Set when training resumed from an older checkpoint than the newest
+  // (corrupt, truncated): which one was skipped and why. Kept for the job's
+  // life in this process.
+  std::string restore_warning;
+  // What progress reports carry as the job's warning: both of the above.
+  std::string CheckpointWarning() const;
+  // Rank 0 writes checkpoints off the step loop (made at its first save);
+  // the process waits for it before it exits.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer;
 
  private:
   TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
