@@ -101,6 +101,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
   if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
+  if (spec->on_nonfinite().empty()) spec->set_on_nonfinite("fail");
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
@@ -270,6 +271,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
     return s;
   }
+  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
   if (spec.eval().interval_steps() < 0) return Bad("eval.interval_steps", "must be >= 0");
   if (spec.eval().max_samples() < 0) return Bad("eval.max_samples", "must be >= 0");
   return absl::OkStatus();

@@ -22,6 +22,7 @@
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
 #include "worker/train/host_reads.h"
+#include "worker/train/nonfinite_watch.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/sampler.h"
@@ -67,6 +68,7 @@ struct ProgressWindow {
 
   torch::Tensor loss_sum;  // float64 on the device: sum over samples of the loss
   int64_t loss_count = 0;  // samples in loss_sum
+  NonFiniteWatch nonfinite;  // on_nonfinite: fail
   int64_t samples = 0;     // global samples trained in the window
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -90,6 +92,7 @@ struct TrainingContext {
   const TrainerOptions options;
   const torch::Device device;
   const SyncConfig sync;  // the spec's sync.* settings, parsed once (typed)
+  const NonFinitePolicy on_nonfinite;
   TrainerMetrics* const metrics;
   SampleLedger* const ledger;
   ProgressReporter* const reporter;
@@ -123,10 +126,14 @@ struct TrainingContext {
   v1::ReportProgressRequest last_report;
   // The first checkpoint failure not yet reported (herd status shows it).
   std::string checkpoint_warning;
+  // on_nonfinite: skip_step: steps dropped so far, and the warning saying so.
+  int64_t nonfinite_steps_skipped = 0;
+  std::string nonfinite_warning;
 
  private:
   TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
-                  TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter);
+                  NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
+                  ProgressReporter* reporter);
 };
 
 }  // namespace herd
