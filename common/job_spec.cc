@@ -153,6 +153,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
   if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
+  if (spec->on_nonfinite().empty()) spec->set_on_nonfinite("fail");
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
@@ -348,6 +349,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
     return s;
   }
+  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
   if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
   return absl::OkStatus();

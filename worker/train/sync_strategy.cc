@@ -76,6 +76,7 @@ class ShardedAllReduceStrategy : public AllReduceStrategy {
 
   absl::Status Update(bool local, const UpdateInputs& in) override {
     if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
+    if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
     if (in.grad_clip_norm > 0) {
       // Each rank holds the summed gradient of its own pieces only: the norm
       // comes from every rank's pieces.
@@ -243,6 +244,7 @@ class AveragingStrategy : public SyncStrategy {
 
 SyncStrategy::SyncStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config)
     : params_(params),
+      data_(data),
       gradients_(std::make_unique<GradientSync>(std::move(params), data, GradientOptions(config))) {}
 
 SyncStrategy::~SyncStrategy() = default;
@@ -251,10 +253,35 @@ void SyncStrategy::ArmBackward() { gradients_->ArmForBackward(); }
 
 absl::Status SyncStrategy::Update(bool local, const UpdateInputs& in) {
   if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
+  if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
   // The rule the sharded path applies too, without a host read.
-  if (in.grad_clip_norm > 0) ClipGradNormOnDevice(params_, in.grad_clip_norm);
-  in.optimizer->step();
+  if (in.grad_clip_norm > 0) last_step_.grad_norm = ClipGradNormOnDevice(params_, in.grad_clip_norm);
+  if (!fused_.Step(*in.optimizer)) in.optimizer->step();
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> SyncStrategy::AgreeToSkip(const UpdateInputs& in) {
+  if (!in.skip_nonfinite) return false;
+  torch::NoGradGuard no_grad;
+  const torch::Device device = params_.empty() ? torch::Device(torch::kCPU) : params_.front().device();
+  // The squares of float32 values cannot overflow a float64 sum: it is
+  // finite exactly when every gradient element is.
+  torch::Tensor squares = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  for (const torch::Tensor& p : params_) {
+    if (p.grad().defined() && p.grad().numel() > 0) squares = squares + p.grad().to(torch::kFloat64).pow(2).sum();
+  }
+  torch::Tensor bad = torch::logical_not(torch::isfinite(squares));
+  if (in.step_loss.defined()) bad = bad.logical_or(torch::logical_not(torch::isfinite(in.step_loss.to(device))));
+  // Summed over ranks (on the data communicator's device): every rank
+  // decides on the same count.
+  torch::Tensor flag = bad.to(torch::kFloat32).reshape({1}).contiguous();
+  if (data_->size() > 1) {
+    if (auto s = data_->AllReduce(flag.data_ptr(), 1, DataType::kFloat32); !s.ok()) {
+      return AtStep(s, "non-finite agreement all-reduce", in.step);
+    }
+  }
+  last_step_.skipped = in.host_reads->Read(flag) > 0;
+  return last_step_.skipped;
 }
 
 absl::Status SyncStrategy::FinishGradients(bool local, int64_t step) {

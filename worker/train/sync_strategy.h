@@ -36,7 +36,9 @@
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
 #include "worker/models/model.h"
+#include "worker/train/fused_optimizer.h"
 #include "worker/train/gradient_sync.h"
+#include "worker/train/host_reads.h"
 #include "worker/train/state_snapshot.h"
 #include "worker/train/sync_config.h"
 #include "worker/train/sync_traffic.h"
@@ -64,6 +66,10 @@ struct SyncStepCost {
   double finish_seconds = 0;
   int64_t wire_bytes = 0;  // counted into SyncTraffic::wire_bytes at this step
   int launched_during_backward = 0;
+  // on_nonfinite: skip_step: the ranks agreed to drop this step (no update).
+  bool skipped = false;
+  // The gradient norm where clipping computed it on the device (else undefined).
+  torch::Tensor grad_norm;
 };
 
 // What the update of one step needs from the trainer.
@@ -71,6 +77,12 @@ struct UpdateInputs {
   torch::optim::Optimizer* optimizer = nullptr;  // its learning rate already set
   double grad_clip_norm = 0;                     // 0: no clipping
   int64_t step = 0;                              // steps done before this one (errors name it)
+  // on_nonfinite: skip_step: the step is dropped on every rank when any
+  // rank's `step_loss` (its losses summed, on the device) or gradients hold
+  // a NaN or infinity; one all-reduce of a flag and one host read decide.
+  bool skip_nonfinite = false;
+  torch::Tensor step_loss;
+  HostReads* host_reads = nullptr;
 };
 
 class SyncStrategy {
@@ -140,6 +152,9 @@ class SyncStrategy {
   // Update's first part: the gradient sync finished (timed into last_step_),
   // or nothing on a local step.
   absl::Status FinishGradients(bool local, int64_t step);
+  // Update's second part (skip_nonfinite): whether every rank drops the
+  // step; sets last_step_.skipped. A collective.
+  absl::StatusOr<bool> AgreeToSkip(const UpdateInputs& in);
   // Counts bytes and wait into `traffic` and the step's cost: every count
   // goes through here.
   void Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_seconds);
@@ -149,7 +164,9 @@ class SyncStrategy {
   static absl::Status AtStep(const absl::Status& s, const char* what, int64_t step);
 
   std::vector<torch::Tensor> params_;
+  Communicator* data_;
   std::unique_ptr<GradientSync> gradients_;
+  FusedOptimizerStep fused_;  // CUDA: the optimizer step as fused kernels
   SyncStepCost last_step_;
 };
 

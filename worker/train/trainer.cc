@@ -214,7 +214,8 @@ std::vector<StepSlice> Trainer::NextMicroBatches() const {
   return micros;
 }
 
-void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats) {
+void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
+                              ProgressWindow* losses) {
   Batch batch = ctx_.train->Get(indices);
   if (ctx_.device.is_cuda()) {
     // Pinned host memory lets the copy run asynchronously to the GPU.
@@ -232,9 +233,12 @@ void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share,
   (out.loss * share).backward();
   stats->backward_seconds += timer->Lap();
   stats->local_samples += static_cast<int64_t>(indices.size());
-  // Summed on the device, read at the next report: no host sync per step.
-  ctx_.window.loss_sum.add_(out.loss.detach().to(torch::kFloat64), static_cast<double>(indices.size()));
-  ctx_.window.loss_count += static_cast<int64_t>(indices.size());
+  // Summed and checked on the device, read at the next report: no host sync per step.
+  losses->loss_sum.add_(out.loss.detach().to(torch::kFloat64), static_cast<double>(indices.size()));
+  losses->loss_count += static_cast<int64_t>(indices.size());
+  if (ctx_.on_nonfinite == NonFinitePolicy::kFail) {
+    ctx_.window.nonfinite.Observe(out.loss, pos_.step + 1, NonFiniteWatch::kLoss);
+  }
 }
 
 absl::Status Trainer::TrainStep() {
@@ -255,6 +259,10 @@ absl::Status Trainer::TrainStep() {
   }
   StepTimer timer;  // for metrics: a few clock reads per micro-batch
   StepStats stats;
+  // skip_step holds the step's losses until the step is kept.
+  const bool may_skip = ctx_.on_nonfinite == NonFinitePolicy::kSkipStep;
+  ProgressWindow step_losses;
+  if (may_skip) step_losses.Reset(ctx_.device, step_losses.start);
   ZeroGrads();
   for (size_t m = 0; m < micros.size(); ++m) {
     if (m + 1 == micros.size() && !local) sync_->ArmBackward();
@@ -265,13 +273,16 @@ absl::Status Trainer::TrainStep() {
     // Scaled so that summing gradients over ranks yields the global-batch
     // mean; a local step takes the mean over this rank's samples instead.
     ForwardBackward(indices, static_cast<double>(indices.size()) / static_cast<double>(local ? mine : global), &timer,
-                    &stats);
+                    &stats, may_skip ? &step_losses : &ctx_.window);
   }
   if (!replica_sum_->status().ok()) return replica_sum_->status();
   timer.Lap();
   ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, pos_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
-  if (auto s = sync_->Update(local, {ctx_.optimizer.get(), spec_.grad_clip_norm(), pos_.step}); !s.ok()) return s;
+  const UpdateInputs update{ctx_.optimizer.get(), spec_.grad_clip_norm(), pos_.step, may_skip,
+                            step_losses.loss_sum, &ctx_.host_reads};
+  if (auto s = sync_->Update(local, update); !s.ok()) return s;
+  KeepOrDropStep(step_losses);
   // The sync measures its own wait; the rest of the update is the optimizer's.
   stats.optimizer_seconds = timer.Lap() - sync_->last_step().finish_seconds;
   stats.step_seconds = timer.Total();
@@ -291,6 +302,29 @@ absl::Status Trainer::TrainStep() {
   return absl::OkStatus();
 }
 
+void Trainer::KeepOrDropStep(const ProgressWindow& step_losses) {
+  const SyncStepCost& update = sync_->last_step();
+  if (ctx_.on_nonfinite == NonFinitePolicy::kFail) {
+    if (update.grad_norm.defined()) {
+      ctx_.window.nonfinite.Observe(update.grad_norm, pos_.step + 1, NonFiniteWatch::kGradientNorm);
+    }
+    return;
+  }
+  if (!update.skipped) {
+    ctx_.window.loss_sum.add_(step_losses.loss_sum);
+    ctx_.window.loss_count += step_losses.loss_count;
+    return;
+  }
+  // Every rank saw the same flag: every rank drops this step.
+  ++ctx_.nonfinite_steps_skipped;
+  if (ctx_.metrics != nullptr) ctx_.metrics->ObserveNonFiniteSkip();
+  LOG(WARNING) << "step " << pos_.step + 1
+               << " skipped: a loss or gradient was NaN or infinite on some rank (on_nonfinite: skip_step)";
+  ctx_.nonfinite_warning = absl::StrCat(ctx_.nonfinite_steps_skipped, ctx_.nonfinite_steps_skipped == 1 ? " step" : " steps",
+                                        " skipped for a NaN or infinite loss or gradient (on_nonfinite: skip_step), "
+                                        "the last at step ", pos_.step + 1);
+}
+
 void Trainer::ObserveStep(StepStats stats) const {
   if (ctx_.metrics == nullptr) return;
   const SyncStepCost& sync = sync_->last_step();
@@ -304,7 +338,7 @@ void Trainer::ObserveStep(StepStats stats) const {
   ctx_.metrics->ObserveSyncTraffic(ctx_.traffic);
 }
 
-void Trainer::CloseProgressWindow(bool final) {
+absl::Status Trainer::CloseProgressWindow(bool final) {
   ProgressWindow& window = ctx_.window;
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - window.start).count();
@@ -317,12 +351,18 @@ void Trainer::CloseProgressWindow(bool final) {
   } else if (window.samples > 0 && seconds > 0) {
     ctx_.samples_per_second = static_cast<double>(window.samples) / seconds;
   }
-  // The window's one host read.
+  // The window's one host read: its loss and (on_nonfinite: fail) the
+  // first non-finite value of its steps.
   if (window.loss_count > 0) {
-    ctx_.last_loss = ctx_.host_reads.Read(window.loss_sum) / static_cast<double>(window.loss_count);
+    std::vector<torch::Tensor> values = window.nonfinite.Tensors();
+    values.push_back(window.loss_sum);
+    const std::vector<double> read = ctx_.host_reads.Read(values);
+    if (auto s = NonFiniteWatch::Verdict(read[0], read[1], read[2]); !s.ok()) return s;
+    ctx_.last_loss = read[3] / static_cast<double>(window.loss_count);
   }
   if (ctx_.metrics != nullptr) ctx_.metrics->SetLoss(ctx_.last_loss);
   window.Reset(ctx_.device, now);
+  return absl::OkStatus();
 }
 
 StepBoundary Trainer::Boundary() const {
@@ -393,7 +433,7 @@ absl::Status Trainer::CommitPoint(bool final) {
   if (auto s = Commit(); !s.ok()) return s;
   if (auto s = CheckpointAtCommit(final); !s.ok()) return s;
 
-  CloseProgressWindow(final);
+  if (auto s = CloseProgressWindow(final); !s.ok()) return s;
   v1::ReportProgressRequest report;
   report.set_job_id(ctx_.options.job_id);
   report.set_generation(join_.generation());

@@ -50,13 +50,22 @@ class Trainer {
   // The next step's micro-batches from the current position.
   std::vector<StepSlice> NextMicroBatches() const;
   // One micro-batch's forward and backward, its loss scaled by `share`.
-  void ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats);
+  // Its loss goes into `losses` (the progress window, or the step's own
+  // under on_nonfinite: skip_step).
+  void ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
+                       ProgressWindow* losses);
+  // After the update: the step's losses join the window unless the ranks
+  // dropped the step (skip_step: counted and warned), and the gradient norm
+  // is checked (fail).
+  void KeepOrDropStep(const ProgressWindow& step_losses);
   // The step's metrics (with what the sync cost), where metrics are kept.
   void ObserveStep(StepStats stats) const;
   absl::Status CommitPoint(bool final);
   // At a commit point: the report's loss and throughput from the progress
   // window (its one host read), and a new window.
-  void CloseProgressWindow(bool final);
+  // INVALID_ARGUMENT (the job fails) when on_nonfinite: fail saw a
+  // non-finite loss or gradient norm since the last commit point.
+  absl::Status CloseProgressWindow(bool final);
   absl::Status RunEval();
   absl::Status SaveFinalModel();
   // Rank 0 at a commit point: collects what earlier checkpoint writes came

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/liveness.h"
 #include "worker/train/optimizer_factory.h"
@@ -13,18 +14,21 @@ namespace herd {
 void ProgressWindow::Reset(const torch::Device& device, std::chrono::steady_clock::time_point now) {
   loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   loss_count = 0;
+  nonfinite.Reset(device);
   samples = 0;
   start = now;
 }
 
 TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
-                                 TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter)
+                                 NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
+                                 ProgressReporter* reporter)
     : spec(spec),
       seed(seed),
       options(std::move(options)),
       device(this->options.device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, this->options.gpu))
                                             : torch::Device(torch::kCPU)),
       sync(std::move(sync)),
+      on_nonfinite(on_nonfinite),
       metrics(metrics),
       ledger(ledger),
       reporter(reporter) {}
@@ -41,8 +45,10 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   const auto start = std::chrono::steady_clock::now();
   auto sync = ParseSyncConfig(spec.sync());
   if (!sync.ok()) return sync.status();
-  std::unique_ptr<TrainingContext> context(
-      new TrainingContext(spec, seed, std::move(options), *std::move(sync), metrics, ledger, reporter));
+  NonFinitePolicy on_nonfinite;
+  if (auto s = ParseNonFinitePolicy(spec.on_nonfinite(), &on_nonfinite); !s.ok()) return s;
+  std::unique_ptr<TrainingContext> context(new TrainingContext(spec, seed, std::move(options), *std::move(sync),
+                                                               on_nonfinite, metrics, ledger, reporter));
   MarkAlive();
   if (context->device.is_cuda()) {
     if (!torch::cuda::is_available()) {
@@ -89,9 +95,11 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
 }
 
 std::string TrainingContext::CheckpointWarning() const {
-  if (restore_warning.empty()) return checkpoint_warning;
-  if (checkpoint_warning.empty()) return restore_warning;
-  return absl::StrCat(checkpoint_warning, "; ", restore_warning);
+  std::vector<std::string> warnings;
+  for (const std::string* w : {&checkpoint_warning, &restore_warning, &nonfinite_warning}) {
+    if (!w->empty()) warnings.push_back(*w);
+  }
+  return absl::StrJoin(warnings, "; ");
 }
 
 }  // namespace herd

@@ -23,6 +23,7 @@
 #include "worker/models/model.h"
 #include "worker/train/checkpoint_writer.h"
 #include "worker/train/host_reads.h"
+#include "worker/train/nonfinite_watch.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/sampler.h"
@@ -71,6 +72,7 @@ struct ProgressWindow {
 
   torch::Tensor loss_sum;  // float64 on the device: sum over samples of the loss
   int64_t loss_count = 0;  // samples in loss_sum
+  NonFiniteWatch nonfinite;  // on_nonfinite: fail
   int64_t samples = 0;     // global samples trained in the window
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -94,6 +96,7 @@ struct TrainingContext {
   const TrainerOptions options;
   const torch::Device device;
   const SyncConfig sync;  // the spec's sync.* settings, parsed once (typed)
+  const NonFinitePolicy on_nonfinite;
   TrainerMetrics* const metrics;
   SampleLedger* const ledger;
   ProgressReporter* const reporter;
@@ -131,15 +134,20 @@ struct TrainingContext {
   // (corrupt, truncated): which one was skipped and why. Kept for the job's
   // life in this process.
   std::string restore_warning;
-  // What progress reports carry as the job's warning: both of the above.
+  // What progress reports carry as the job's warning: storage trouble, a
+  // fallback to an older checkpoint and skipped non-finite steps alike.
   std::string CheckpointWarning() const;
   // Rank 0 writes checkpoints off the step loop (made at its first save);
   // the process waits for it before it exits.
   std::unique_ptr<CheckpointWriter> checkpoint_writer;
+  // on_nonfinite: skip_step: steps dropped so far, and the warning saying so.
+  int64_t nonfinite_steps_skipped = 0;
+  std::string nonfinite_warning;
 
  private:
   TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
-                  TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter);
+                  NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
+                  ProgressReporter* reporter);
 };
 
 }  // namespace herd
