@@ -108,10 +108,7 @@ class LocalCluster:
             raise
 
     def _start_all(self, bin_dir, world, worker_hosts, worker_prefix, worker_args):
-        self._start([f"{bin_dir}/coordinator/herd-coordinator", f"--listen={self.address}",
-                     "--metrics-listen=", f"--state-dir={self.dir}/state", "--insecure-no-auth",
-                     f"--ready-file={self.dir}/coordinator.json"], "coordinator")
-        self._wait_ready(f"{self.dir}/coordinator.json")
+        self.start_coordinator()
         for i in range(world):
             listen = [f"--listen={worker_hosts[i]}"] if worker_hosts else []
             extra = list(worker_args(i))
@@ -137,6 +134,23 @@ class LocalCluster:
             if time.time() > deadline:
                 raise RuntimeError(f"timed out waiting for {path}")
             time.sleep(0.05)
+
+    def start_coordinator(self):
+        """Starts the coordinator as procs[0] (again, after a kill: same
+        address and state dir, so the workers find it and it recovers)."""
+        ready = f"{self.dir}/coordinator.json"
+        if os.path.exists(ready):
+            os.remove(ready)
+        argv = [f"{self.bin}/coordinator/herd-coordinator", f"--listen={self.address}", "--metrics-listen=",
+                f"--state-dir={self.dir}/state", "--insecure-no-auth", f"--ready-file={ready}"]
+        log = open(os.path.join(self.dir, "coordinator.log"), "a")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
+        if self.procs:
+            self.procs[0] = proc
+        else:
+            self.procs.append(proc)
+            self.names.append("coordinator")
+        self._wait_ready(ready)
 
     def _start(self, argv, name):
         log = open(os.path.join(self.dir, name + ".log"), "w")

@@ -203,6 +203,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   lines.push_back({"State", JobStateName(job.state())});
   if (!job.reason().empty()) lines.push_back({"Reason", job.reason()});
   if (!job.warning().empty()) lines.push_back({"Warning", job.warning()});
+  if (!job.storage_warning().empty()) lines.push_back({"Storage", job.storage_warning()});
   std::string progress = absl::StrCat("step ", FormatStep(job));
   if (job.total_steps() > 0) {
     absl::StrAppend(&progress, absl::StrFormat(" (%.0f%%)", 100.0 * job.step() / job.total_steps()));

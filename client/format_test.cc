@@ -185,6 +185,15 @@ TEST(FormatTest, DetailShowsAWarning) {
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
 }
 
+TEST(FormatTest, DetailShowsTheCoordinatorsStorageTrouble) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Storage:")));
+  job.set_storage_warning("the coordinator cannot persist this job's state since 2026-11-26 09:00:00 UTC (full)");
+  EXPECT_THAT(JobDetail(job, 0),
+              ::testing::ContainsRegex("\nStorage: +the coordinator cannot persist this job's state since"));
+}
+
 TEST(FormatTest, DetailShowsTheLearningRateAndItsScaling) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

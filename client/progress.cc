@@ -65,11 +65,18 @@ std::string Details(const v1::JobInfo& job, double observed_steps_per_second) {
     std::optional<double> eta = EstimateEtaSeconds(job, observed_steps_per_second);
     absl::StrAppend(&text, " | ETA ", eta.has_value() ? FormatDuration(*eta) : "?");
   }
+  // The coordinator cannot save the job: what this line shows may not survive
+  // a coordinator restart.
+  if (!job.storage_warning().empty()) absl::StrAppend(&text, " | STORAGE: ", job.storage_warning());
+  // Last: it can be long (a storage error, a skipped checkpoint and why).
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return text;
 }
 
 std::string Pending(const v1::JobInfo& job) {
-  return job.reason().empty() ? "PENDING" : absl::StrCat("PENDING: ", job.reason());
+  std::string text = job.reason().empty() ? "PENDING" : absl::StrCat("PENDING: ", job.reason());
+  if (!job.storage_warning().empty()) absl::StrAppend(&text, " | STORAGE: ", job.storage_warning());
+  return text;
 }
 
 }  // namespace
@@ -94,6 +101,7 @@ std::string FinalSummary(const v1::JobInfo& job) {
   if (job.step() > 0) absl::StrAppend(&text, " | final loss ", FormatLoss(job.loss()));
   if (!job.eval().empty()) absl::StrAppend(&text, " | eval ", FormatEval(job.eval()));
   if (!job.reason().empty()) absl::StrAppend(&text, " | reason: ", job.reason());
+  if (!job.warning().empty()) absl::StrAppend(&text, " | warning: ", job.warning());
   return EscapeControlChars(text);
 }
 

@@ -56,6 +56,28 @@ TEST(ProgressTest, PlainLineNamesTheState) {
             "RUNNING 42% step 420/1000 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86 | ETA 58s");
 }
 
+TEST(ProgressTest, LinesShowTheCoordinatorsStorageTrouble) {
+  v1::JobInfo job = RunningJob();
+  job.set_storage_warning("the coordinator cannot persist this job's state since 2026-11-26 09:00:00 UTC");
+  EXPECT_THAT(PlainProgressLine(job, 10),
+              ::testing::EndsWith("| ETA 58s | STORAGE: the coordinator cannot persist this job's state since "
+                                  "2026-11-26 09:00:00 UTC"));
+  EXPECT_THAT(TtyProgressLine(job, 10), ::testing::HasSubstr("| STORAGE: the coordinator cannot persist"));
+  job.set_state(v1::PENDING);
+  EXPECT_THAT(PlainProgressLine(job, 0), ::testing::HasSubstr("PENDING | STORAGE: the coordinator cannot persist"));
+}
+
+TEST(ProgressTest, LinesAndSummaryShowTheWarning) {
+  v1::JobInfo job = RunningJob();
+  job.set_warning("unusable checkpoint skipped (j/step-0000000060: corrupt); resumed from j/step-0000000050 at step 50");
+  const std::string tail =
+      " | warning: unusable checkpoint skipped (j/step-0000000060: corrupt); resumed from j/step-0000000050 at step 50";
+  EXPECT_THAT(TtyProgressLine(job, 10), ::testing::EndsWith(tail));
+  EXPECT_THAT(PlainProgressLine(job, 10), ::testing::EndsWith(tail));
+  job.set_state(v1::SUCCEEDED);
+  EXPECT_THAT(FinalSummary(job), ::testing::EndsWith(tail));
+}
+
 TEST(ProgressTest, PendingShowsTheReason) {
   v1::JobInfo job;
   job.set_state(v1::PENDING);

@@ -1,6 +1,8 @@
 #include "common/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,26 +26,76 @@ absl::Status CheckChoice(const std::string& field, const std::string& value,
                                  absl::StrJoin(allowed, ", "), ")"));
 }
 
-// The first string field under `message` (by its YAML path) that holds a
-// control character: such text would reach terminals through `herd list`.
-absl::Status CheckNoControlChars(const google::protobuf::Message& message, const std::string& prefix) {
+// The first scalar under `message` (by its YAML path) that no check below
+// could judge: a string holding a control character (such text would reach
+// terminals through `herd list`), or a NaN or infinite number (NaN passes
+// every `x < 0` test, an infinity most upper bounds).
+absl::Status CheckScalars(const google::protobuf::Message& message, const std::string& prefix) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* reflection = message.GetReflection();
   std::vector<const FieldDescriptor*> fields;
   reflection->ListFields(message, &fields);
   for (const FieldDescriptor* field : fields) {
     const std::string path = prefix.empty() ? field->name() : absl::StrCat(prefix, ".", field->name());
-    if (field->is_repeated()) continue;  // the spec has no repeated fields
-    if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      if (HasControlChars(reflection->GetString(message, field))) {
-        return Bad(path, "must not contain control characters (escape sequences, newlines, tabs)");
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      const std::string at = field->is_repeated() ? absl::StrCat(path, "[", i, "]") : path;
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_STRING: {
+          const std::string text = field->is_repeated() ? reflection->GetRepeatedString(message, field, i)
+                                                        : reflection->GetString(message, field);
+          if (HasControlChars(text)) {
+            return Bad(at, "must not contain control characters (escape sequences, newlines, tabs)");
+          }
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+        case FieldDescriptor::CPPTYPE_FLOAT: {
+          double value = 0;
+          if (field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+            value = field->is_repeated() ? reflection->GetRepeatedDouble(message, field, i)
+                                         : reflection->GetDouble(message, field);
+          } else {
+            value = field->is_repeated() ? reflection->GetRepeatedFloat(message, field, i)
+                                         : reflection->GetFloat(message, field);
+          }
+          if (!std::isfinite(value)) return Bad(at, absl::StrCat("must be a finite number, got ", value));
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_MESSAGE: {
+          const auto& child = field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
+                                                   : reflection->GetMessage(message, field);
+          if (auto s = CheckScalars(child, at); !s.ok()) return s;
+          break;
+        }
+        default:
+          break;  // integers and bools: every one has its own range check below
       }
-    } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (auto s = CheckNoControlChars(reflection->GetMessage(message, field), path); !s.ok()) return s;
     }
   }
   return absl::OkStatus();
 }
+
+// "field: must be in [lo, hi], got value", for the integer fields whose
+// extremes would overflow a step count or exhaust memory further on.
+absl::Status CheckRange(const std::string& field, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return Bad(field, absl::StrCat("must be in [", lo, ", ", hi, "], got ", value));
+}
+
+// Momenta and betas: [0, 1).
+absl::Status CheckUnitInterval(const std::string& field, double value) {
+  if (value >= 0 && value < 1) return absl::OkStatus();
+  return Bad(field, absl::StrCat("must be in [0, 1), got ", value));
+}
+
+// Upper bounds (docs/job-spec.md): far above any real job, low enough that
+// step counts (epochs x steps per epoch) stay far from int64 overflow.
+constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 1e12
+constexpr int64_t kMaxEpochs = 1'000'000;
+constexpr int64_t kMaxSyntheticSamples = 1'000'000'000;
+constexpr int64_t kMaxWidth = 1 << 20;  // features, classes, d_model
+constexpr int64_t kMaxWorkers = 4096;
 
 }  // namespace
 
@@ -101,6 +153,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
   if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
+  if (spec->on_nonfinite().empty()) spec->set_on_nonfinite("fail");
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
@@ -110,40 +163,44 @@ namespace {
 // model.hidden/width/heads/layers/context/widths/norm: each for one built-in model,
 // in sizes that build.
 absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& dataset) {
+  // Each value in its range first, so an absurd one is named as such.
+  for (int64_t h : model.hidden()) {
+    if (h < 1 || h > 65536) return Bad("model.hidden", absl::StrCat("width ", h, " is not in [1, 65536]"));
+  }
+  for (int64_t w : model.widths()) {
+    if (w < 8 || w > 4096 || w % 8 != 0) {
+      return Bad("model.widths", absl::StrCat("width ", w, " is not a multiple of 8 in [8, 4096]"));
+    }
+  }
+  if (auto s = CheckRange("model.width", model.width(), 0, 8192); !s.ok()) return s;
+  if (auto s = CheckRange("model.heads", model.heads(), 0, 256); !s.ok()) return s;
+  if (auto s = CheckRange("model.layers", model.layers(), 0, 128); !s.ok()) return s;
+  if (auto s = CheckRange("model.context", model.context(), 0, 65536); !s.ok()) return s;
+
   auto only = [&](const char* field, bool set, const char* owner) -> absl::Status {
     if (set && model.name() != owner) return Bad(field, absl::StrCat("only model ", owner, " uses it"));
     return absl::OkStatus();
   };
-  const bool transformer_sizes = model.width() != 0 || model.heads() != 0 || model.layers() != 0 || model.context() != 0;
   if (auto s = only("model.hidden", model.hidden_size() > 0, "mlp"); !s.ok()) return s;
   if (auto s = only("model.widths", model.widths_size() > 0, "resnet_small"); !s.ok()) return s;
   if (auto s = only("model.norm", !model.norm().empty(), "resnet_small"); !s.ok()) return s;
   if (!model.norm().empty()) {
     if (auto s = CheckChoice("model.norm", model.norm(), {"group", "batch", "sync_batch"}); !s.ok()) return s;
   }
-  if (transformer_sizes && model.name() != "char_transformer") {
-    const char* field = model.width() != 0 ? "model.width" : model.heads() != 0 ? "model.heads"
-                        : model.layers() != 0 ? "model.layers" : "model.context";
-    return Bad(field, "only model char_transformer uses it");
-  }
-  if (model.hidden_size() > 16) return Bad("model.hidden", "at most 16 layers");
-  for (int64_t h : model.hidden()) {
-    if (h < 1 || h > 65536) return Bad("model.hidden", absl::StrCat("width ", h, " is not in [1, 65536]"));
-  }
-  if (model.widths_size() > 8) return Bad("model.widths", "at most 8 stages");
-  for (int64_t w : model.widths()) {
-    if (w < 8 || w > 4096 || w % 8 != 0) {
-      return Bad("model.widths", absl::StrCat("width ", w, " is not a multiple of 8 in [8, 4096]"));
+  const std::pair<const char*, int64_t> transformer_sizes[] = {
+      {"model.width", model.width()}, {"model.heads", model.heads()},
+      {"model.layers", model.layers()}, {"model.context", model.context()}};
+  for (const auto& [field, value] : transformer_sizes) {
+    if (value != 0 && model.name() != "char_transformer") {
+      return Bad(field, absl::StrCat("only model char_transformer uses it, got ", value));
     }
   }
-  if (model.width() < 0 || model.width() > 8192) return Bad("model.width", "must be in [1, 8192]");
-  if (model.heads() < 0 || model.heads() > 256) return Bad("model.heads", "must be in [1, 256]");
-  if (model.layers() < 0 || model.layers() > 128) return Bad("model.layers", "must be in [1, 128]");
+  if (model.hidden_size() > 16) return Bad("model.hidden", "at most 16 layers");
+  if (model.widths_size() > 8) return Bad("model.widths", "at most 8 stages");
   const int64_t width = model.width() > 0 ? model.width() : 128, heads = model.heads() > 0 ? model.heads() : 4;
   if (width % heads != 0) {
     return Bad("model.heads", absl::StrCat(heads, " heads do not divide model.width ", width));
   }
-  if (model.context() < 0 || model.context() > 65536) return Bad("model.context", "must be in [1, 65536]");
   if (model.context() > 0 && model.context() < dataset.sequence_length()) {
     return Bad("model.context", absl::StrCat(model.context(), " is shorter than dataset.sequence_length ",
                                              dataset.sequence_length()));
@@ -154,7 +211,7 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
 }  // namespace
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  if (auto s = CheckNoControlChars(spec, ""); !s.ok()) return s;
+  if (auto s = CheckScalars(spec, ""); !s.ok()) return s;
   if (spec.name().size() > 128) return Bad("name", "longer than 128 characters");
   const auto& model = spec.model();
   if (model.name().empty()) return Bad("model.name", "required");
@@ -169,9 +226,12 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (dataset.kind() != "synthetic" && dataset.path().empty()) {
     return Bad("dataset.path", absl::StrCat("required for dataset.kind ", dataset.kind()));
   }
-  if (dataset.synthetic_samples() < 0 || dataset.synthetic_features() < 0 || dataset.synthetic_classes() < 0) {
-    return Bad("dataset", "synthetic sizes must be >= 0");
+  if (auto s = CheckRange("dataset.synthetic_samples", dataset.synthetic_samples(), 0, kMaxSyntheticSamples); !s.ok()) {
+    return s;
   }
+  if (auto s = CheckRange("dataset.synthetic_features", dataset.synthetic_features(), 0, kMaxWidth); !s.ok()) return s;
+  if (auto s = CheckRange("dataset.synthetic_classes", dataset.synthetic_classes(), 0, kMaxWidth); !s.ok()) return s;
+  if (auto s = CheckRange("dataset.sequence_length", dataset.sequence_length(), 0, 4096); !s.ok()) return s;
   if (dataset.kind() == "synthetic" && dataset.synthetic_classes() < 2) {
     return Bad("dataset.synthetic_classes", "must be >= 2");
   }
@@ -187,52 +247,68 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   if (spec.batch_size() <= 0) return Bad("batch_size", absl::StrCat("must be > 0, got ", spec.batch_size()));
-  if (spec.batch_size() > 1 << 20) return Bad("batch_size", "must be <= 1048576");
-  if (spec.epochs() < 0) return Bad("epochs", "must be >= 0");
-  if (spec.max_steps() < 0) return Bad("max_steps", "must be >= 0");
-  if (spec.grad_accumulation() < 1) return Bad("grad_accumulation", "must be >= 1");
-  if (spec.grad_clip_norm() < 0) return Bad("grad_clip_norm", "must be >= 0");
-  if (spec.min_workers() < 1) return Bad("min_workers", "must be >= 1");
-  if (spec.max_workers() < spec.min_workers()) {
-    return Bad("max_workers", absl::StrCat("must be >= min_workers (", spec.min_workers(), ")"));
+  if (spec.batch_size() > 1 << 20) {
+    return Bad("batch_size", absl::StrCat("must be <= 1048576, got ", spec.batch_size()));
   }
-  if (spec.max_workers() > 4096) return Bad("max_workers", "must be <= 4096");
+  if (auto s = CheckRange("epochs", spec.epochs(), 0, kMaxEpochs); !s.ok()) return s;
+  if (auto s = CheckRange("max_steps", spec.max_steps(), 0, kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("grad_accumulation", spec.grad_accumulation(), 1, 65536); !s.ok()) return s;
+  if (spec.grad_clip_norm() < 0) {
+    return Bad("grad_clip_norm", absl::StrCat("must be >= 0, got ", spec.grad_clip_norm()));
+  }
+  if (auto s = CheckRange("min_workers", spec.min_workers(), 1, kMaxWorkers); !s.ok()) return s;
+  if (spec.max_workers() < spec.min_workers()) {
+    return Bad("max_workers",
+               absl::StrCat("must be >= min_workers (", spec.min_workers(), "), got ", spec.max_workers()));
+  }
+  if (spec.max_workers() > kMaxWorkers) {
+    return Bad("max_workers", absl::StrCat("must be <= ", kMaxWorkers, ", got ", spec.max_workers()));
+  }
   if (auto s = CheckChoice("device", spec.device(), {"cpu", "cuda"}); !s.ok()) return s;
   if (spec.bf16_autocast() && spec.device() != "cuda") return Bad("bf16_autocast", "needs device cuda");
-  if (spec.threads() < 1 || spec.threads() > 256) return Bad("threads", "must be in [1, 256]");
-  if (spec.restart_budget() < 0) return Bad("restart_budget", "must be >= 0");
+  if (auto s = CheckRange("threads", spec.threads(), 1, 256); !s.ok()) return s;
+  if (auto s = CheckRange("restart_budget", spec.restart_budget(), 0, 10000); !s.ok()) return s;
   if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
     return Bad("priority", absl::StrCat("must be in [", kMinPriority, ", ", kMaxPriority, "], got ", spec.priority()));
   }
-  if (spec.log_interval_steps() < 1) return Bad("log_interval_steps", "must be >= 1");
+  if (auto s = CheckRange("log_interval_steps", spec.log_interval_steps(), 1, kMaxSteps); !s.ok()) return s;
   if (!(spec.collective_timeout_seconds() >= 0.5 && spec.collective_timeout_seconds() <= 3600)) {
     return Bad("collective_timeout_seconds", "must be in [0.5, 3600]");
   }
 
   const auto& opt = spec.optimizer();
   if (auto s = CheckChoice("optimizer.name", opt.name(), {"sgd", "adam", "adamw"}); !s.ok()) return s;
-  if (!(opt.lr() > 0)) return Bad("optimizer.lr", "must be > 0");
-  if (opt.momentum() < 0 || opt.momentum() >= 1) return Bad("optimizer.momentum", "must be in [0, 1)");
-  if (opt.weight_decay() < 0) return Bad("optimizer.weight_decay", "must be >= 0");
-  if (opt.beta1() < 0 || opt.beta1() >= 1) return Bad("optimizer.beta1", "must be in [0, 1)");
-  if (opt.beta2() < 0 || opt.beta2() >= 1) return Bad("optimizer.beta2", "must be in [0, 1)");
+  if (!(opt.lr() > 0)) return Bad("optimizer.lr", absl::StrCat("must be > 0, got ", opt.lr()));
+  if (auto s = CheckUnitInterval("optimizer.momentum", opt.momentum()); !s.ok()) return s;
+  if (opt.weight_decay() < 0) {
+    return Bad("optimizer.weight_decay", absl::StrCat("must be >= 0, got ", opt.weight_decay()));
+  }
+  if (auto s = CheckUnitInterval("optimizer.beta1", opt.beta1()); !s.ok()) return s;
+  if (auto s = CheckUnitInterval("optimizer.beta2", opt.beta2()); !s.ok()) return s;
+  if (!(opt.eps() > 0 && opt.eps() <= 1)) {
+    return Bad("optimizer.eps", absl::StrCat("must be in (0, 1], got ", opt.eps()));
+  }
   if (auto s = CheckChoice("optimizer.scale_lr", opt.scale_lr(), {"none", "linear", "sqrt"}); !s.ok()) return s;
 
   const auto& schedule = spec.schedule();
   if (auto s = CheckChoice("schedule.name", schedule.name(), {"constant", "cosine", "step", "noam"}); !s.ok()) {
     return s;
   }
+  if (auto s = CheckRange("schedule.d_model", schedule.d_model(), 0, kMaxWidth); !s.ok()) return s;
+  if (auto s = CheckRange("schedule.warmup_steps", schedule.warmup_steps(), 0, kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("schedule.step_size", schedule.step_size(), 0, kMaxSteps); !s.ok()) return s;
   if (schedule.name() == "noam") {
     if (schedule.d_model() <= 0) return Bad("schedule.d_model", "must be > 0 for schedule noam (the model width)");
     if (schedule.warmup_steps() <= 0) return Bad("schedule.warmup_steps", "must be > 0 for schedule noam");
   } else if (schedule.d_model() != 0) {
     return Bad("schedule.d_model", "only schedule noam uses it");
   }
-  if (schedule.warmup_steps() < 0) return Bad("schedule.warmup_steps", "must be >= 0");
-  if (schedule.min_lr() < 0) return Bad("schedule.min_lr", "must be >= 0");
+  if (schedule.min_lr() < 0) return Bad("schedule.min_lr", absl::StrCat("must be >= 0, got ", schedule.min_lr()));
+  if (schedule.gamma() < 0) return Bad("schedule.gamma", absl::StrCat("must be >= 0, got ", schedule.gamma()));
   if (schedule.name() == "step" && schedule.step_size() <= 0) {
     return Bad("schedule.step_size", "must be > 0 for schedule step");
   }
+  if (schedule.name() == "step" && schedule.gamma() <= 0) return Bad("schedule.gamma", "must be > 0 for schedule step");
   if (schedule.name() == "cosine" && spec.max_steps() == 0 && spec.epochs() == 0) {
     return Bad("schedule.name", "cosine needs epochs or max_steps to know its length");
   }
@@ -248,10 +324,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (sync.first_bucket_mib() <= 0 || sync.first_bucket_mib() > 1024) return Bad("sync.first_bucket_mib", "must be in (0, 1024]");
   if (sync.bucket_cap_mib() <= 0 || sync.bucket_cap_mib() > 1024) return Bad("sync.bucket_cap_mib", "must be in (0, 1024]");
-  if (sync.every() < 0) return Bad("sync.every", "must be >= 0");
+  if (auto s = CheckRange("sync.every", sync.every(), 0, 1'000'000); !s.ok()) return s;
   if (sync.mode() == "average" && sync.every() < 1) return Bad("sync.every", "must be >= 1 for mode average");
-  if (sync.warmup_steps() < 0) return Bad("sync.warmup_steps", "must be >= 0");
-  if (sync.fragments() < 0) return Bad("sync.fragments", "must be >= 1");
+  if (auto s = CheckRange("sync.warmup_steps", sync.warmup_steps(), 0, kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("sync.fragments", sync.fragments(), 0, 1024); !s.ok()) return s;
   if (sync.fragments() > 1 && sync.mode() != "average") return Bad("sync.fragments", "needs sync.mode average");
   if (sync.fragments() > sync.every() && sync.mode() == "average") {
     return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
@@ -262,16 +338,20 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (auto s = CheckChoice("sync.outer.kind", sync.outer().kind(), {"none", "nesterov"}); !s.ok()) return s;
   if (sync.outer().kind() != "none" && sync.mode() != "average") return Bad("sync.outer.kind", "needs sync.mode average");
+  if (sync.outer().lr() < 0) return Bad("sync.outer.lr", absl::StrCat("must be >= 0, got ", sync.outer().lr()));
   if (sync.outer().kind() == "nesterov" && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");
-  if (sync.outer().momentum() < 0 || sync.outer().momentum() >= 1) return Bad("sync.outer.momentum", "must be in [0, 1)");
+  if (auto s = CheckUnitInterval("sync.outer.momentum", sync.outer().momentum()); !s.ok()) return s;
 
-  if (spec.checkpoint().interval_steps() < 0) return Bad("checkpoint.interval_steps", "must be >= 0");
-  if (spec.checkpoint().keep() < 1) return Bad("checkpoint.keep", "must be >= 1");
+  if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange("checkpoint.keep", spec.checkpoint().keep(), 1, 10000); !s.ok()) return s;
   if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
     return s;
   }
-  if (spec.eval().interval_steps() < 0) return Bad("eval.interval_steps", "must be >= 0");
-  if (spec.eval().max_samples() < 0) return Bad("eval.max_samples", "must be >= 0");
+  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
+  if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -5,7 +5,10 @@
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -14,7 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/control_chars.h"
+#include "common/job_spec.h"
 #include "common/job_spec_fuzz.h"
+#include "common/job_spec_yaml.h"
 #include "proto/herd.pb.h"
 
 namespace herd {
@@ -60,6 +65,7 @@ std::vector<std::string> Dictionary() {
       "- ",   "'",   "\"",    "#",     "&a ",   "*a",    "!!str ",     "!!binary ", "!!map ", "~",
       "null", "true", "-1",   "0",     "1e309", ".nan",  "-.inf",      "0x1F",      "1.5",   "9223372036854775808",
       "\t",   "\x1b[2J", "\x07", "\r", "? ",    "|\n  ", ">-\n  ",     "<<: *a",    "%YAML 1.2\n---\n", "...",
+      ".inf", "-0.0", "-9223372036854775808", "9223372036854775807",
       "\xc2\x9b", "\xff", std::string(1, '\0'), "{a: [b, {c: d}]}", "[[[[[[[[",     "}}}}",
   };
   std::vector<const google::protobuf::Descriptor*> pending = {v1::JobSpec::descriptor()};
@@ -150,6 +156,138 @@ TEST(JobSpecFuzz, EveryRejectionNamesAField) {
   // Both paths ran: the loop is not stuck on one kind of input.
   EXPECT_GT(accepted, kIterations / 100);
   EXPECT_GT(rejected, kIterations / 10);
+}
+
+// Every numeric field of JobSpec, by its YAML path, found through the
+// descriptor (as the control-character check walks the string fields), so a
+// field added later is covered without touching this test.
+struct NumericField {
+  std::string path;
+  const google::protobuf::FieldDescriptor* field;
+};
+
+std::vector<NumericField> NumericFields(const google::protobuf::Descriptor* descriptor, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  std::vector<NumericField> fields;
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    const std::string path = prefix.empty() ? field->name() : prefix + "." + field->name();
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE: {
+        std::vector<NumericField> inner = NumericFields(field->message_type(), path);
+        fields.insert(fields.end(), inner.begin(), inner.end());
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT:
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64:
+        fields.push_back({path, field});
+        break;
+      default:
+        break;
+    }
+  }
+  return fields;
+}
+
+// A small valid spec (flow-style YAML) with `path` set to the YAML scalar
+// `value` (a one-element list for a repeated field).
+std::string SpecWith(const std::string& path, const std::string& value, bool repeated) {
+  nlohmann::ordered_json tree = {{"model", {{"name", "mlp"}}}, {"dataset", {{"kind", "synthetic"}}},
+                                 {"batch_size", "8"}};
+  std::vector<std::string> parts = absl::StrSplit(path, '.');
+  nlohmann::ordered_json* node = &tree;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node->contains(parts[i])) (*node)[parts[i]] = nlohmann::ordered_json::object();
+    node = &(*node)[parts[i]];
+  }
+  (*node)[parts.back()] = repeated ? "[" + value + "]" : value;
+  std::function<std::string(const nlohmann::ordered_json&)> emit = [&](const nlohmann::ordered_json& j) {
+    if (!j.is_object()) return j.get<std::string>();
+    std::vector<std::string> entries;
+    for (const auto& [key, child] : j.items()) entries.push_back(key + ": " + emit(child));
+    return "{" + absl::StrJoin(entries, ", ") + "}";
+  };
+  return emit(tree);
+}
+
+struct Refusal {
+  bool refused = false;
+  std::string message;
+};
+
+Refusal Judge(const std::string& yaml) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpecYaml(yaml);
+  absl::Status status = spec.status();
+  if (spec.ok()) {
+    ApplyJobDefaults(&*spec);
+    status = ValidateJobSpec(*spec);
+  }
+  return {!status.ok(), std::string(status.message())};
+}
+
+TEST(JobSpecFuzz, TheNumericBaseSpecIsValid) {
+  Refusal base = Judge(SpecWith("seed", "1", false));
+  EXPECT_FALSE(base.refused) << base.message;
+}
+
+// NaN, both infinities, negative zero and the int64 extremes in every numeric
+// field: NaN and the infinities are refused naming the field and the value
+// (NaN passes every `x < 0` check), the int64 extremes are refused naming the
+// field (no step count may overflow downstream), and -0 is accepted or refused
+// naming the field.
+TEST(JobSpecFuzz, EveryNumericFieldRefusesNonFiniteAndExtremeValues) {
+  using google::protobuf::FieldDescriptor;
+  const std::vector<NumericField> fields = NumericFields(v1::JobSpec::descriptor(), "");
+  ASSERT_GT(fields.size(), 30u);  // the walk found the nested messages
+  int floats = 0;
+  for (const NumericField& numeric : fields) {
+    const bool repeated = numeric.field->is_repeated();
+    // The path the error names: a repeated field's element as "path" or "path[0]".
+    auto names_field = [&](const Refusal& r) {
+      return r.message.rfind(numeric.path + ": ", 0) == 0 || r.message.rfind(numeric.path + "[0]: ", 0) == 0;
+    };
+    auto must_refuse = [&](const std::string& yaml_value, const std::string& shown) {
+      Refusal r = Judge(SpecWith(numeric.path, yaml_value, repeated));
+      EXPECT_TRUE(r.refused) << numeric.path << " = " << yaml_value << " was accepted";
+      EXPECT_TRUE(names_field(r)) << numeric.path << " = " << yaml_value << ": " << r.message;
+      EXPECT_NE(r.message.find(shown), std::string::npos) << numeric.path << " = " << yaml_value << ": " << r.message;
+    };
+    auto accept_or_name = [&](const std::string& yaml_value) {
+      Refusal r = Judge(SpecWith(numeric.path, yaml_value, repeated));
+      EXPECT_TRUE(!r.refused || names_field(r)) << numeric.path << " = " << yaml_value << ": " << r.message;
+    };
+    switch (numeric.field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        ++floats;
+        must_refuse(".nan", "got nan");
+        must_refuse(".inf", "got inf");
+        must_refuse("-.inf", "got -inf");
+        must_refuse("1e999", "");  // beyond a double: infinity, or not a number
+        accept_or_name("-0.0");
+        accept_or_name("1.7976931348623157e308");
+        accept_or_name("-1.7976931348623157e308");
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64:
+        accept_or_name("18446744073709551615");
+        must_refuse("-1", "");
+        break;
+      default:
+        must_refuse("9223372036854775807", "9223372036854775807");
+        must_refuse("-9223372036854775808", "-9223372036854775808");
+        must_refuse("9223372036854775808", "");  // past int64: the parser names it
+        accept_or_name("0");
+        accept_or_name("-0");
+        accept_or_name("-1");
+        break;
+    }
+  }
+  EXPECT_GE(floats, 13);
 }
 
 // The checker itself: it must refuse what names no field.

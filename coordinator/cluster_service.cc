@@ -1,12 +1,19 @@
 #include "coordinator/cluster_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/incarnation.h"
 
 namespace herd::coordinator {
 namespace {
 
 CancelledFn CallerGone(grpc::ServerContext* context) {
   return [context] { return context->IsCancelled(); };
+}
+
+// The calling daemon process's incarnation, "" when it sent none.
+std::string Incarnation(const grpc::ServerContext& context) {
+  auto it = context.client_metadata().find(kIncarnationMetadataKey);
+  return it == context.client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
 }
 
 }  // namespace
@@ -47,7 +54,7 @@ grpc::Status ClusterServiceImpl::RegisterWorker(grpc::ServerContext* context, co
   return edge_->Handle("RegisterWorker", Api::kCluster, *context, [&](const Principal& caller) {
     absl::Status status = CheckWorker("RegisterWorker", caller, request->worker_id());
     if (!status.ok()) return status;
-    status = AssignTo(coordinator_->RegisterWorker(*request), response);
+    status = AssignTo(coordinator_->RegisterWorker(*request, Incarnation(*context)), response);
     edge_->Audit("register", caller.name, absl::StrCat("worker ", request->worker_id(), " at ", request->address()),
                  status);
     return status;
@@ -119,6 +126,13 @@ grpc::Status ClusterServiceImpl::CommitCheckpoint(grpc::ServerContext* context,
                                                   const v1::CommitCheckpointRequest* request,
                                                   v1::CommitCheckpointResponse* response) {
   return edge_->Handle("CommitCheckpoint", Api::kCluster, *context, [&](const Principal& caller) {
+    // Delivered again (a lost answer, or the daemon of a trainer that exited
+    // before its record was answered): the entry listed, whatever generation
+    // runs now, so a recorded checkpoint is never taken for a refused one.
+    if (auto listed = coordinator_->ListedCheckpoint(*request); listed.has_value()) {
+      *response->mutable_checkpoint() = *std::move(listed);
+      return absl::OkStatus();
+    }
     // Rank 0 writes checkpoints.
     if (auto status = CheckMember("CommitCheckpoint", caller, request->job_id(), request->generation(), 0);
         !status.ok()) {

@@ -94,6 +94,12 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
   return changes;
 }
 
+bool IsRestartedWorker(const ClusterState& state, const std::string& worker_id, const std::string& incarnation) {
+  auto it = state.workers.find(worker_id);
+  return it != state.workers.end() && !it->second.incarnation.empty() && !incarnation.empty() &&
+         it->second.incarnation != incarnation;
+}
+
 std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std::string& worker_id) {
   std::vector<v1::Assignment> assignments;
   auto worker = state.workers.find(worker_id);
@@ -179,6 +185,7 @@ bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report,
   RecordProgress(job, report);
   job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
   job.generation.committed = true;
+  job.without_commit.clear();  // every rank reached this commit
   Touch(job, now, changes);
   return false;
 }
@@ -192,13 +199,31 @@ const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std:
 std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,
                                                  int64_t keep) {
   std::vector<v1::CheckpointInfo>& catalog = state.checkpoints[checkpoint.job_id()];
+  std::vector<v1::CheckpointInfo> dropped;
+  for (auto it = catalog.begin(); it != catalog.end();) {
+    if (it->path() != checkpoint.path()) {
+      ++it;
+      continue;
+    }
+    dropped.push_back(*it);
+    it = catalog.erase(it);
+  }
   catalog.push_back(checkpoint);
   const size_t limit = static_cast<size_t>(std::max<int64_t>(keep, 1));
-  if (catalog.size() <= limit) return {};
+  if (catalog.size() <= limit) return dropped;
   const auto excess = catalog.begin() + (catalog.size() - limit);
-  std::vector<v1::CheckpointInfo> dropped(catalog.begin(), excess);
+  dropped.insert(dropped.end(), catalog.begin(), excess);
   catalog.erase(catalog.begin(), excess);
   return dropped;
+}
+
+const v1::CheckpointInfo* ListedCheckpoint(const ClusterState& state, const v1::CommitCheckpointRequest& record) {
+  auto it = state.checkpoints.find(record.job_id());
+  if (it == state.checkpoints.end()) return nullptr;
+  for (const v1::CheckpointInfo& listed : it->second) {
+    if (listed.path() == record.path() && listed.sha256() == record.sha256()) return &listed;
+  }
+  return nullptr;
 }
 
 }  // namespace herd::coordinator

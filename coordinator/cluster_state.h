@@ -59,6 +59,12 @@ struct JobRecord {
   // The generation asked to re-form at its next step boundary so idle
   // workers can join it (0: none). Not persisted: the growth rule asks again.
   int64_t reform_requested_generation = 0;
+  // Workers known to hold no commit of this job in memory: their trainer
+  // started afresh (a joiner not held for the job) since the job last
+  // committed. A generation whose survivors are all such workers resumes
+  // like one without survivors (from the newest checkpoint). Not persisted:
+  // a restarted coordinator assumes every member holds one, as before.
+  std::set<std::string> without_commit;
 };
 
 struct WorkerRecord {
@@ -78,6 +84,10 @@ struct WorkerRecord {
   // Its daemon is shutting down (a heartbeat said so): leaves its jobs and
   // takes no new one. From heartbeats, not persisted.
   bool draining = false;
+  // The daemon process's incarnation from its last registration ("" when
+  // unknown). Not persisted: after a coordinator restart the heartbeats'
+  // running_jobs tell which members lost their trainers (MarkRestarted).
+  std::string incarnation;
 
   // Whether new work may be placed on it (it may still be BUSY).
   bool Schedulable() const { return !cordoned && !draining; }
@@ -96,6 +106,10 @@ struct ClusterState {
   // released for that job are on their way (scheduling_policy.h). Set anew
   // by every Schedule; not persisted.
   std::map<std::string, std::string> reserved;
+  // When this coordinator started serving (0: not yet). Workers it has not
+  // heard from within ReconnectWindow of it are presumed gone by the
+  // silent-member rule (DropSilentMembersAfterFailure). Not persisted.
+  double serving_since = 0;
 };
 
 struct StartedGeneration {
@@ -135,7 +149,13 @@ absl::StatusOr<ChangeSet> CancelJob(ClusterState& state, const std::string& job_
 
 // Inserts or refreshes a worker. It stays BUSY when it is an unfinished member
 // of a RUNNING job (re-registering after a coordinator restart), else IDLE.
+// ApplyRegistration (generations.h) also handles a restarted daemon.
 ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& request, double now);
+
+// True when worker `worker_id` registers from a new process: this
+// coordinator heard it register before with another incarnation (both
+// known), so the old daemon's trainers are gone.
+bool IsRestartedWorker(const ClusterState& state, const std::string& worker_id, const std::string& incarnation);
 
 // What `worker_id` should be running: every RUNNING job whose current
 // generation has it as an unfinished member.
@@ -153,6 +173,15 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
 // 5 per second), so one missed beat is not a lost lease and a silent worker
 // shows within about a second.
 inline double HeartbeatInterval(double lease_seconds) { return lease_seconds / 10 > 0.2 ? lease_seconds / 10 : 0.2; }
+
+// The longest a live worker takes to reach a coordinator that has just
+// started serving: the daemon retries a failed heartbeat at least every
+// lease/4 (Daemon::RetryDelay), gRPC reconnects within 2 s
+// (GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, common/rpc_options.cc), plus one
+// heartbeat interval. With the default lease of 10 s: 5.5 s.
+inline double ReconnectWindow(double lease_seconds) {
+  return lease_seconds / 4 + 2.0 + HeartbeatInterval(lease_seconds);
+}
 
 // The coordinator itself could hear nobody from `last_upkeep` to `now` (it
 // was stopped, frozen or starved). When that gap is long enough to cost a
@@ -179,8 +208,16 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report);
 const v1::CheckpointInfo* NewestCheckpoint(const ClusterState& state, const std::string& job_id);
 
 // Adds a checkpoint to its job's catalog and drops the entries beyond the
-// newest `keep`; returns the dropped ones (oldest first).
+// newest `keep`; returns the dropped ones (oldest first). An entry of the
+// same path (the step written again after a rollback) is dropped too: the
+// folder is the new checkpoint's now, so its path must not be deleted.
 std::vector<v1::CheckpointInfo> RecordCheckpoint(ClusterState& state, const v1::CheckpointInfo& checkpoint,
                                                  int64_t keep);
+
+// The catalog's entry for this very checkpoint (same job, path and manifest
+// digest), or nullptr: a record delivered twice (a lost answer, or the
+// worker daemon delivering what an exited trainer left) is answered with it
+// instead of listed twice.
+const v1::CheckpointInfo* ListedCheckpoint(const ClusterState& state, const v1::CommitCheckpointRequest& record);
 
 }  // namespace herd::coordinator

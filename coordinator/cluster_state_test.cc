@@ -517,6 +517,123 @@ TEST_F(ClusterStateTest, ReRegisteredMemberStaysBusy) {
   EXPECT_EQ(AssignmentsFor(state_, "w1")[0].generation(), 1);
 }
 
+// A daemon that restarts (a new incarnation) lost its trainer with the old
+// process: it leaves the generation at once instead of re-registering BUSY
+// into it, where its new trainer would rendezvous with the dead one's
+// address. When every member restarts, one after the other, the job pays
+// once and resumes from its checkpoint: none of the survivors kept along
+// the way holds a commit.
+TEST_F(ClusterStateTest, RestartedDaemonsLeaveTheirGenerationAtOnce) {
+  auto register_as = [&](const std::string& id, const std::string& incarnation) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(id + ".local");
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    return ApplyRegistration(state_, request, incarnation, clock_.Now());
+  };
+  register_as("w1", "a1");
+  register_as("w2", "b1");
+  Submit("j", Spec(2, 2));
+  Schedule(state_, clock_.Now());
+  ASSERT_EQ(Job("j").generation.number, 1);
+  v1::CheckpointInfo checkpoint;
+  checkpoint.set_job_id("j");
+  checkpoint.set_step(30);
+  checkpoint.set_epoch(0);
+  checkpoint.set_samples_in_epoch(960);
+  checkpoint.set_path("j/step-30");
+  RecordCheckpoint(state_, checkpoint, 2);
+  Commit(40, 0, 1280);
+
+  // The same process registering again (e.g. after its lease lapsed) keeps
+  // its trainer and its place.
+  EXPECT_TRUE(register_as("w1", "a1").generations_started.empty());
+  EXPECT_EQ(Worker("w1").state, v1::BUSY);
+  EXPECT_EQ(Job("j").generation.number, 1);
+
+  ChangeSet first = register_as("w1", "a2");
+  EXPECT_THAT(Reasons(first), ElementsAre("member_lost"));
+  EXPECT_EQ(Job("j").generation.number, 2);
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w2", "w1")) << "the restarted worker rejoins at once";
+  EXPECT_EQ(Job("j").generation.start_step, 40) << "w2 may still hold the commit";
+  EXPECT_THAT(Job("j").last_failure, HasSubstr("daemon restarted"));
+  EXPECT_EQ(Job("j").restarts_used, 1);
+
+  ChangeSet second = register_as("w2", "b2");
+  EXPECT_THAT(Reasons(second), ElementsAre("member_lost"));
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.generation.number, 3);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(job.restarts_used, 1) << "one whole-job restart is one failure";
+  // w1's trainer is new and generation 2 never committed: nobody holds the
+  // step-40 commit, so the ranks resume from the checkpoint.
+  EXPECT_EQ(job.generation.heal_from_rank, -1);
+  EXPECT_EQ(job.generation.start_step, 30);
+  EXPECT_EQ(job.info.step(), 30);
+  EXPECT_EQ(AssignmentsFor(state_, "w2").at(0).generation(), 3);
+
+  // Once the job commits again, its members count as holders.
+  Commit(50, 0, 1600);
+  EXPECT_TRUE(job.without_commit.empty());
+}
+
+// A restarted daemon that was waiting as a survivor of an unformed
+// generation is no survivor any more, and is free to be taken back.
+TEST_F(ClusterStateTest, RestartedDaemonIsNoSurvivorOfAWaitingGeneration) {
+  auto register_as = [&](const std::string& id, const std::string& incarnation) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(id + ".local");
+    request.set_device_kind("cpu");
+    return ApplyRegistration(state_, request, incarnation, clock_.Now());
+  };
+  register_as("w1", "a1");
+  register_as("w2", "b1");
+  Submit("j", Spec(2, 2));
+  Schedule(state_, clock_.Now());
+  Commit(40, 0, 1280);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  ASSERT_FALSE(Job("j").generation.formed);
+  ASSERT_THAT(Job("j").generation.members, ElementsAre("w1"));
+  register_as("w1", "a2");
+  EXPECT_TRUE(Job("j").generation.members.empty());
+  EXPECT_EQ(Worker("w1").state, v1::IDLE);
+  EXPECT_EQ(Job("j").restarts_used, 1) << "waiting costs nothing more";
+}
+
+// The coordinator and a worker die together. The restarted coordinator
+// grants every worker it loaded a long lease grace, but once the survivors
+// report the failure, a member it has not heard at all within the
+// reconnect window is left out: the survivors train on within seconds.
+TEST_F(ClusterStateTest, MemberUnheardSinceACoordinatorRestartIsLeftOutAfterTheReconnectWindow) {
+  StartJob(3, 2);
+  Commit(30, 0, 1440);
+  MarkRestarted(state_, clock_.Now());
+  state_.serving_since = clock_.Now();
+  for (auto& [id, worker] : state_.workers) worker.last_heartbeat = clock_.Now() + 15;  // StartServing's grace
+  Heartbeat("w1", {"j"});
+  Heartbeat("w2", {"j"});
+  clock_.Advance(0.5);
+  ASSERT_TRUE(ReportFailure("w1", 1, 0, "gloo: connection closed by peer").ok());
+  ASSERT_EQ(Job("j").generation.number, 2);
+  clock_.Advance(2);
+  Heartbeat("w1", {"j"});
+  Heartbeat("w2", {"j"});
+  EXPECT_TRUE(DropSilentMembersAfterFailure(state_, clock_.Now(), kLease).empty())
+      << "a live w3 may still be reconnecting";
+  clock_.Advance(ReconnectWindow(kLease) - 2.5 + 0.1);
+  Heartbeat("w1", {"j"});
+  Heartbeat("w2", {"j"});
+  ChangeSet changes = DropSilentMembersAfterFailure(state_, clock_.Now(), kLease);
+  EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(Job("j").restarts_used, 1);
+  EXPECT_EQ(Job("j").generation.start_step, 30);
+}
+
 TEST_F(ClusterStateTest, FencingNamesCurrentGeneration) {
   StartTwoWorkerJob();
   EXPECT_TRUE(CheckCurrentGeneration(state_, "j", 1).ok());

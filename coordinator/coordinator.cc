@@ -17,6 +17,22 @@ absl::Status ShuttingDown() { return absl::UnavailableError("coordinator is shut
 
 absl::Duration Millis(int64_t ms) { return absl::Milliseconds(std::max<int64_t>(ms, 0)); }
 
+// A trainer's final report rides with its exit, which counts whatever the
+// report holds; a malformed report is dropped (and named in the log) rather
+// than refusing the heartbeat, which would cost the worker its lease.
+v1::HeartbeatRequest WithoutMalformedFinalProgress(const v1::HeartbeatRequest& request) {
+  v1::HeartbeatRequest checked = request;
+  for (v1::TrainerExit& exit : *checked.mutable_exits()) {
+    if (!exit.has_final_progress()) continue;
+    if (auto status = ValidateProgressReport(exit.final_progress()); !status.ok()) {
+      LOG(WARNING) << "worker " << request.worker_id() << ": the final progress report of job " << exit.job_id()
+                   << " is dropped: " << status.message();
+      exit.clear_final_progress();
+    }
+  }
+  return checked;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options,
@@ -49,6 +65,7 @@ Coordinator::~Coordinator() { Shutdown(); }
 void Coordinator::StartServing() {
   absl::MutexLock lock(&mu_);
   const double now = clock_->Now();
+  state_.serving_since = now;
   for (auto& [id, worker] : state_.workers) {
     if (worker.state != v1::DEAD) worker.last_heartbeat = std::max(worker.last_heartbeat, now + kRestartGraceSeconds);
   }
@@ -65,6 +82,10 @@ void Coordinator::Shutdown() {
   if (ticker_.joinable()) ticker_.join();
   absl::MutexLock lock(&mu_);
   FlushUnsavedJobs(clock_->Now(), /*all=*/true);
+  for (const auto& [id, trouble] : write_trouble_) {
+    LOG(ERROR) << "job " << id << ": its newest state could not be saved (" << trouble.error
+               << "); a restart will show it as saved before " << trouble.since << " (unix time)";
+  }
 }
 
 void Coordinator::RunTicker() {
@@ -109,17 +130,84 @@ absl::Status Coordinator::Commit(const ChangeSet& changes) {
 }
 
 absl::Status Coordinator::Persist(const ChangeSet& changes) {
-  absl::Status status = store_->Save(state_, changes);
-  if (!status.ok()) {
-    unsaved_jobs_.insert(changes.jobs.begin(), changes.jobs.end());  // the ticker retries
-    return absl::InternalError(absl::StrCat("state change not persisted: ", status.message()));
-  }
   const double now = clock_->Now();
-  for (const std::string& id : changes.jobs) {
-    progress_saved_at_[id] = now;
-    unsaved_jobs_.erase(id);
+  absl::Status status = store_->Save(state_, changes);
+  if (status.ok()) {
+    for (const std::string& id : changes.jobs) JobSaved(id, now);
+    for (const std::string& id : changes.workers) unsaved_workers_.erase(id);
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  absl::Status first_failure;
+  for (const std::string& id : changes.jobs) {
+    ChangeSet one;
+    one.jobs.insert(id);
+    absl::Status saved = changes.jobs.size() + changes.workers.size() == 1 ? status : store_->Save(state_, one);
+    if (saved.ok()) {
+      JobSaved(id, now);
+    } else {
+      JobWriteFailed(id, saved, now);
+      if (first_failure.ok()) first_failure = saved;
+    }
+  }
+  for (const std::string& id : changes.workers) {
+    ChangeSet one;
+    one.workers.insert(id);
+    absl::Status saved = changes.jobs.size() + changes.workers.size() == 1 ? status : store_->Save(state_, one);
+    if (saved.ok()) {
+      unsaved_workers_.erase(id);
+    } else {
+      metrics_->CountStateWriteFailure("worker");
+      NoteWriteFailure(worker_trouble_, std::string(saved.message()), now);
+      LOG_IF(ERROR, unsaved_workers_.insert(id).second) << "worker " << id << ": state not persisted (retrying): "
+                                                         << saved;
+      if (first_failure.ok()) first_failure = saved;
+    }
+  }
+  if (unsaved_workers_.empty()) worker_trouble_ = WriteTrouble();
+  metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
+  if (first_failure.ok()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("state change not persisted: ", first_failure.message()));
+}
+
+void Coordinator::JobSaved(const std::string& id, double now) {
+  progress_saved_at_[id] = now;
+  unsaved_jobs_.erase(id);
+  auto trouble = write_trouble_.find(id);
+  if (trouble == write_trouble_.end()) return;
+  LOG(WARNING) << "job " << id << ": state persisted again after " << trouble->second.failures << " failed writes over "
+               << now - trouble->second.since << " s";
+  write_trouble_.erase(trouble);
+  metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
+  auto job = state_.jobs.find(id);
+  if (job == state_.jobs.end()) return;
+  job->second.info.clear_storage_warning();
+  ++job->second.version;  // watchers see the warning go
+  changed_.SignalAll();
+}
+
+void Coordinator::JobWriteFailed(const std::string& id, const absl::Status& status, double now,
+                                 const std::string& record) {
+  metrics_->CountStateWriteFailure(record);
+  unsaved_jobs_.insert(id);  // the ticker retries
+  WriteTrouble& trouble = write_trouble_[id];
+  const std::string before = trouble.error;
+  if (NoteWriteFailure(trouble, std::string(status.message()), now) || trouble.error != before) {
+    LOG(ERROR) << "job " << id << ": state not persisted (retrying): " << status;
+  }
+  auto job = state_.jobs.find(id);
+  if (job == state_.jobs.end()) return;
+  const std::string warning = StorageWarning(trouble);
+  if (job->second.info.storage_warning() == warning) return;
+  job->second.info.set_storage_warning(warning);
+  ++job->second.version;  // watchers see the warning
+  changed_.SignalAll();
+}
+
+void Coordinator::ForgetUnsavedJob(const std::string& id) {
+  unsaved_jobs_.erase(id);
+  write_trouble_.erase(id);
+  progress_saved_at_.erase(id);
+  metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
 }
 
 void Coordinator::Publish(const ChangeSet& changes) {
@@ -146,10 +234,15 @@ void Coordinator::Publish(const ChangeSet& changes) {
 void Coordinator::FlushUnsavedJobs(double now, bool all) {
   ChangeSet due;
   for (const std::string& id : unsaved_jobs_) {
-    if (all || now - progress_saved_at_[id] >= options_.progress_persist_seconds) due.jobs.insert(id);
+    auto trouble = write_trouble_.find(id);
+    const bool is_due = trouble != write_trouble_.end()
+                            ? now >= NextWriteAttempt(trouble->second)
+                            : now - progress_saved_at_[id] >= options_.progress_persist_seconds;
+    if (all || is_due) due.jobs.insert(id);
   }
-  if (due.jobs.empty()) return;
-  if (auto status = Persist(due); !status.ok()) LOG(ERROR) << "persisting jobs: " << status;
+  if (!unsaved_workers_.empty() && (all || now >= NextWriteAttempt(worker_trouble_))) due.workers = unsaved_workers_;
+  if (due.empty()) return;
+  Persist(due).IgnoreError();  // Persist logs, counts and warns per record
 }
 
 void Coordinator::PublishGauges() {
@@ -194,7 +287,7 @@ absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::
   job.info.set_owner(owner);
   if (auto status = Persist(changes); !status.ok()) {
     state_.jobs.erase(id);  // never acknowledge a job a restart would lose
-    unsaved_jobs_.erase(id);
+    ForgetUnsavedJob(id);
     return status;
   }
   Publish(changes);
@@ -304,11 +397,20 @@ absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::stri
 
 // ---------------------------------------------------------------- workers
 
-absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request) {
+absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                                       const std::string& incarnation) {
   if (auto status = ValidateRegistration(request); !status.ok()) return status;
+  if (auto status = ValidateIncarnation(incarnation); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
-  ChangeSet changes = UpsertWorker(state_, request, clock_->Now());
-  if (auto status = Commit(changes); !status.ok()) return status;
+  if (IsRestartedWorker(state_, request.worker_id(), incarnation)) {
+    LOG(INFO) << "worker " << request.worker_id() << " restarted (incarnation "
+              << state_.workers.at(request.worker_id()).incarnation << " -> " << incarnation
+              << "): its trainers ended with the old daemon";
+  }
+  ChangeSet changes = ApplyRegistration(state_, request, incarnation, clock_->Now());
+  // Workers' calls go on when a write fails: the change holds in memory, and
+  // Persist retries it and shows it; failing the call would stall training too.
+  Commit(changes).IgnoreError();
   const WorkerRecord& worker = state_.workers.at(request.worker_id());
   LOG(INFO) << "worker " << worker.id << " registered (" << worker.address << ", " << worker.device_count << " "
             << worker.device_kind << ", " << v1::WorkerState_Name(worker.state) << ")";
@@ -327,10 +429,8 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
     response.set_reregister(true);
     return response;
   }
-  ChangeSet changes = ApplyHeartbeat(state_, request, clock_->Now());
-  if (!changes.empty()) {
-    if (auto status = Commit(changes); !status.ok()) return status;
-  }
+  ChangeSet changes = ApplyHeartbeat(state_, WithoutMalformedFinalProgress(request), clock_->Now());
+  if (!changes.empty()) Commit(changes).IgnoreError();  // see RegisterWorker
   for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
     *response.add_assignments() = std::move(assignment);
   }
@@ -352,9 +452,7 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
     auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
                                     clock_->Now());
     if (!changes.ok()) return changes.status();
-    if (!changes->empty()) {
-      if (auto status = Commit(*changes); !status.ok()) return status;
-    }
+    if (!changes->empty()) Commit(*changes).IgnoreError();  // see RegisterWorker
   }
   const JobRecord* job = nullptr;
   while (true) {
@@ -441,6 +539,7 @@ absl::StatusOr<int64_t> Coordinator::KvAdd(const v1::KvAddRequest& request) {
 }
 
 absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1::ReportProgressRequest& request) {
+  if (auto status = ValidateProgressReport(request); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
@@ -459,9 +558,13 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1:
 
 absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
   if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
-  if (request.step() < 0) return absl::InvalidArgumentError("step: must be >= 0");
-  if (request.samples_in_epoch() < 0) return absl::InvalidArgumentError("samples_in_epoch: must be >= 0");
+  if (auto status = ValidateCheckpointRecord(request); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
+    v1::CommitCheckpointResponse response;
+    *response.mutable_checkpoint() = *listed;
+    return response;
+  }
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
   }
@@ -485,6 +588,9 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   std::vector<v1::CheckpointInfo> dropped = RecordCheckpoint(state_, checkpoint, keep);
   if (auto status = store_->SaveCheckpoint(checkpoint, dropped); !status.ok()) {
     catalog = before;  // the catalog only lists what a restart would still list
+    // Shown on the job until its row is written again (the ticker retries
+    // it); the trainer retries the record itself.
+    JobWriteFailed(request.job_id(), status, clock_->Now(), "checkpoint");
     return absl::InternalError(absl::StrCat("checkpoint not recorded: ", status.message()));
   }
   metrics_->CountCheckpointRecorded();
@@ -492,8 +598,17 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
             << " recorded (" << request.path() << ")";
   v1::CommitCheckpointResponse response;
   *response.mutable_checkpoint() = checkpoint;
-  for (const v1::CheckpointInfo& old : dropped) response.add_delete_paths(old.path());
+  for (const v1::CheckpointInfo& old : dropped) {
+    // A path written again is the new entry's folder now: it stays.
+    if (old.path() != checkpoint.path()) response.add_delete_paths(old.path());
+  }
   return response;
+}
+
+std::optional<v1::CheckpointInfo> Coordinator::ListedCheckpoint(const v1::CommitCheckpointRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) return *listed;
+  return std::nullopt;
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request) {
@@ -503,7 +618,8 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request)
   if (changes->empty()) return absl::OkStatus();
   LOG(WARNING) << "job " << request.job_id() << ": rank " << request.rank() << " (" << request.worker_id()
                << ") reported a failure in generation " << request.generation() << ": " << request.message();
-  return Commit(*changes);
+  Commit(*changes).IgnoreError();  // see RegisterWorker
+  return absl::OkStatus();
 }
 
 }  // namespace herd::coordinator

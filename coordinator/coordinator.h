@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "coordinator/kv_store.h"
 #include "coordinator/metrics.h"
 #include "coordinator/state_store.h"
+#include "coordinator/write_trouble.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -72,7 +74,11 @@ class Coordinator {
   // Call once the RPC server accepts calls: workers loaded from the store
   // get kRestartGraceSeconds on top of a full lease from now. Neither the
   // coordinator's own start-up nor the clients' reconnect backoff (gRPC's,
-  // seconds after an outage) should count as a member's silence.
+  // seconds after an outage) should count as a member's silence. The grace
+  // only keeps them from being marked DEAD: after a reported failure, a
+  // member not heard within ReconnectWindow of now is left out
+  // (DropSilentMembersAfterFailure), so the survivors train on within
+  // seconds, and a job whose members all re-register re-forms at once.
   void StartServing();
   static constexpr double kRestartGraceSeconds = 15;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -97,7 +103,9 @@ class Coordinator {
   absl::StatusOr<v1::DrainWorkerResponse> DrainWorker(const std::string& worker_id);
 
   // ---- workers (ClusterService)
-  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
+  // `incarnation`: the daemon process's (common/incarnation.h), "" if unknown.
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                            const std::string& incarnation = "");
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(const v1::JoinGenerationRequest& request,
                                                             const CancelledFn& cancelled);
@@ -106,6 +114,10 @@ class Coordinator {
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+  // The catalog's entry for this very checkpoint, if listed (ListedCheckpoint
+  // in cluster_state.h): answered before fencing, so a record delivered again
+  // after its generation ended is never taken for a refused one.
+  std::optional<v1::CheckpointInfo> ListedCheckpoint(const v1::CommitCheckpointRequest& request);
   absl::Status ReportFailure(const v1::ReportFailureRequest& request);
   // The members (by rank) of the job's current, formed generation; the
   // fencing errors of CheckCurrentGeneration otherwise. For authorization.
@@ -126,12 +138,22 @@ class Coordinator {
 
   // Writes the changed records, then Publish()es them.
   absl::Status Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the changed records in one transaction; when that fails, each
+  // record in its own, so one record that cannot be written never holds
+  // back the others. A record that failed stays unsaved: the ticker retries
+  // it, and a job's failure shows as its storage_warning until it is saved.
   absl::Status Persist(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JobSaved(const std::string& id, double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `record`: what failed to be written (job, checkpoint), for the metric.
+  void JobWriteFailed(const std::string& id, const absl::Status& status, double now,
+                      const std::string& record = "job") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops every trace of a job that was never acknowledged.
+  void ForgetUnsavedJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-memory effects of a change: fence old KV scopes, count generations,
   // wake watchers.
   void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes jobs whose latest record is not on disk yet (throttled progress,
-  // failed writes): all of them, or only those due.
+  // Writes jobs and workers whose latest record is not on disk yet
+  // (throttled progress, failed writes): all of them, or only those due.
   void FlushUnsavedJobs(double now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckGeneration(const std::string& job_id, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
@@ -148,6 +170,10 @@ class Coordinator {
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> progress_saved_at_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> unsaved_jobs_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> unsaved_workers_ ABSL_GUARDED_BY(mu_);
+  WriteTrouble worker_trouble_ ABSL_GUARDED_BY(mu_);  // while unsaved_workers_ is not empty
+  // Jobs whose last write failed, by id (see write_trouble.h).
+  std::map<std::string, WriteTrouble> write_trouble_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Clock time of the last upkeep round (Tick), to detect our own pauses.

@@ -341,6 +341,40 @@ TEST_F(CoordinatorTest, OtherGenerationsAreFenced) {
   EXPECT_EQ(coordinator_->KvSet(set).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A record delivered again (its answer was lost, or the worker daemon
+// delivers what an exited trainer left) is answered with the entry listed,
+// even once its generation ended: never listed twice, never refused, so the
+// daemon never removes a recorded checkpoint. A step written again (after a
+// rollback) replaces its entry without handing its own path back to delete.
+TEST_F(CoordinatorTest, CheckpointDeliveredAgainIsListedOnceAndARewrittenStepKeepsItsFolder) {
+  const std::string job_id = StartTwoWorkerJob();
+  auto first = coordinator_->CommitCheckpoint(Checkpoint(job_id, 100));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = coordinator_->CommitCheckpoint(Checkpoint(job_id, 100));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->checkpoint().id(), first->checkpoint().id());
+  EXPECT_EQ(coordinator_->ListCheckpoints(job_id)->size(), 1u);
+
+  auto rewritten = Checkpoint(job_id, 100);
+  rewritten.set_sha256("beef");
+  auto replaced = coordinator_->CommitCheckpoint(rewritten);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_NE(replaced->checkpoint().id(), first->checkpoint().id());
+  EXPECT_TRUE(replaced->delete_paths().empty()) << "the folder is the new entry's";
+  auto listed = coordinator_->ListCheckpoints(job_id);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].sha256(), "beef");
+  EXPECT_EQ(Stored().checkpoints.at(job_id).size(), 1u);
+
+  // Its generation ends; the same record comes again and is still answered.
+  ASSERT_TRUE(coordinator_->ReportFailure(Failure(job_id, 1, "w2", 1)).ok());
+  auto late = coordinator_->CommitCheckpoint(rewritten);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->checkpoint().id(), replaced->checkpoint().id());
+  auto fenced = Checkpoint(job_id, 200);
+  EXPECT_EQ(coordinator_->CommitCheckpoint(fenced).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(CoordinatorTest, CheckpointCatalogKeepsNewestAndHandsBackOldPaths) {
   const std::string job_id = StartTwoWorkerJob();
   auto first = coordinator_->CommitCheckpoint(Checkpoint(job_id, 100));

@@ -55,19 +55,28 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
           ChangeSet* changes) {
   Generation& generation = job.generation;
   v1::JobInfo& info = job.info;
-  if (!generation.members.empty()) {
+  // Survivors whose trainer started afresh since the last commit (e.g. each
+  // restarted with its daemon, one after the other) hold nothing to heal from.
+  const bool survivors_hold = std::any_of(generation.members.begin(), generation.members.end(),
+                                          [&](const std::string& id) { return !job.without_commit.count(id); });
+  for (const std::string& id : joiners) {
+    // Computed before the joiners turn BUSY: a worker held for the job keeps
+    // its trainer and the commit it holds.
+    if (HeldForJob(state, state.workers.at(id)) != info.id()) job.without_commit.insert(id);
+  }
+  if (survivors_hold) {
     // Survivors hold the committed state in memory; rank 0 is one of them.
     generation.heal_from_rank = 0;
   } else {
     generation.heal_from_rank = -1;
     // Every member was lost at once (e.g. the coordinator was cut off from
-    // all of them), but a joiner held for the job still runs its trainer,
-    // which kept its commit in memory: the ranks heal from the newest one,
-    // so the committed step stands. Resetting it here made `herd status`
-    // show the step going back until rank 0 reported again.
-    const bool commit_held = std::any_of(joiners.begin(), joiners.end(), [&](const std::string& id) {
-      return HeldForJob(state, state.workers.at(id)) == info.id();
-    });
+    // all of them, or every daemon restarted), but a joiner held for the job
+    // still runs its trainer, which kept its commit in memory: the ranks heal
+    // from the newest one, so the committed step stands. Resetting it here
+    // made `herd status` show the step going back until rank 0 reported
+    // again.
+    const bool commit_held = std::any_of(joiners.begin(), joiners.end(),
+                                         [&](const std::string& id) { return !job.without_commit.count(id); });
     if (!commit_held) {
       // Nobody holds it: resume from the newest checkpoint, or from scratch.
       const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, info.id());
@@ -292,10 +301,19 @@ ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double 
     const Generation& generation = job->generation;
     if (!generation.formed || job->recovering || generation.committed || !FailureReason(generation.reason)) continue;
     if (now - generation.started_at < 1.5 * heartbeat_interval) continue;
+    // A restarted coordinator gave every worker it loaded a long grace on
+    // its lease (Coordinator::StartServing), so last_heartbeat says nothing
+    // about those it never heard; past the reconnect window a live one
+    // would have called.
+    const bool reconnect_window_over =
+        state.serving_since > 0 && now >= state.serving_since + ReconnectWindow(lease_seconds);
     std::vector<std::string> silent;
     for (const std::string& member : UnfinishedMembers(generation)) {
       auto worker = state.workers.find(member);
-      if (worker == state.workers.end() || worker->second.last_heartbeat <= generation.started_at) silent.push_back(member);
+      if (worker == state.workers.end() || worker->second.last_heartbeat <= generation.started_at ||
+          (!worker->second.heard && reconnect_window_over)) {
+        silent.push_back(member);
+      }
     }
     // Never everyone: that is the coordinator's own silence, not theirs.
     if (silent.empty() || silent.size() == UnfinishedMembers(generation).size()) continue;
@@ -306,6 +324,29 @@ ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double 
       if (worker != state.workers.end()) SetWorker(worker->second, v1::DEAD, "", &changes);
     }
     MembersLost(state, *job, silent, "silent since the failure", now, &changes);
+  }
+  return changes;
+}
+
+ChangeSet ApplyRegistration(ClusterState& state, const v1::RegisterWorkerRequest& request,
+                            const std::string& incarnation, double now) {
+  const bool restarted = IsRestartedWorker(state, request.worker_id(), incarnation);
+  ChangeSet changes = UpsertWorker(state, request, now);
+  WorkerRecord& worker = state.workers.at(request.worker_id());
+  if (!incarnation.empty()) worker.incarnation = incarnation;
+  if (!restarted) return changes;
+  // Its trainers exited with the old daemon (they leave with their parent):
+  // it is held for no job, and no generation may wait for them.
+  worker.running_jobs.clear();
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    if (job->generation.RankOf(worker.id) < 0) continue;
+    MembersLost(state, *job, {worker.id}, "its daemon restarted, and its trainer ended with the old process", now,
+                &changes);
+    // Out of a generation still waiting to form, it is free again too (a
+    // formed one released it already); the next upkeep may take it back.
+    if (worker.job_id == job->info.id() && job->generation.RankOf(worker.id) < 0) {
+      ReleaseWorker(state, worker.id, job->info.id(), &changes);
+    }
   }
   return changes;
 }
@@ -395,6 +436,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
       (exit.final_progress().step() > job.info.step() || (rank == 0 && exit.final_progress().step() == job.info.step()))) {
     RecordProgress(job, exit.final_progress());
     generation.committed = true;
+    job.without_commit.clear();
   }
   if (generation.finished.size() == generation.members.size()) {
     FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);

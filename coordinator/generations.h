@@ -60,11 +60,25 @@ ChangeSet ExpireLeases(ClusterState& state, double now, double lease_seconds);
 // that followed it started, although one and a half heartbeat intervals
 // (HeartbeatInterval: lease/10) have passed, is presumed gone with the failure (a machine
 // that died takes its daemon along) and left out now rather than after a
-// whole lease: the survivors need not wait for it at the rendezvous. The
+// whole lease. So is one a restarted coordinator has not heard at all once
+// ReconnectWindow has passed since it started serving (a worker killed
+// with the coordinator): the survivors need not wait for it at the rendezvous. The
 // failure was already paid for, so nothing is charged. A member that was
 // only slow loses nothing either: its trainer keeps its job context and the
 // job re-admits it (HeldForJob).
 ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double lease_seconds);
+
+// A worker registers (UpsertWorker). When it names another incarnation than
+// its previous registration did, its daemon restarted and the old process's
+// trainers are gone: it leaves every generation it was a member of at once,
+// like a lost lease (member_lost; nothing charged when the generation itself
+// followed a failure and never committed, so a whole job restarting costs
+// one unit of budget), and is free to join the next one. Its peers never
+// rendezvous with the dead trainers' addresses: each generation has its own
+// key scope, and the old one is dropped.
+// `incarnation`: the daemon process's (common/incarnation.h), "" if unknown.
+ChangeSet ApplyRegistration(ClusterState& state, const v1::RegisterWorkerRequest& request,
+                            const std::string& incarnation, double now);
 
 // A heartbeat from a known worker: refreshes its lease, records which jobs its
 // trainers run and applies the trainer exits it carries.

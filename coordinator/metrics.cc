@@ -65,7 +65,17 @@ Metrics::Metrics(prometheus::Registry& registry)
                     .Name("herd_coordinator_kv_bytes")
                     .Help("Bytes (keys plus values) held by the rendezvous key-value store")
                     .Register(registry)
-                    .Add({})) {
+                    .Add({})),
+      state_write_failures_(prometheus::BuildCounter()
+                                .Name("herd_coordinator_state_write_failures_total")
+                                .Help("Failed writes to the coordinator's state database, by record (job, worker, "
+                                      "checkpoint); each is retried")
+                                .Register(registry)),
+      jobs_unsaved_(prometheus::BuildGauge()
+                        .Name("herd_coordinator_jobs_unsaved")
+                        .Help("Jobs whose newest state is only in the coordinator's memory after a failed write")
+                        .Register(registry)
+                        .Add({})) {
   for (v1::JobState state : {v1::PENDING, v1::RUNNING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     jobs_by_state_[state] = &jobs_.Add({{"state", absl::AsciiStrToLower(v1::JobState_Name(state))}});
   }
@@ -129,5 +139,14 @@ void Metrics::CountAuditEvent(const std::string& event, const std::string& princ
 }
 
 void Metrics::SetKvBytes(int64_t bytes) { kv_bytes_.Set(static_cast<double>(bytes)); }
+
+void Metrics::CountStateWriteFailure(const std::string& record) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = write_failures_by_record_[record];
+  if (counter == nullptr) counter = &state_write_failures_.Add({{"record", record}});
+  counter->Increment();
+}
+
+void Metrics::SetJobsUnsaved(int64_t count) { jobs_unsaved_.Set(static_cast<double>(count)); }
 
 }  // namespace herd::coordinator

@@ -42,6 +42,11 @@ class Metrics {
   void CountAuditEvent(const std::string& event, const std::string& principal, absl::StatusCode code);
   // Bytes (keys plus values) the rendezvous KV store holds.
   void SetKvBytes(int64_t bytes);
+  // A write of one record (job, worker, checkpoint) to the state database
+  // failed; it is retried.
+  void CountStateWriteFailure(const std::string& record);
+  // Jobs whose newest state is only in memory after a failed write.
+  void SetJobsUnsaved(int64_t count);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -56,11 +61,14 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& releases_requested_;
   prometheus::Family<prometheus::Counter>& audit_events_;
   prometheus::Gauge& kv_bytes_;
+  prometheus::Family<prometheus::Counter>& state_write_failures_;
+  prometheus::Gauge& jobs_unsaved_;
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> preemptions_by_kind_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> releases_by_reason_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Counter*> write_failures_by_record_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, absl::StatusCode>, prometheus::Counter*> rpcs_by_label_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<std::string, std::string, absl::StatusCode>, prometheus::Counter*> audit_by_label_
       ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -375,6 +376,62 @@ TEST_F(ServiceTest, ReportedFailureStartsNextGenerationAndFencesEveryCallOfTheOl
   ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
   EXPECT_EQ(job.job().generation(), 2);
   EXPECT_EQ(job.job().state(), v1::RUNNING);
+}
+
+// Reports and records that no trainer would send are refused at the RPC,
+// naming the field and the value, and change nothing.
+TEST_F(ServiceTest, MalformedProgressAndCheckpointRecordsAreRefusedNamingFieldAndValue) {
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  ASSERT_EQ(Join(job_id, "w1").generation(), 1);
+
+  auto report = [&](auto spoil) {
+    v1::ReportProgressRequest progress;
+    progress.set_job_id(job_id);
+    progress.set_generation(1);
+    progress.set_step(10);
+    spoil(progress);
+    v1::ReportProgressResponse response;
+    return cluster_->ReportProgress(Call().get(), progress, &response);
+  };
+  grpc::Status negative = report([](v1::ReportProgressRequest& p) { p.set_step(-5); });
+  EXPECT_EQ(negative.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(negative.error_message(), "step: must be >= 0, got -5");
+  grpc::Status nan_rate = report([](v1::ReportProgressRequest& p) { p.set_samples_per_second(std::nan("")); });
+  EXPECT_EQ(nan_rate.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(nan_rate.error_message(), "samples_per_second: must be a finite number >= 0, got nan");
+  grpc::Status inf_lr = report([](v1::ReportProgressRequest& p) { p.set_learning_rate(HUGE_VAL); });
+  EXPECT_EQ(inf_lr.error_message(), "learning_rate: must be a finite number >= 0, got inf");
+  grpc::Status epoch = report([](v1::ReportProgressRequest& p) { p.set_epoch(-1); });
+  EXPECT_EQ(epoch.error_message(), "epoch: must be >= 0, got -1");
+  grpc::Status position = report([](v1::ReportProgressRequest& p) { p.set_samples_in_epoch(-7); });
+  EXPECT_EQ(position.error_message(), "samples_in_epoch: must be >= 0, got -7");
+  // A diverged loss is a measurement, not malformed: stored as reported.
+  ASSERT_TRUE(report([](v1::ReportProgressRequest& p) { p.set_loss(std::nan("")); }).ok());
+
+  v1::CommitCheckpointRequest record;
+  record.set_job_id(job_id);
+  record.set_generation(1);
+  record.set_step(10);
+  record.set_path(job_id + "/step-10");
+  record.set_size_bytes(-1);
+  v1::CommitCheckpointResponse recorded;
+  grpc::Status size = cluster_->CommitCheckpoint(Call().get(), record, &recorded);
+  EXPECT_EQ(size.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(size.error_message(), "size_bytes: must be >= 0, got -1");
+
+  v1::GetJobRequest get;
+  get.set_id(job_id);
+  v1::GetJobResponse job;
+  ASSERT_TRUE(jobs_->GetJob(Call().get(), get, &job).ok());
+  EXPECT_EQ(job.job().step(), 10);
+  EXPECT_TRUE(std::isnan(job.job().loss()));
+  v1::ListCheckpointsRequest list;
+  list.set_job_id(job_id);
+  v1::ListCheckpointsResponse checkpoints;
+  ASSERT_TRUE(jobs_->ListCheckpoints(Call().get(), list, &checkpoints).ok());
+  EXPECT_EQ(checkpoints.checkpoints_size(), 0);
 }
 
 TEST_F(ServiceTest, WatchJobStreamsChangesUntilCancelled) {

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -79,7 +82,15 @@ constexpr AddedColumn kAddedColumns[] = {
     {"jobs", "release_requested", "TEXT NOT NULL DEFAULT '{}'"},
     {"workers", "cordoned", "INTEGER NOT NULL DEFAULT 0"},
     {"checkpoints", "samples_in_epoch", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "warning", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "learning_rate", "REAL NOT NULL DEFAULT 0"},
 };
+
+// SQLite has no NaN: it binds one as NULL, which a NOT NULL column refuses
+// (one diverging job's loss then failed every write). A NaN is stored as the
+// TEXT 'NaN' instead (a REAL column keeps text that is no number as text);
+// infinities are REAL values SQLite keeps as they are.
+constexpr char kNaNText[] = "NaN";
 
 // A prepared statement that binds by position (1-based, in call order) and
 // finalizes itself.
@@ -95,6 +106,7 @@ class Statement {
     return *this;
   }
   Statement& Bind(double value) {
+    if (std::isnan(value)) return Bind(std::string(kNaNText));
     if (status_.ok() && sqlite3_bind_double(stmt_, ++bound_, value) != SQLITE_OK) status_ = Error("bind");
     return *this;
   }
@@ -130,7 +142,12 @@ class Statement {
   const absl::Status& status() const { return status_; }
 
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-  double Real(int column) const { return sqlite3_column_double(stmt_, column); }
+  double Real(int column) const {
+    if (sqlite3_column_type(stmt_, column) == SQLITE_TEXT && Text(column) == kNaNText) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    return sqlite3_column_double(stmt_, column);
+  }
   std::string Text(int column) const {
     const void* data = sqlite3_column_blob(stmt_, column);
     int size = sqlite3_column_bytes(stmt_, column);
@@ -152,9 +169,18 @@ class Statement {
 std::string JoinIds(const std::vector<std::string>& ids) { return absl::StrJoin(ids, ","); }
 std::vector<std::string> SplitIds(const std::string& text) { return absl::StrSplit(text, ',', absl::SkipEmpty()); }
 
+// JSON has no NaN or infinity (nlohmann writes them as null): those are
+// written as the strings "NaN", "Infinity" and "-Infinity", as proto3's JSON
+// mapping does.
 std::string EvalToJson(const google::protobuf::Map<std::string, double>& eval) {
   nlohmann::json json = nlohmann::json::object();
-  for (const auto& [name, value] : eval) json[name] = value;
+  for (const auto& [name, value] : eval) {
+    if (std::isfinite(value)) {
+      json[name] = value;
+    } else {
+      json[name] = std::isnan(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+    }
+  }
   return json.dump();
 }
 
@@ -162,7 +188,13 @@ void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, do
   nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return;
   for (const auto& [name, value] : json.items()) {
-    if (value.is_number()) (*eval)[name] = value.get<double>();
+    if (value.is_number()) {
+      (*eval)[name] = value.get<double>();
+    } else if (value == "NaN") {
+      (*eval)[name] = std::numeric_limits<double>::quiet_NaN();
+    } else if (value == "Infinity" || value == "-Infinity") {
+      (*eval)[name] = (value == "Infinity" ? 1 : -1) * std::numeric_limits<double>::infinity();
+    }
   }
 }
 
@@ -201,7 +233,8 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
                    "samples_per_second, loss, eval, total_steps, generation, next_generation, members, "
                    "finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since, owner, release_requested FROM jobs");
+                   "restarts_used, last_failure, waiting_since, owner, release_requested, warning, learning_rate "
+                   "FROM jobs");
   while (select.Next()) {
     JobRecord& job = state->jobs[select.Text(0)];
     v1::JobInfo& info = job.info;
@@ -243,6 +276,8 @@ absl::Status LoadJobs(sqlite3* db, ClusterState* state) {
     job.waiting_since = select.Real(29);
     info.set_owner(select.Text(30));
     job.release_requested = ReleasesFromJson(select.Text(31));
+    info.set_warning(select.Text(32));
+    info.set_learning_rate(select.Real(33));
     state->next_submit_seq = std::max(state->next_submit_seq, job.submit_seq + 1);
   }
   return select.status();
@@ -344,9 +379,9 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
                    "samples_in_epoch, samples_per_second, loss, eval, total_steps, generation, next_generation, "
                    "members, finished, created_unix, updated_unix, gen_formed, gen_reason, gen_started_unix, "
                    "gen_start_step, gen_epoch, gen_samples_in_epoch, gen_heal_from_rank, gen_committed, "
-                   "restarts_used, last_failure, waiting_since, owner, release_requested) "
+                   "restarts_used, last_failure, waiting_since, owner, release_requested, warning, learning_rate) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?)")
+                   "?, ?, ?, ?, ?)")
       .Bind(info.id())
       .Bind(job.submit_seq)
       .BindBlob(info.spec().SerializeAsString())
@@ -379,6 +414,8 @@ absl::Status StateStore::WriteJob(const JobRecord& job) {
       .Bind(job.waiting_since)
       .Bind(info.owner())
       .Bind(ReleasesToJson(job.release_requested))
+      .Bind(info.warning())
+      .Bind(info.learning_rate())
       .Run();
 }
 

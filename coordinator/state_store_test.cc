@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "coordinator/generations.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -64,6 +66,8 @@ ClusterState SampleState(ChangeSet* changes) {
   running.info.set_loss(0.5);
   running.info.set_total_steps(900);
   (*running.info.mutable_eval())["accuracy"] = 0.875;
+  running.info.set_learning_rate(0.0125);
+  running.info.set_warning("checkpoint at step 40 failed: No space left on device");
   // Fault-tolerance state as after a failure that healed from rank 0.
   running.generation.reason = "failure_reported";
   running.generation.started_at = 650.5;
@@ -234,6 +238,43 @@ INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->jobs.at("job-old").restarts_used, 1);
   EXPECT_EQ(again->checkpoints.at("job-running").at(0).samples_in_epoch(), 9 * 64);
+}
+
+// SQLite binds a NaN as NULL, which the NOT NULL columns refused: one job's
+// NaN loss then failed every write. Every double a job holds comes back as
+// it went in.
+TEST(StateStore, NonFiniteValuesRoundTrip) {
+  const std::string path = FreshDatabasePath("non_finite");
+  ChangeSet changes;
+  ClusterState state = SampleState(&changes);
+  v1::JobInfo& info = state.jobs.at("job-running").info;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  info.set_loss(nan);
+  info.set_samples_per_second(inf);
+  info.set_learning_rate(-inf);
+  (*info.mutable_eval())["loss"] = nan;
+  (*info.mutable_eval())["perplexity"] = inf;
+  (*info.mutable_eval())["margin"] = -inf;
+  (*info.mutable_eval())["accuracy"] = -0.0;
+  ASSERT_TRUE((*StateStore::Open(path))->Save(state, changes).ok());
+
+  auto loaded = (*StateStore::Open(path))->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::JobInfo& back = loaded->jobs.at("job-running").info;
+  EXPECT_TRUE(std::isnan(back.loss()));
+  EXPECT_EQ(back.samples_per_second(), inf);
+  EXPECT_EQ(back.learning_rate(), -inf);
+  EXPECT_TRUE(std::isnan(back.eval().at("loss")));
+  EXPECT_EQ(back.eval().at("perplexity"), inf);
+  EXPECT_EQ(back.eval().at("margin"), -inf);
+  EXPECT_EQ(back.eval().at("accuracy"), 0.0);
+  EXPECT_EQ(back.step(), 42);
+
+  // Finite again later: the column holds a REAL once more.
+  info.set_loss(0.25);
+  ASSERT_TRUE((*StateStore::Open(path))->Save(state, changes).ok());
+  EXPECT_EQ((*StateStore::Open(path))->Load(900)->jobs.at("job-running").info.loss(), 0.25);
 }
 
 TEST(StateStore, OpenFailsClearlyForAnUnwritablePath) {

@@ -1,10 +1,15 @@
 #include "coordinator/validation.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/incarnation.h"
+#include "common/control_chars.h"
 
 namespace herd::coordinator {
 namespace {
@@ -12,6 +17,24 @@ namespace {
 constexpr size_t kMaxWorkerIdBytes = 128;
 constexpr size_t kMaxAddressBytes = 256;
 constexpr size_t kMaxPathBytes = 4096;
+
+constexpr size_t kMaxEvalEntries = 64;
+constexpr size_t kMaxEvalNameBytes = 128;
+constexpr size_t kMaxWarningBytes = 4096;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status NonNegative(const std::string& field, int64_t value) {
+  if (value >= 0) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be >= 0, got ", value));
+}
+
+absl::Status FiniteNonNegative(const std::string& field, double value) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be a finite number >= 0, got ", value));
+}
 
 bool IsWorkerIdChar(char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; }
 
@@ -45,6 +68,16 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateIncarnation(const std::string& incarnation) {
+  if (incarnation.size() > kMaxIncarnationBytes ||
+      !std::all_of(incarnation.begin(), incarnation.end(), [](char c) { return absl::ascii_isalnum(c); })) {
+    return absl::InvalidArgumentError(absl::StrCat("incarnation (", kIncarnationMetadataKey, " metadata): must be at most ",
+                                                   kMaxIncarnationBytes, " letters and digits, got '",
+                                                   absl::CHexEscape(incarnation.substr(0, 80)), "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCheckpointPath(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("path: required");
   if (path.size() > kMaxPathBytes) {
@@ -58,6 +91,47 @@ absl::Status ValidateCheckpointPath(const std::string& path) {
     if (component == "..") {
       return absl::InvalidArgumentError(absl::StrCat("path: must not contain '..': ", path));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
+  const std::pair<const char*, int64_t> counts[] = {{"rank", report.rank()},
+                                                    {"step", report.step()},
+                                                    {"epoch", report.epoch()},
+                                                    {"samples_in_epoch", report.samples_in_epoch()},
+                                                    {"total_steps", report.total_steps()}};
+  for (const auto& [field, value] : counts) {
+    if (auto status = NonNegative(field, value); !status.ok()) return status;
+  }
+  if (auto status = FiniteNonNegative("samples_per_second", report.samples_per_second()); !status.ok()) return status;
+  if (auto status = FiniteNonNegative("learning_rate", report.learning_rate()); !status.ok()) return status;
+  if (report.eval_size() > static_cast<int>(kMaxEvalEntries)) {
+    return Invalid("eval", absl::StrCat("at most ", kMaxEvalEntries, " entries, got ", report.eval_size()));
+  }
+  for (const auto& [name, value] : report.eval()) {
+    if (name.empty() || name.size() > kMaxEvalNameBytes || HasControlChars(name)) {
+      return Invalid("eval", absl::StrCat("names must be 1 to ", kMaxEvalNameBytes,
+                                          " characters without control characters, got '", EscapeControlChars(name),
+                                          "'"));
+    }
+  }
+  if (report.checkpoint_warning().size() > kMaxWarningBytes) {
+    return Invalid("checkpoint_warning", absl::StrCat("longer than ", kMaxWarningBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCheckpointRecord(const v1::CommitCheckpointRequest& record) {
+  const std::pair<const char*, int64_t> counts[] = {{"step", record.step()},
+                                                    {"epoch", record.epoch()},
+                                                    {"samples_in_epoch", record.samples_in_epoch()},
+                                                    {"size_bytes", record.size_bytes()}};
+  for (const auto& [field, value] : counts) {
+    if (auto status = NonNegative(field, value); !status.ok()) return status;
+  }
+  if (record.sha256().size() > 64 || HasControlChars(record.sha256())) {
+    return Invalid("sha256", absl::StrCat("must be a hex digest, got '", EscapeControlChars(record.sha256()), "'"));
   }
   return absl::OkStatus();
 }

@@ -15,9 +15,25 @@ absl::Status ValidateWorkerId(const std::string& worker_id);
 // INVALID_ARGUMENT naming the bad field of a registration.
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request);
 
+// A registration's incarnation (common/incarnation.h): empty (unknown) or up
+// to kMaxIncarnationBytes letters and digits.
+absl::Status ValidateIncarnation(const std::string& incarnation);
+
 // A checkpoint path as committed by rank 0: relative to the checkpoint root,
 // with no ".." component, so the paths handed back for deletion never leave
 // that root.
 absl::Status ValidateCheckpointPath(const std::string& path);
+
+// INVALID_ARGUMENT naming the first bad field of a progress report and its
+// value: counts (rank, step, epoch, samples_in_epoch, total_steps) must be
+// >= 0; samples_per_second and learning_rate finite and >= 0; eval names
+// non-empty and without control characters. loss and eval values may be NaN
+// or infinite: that is what a diverging model measures, and it is stored as
+// reported.
+absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report);
+
+// INVALID_ARGUMENT naming the first bad field of a checkpoint record (besides
+// its path, see ValidateCheckpointPath) and its value.
+absl::Status ValidateCheckpointRecord(const v1::CommitCheckpointRequest& record);
 
 }  // namespace herd::coordinator

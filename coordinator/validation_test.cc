@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace herd::coordinator {
 namespace {
 
@@ -31,12 +33,57 @@ TEST(Validation, Registration) {
   EXPECT_EQ(ValidateRegistration(request).message().rfind("address:", 0), 0u);
 }
 
+TEST(Validation, Incarnation) {
+  EXPECT_TRUE(ValidateIncarnation("").ok());
+  EXPECT_TRUE(ValidateIncarnation("0123456789abcdef").ok());
+  for (const std::string& bad : {std::string("a b"), std::string("x\n"), std::string(65, 'a')}) {
+    EXPECT_EQ(ValidateIncarnation(bad).message().rfind("incarnation (x-herd-incarnation metadata):", 0), 0u) << bad;
+  }
+}
+
 TEST(Validation, CheckpointPaths) {
   EXPECT_TRUE(ValidateCheckpointPath("job-1/step-100").ok());
   EXPECT_TRUE(ValidateCheckpointPath("job-1/step..100").ok());
   for (const char* bad : {"", "/etc/passwd", "..", "../x", "a/../../x", "a/.."}) {
     EXPECT_EQ(ValidateCheckpointPath(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// A diverged loss is a measurement and passes; a NaN rate or a negative count
+// is malformed.
+TEST(Validation, ProgressReports) {
+  v1::ReportProgressRequest report;
+  report.set_step(10);
+  report.set_samples_per_second(100);
+  report.set_learning_rate(0.1);
+  report.set_loss(std::nan(""));
+  (*report.mutable_eval())["loss"] = HUGE_VAL;
+  EXPECT_TRUE(ValidateProgressReport(report).ok()) << ValidateProgressReport(report);
+  v1::ReportProgressRequest bad = report;
+  bad.set_learning_rate(std::nan(""));
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "learning_rate: must be a finite number >= 0, got nan");
+  bad = report;
+  bad.set_total_steps(-2);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "total_steps: must be >= 0, got -2");
+  bad = report;
+  (*bad.mutable_eval())["acc\x1b[2J"] = 1;
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("eval: names must be", 0), 0u) << ValidateProgressReport(bad);
+  bad = report;
+  bad.set_checkpoint_warning(std::string(5000, 'x'));
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("checkpoint_warning:", 0), 0u);
+}
+
+TEST(Validation, CheckpointRecords) {
+  v1::CommitCheckpointRequest record;
+  record.set_step(10);
+  record.set_size_bytes(4096);
+  record.set_sha256(std::string(64, 'a'));
+  EXPECT_TRUE(ValidateCheckpointRecord(record).ok());
+  record.set_epoch(-1);
+  EXPECT_EQ(ValidateCheckpointRecord(record).message(), "epoch: must be >= 0, got -1");
+  record.set_epoch(0);
+  record.set_sha256(std::string(65, 'a'));
+  EXPECT_EQ(ValidateCheckpointRecord(record).message().rfind("sha256:", 0), 0u);
 }
 
 }  // namespace

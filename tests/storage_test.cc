@@ -10,37 +10,13 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/small_disk.h"
 
 namespace herd::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-
-// A tmpfs of `size` at a fresh folder, unmounted when the test ends (its
-// mount namespace also ends with the test's sandbox).
-class SmallDisk {
- public:
-  explicit SmallDisk(const std::string& size) : dir_(std::string(std::getenv("TEST_TMPDIR")) + "/disk") {
-    fs::create_directories(dir_);
-    CommandResult mounted = RunCommand({"/bin/mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", dir_}, seconds(10));
-    mounted_ = mounted.exit_code == 0;
-    EXPECT_TRUE(mounted_) << "cannot mount a tmpfs (the test needs root): " << mounted.out << mounted.err;
-  }
-  ~SmallDisk() {
-    if (mounted_) RunCommand({"/bin/umount", "-l", dir_}, seconds(10));
-  }
-  void MakeReadOnly() {
-    CommandResult done = RunCommand({"/bin/mount", "-o", "remount,ro", dir_}, seconds(10));
-    EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
-  }
-  const std::string& dir() const { return dir_; }
-  bool mounted() const { return mounted_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-};
 
 std::string Spec(const std::string& on_failure) {
   return "model: mlp\n"

@@ -75,7 +75,7 @@ void LocalCluster::StartCoordinator() {
   argv.insert(argv.end(), {Binary("coordinator/herd-coordinator"),
                            "--listen=" + address_,
                            "--metrics-listen=" + options_.coordinator_host + ":0",
-                           "--state-dir=" + root_ + "/state",
+                           "--state-dir=" + state_dir(),
                            "--lease-seconds=" + std::to_string(options_.lease_seconds),
                            "--ready-file=" + ready});
   argv.push_back(options_.auth ? "--auth-file=" + credentials_.auth_file : "--insecure-no-auth");

@@ -34,6 +34,8 @@ struct ClusterOptions {
   std::vector<std::string> worker_env;
   // The workers' --checkpoint-root; empty: ROOT/checkpoints.
   std::string checkpoint_root;
+  // The coordinator's --state-dir; empty: ROOT/state.
+  std::string state_dir;
   // The coordinator's listen address; workers on other hosts need one they
   // can reach (a testbed's root_address()).
   std::string coordinator_host = "127.0.0.1";
@@ -74,6 +76,8 @@ class LocalCluster {
   std::string worker_dir(int index) const;
   std::string job_dir(int worker_index, const std::string& job_id) const;
   std::string coordinator_metrics_address() const;
+  // The coordinator's --state-dir (its database: state_dir() + "/coordinator.db").
+  std::string state_dir() const { return options_.state_dir.empty() ? root_ + "/state" : options_.state_dir; }
   // Shared by every worker's trainers (HERD_CHECKPOINT_ROOT).
   std::string checkpoint_root() const {
     return options_.checkpoint_root.empty() ? root_ + "/checkpoints" : options_.checkpoint_root;

@@ -315,6 +315,15 @@ absl::Status ValidateOptions(const GlooOptions& options, const RendezvousStore* 
 
 namespace {
 
+// Gloo's TCP pairs wait this many times the context's timeout to connect.
+constexpr int kGlooConnectTimeoutFactor = 5;
+
+// The context timeout to connect with, so that each connect wait ends
+// within `collective_timeout` (at least 1 ms).
+std::chrono::milliseconds ConnectTimeout(std::chrono::milliseconds collective_timeout) {
+  return std::max(std::chrono::milliseconds(1), collective_timeout / kGlooConnectTimeoutFactor);
+}
+
 // One Gloo context: a TCP device (with its I/O thread) and a connection to
 // every peer. Stream 0 keeps the generation's key prefix as it is; the other
 // streams rendezvous under a sub-prefix of it.
@@ -330,12 +339,20 @@ absl::StatusOr<std::shared_ptr<gloo::rendezvous::Context>> ConnectStream(const G
   if (!status.ok()) return absl::UnavailableError(status.message());
 
   auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-  context->setTimeout(options.timeout);
+  // Gloo waits up to five times the context's timeout for a pair to connect
+  // (tcp::Pair::waitUntil, "a longer timeout when waiting for initial
+  // connect"): a peer whose trainer died after publishing its address held
+  // a 30 s collective timeout's rendezvous for 150 s. Connecting runs with a
+  // fifth of it, so each connect wait ends within the collective timeout;
+  // store waits keep the whole timeout (the adapter's own).
+  context->setTimeout(ConnectTimeout(options.timeout));
   const std::string prefix =
       stream == 0 ? options.key_prefix : absl::StrCat(options.key_prefix, "stream", stream, "/");
   GlooStoreAdapter adapter(std::move(store), prefix, options.timeout);
   const std::string what = absl::StrCat("gloo rendezvous (rank ", options.rank, " of ", options.size, ")");
   status = RunGloo(what, [&] { context->connectFullMesh(adapter, device); });
+  // Collectives set their own timeout; anything else Gloo waits for uses this.
+  context->setTimeout(options.timeout);
   if (!status.ok()) {
     // A store failure is reported as the store saw it (usually a peer that
     // never published its address), not as Gloo's rethrown text.

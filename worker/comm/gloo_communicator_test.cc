@@ -2,6 +2,7 @@
 // over real TCP sockets on the loopback interface.
 #include "worker/comm/gloo_communicator.h"
 
+#include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
 #include <atomic>
@@ -564,6 +565,31 @@ TEST(GlooCommunicatorTest, RankThatNeverJoinsMakesCreationTimeOut) {
   EXPECT_NE(result.status().message().find("rank 0 of 2"), std::string::npos) << result.status();
   EXPECT_NE(result.status().message().find("test/"), std::string::npos) << result.status();
   EXPECT_LT(elapsed, milliseconds(2000));
+}
+
+// A peer that published its address and died (a trainer killed during
+// rendezvous) while this rank is the side that waits for the connection:
+// Gloo waits five of its context timeouts for a connect, which held a 30 s
+// collective timeout's rendezvous for 150 s. Now the wait ends within the
+// collective timeout. The dead peer listens on 127.0.0.2, which sorts above
+// 127.0.0.1, so rank 0 is the listening side of the pair.
+TEST(GlooCommunicatorTest, DeadPeersAddressFailsWithinTheCollectiveTimeout) {
+  auto store = std::make_shared<InMemoryStore>();
+  {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.2";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = device->createContext(1, 2);
+    auto& pair = context->createPair(0);
+    const std::vector<char> address = pair->address().bytes();
+    ASSERT_TRUE(store->Set("test/1", std::string(address.begin(), address.end())).ok());
+  }  // the peer is gone: its listening socket closed
+  const auto start = Clock::now();
+  auto result = CreateGlooCommunicator(OptionsFor(0, 2, milliseconds(1000)), store);
+  const auto elapsed = Clock::now() - start;
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_LT(elapsed, milliseconds(2000)) << "5 s before: five times the timeout";
 }
 
 TEST(GlooCommunicatorTest, KeyPrefixSeparatesGenerations) {

@@ -50,8 +50,10 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  // Gloo passes its context's timeout, which herd shortens while connecting
+  // (ConnectTimeout): waiting for a peer to publish its address keeps ours.
   // One deadline for all keys: waiting for N peers must not take N timeouts.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + std::max(timeout, timeout_);
   for (const std::string& key : keys) {
     const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                  deadline - std::chrono::steady_clock::now()));

@@ -18,6 +18,9 @@ std::string MetricsSnapshotPath(const std::string& job_dir) { return absl::StrCa
 std::string FinalReportPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/final-report"); }
 std::string ReleaseRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/release-request"); }
 std::string ReformRequestPath(const std::string& job_dir) { return absl::StrCat(job_dir, "/reform-request"); }
+std::string UnrecordedCheckpointsPath(const std::string& job_dir) {
+  return absl::StrCat(job_dir, "/unrecorded-checkpoints");
+}
 
 // "GENERATION RANK RANK ...": one line of decimal numbers.
 absl::Status WriteReleaseRequest(const std::string& path, const LeaveRequest& request) {
@@ -47,24 +50,47 @@ int64_t ReadReformRequest(const std::string& path) {
   return generation;
 }
 
-absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report) {
+namespace {
+
+absl::Status WriteMessage(const std::string& path, const google::protobuf::Message& message, const char* what) {
   std::string bytes;
-  if (!report.SerializeToString(&bytes)) return absl::InternalError("cannot serialize the final report");
+  if (!message.SerializeToString(&bytes)) return absl::InternalError(absl::StrCat("cannot serialize the ", what));
   AtomicWriteOptions durable;
   durable.durable = true;
   return WriteFileAtomically(path, bytes, durable);
 }
 
-absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path) {
+absl::Status ReadMessage(const std::string& path, google::protobuf::Message* message, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("no final report at ", path));
+  if (!in) return absl::NotFoundError(absl::StrCat("no ", what, " at ", path));
   std::stringstream bytes;
   bytes << in.rdbuf();
-  v1::ReportProgressRequest report;
-  if (!report.ParseFromString(bytes.str())) {
-    return absl::DataLossError(absl::StrCat("the final report ", path, " does not parse"));
+  if (!message->ParseFromString(bytes.str())) {
+    return absl::DataLossError(absl::StrCat("the ", what, " ", path, " does not parse"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report) {
+  return WriteMessage(path, report, "final report");
+}
+
+absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path) {
+  v1::ReportProgressRequest report;
+  if (auto s = ReadMessage(path, &report, "final report"); !s.ok()) return s;
   return report;
+}
+
+absl::Status WriteUnrecordedCheckpoints(const std::string& path, const v1::CheckpointRecords& records) {
+  return WriteMessage(path, records, "unrecorded checkpoint records");
+}
+
+absl::StatusOr<v1::CheckpointRecords> ReadUnrecordedCheckpoints(const std::string& path) {
+  v1::CheckpointRecords records;
+  if (auto s = ReadMessage(path, &records, "unrecorded checkpoint records"); !s.ok()) return s;
+  return records;
 }
 
 }  // namespace herd

@@ -14,6 +14,11 @@
 //                        loss and evaluation reach the coordinator with the
 //                        exit even when the coordinator was down at the end;
 //                        written before a released exit too (the boundary's)
+//   unrecorded-checkpoints  checkpoint records (CheckpointRecords) the
+//                        coordinator had not acknowledged when the trainer
+//                        exited, whatever the exit: the daemon delivers them
+//                        (a checkpoint written as the coordinator went down
+//                        is recorded, or removed when refused)
 //   release-request      written by the daemon when the coordinator asks this
 //                        worker to leave the job at its next step boundary
 //                        (drain, shrink, suspend); the trainer checks for it at
@@ -42,6 +47,7 @@ std::string MetricsSnapshotPath(const std::string& job_dir);
 std::string FinalReportPath(const std::string& job_dir);
 std::string ReleaseRequestPath(const std::string& job_dir);
 std::string ReformRequestPath(const std::string& job_dir);
+std::string UnrecordedCheckpointsPath(const std::string& job_dir);
 
 // Exit codes: see v1::TrainerExitCode in proto/herd.proto.
 constexpr int kExitJobError = v1::TRAINER_EXIT_JOB_ERROR;
@@ -68,5 +74,9 @@ int64_t ReadReformRequest(const std::string& path);
 
 // NOT_FOUND when the trainer wrote none; DATA_LOSS when it does not parse.
 absl::StatusOr<v1::ReportProgressRequest> ReadFinalReport(const std::string& path);
+
+absl::Status WriteUnrecordedCheckpoints(const std::string& path, const v1::CheckpointRecords& records);
+// NOT_FOUND when the trainer wrote none; DATA_LOSS when it does not parse.
+absl::StatusOr<v1::CheckpointRecords> ReadUnrecordedCheckpoints(const std::string& path);
 
 }  // namespace herd

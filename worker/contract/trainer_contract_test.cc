@@ -32,9 +32,33 @@ TEST(TrainerContract, FinalReportRoundTripsAndMissingOrCorruptIsNamed) {
   EXPECT_NE(corrupt.status().message().find(path), std::string::npos);
 }
 
+TEST(TrainerContract, UnrecordedCheckpointsRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "/trainer_contract_unrecorded";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = UnrecordedCheckpointsPath(dir);
+  EXPECT_EQ(ReadUnrecordedCheckpoints(path).status().code(), absl::StatusCode::kNotFound);
+  v1::CheckpointRecords records;
+  for (int64_t step : {280, 300}) {
+    v1::CommitCheckpointRequest* record = records.add_records();
+    record->set_job_id("job-1");
+    record->set_step(step);
+    record->set_path("job-1/step-" + std::to_string(step));
+  }
+  ASSERT_TRUE(WriteUnrecordedCheckpoints(path, records).ok());
+  auto read = ReadUnrecordedCheckpoints(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->records_size(), 2);
+  EXPECT_EQ(read->records(1).step(), 300);
+  EXPECT_EQ(read->records(1).path(), "job-1/step-300");
+  std::ofstream(path, std::ios::trunc) << "\xff\xff\xff not a proto";
+  EXPECT_EQ(ReadUnrecordedCheckpoints(path).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(TrainerContract, FilesLiveInTheJobDir) {
   for (const std::string& path : {TrainerLogPath("/j"), TerminationMessagePath("/j"), TrainerAlivePath("/j"),
-                                  MetricsSnapshotPath("/j"), FinalReportPath("/j")}) {
+                                  MetricsSnapshotPath("/j"), FinalReportPath("/j"),
+                                  UnrecordedCheckpointsPath("/j")}) {
     EXPECT_EQ(path.rfind("/j/", 0), 0u) << path;
   }
 }

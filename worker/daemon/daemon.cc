@@ -7,9 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/incarnation.h"
 #include "common/rpc_options.h"
 #include "common/status_convert.h"
 #include "worker/daemon/backoff.h"
+#include "worker/daemon/identifiers.h"
 #include "worker/daemon/ready_file.h"
 
 namespace herd::worker {
@@ -32,7 +34,9 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubIn
       stub_(std::move(stub)),
       supervisor_(supervisor),
       metrics_(metrics),
-      heartbeat_interval_(options_.default_heartbeat_interval) {
+      heartbeat_interval_(options_.default_heartbeat_interval),
+      incarnation_(options_.incarnation.empty() ? NewIncarnation() : options_.incarnation),
+      unrecorded_checkpoints_(options_.checkpoint_root) {
   SetRegistered(false);
 }
 
@@ -117,6 +121,7 @@ absl::Status Daemon::Register() {
   v1::RegisterWorkerResponse response;
   absl::Status status =
       FromGrpcStatus(Call(options_.rpc_timeout, /*cancel_on_stop=*/true, [&](grpc::ClientContext* context) {
+        context->AddMetadata(kIncarnationMetadataKey, incarnation_);
         return stub_->RegisterWorker(context, request, &response);
       }));
   if (!status.ok()) return status;
@@ -125,7 +130,8 @@ absl::Status Daemon::Register() {
                                              : options_.default_heartbeat_interval;
   lease_ = std::chrono::milliseconds(static_cast<int64_t>(response.lease_seconds() * 1000));
   LOG(INFO) << "registered as " << options_.worker_id << " (" << options_.device_kind << " x"
-            << options_.device_count << ", address " << options_.address << "); heartbeat every "
+            << options_.device_count << ", address " << options_.address << ", incarnation " << incarnation_
+            << "); heartbeat every "
             << Seconds(heartbeat_interval_) << ", lease " << response.lease_seconds() << "s";
   SetRegistered(true);
   if (!options_.ready_file.empty() && !ready_file_written_) {
@@ -143,13 +149,26 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
     trainer_exited_ = false;
   }
   HeartbeatReport report = supervisor_->PrepareReport();
+  auto timeout = apply_assignments ? options_.rpc_timeout : std::min(options_.rpc_timeout, kFinalHeartbeatTimeout);
+  // Exited trainers' checkpoint records go before their exits, while their
+  // generation is still the job's.
+  unrecorded_checkpoints_.Add(report.unrecorded_checkpoints);
+  unrecorded_checkpoints_.Deliver(
+      [&](const v1::CommitCheckpointRequest& record) -> absl::StatusOr<v1::CommitCheckpointResponse> {
+        v1::CommitCheckpointResponse response;
+        absl::Status status =
+            FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
+              return stub_->CommitCheckpoint(context, record, &response);
+            }));
+        if (!status.ok()) return status;
+        return response;
+      });
   v1::HeartbeatRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_draining(Draining());
   for (const std::string& job : report.running_jobs) request.add_running_jobs(job);
   for (const v1::TrainerExit& exit : report.exits) *request.add_exits() = exit;
   v1::HeartbeatResponse response;
-  auto timeout = apply_assignments ? options_.rpc_timeout : std::min(options_.rpc_timeout, kFinalHeartbeatTimeout);
   absl::Status status =
       FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
         return stub_->Heartbeat(context, request, &response);

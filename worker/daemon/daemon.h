@@ -15,6 +15,7 @@
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/backoff.h"
 #include "worker/daemon/trainer_supervisor.h"
+#include "worker/daemon/unrecorded_checkpoints.h"
 #include "worker/daemon/worker_metrics.h"
 
 namespace herd::worker {
@@ -38,6 +39,12 @@ struct DaemonOptions {
   std::function<void(bool registered)> on_registered;
   // How long Drain() waits for the trainers to leave before stopping them.
   std::chrono::milliseconds drain_timeout{50000};
+  // This process's incarnation (common/incarnation.h); empty: a fresh
+  // random one (NewIncarnation). Tests pass their own.
+  std::string incarnation;
+  // The trainers' checkpoint storage: the daemon removes what the
+  // coordinator refuses or retires among the records it delivers for them.
+  std::string checkpoint_root;
 };
 
 class Daemon {
@@ -82,12 +89,17 @@ class Daemon {
   TrainerSupervisor* const supervisor_;
   WorkerMetrics* const metrics_;
   std::chrono::milliseconds heartbeat_interval_;
+  // Sent with every registration of this process, so the coordinator tells
+  // a restart (new value: the old trainers are gone) from a re-registration.
+  const std::string incarnation_;
   // The coordinator's lease (0 until registered): retries while it is
   // unreachable stay well inside it, so a restarted coordinator hears from
   // its members before their leases run out.
   std::chrono::milliseconds lease_{0};
   std::chrono::milliseconds RetryDelay(Backoff& backoff) const;
   bool ready_file_written_ = false;
+  // Touched by the heartbeat only (Run's thread).
+  UnrecordedCheckpoints unrecorded_checkpoints_;
   std::thread reap_thread_;
 
   absl::Mutex mu_;

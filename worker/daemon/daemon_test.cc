@@ -15,6 +15,8 @@
 #include "common/rpc_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/incarnation.h"
+#include "worker/daemon/identifiers.h"
 #include "worker/daemon/wait_until.h"
 
 namespace herd::worker {
@@ -34,6 +36,10 @@ class FakeCluster final : public v1::ClusterService::Service {
     {
       absl::MutexLock lock(&mu_);
       registrations_.push_back(*request);
+      auto incarnation = context->client_metadata().find(kIncarnationMetadataKey);
+      incarnations_.push_back(incarnation == context->client_metadata().end()
+                                  ? ""
+                                  : std::string(incarnation->second.data(), incarnation->second.size()));
     }
     if (hang_registrations_) {
       // A coordinator that accepted the connection and went silent.
@@ -103,6 +109,11 @@ class FakeCluster final : public v1::ClusterService::Service {
     absl::MutexLock lock(&mu_);
     return registrations_;
   }
+  // The incarnation metadata of each registration ("" when absent).
+  std::vector<std::string> incarnations() {
+    absl::MutexLock lock(&mu_);
+    return incarnations_;
+  }
   std::vector<v1::HeartbeatRequest> heartbeats() {
     absl::MutexLock lock(&mu_);
     return heartbeats_;
@@ -127,6 +138,7 @@ class FakeCluster final : public v1::ClusterService::Service {
   absl::Mutex mu_;
   std::map<std::string, v1::Assignment> assignments_;
   std::vector<v1::RegisterWorkerRequest> registrations_;
+  std::vector<std::string> incarnations_;
   std::vector<v1::HeartbeatRequest> heartbeats_;
   std::vector<v1::TrainerExit> exits_;
   bool reregister_next_ = false;
@@ -243,6 +255,7 @@ TEST_F(DaemonTest, RegistersWithItsIdentityAndWritesTheReadyFile) {
   EXPECT_EQ(registration.address(), "10.1.2.3");
   EXPECT_EQ(registration.device_kind(), "cpu");
   EXPECT_EQ(registration.device_count(), 1);
+  EXPECT_TRUE(IsValidIncarnation(cluster_.incarnations().at(0))) << cluster_.incarnations().at(0);
   EXPECT_EQ(cluster_.heartbeats().at(0).worker_id(), "w1");
   nlohmann::json ready = nlohmann::json::parse(std::ifstream(dir_ / "ready.json"));
   EXPECT_EQ(ready["worker_id"], "w1");
@@ -323,6 +336,8 @@ TEST_F(DaemonTest, RegistersAgainWhenAsked) {
   // And heartbeats resume afterwards.
   ASSERT_TRUE(WaitUntil([&] { return cluster_.heartbeats().size() > heartbeats; }));
   EXPECT_EQ(cluster_.registrations().size(), 2u);
+  // The same process: the coordinator must not take it for a restart.
+  EXPECT_EQ(cluster_.incarnations().at(1), cluster_.incarnations().at(0));
 }
 
 TEST_F(DaemonTest, RetriesRegistrationWhileTheCoordinatorFails) {

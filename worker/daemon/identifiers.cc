@@ -1,5 +1,7 @@
 #include "worker/daemon/identifiers.h"
 
+#include <random>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -36,6 +38,23 @@ std::string DefaultWorkerId(absl::string_view host_name, absl::string_view work_
   }
   if (id.size() > 128) id.resize(128);
   return id;
+}
+
+std::string NewIncarnation() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device entropy;
+  std::mt19937_64 random((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
+  std::string incarnation(16, '0');
+  for (char& c : incarnation) c = kHex[random() % 16];
+  return incarnation;
+}
+
+bool IsValidIncarnation(absl::string_view incarnation) {
+  if (incarnation.size() != 16) return false;
+  for (char c : incarnation) {
+    if (!(absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
 }
 
 }  // namespace herd::worker

@@ -18,4 +18,13 @@ bool IsValidWorkerId(absl::string_view worker_id);
 // restarts of the same daemon, distinct for two daemons on one host.
 std::string DefaultWorkerId(absl::string_view host_name, absl::string_view work_dir);
 
+// A fresh random incarnation for one daemon process: 16 lowercase hex
+// digits. The coordinator compares it across registrations to tell a
+// restarted daemon (whose trainers died with it) from one that only
+// re-registered (common/incarnation.h).
+std::string NewIncarnation();
+
+// [0-9a-f]{16}.
+bool IsValidIncarnation(absl::string_view incarnation);
+
 }  // namespace herd::worker

@@ -37,5 +37,14 @@ TEST(IdentifiersTest, DefaultWorkerIdJoinsHostAndWorkDirName) {
   EXPECT_TRUE(IsValidWorkerId(long_id));
 }
 
+TEST(IdentifiersTest, IncarnationsAreFreshPerCall) {
+  const std::string first = NewIncarnation();
+  EXPECT_TRUE(IsValidIncarnation(first)) << first;
+  EXPECT_NE(NewIncarnation(), first);
+  EXPECT_FALSE(IsValidIncarnation(""));
+  EXPECT_FALSE(IsValidIncarnation("0123456789ABCDEF"));
+  EXPECT_FALSE(IsValidIncarnation("0123456789abcde"));
+}
+
 }  // namespace
 }  // namespace herd::worker

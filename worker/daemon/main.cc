@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
     herd::SetServing(health.get(), now_registered);
   };
   daemon_options.drain_timeout = SecondsToMillis(config->drain_timeout_seconds);
+  daemon_options.checkpoint_root = config->checkpoint_root;
   Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
   // `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
   LogUplinkOptions log_options;

@@ -30,6 +30,7 @@ HeartbeatReport TrainerSupervisor::PrepareReport() {
     report.exits.push_back(pending.exit);
     report.last_exit_sequence = pending.sequence;
   }
+  report.unrecorded_checkpoints.Swap(&unrecorded_checkpoints_);
   return report;
 }
 
@@ -194,6 +195,17 @@ int TrainerSupervisor::ReapLocked() {
       } else {
         LOG(WARNING) << "job " << job_id << ": " << report.status();
       }
+    }
+    // Whatever the exit: checkpoints it wrote but could not get recorded.
+    const std::string unrecorded_path = UnrecordedCheckpointsPath(trainer.job_dir);
+    if (auto records = ReadUnrecordedCheckpoints(unrecorded_path); records.ok()) {
+      LOG(INFO) << "job " << job_id << ": its trainer left " << records->records_size()
+                << " checkpoint record(s) unacknowledged; delivering them";
+      unrecorded_checkpoints_.MergeFrom(*records);
+      std::error_code ignored;
+      std::filesystem::remove(unrecorded_path, ignored);
+    } else if (!absl::IsNotFound(records.status())) {
+      LOG(WARNING) << "job " << job_id << ": " << records.status();
     }
     if (trainer_metrics_ != nullptr) trainer_metrics_->TrainerExited(job_id);
     it = trainers_.erase(it);

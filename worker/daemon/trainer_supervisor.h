@@ -37,6 +37,9 @@ struct HeartbeatReport {
   std::vector<std::string> running_jobs;
   std::vector<v1::TrainerExit> exits;
   uint64_t last_exit_sequence = 0;  // exits up to this sequence are carried
+  // Checkpoint records exited trainers left unacknowledged, taken once (the
+  // daemon delivers them before the exits: unrecorded_checkpoints.h).
+  v1::CheckpointRecords unrecorded_checkpoints;
 };
 
 // Exit code reported when a trainer could not be started at all.
@@ -117,6 +120,7 @@ class TrainerSupervisor {
   std::map<std::string, Trainer> trainers_ ABSL_GUARDED_BY(mu_);
   std::deque<PendingExit> pending_exits_ ABSL_GUARDED_BY(mu_);
   uint64_t next_exit_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  v1::CheckpointRecords unrecorded_checkpoints_ ABSL_GUARDED_BY(mu_);
   // Invalid job ids already reported, so each is reported once.
   std::set<std::string> rejected_job_ids_ ABSL_GUARDED_BY(mu_);
 };

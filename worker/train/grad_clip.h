@@ -29,4 +29,9 @@ void ScaleGradients(const std::vector<torch::Tensor>& grads, double scale);
 // `max_norm`; returns the norm before clipping. No collective.
 double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm);
 
+// ClipGradNorm on the gradients' device, with no host read: the same
+// float64 sums in the same order, so the same scale to the bit. Returns the
+// norm before clipping, a float64 scalar tensor on the gradients' device.
+torch::Tensor ClipGradNormOnDevice(const std::vector<torch::Tensor>& params, double max_norm);
+
 }  // namespace herd

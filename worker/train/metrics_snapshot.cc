@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 
@@ -72,7 +75,73 @@ void SetScalarValue(prometheus::MetricType type, double value, prometheus::Clien
   }
 }
 
+// [a-zA-Z_:][a-zA-Z0-9_:]* for metric names; label names allow no ':'.
+bool IsValidName(const std::string& name, bool colons) {
+  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '_' && !(colons && c == ':')) return false;
+  }
+  return true;
+}
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status ValidateMetric(const pb::Family& family, const pb::Metric& metric, const std::string& at) {
+  for (int l = 0; l < metric.labels_size(); ++l) {
+    if (!IsValidName(metric.labels(l).name(), /*colons=*/false)) {
+      return Invalid(absl::StrCat(at, ".labels[", l, "].name"),
+                     absl::StrCat("not a label name: '", metric.labels(l).name(), "'"));
+    }
+  }
+  if (metric.timestamp_ms() < 0) {
+    return Invalid(at + ".timestamp_ms", absl::StrCat("must be >= 0, got ", metric.timestamp_ms()));
+  }
+  if (family.type() == pb::COUNTER && !(std::isfinite(metric.value()) && metric.value() >= 0)) {
+    return Invalid(at + ".value", absl::StrCat("a counter must be finite and >= 0, got ", metric.value()));
+  }
+  double bound = -std::numeric_limits<double>::infinity();
+  uint64_t count = 0;
+  for (int b = 0; b < metric.buckets_size(); ++b) {
+    const pb::Bucket& bucket = metric.buckets(b);
+    if (std::isnan(bucket.upper_bound()) || (b > 0 && bucket.upper_bound() <= bound)) {
+      return Invalid(absl::StrCat(at, ".buckets[", b, "].upper_bound"),
+                     absl::StrCat("bounds must rise, got ", bucket.upper_bound(), " after ", bound));
+    }
+    if (bucket.cumulative_count() < count) {
+      return Invalid(absl::StrCat(at, ".buckets[", b, "].cumulative_count"),
+                     absl::StrCat("counts must not fall, got ", bucket.cumulative_count(), " after ", count));
+    }
+    bound = bucket.upper_bound();
+    count = bucket.cumulative_count();
+  }
+  for (int q = 0; q < metric.quantiles_size(); ++q) {
+    const double quantile = metric.quantiles(q).quantile();
+    if (!(quantile >= 0 && quantile <= 1)) {
+      return Invalid(absl::StrCat(at, ".quantiles[", q, "].quantile"),
+                     absl::StrCat("must be in [0, 1], got ", quantile));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ValidateMetricsSnapshot(const pb::MetricsSnapshot& snapshot) {
+  for (int f = 0; f < snapshot.families_size(); ++f) {
+    const pb::Family& family = snapshot.families(f);
+    const std::string at = absl::StrCat("families[", f, "]");
+    if (!IsValidName(family.name(), /*colons=*/true)) {
+      return Invalid(at + ".name", absl::StrCat("not a metric name: '", family.name(), "'"));
+    }
+    for (int m = 0; m < family.metrics_size(); ++m) {
+      const std::string metric_at = absl::StrCat(at, ".metrics[", m, "]");
+      if (auto status = ValidateMetric(family, family.metrics(m), metric_at); !status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
 
 pb::MetricsSnapshot ToSnapshot(const std::vector<prometheus::MetricFamily>& families) {
   pb::MetricsSnapshot snapshot;
@@ -164,6 +233,9 @@ absl::StatusOr<std::vector<prometheus::MetricFamily>> ReadMetricsSnapshot(const 
   pb::MetricsSnapshot snapshot;
   if (!snapshot.ParseFromString(bytes.str())) {
     return absl::DataLossError(absl::StrCat("the metrics snapshot ", path, " does not parse"));
+  }
+  if (auto status = ValidateMetricsSnapshot(snapshot); !status.ok()) {
+    return absl::DataLossError(absl::StrCat("the metrics snapshot ", path, " is refused: ", status.message()));
   }
   return FromSnapshot(snapshot);
 }

@@ -153,6 +153,48 @@ TEST(MetricsSnapshot, MissingAndCorruptFilesAreErrors) {
   EXPECT_FALSE(WriteMetricsSnapshot(dir + "/no/such/dir/file", EveryType()).ok());
 }
 
+// A snapshot whose values no trainer writes is refused, naming the field and
+// the value; a diverged gauge (NaN loss) is faithful and passes.
+TEST(MetricsSnapshot, MalformedValuesAreRefusedNamingFieldAndValue) {
+  const std::string dir = TempDir();
+  auto refusal = [&](std::vector<MetricFamily> families) {
+    std::string bytes;
+    EXPECT_TRUE(ToSnapshot(families).SerializeToString(&bytes));
+    std::ofstream(dir + "/snap", std::ios::binary | std::ios::trunc) << bytes;
+    auto read = ReadMetricsSnapshot(dir + "/snap");
+    return read.ok() ? std::string() : std::string(read.status().message());
+  };
+  std::vector<MetricFamily> families = EveryType();
+  families[1].metric[0].gauge.value = std::nan("");
+  EXPECT_EQ(refusal(families), "");
+
+  families = EveryType();
+  families[0].metric[1].counter.value = -1;
+  EXPECT_NE(refusal(families).find("families[0].metrics[1].value: a counter must be finite and >= 0, got -1"),
+            std::string::npos)
+      << refusal(families);
+  families = EveryType();
+  families[0].metric[0].counter.value = std::nan("");
+  EXPECT_NE(refusal(families).find("families[0].metrics[0].value: a counter must be finite and >= 0, got nan"),
+            std::string::npos);
+  families = EveryType();
+  families[2].metric[0].histogram.bucket[1].upper_bound = std::nan("");
+  EXPECT_NE(refusal(families).find("families[2].metrics[0].buckets[1].upper_bound"), std::string::npos);
+  families = EveryType();
+  families[2].metric[0].histogram.bucket[1].cumulative_count = 0;
+  EXPECT_NE(refusal(families).find("families[2].metrics[0].buckets[1].cumulative_count"), std::string::npos);
+  families = EveryType();
+  families[3].metric[0].summary.quantile[0].quantile = 1.5;
+  EXPECT_NE(refusal(families).find("families[3].metrics[0].quantiles[0].quantile: must be in [0, 1], got 1.5"),
+            std::string::npos);
+  families = EveryType();
+  families[1].name = "not a name";
+  EXPECT_NE(refusal(families).find("families[1].name: not a metric name: 'not a name'"), std::string::npos);
+  families = EveryType();
+  families[1].metric[0].timestamp_ms = -5;
+  EXPECT_NE(refusal(families).find("families[1].metrics[0].timestamp_ms: must be >= 0, got -5"), std::string::npos);
+}
+
 double StepsInSnapshot(const std::string& path) {
   auto families = ReadMetricsSnapshot(path);
   if (!families.ok()) return -1;

@@ -11,12 +11,16 @@ ProgressReporter::ProgressReporter(CoordinatorLink* client,
                                    Options options)
     : client_(client), on_recorded_(std::move(on_recorded)), options_(options), thread_([this] { Run(); }) {}
 
-ProgressReporter::~ProgressReporter() {
+ProgressReporter::~ProgressReporter() { Stop(); }
+
+std::vector<v1::CommitCheckpointRequest> ProgressReporter::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  return std::vector<v1::CommitCheckpointRequest>(checkpoints_.begin(), checkpoints_.end());
 }
 
 void ProgressReporter::PostProgress(v1::ReportProgressRequest report) {

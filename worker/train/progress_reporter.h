@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "proto/herd.pb.h"
@@ -33,7 +34,7 @@ class ProgressReporter {
                    Options options);
   ProgressReporter(CoordinatorLink* client, std::function<void(const v1::CommitCheckpointResponse&)> on_recorded)
       : ProgressReporter(client, std::move(on_recorded), Options()) {}
-  // Stops the thread; what is still unsent is dropped (see Flush).
+  // Stops the thread; what is still unsent is dropped (see Flush, Stop).
   ~ProgressReporter();
 
   void PostProgress(v1::ReportProgressRequest report);
@@ -47,6 +48,10 @@ class ProgressReporter {
   // The step of the newest checkpoint the coordinator acknowledged (recorded
   // in its catalog, not fenced); -1 if none.
   int64_t recorded_checkpoint_step() const;
+  // Stops the thread (a call under way ends first) and returns the
+  // checkpoint records the coordinator has not acknowledged, oldest first:
+  // an exiting trainer hands them to its daemon. Nothing is sent after.
+  std::vector<v1::CommitCheckpointRequest> Stop();
 
  private:
   void Run();

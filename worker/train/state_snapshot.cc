@@ -1,6 +1,7 @@
 #include "worker/train/state_snapshot.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,16 +13,20 @@ using torch::optim::AdamWParamState;
 using torch::optim::OptimizerParamState;
 using torch::optim::SGDParamState;
 
-// Copies into `to`'s buffer when it fits, else allocates a copy.
-void CopyTensor(const torch::Tensor& from, torch::Tensor* to) {
+// Copies into `to`'s buffer when it fits, else allocates a copy: on the
+// host when `on_host` (pinned for a CUDA tensor, so the copy is a DMA that
+// Capture waits for once), else on `from`'s device.
+void CopyTensor(const torch::Tensor& from, torch::Tensor* to, bool on_host = false) {
   if (!from.defined()) {
     *to = torch::Tensor();
-  } else if (to->defined() && to->sizes() == from.sizes() && to->dtype() == from.dtype() &&
-             to->device() == from.device()) {
-    to->copy_(from);
-  } else {
-    *to = from.detach().clone();
+    return;
   }
+  const torch::Device device = on_host ? torch::Device(torch::kCPU) : from.device();
+  const bool from_device = on_host && !from.device().is_cpu();
+  if (!to->defined() || to->sizes() != from.sizes() || to->dtype() != from.dtype() || to->device() != device) {
+    *to = torch::empty(from.sizes(), from.options().device(device).pinned_memory(from_device));
+  }
+  to->copy_(from, /*non_blocking=*/from_device);
 }
 
 template <typename State>
@@ -32,22 +37,23 @@ State* ReuseOrMake(std::unique_ptr<OptimizerParamState>* slot) {
 }
 
 template <typename AdamState>
-void CopyAdam(const AdamState& from, std::unique_ptr<OptimizerParamState>* slot) {
+void CopyAdam(const AdamState& from, std::unique_ptr<OptimizerParamState>* slot, bool on_host) {
   AdamState* to = ReuseOrMake<AdamState>(slot);
   to->step(from.step());
-  CopyTensor(from.exp_avg(), &to->exp_avg());
-  CopyTensor(from.exp_avg_sq(), &to->exp_avg_sq());
-  CopyTensor(from.max_exp_avg_sq(), &to->max_exp_avg_sq());
+  CopyTensor(from.exp_avg(), &to->exp_avg(), on_host);
+  CopyTensor(from.exp_avg_sq(), &to->exp_avg_sq(), on_host);
+  CopyTensor(from.max_exp_avg_sq(), &to->max_exp_avg_sq(), on_host);
 }
 
 // A deep copy of one parameter's optimizer state into `slot`.
-absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<OptimizerParamState>* slot) {
+absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<OptimizerParamState>* slot,
+                            bool on_host = false) {
   if (const auto* sgd = dynamic_cast<const SGDParamState*>(&from)) {
-    CopyTensor(sgd->momentum_buffer(), &ReuseOrMake<SGDParamState>(slot)->momentum_buffer());
+    CopyTensor(sgd->momentum_buffer(), &ReuseOrMake<SGDParamState>(slot)->momentum_buffer(), on_host);
   } else if (const auto* adamw = dynamic_cast<const AdamWParamState*>(&from)) {
-    CopyAdam(*adamw, slot);
+    CopyAdam(*adamw, slot, on_host);
   } else if (const auto* adam = dynamic_cast<const AdamParamState*>(&from)) {
-    CopyAdam(*adam, slot);
+    CopyAdam(*adam, slot, on_host);
   } else {
     return absl::UnimplementedError("in-memory snapshot: unsupported optimizer state");
   }
@@ -63,25 +69,36 @@ absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optim
   const std::vector<torch::Tensor> params = model->Parameters();
   params_.resize(params.size());
   optimizer_.resize(params.size());
+  bool device_copies = false;
   for (size_t i = 0; i < params.size(); ++i) {
-    CopyTensor(params[i], &params_[i]);
+    device_copies |= on_host_ && params[i].is_cuda();
+    CopyTensor(params[i], &params_[i], on_host_);
     auto it = optimizer->state().find(OptimizerStateKey(params[i]));
     if (it == optimizer->state().end()) {
       optimizer_[i].reset();
-    } else if (auto s = CopyParamState(*it->second, &optimizer_[i]); !s.ok()) {
+    } else if (auto s = CopyParamState(*it->second, &optimizer_[i], on_host_); !s.ok()) {
       params_.clear();
       return s;
     }
   }
   const std::vector<torch::Tensor> buffers = model->Buffers();
   buffers_.resize(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) CopyTensor(buffers[i], &buffers_[i]);
+  for (size_t i = 0; i < buffers.size(); ++i) CopyTensor(buffers[i], &buffers_[i], on_host_);
   rng_ = at::detail::getDefaultCPUGenerator().get_state();
   outer_.resize(outer_state.size());
-  for (size_t i = 0; i < outer_state.size(); ++i) CopyTensor(outer_state[i], &outer_[i]);
+  for (size_t i = 0; i < outer_state.size(); ++i) CopyTensor(outer_state[i], &outer_[i], on_host_);
   rank_.resize(rank_state.size());
-  for (size_t i = 0; i < rank_state.size(); ++i) CopyTensor(rank_state[i], &rank_[i]);
+  for (size_t i = 0; i < rank_state.size(); ++i) CopyTensor(rank_state[i], &rank_[i], on_host_);
   position_ = position;
+  if (on_host_) {
+    param_names_.clear();
+    for (const auto& named : model->NamedParameters()) param_names_.push_back(named.first);
+    buffer_names_.clear();
+    for (const auto& named : model->NamedBuffers()) buffer_names_.push_back(named.first);
+  }
+  // The copies into pinned memory were queued on the device: done before
+  // anyone reads them (the step's own kernels queue behind them anyway).
+  if (device_copies) torch::cuda::synchronize();
   return absl::OkStatus();
 }
 
@@ -127,6 +144,28 @@ absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimiz
   }
   *position = position_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> StateSnapshot::Serialize(
+    const OptimizerFactory& make_optimizer) const {
+  if (!on_host_ || params_.size() != param_names_.size() || buffers_.size() != buffer_names_.size()) {
+    return absl::FailedPreconditionError("only a captured host snapshot serializes");
+  }
+  auto shadow = make_optimizer(params_);
+  if (!shadow.ok()) return shadow.status();
+  // The shadow optimizer over the copies holds the copied state (shared, not
+  // copied again) under its own keys: its save() writes torch's format.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (optimizer_[i] != nullptr) (*shadow)->state()[OptimizerStateKey(params_[i])] = optimizer_[i]->clone();
+  }
+  TrainingStateParts parts;
+  for (size_t i = 0; i < params_.size(); ++i) parts.tensors.emplace_back(param_names_[i], params_[i]);
+  for (size_t i = 0; i < buffers_.size(); ++i) parts.tensors.emplace_back(buffer_names_[i], buffers_[i]);
+  parts.optimizer = shadow->get();
+  parts.rng = rng_;
+  parts.position = position_;
+  parts.outer_state = outer_;
+  return SerializeTrainingParts(parts);
 }
 
 }  // namespace herd

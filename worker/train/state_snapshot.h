@@ -8,11 +8,14 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/models/model.h"
 #include "worker/train/torch_compat.h"  // OptimizerStateKey
 #include "worker/train/training_state.h"
@@ -21,6 +24,12 @@ namespace herd {
 
 class StateSnapshot {
  public:
+  // `on_host`: copies go to host memory whatever the model's device (pinned
+  // buffers and one device sync for CUDA tensors), for a checkpoint written
+  // from the copy off the step loop (checkpoint_writer.h); else each copy
+  // stays on its tensor's device, as the commit healing restores from.
+  explicit StateSnapshot(bool on_host = false) : on_host_(on_host) {}
+
   // UNIMPLEMENTED for an optimizer whose state it cannot copy (sgd, adam and
   // adamw are supported).
   absl::Status Capture(Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
@@ -30,8 +39,21 @@ class StateSnapshot {
   absl::Status Apply(Model* model, torch::optim::Optimizer* optimizer, TrainingPosition* position,
                      std::vector<torch::Tensor>* outer_state, std::vector<torch::Tensor>* rank_state = nullptr) const;
   bool empty() const { return params_.empty(); }
+  const TrainingPosition& position() const { return position_; }
+
+  // The files SerializeTrainingState would write for the captured state
+  // (host snapshots only; safe on another thread while the model trains on).
+  // `make_optimizer` builds an optimizer like the captured one over the
+  // given tensors: it lends torch's own format to the copied state.
+  using OptimizerFactory =
+      std::function<absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>>(std::vector<torch::Tensor>)>;
+  absl::StatusOr<std::map<std::string, std::string>> Serialize(const OptimizerFactory& make_optimizer) const;
 
  private:
+  bool on_host_ = false;
+  // Host snapshots: the model's parameter and buffer names, for Serialize.
+  std::vector<std::string> param_names_;
+  std::vector<std::string> buffer_names_;
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> buffers_;
   // Per parameter (registration order); null where the optimizer has no state yet.

@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/train/grad_clip.h"
 #include "worker/train/parameter_averaging.h"
+#include "worker/train/sharded_optimizer.h"
 
 namespace herd {
 namespace {
@@ -42,14 +44,8 @@ class AllReduceStrategy : public SyncStrategy {
 
   void StartFromCurrentParameters() override {}
   std::vector<torch::Tensor> OuterState() const override { return {}; }
-  // A checkpoint written in mode average resumes here without its outer momentum.
-  absl::Status RestoreOuterState(const std::vector<torch::Tensor>&) override { return absl::OkStatus(); }
 
-  std::string Describe() const override {
-    return gradients_->reduce_scatter()
-               ? "sync allreduce: every step's gradients are summed, reduce-scattered (each rank its shard)"
-               : "sync allreduce: every step's gradients are summed";
-  }
+  std::string Describe() const override { return "sync allreduce: every step's gradients are summed"; }
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
     return absl::StrFormat("all-reduce: %d steps, %d bytes sent (%.1f bytes/sample); %s; waited %.1f s (%.1f%%) "
@@ -58,6 +54,64 @@ class AllReduceStrategy : public SyncStrategy {
                            t.allreduce_wait_seconds,
                            t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
   }
+
+ protected:
+  // A checkpoint written in mode average resumes here without its outer momentum.
+  absl::Status RestoreOuterState(const std::vector<torch::Tensor>&) override { return absl::OkStatus(); }
+};
+
+// ZeRO-1 (sync.shard_optimizer): the gradients are reduce-scattered, each
+// rank clips and steps its own range, and the ranges are all-gathered.
+class ShardedAllReduceStrategy : public AllReduceStrategy {
+ public:
+  // Each rank owns what the gradient reduce-scatter sums for it.
+  static absl::StatusOr<std::unique_ptr<SyncStrategy>> Create(std::vector<torch::Tensor> params,
+                                                              Communicator* data, const SyncConfig& config) {
+    std::unique_ptr<ShardedAllReduceStrategy> strategy(new ShardedAllReduceStrategy(params, data, config));
+    auto shards = OptimizerShards::Create(std::move(params), data, strategy->gradients_->scattered_pieces());
+    if (!shards.ok()) return shards.status();
+    strategy->shards_ = std::move(*shards);
+    return std::unique_ptr<SyncStrategy>(std::move(strategy));
+  }
+
+  absl::Status Update(bool local, const UpdateInputs& in) override {
+    if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
+    if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
+    if (in.grad_clip_norm > 0) {
+      // Each rank holds the summed gradient of its own pieces only: the norm
+      // comes from every rank's pieces.
+      if (auto norm = shards_->ClipGradNorm(in.grad_clip_norm); !norm.ok()) {
+        return AtStep(norm.status(), "gradient norm all-reduce", in.step);
+      }
+    }
+    // This rank steps its own range; the owners' results are all-gathered.
+    if (auto s = shards_->StepOwnRange(*in.optimizer); !s.ok()) return s;
+    if (auto s = shards_->ShareParameters(); !s.ok()) return AtStep(s, "parameter all-gather", in.step);
+    return absl::OkStatus();
+  }
+
+  absl::Status AfterStep(bool, const StepBoundary&, SyncTraffic* traffic) override {
+    CountAllReduceStep(traffic);
+    Count(traffic, shards_->share_wire_bytes(), 0);
+    return absl::OkStatus();
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat(
+        "sync allreduce: every step's gradients are summed, reduce-scattered (each rank its shard); ",
+        shards_->Describe());
+  }
+
+ protected:
+  absl::Status GatherOptimizerState(torch::optim::Optimizer& optimizer) override {
+    return shards_->GatherState(optimizer);
+  }
+
+ private:
+  ShardedAllReduceStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config)
+      : AllReduceStrategy(std::move(params), data, config) {}
+
+  std::unique_ptr<OptimizerShards> shards_;
 };
 
 class AveragingStrategy : public SyncStrategy {
@@ -82,10 +136,10 @@ class AveragingStrategy : public SyncStrategy {
     in_sync_ = false;
     // Overlap: the round launched after the previous step lands now.
     if (averaging_->in_flight()) {
-      if (auto s = Count(averaging_->Finish(), at, traffic); !s.ok()) return s;
+      if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
     }
     if (FullSyncDue(at)) {
-      if (auto s = Count(averaging_->Round(), at, traffic); !s.ok()) return s;
+      if (auto s = CountRound(averaging_->Round(), at, traffic); !s.ok()) return s;
       local_steps_since_full_sync_ = 0;
       in_sync_ = true;
       return absl::OkStatus();
@@ -95,7 +149,7 @@ class AveragingStrategy : public SyncStrategy {
       if (phase != FragmentPhase(f)) continue;
       if (auto s = averaging_->Launch(f, /*keep_local_steps=*/config_.overlap); !s.ok()) return Named(s, at);
       if (!config_.overlap) {
-        if (auto s = Count(averaging_->Finish(), at, traffic); !s.ok()) return s;
+        if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
       }
     }
     // One fragment synced without overlap is a full sync.
@@ -119,13 +173,6 @@ class AveragingStrategy : public SyncStrategy {
     in_sync_ = true;
   }
   std::vector<torch::Tensor> OuterState() const override { return averaging_->OuterState(); }
-  absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) override {
-    return state.empty() ? absl::OkStatus() : averaging_->RestoreOuterState(state);
-  }
-  std::vector<torch::Tensor> RankState() const override { return averaging_->Residuals(); }
-  absl::Status RestoreRankState(const std::vector<torch::Tensor>& state) override {
-    return averaging_->RestoreResiduals(state);
-  }
 
   std::string Describe() const override {
     std::string fragments =
@@ -141,6 +188,15 @@ class AveragingStrategy : public SyncStrategy {
                            "steps, %s",
                            t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps, t.allreduce_steps,
                            RateSummary(t));
+  }
+
+ protected:
+  absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) override {
+    return state.empty() ? absl::OkStatus() : averaging_->RestoreOuterState(state);
+  }
+  std::vector<torch::Tensor> RankState() const override { return averaging_->Residuals(); }
+  absl::Status RestoreRankState(const std::vector<torch::Tensor>& state) override {
+    return averaging_->RestoreResiduals(state);
   }
 
  private:
@@ -165,10 +221,10 @@ class AveragingStrategy : public SyncStrategy {
   }
 
   // Counts a finished round into `traffic`.
-  absl::Status Count(const absl::Status& status, const StepBoundary& at, SyncTraffic* traffic) {
+  absl::Status CountRound(const absl::Status& status, const StepBoundary& at, SyncTraffic* traffic) {
     if (!status.ok()) return Named(status, at);
     const AveragingRoundStats& round = averaging_->last_round();
-    traffic->wire_bytes += round.wire_bytes;
+    SyncStrategy::Count(traffic, round.wire_bytes, round.seconds);
     ++traffic->averaging_rounds;
     traffic->last_round_seconds = round.seconds;
     traffic->last_round_interval_seconds = round.interval_seconds;
@@ -187,14 +243,97 @@ class AveragingStrategy : public SyncStrategy {
 }  // namespace
 
 SyncStrategy::SyncStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config)
-    : gradients_(std::make_unique<GradientSync>(std::move(params), data, GradientOptions(config))) {}
+    : params_(params),
+      data_(data),
+      gradients_(std::make_unique<GradientSync>(std::move(params), data, GradientOptions(config))) {}
 
 SyncStrategy::~SyncStrategy() = default;
 
-void SyncStrategy::CountAllReduceStep(SyncTraffic* traffic) const {
+void SyncStrategy::ArmBackward() { gradients_->ArmForBackward(); }
+
+absl::Status SyncStrategy::Update(bool local, const UpdateInputs& in) {
+  if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
+  if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
+  // The rule the sharded path applies too, without a host read.
+  if (in.grad_clip_norm > 0) last_step_.grad_norm = ClipGradNormOnDevice(params_, in.grad_clip_norm);
+  if (!fused_.Step(*in.optimizer)) in.optimizer->step();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> SyncStrategy::AgreeToSkip(const UpdateInputs& in) {
+  if (!in.skip_nonfinite) return false;
+  torch::NoGradGuard no_grad;
+  const torch::Device device = params_.empty() ? torch::Device(torch::kCPU) : params_.front().device();
+  // The squares of float32 values cannot overflow a float64 sum: it is
+  // finite exactly when every gradient element is.
+  torch::Tensor squares = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  for (const torch::Tensor& p : params_) {
+    if (p.grad().defined() && p.grad().numel() > 0) squares = squares + p.grad().to(torch::kFloat64).pow(2).sum();
+  }
+  torch::Tensor bad = torch::logical_not(torch::isfinite(squares));
+  if (in.step_loss.defined()) bad = bad.logical_or(torch::logical_not(torch::isfinite(in.step_loss.to(device))));
+  // Summed over ranks (on the data communicator's device): every rank
+  // decides on the same count.
+  torch::Tensor flag = bad.to(torch::kFloat32).reshape({1}).contiguous();
+  if (data_->size() > 1) {
+    if (auto s = data_->AllReduce(flag.data_ptr(), 1, DataType::kFloat32); !s.ok()) {
+      return AtStep(s, "non-finite agreement all-reduce", in.step);
+    }
+  }
+  last_step_.skipped = in.host_reads->Read(flag) > 0;
+  return last_step_.skipped;
+}
+
+absl::Status SyncStrategy::FinishGradients(bool local, int64_t step) {
+  last_step_ = SyncStepCost{};
+  if (local) return absl::OkStatus();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = gradients_->Finish();
+  last_step_.finish_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last_step_.launched_during_backward = gradients_->last_stats().launched_during_backward;
+  return s.ok() ? s : AtStep(s, "gradient all-reduce", step);
+}
+
+void SyncStrategy::Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_seconds) {
+  traffic->wire_bytes += wire_bytes;
+  last_step_.wire_bytes += wire_bytes;
+  last_step_.wait_seconds += wait_seconds;
+}
+
+void SyncStrategy::CountAllReduceStep(SyncTraffic* traffic) {
   ++traffic->allreduce_steps;
-  traffic->wire_bytes += gradients_->last_stats().wire_bytes;
-  traffic->allreduce_wait_seconds += gradients_->last_stats().exposed_wait_seconds;
+  const GradientSyncStats& stats = gradients_->last_stats();
+  traffic->allreduce_wait_seconds += stats.exposed_wait_seconds;
+  Count(traffic, stats.wire_bytes, stats.exposed_wait_seconds);
+}
+
+absl::Status SyncStrategy::AtStep(const absl::Status& s, const char* what, int64_t step) {
+  return absl::Status(s.code(), absl::StrCat(what, " at step ", step, ": ", s.message()));
+}
+
+absl::Status SyncStrategy::Capture(Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
+                                   int64_t generation, CommittedState* committed) {
+  if (auto s = GatherOptimizerState(*optimizer); !s.ok()) return s;
+  // Marked invalid first: a failed capture must not leave a mix of two commits.
+  committed->generation = -1;
+  if (auto s = committed->snapshot.Capture(model, optimizer, position, OuterState(), RankState()); !s.ok()) return s;
+  committed->generation = generation;
+  committed->step = position.step;
+  return absl::OkStatus();
+}
+
+absl::Status SyncStrategy::Resume(const std::vector<torch::Tensor>& outer,
+                                  const std::vector<torch::Tensor>& rank_state) {
+  if (auto s = RestoreOuterState(outer); !s.ok()) return s;
+  return RestoreRankState(rank_state);
+}
+
+std::string SyncStrategy::BucketSummary() const {
+  std::string summary = absl::StrCat(gradients_->bucket_elements().size(), " gradient buckets");
+  if (gradients_->in_place_buckets() > 0) {
+    absl::StrAppend(&summary, " (", gradients_->in_place_buckets(), " summed in place)");
+  }
+  return summary;
 }
 
 absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfig& config,
@@ -202,6 +341,7 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfi
                                                                  Communicator* data) {
   switch (config.mode) {
     case SyncMode::kAllReduce:
+      if (config.shard_optimizer) return ShardedAllReduceStrategy::Create(std::move(params), data, config);
       return std::unique_ptr<SyncStrategy>(new AllReduceStrategy(std::move(params), data, config));
     case SyncMode::kAverage: {
       ParameterAveragingOptions options;

@@ -14,15 +14,16 @@
 #include "common/atomic_file.h"
 #include "worker/train/autocast.h"
 #include "worker/train/evaluator.h"
-#include "worker/train/grad_clip.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/optimizer_factory.h"
 #include "worker/train/release_vote.h"
 #include "worker/train/replicas.h"
+#include "worker/train/sharded_optimizer.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/torch_errors.h"
+#include "worker/train/checkpoint_writer.h"
 #include "worker/train/training_state.h"
 
 namespace herd {
@@ -44,6 +45,7 @@ Trainer::Trainer(CoordinatorLink* client, TrainingContext* context, v1::JoinGene
       ctx_(*context),
       join_(std::move(join)),
       spec_(ctx_.spec),
+      pos_(ctx_.position),
       make_communicators_(std::move(communicators)) {}
 
 Trainer::~Trainer() {
@@ -65,21 +67,14 @@ absl::Status Trainer::Setup() {
   if (!sync.ok()) return sync.status();
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();
-  if (ctx_.sync.shard_optimizer) {
-    // Each rank owns what the gradient reduce-scatter sums for it.
-    auto shards = OptimizerShards::Create(ctx_.params, group_.data, sync_->gradients().scattered_pieces());
-    if (!shards.ok()) return shards.status();
-    shards_ = std::move(*shards);
-    LOG(INFO) << shards_->Describe();
-  }
 
   if (auto s = ChooseStartingState(); !s.ok()) return s;
-  last_commit_step_ = ctx_.step;
+  last_commit_step_ = pos_.step;
   // Sync starts from the parameters training starts from (healed, restored or broadcast).
   sync_->StartFromCurrentParameters();
   // The generation's starting state is its first commit.
   if (auto s = Commit(); !s.ok()) return s;
-  if (ctx_.ledger != nullptr) ctx_.ledger->GenerationStart(join_.generation(), ctx_.step, ctx_.epoch, ctx_.position);
+  if (ctx_.ledger != nullptr) ctx_.ledger->GenerationStart(join_.generation(), pos_.step, pos_.epoch, pos_.samples_in_epoch);
 
   const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
   const int64_t steps_per_epoch = CeilDiv(ctx_.train->size(), per_step);
@@ -94,11 +89,7 @@ absl::Status Trainer::Setup() {
   LOG(INFO) << "rank " << join_.rank() << "/" << join_.world_size() << " generation " << join_.generation()
             << " ready in " << absl::StrFormat("%.3f", seconds) << " s (no reload): "
             << lr_plan_.Describe(spec_.optimizer(), join_.world_size()) << ", " << steps_per_epoch
-            << " steps per epoch, " << sync_->gradients().bucket_elements().size() << " gradient buckets over "
-            << group_.data->backend()
-            << (sync_->gradients().in_place_buckets() > 0
-                    ? absl::StrCat(" (", sync_->gradients().in_place_buckets(), " summed in place)")
-                    : "");
+            << " steps per epoch, " << sync_->BucketSummary() << " over " << group_.data->backend();
   return absl::OkStatus();
 }
 
@@ -133,16 +124,14 @@ absl::Status Trainer::ChooseStartingState() {
     }
     LOG(INFO) << "generation " << join_.generation() << ": healed from "
               << (mine ? std::string("its own") : absl::StrCat("rank ", source->rank, "'s"))
-              << " commit in memory at step " << ctx_.step << " (epoch " << ctx_.epoch << ", " << ctx_.position
+              << " commit in memory at step " << pos_.step << " (epoch " << pos_.epoch << ", " << pos_.samples_in_epoch
               << " samples into it)" << (source->held_by_all ? "; every rank held it, nothing sent" : "");
     return absl::OkStatus();
   }
   // Nobody holds a commit: every rank starts from rank 0's parameters,
   // whatever its own init did, then from the newest checkpoint if any.
   if (auto s = BroadcastParameters(comm_, ctx_.params, 0); !s.ok()) return s;
-  ctx_.step = 0;
-  ctx_.epoch = 0;
-  ctx_.position = 0;
+  pos_ = TrainingPosition{};
   if (!join_.checkpoint_path().empty()) return RestoreFromCheckpoint();
   if (join_.start_step() > 0) {
     return absl::DataLossError(absl::StrCat("generation ", join_.generation(), " resumes at step ", join_.start_step(),
@@ -163,11 +152,8 @@ absl::Status Trainer::RestoreFiles(const std::map<std::string, std::string>& fil
 
 absl::Status Trainer::ResumeAt(const TrainingPosition& position, const std::vector<torch::Tensor>& outer,
                                const std::vector<torch::Tensor>& rank_state) {
-  if (auto s = sync_->RestoreOuterState(outer); !s.ok()) return s;
-  if (auto s = sync_->RestoreRankState(rank_state); !s.ok()) return s;
-  ctx_.step = position.step;
-  ctx_.epoch = position.epoch;
-  ctx_.position = position.samples_in_epoch;
+  if (auto s = sync_->Resume(outer, rank_state); !s.ok()) return s;
+  pos_ = position;
   return absl::OkStatus();
 }
 
@@ -183,41 +169,26 @@ absl::Status Trainer::RestoreOwnCommit() {
 }
 
 absl::Status Trainer::Commit() {
-  // Sharded: the commit (and a checkpoint written from it) holds the whole
-  // optimizer state, so no shard is lost with its rank.
-  if (shards_ != nullptr) {
-    if (auto s = shards_->GatherState(*ctx_.optimizer); !s.ok()) return s;
-  }
-  // Marked invalid first: a failed capture must not leave a mix of two commits.
-  ctx_.committed.generation = -1;
-  if (auto s = ctx_.committed.snapshot.Capture(
-          ctx_.model.get(), ctx_.optimizer.get(), TrainingPosition{ctx_.step, ctx_.epoch, ctx_.position},
-          sync_->OuterState(), sync_->RankState());
-      !s.ok()) {
-    return s;
-  }
-  ctx_.committed.generation = join_.generation();
-  ctx_.committed.step = ctx_.step;
-  return absl::OkStatus();
+  return sync_->Capture(ctx_.model.get(), ctx_.optimizer.get(), pos_, join_.generation(), &ctx_.committed);
 }
 
 // Steps left from the current position at this generation's world size.
 int64_t Trainer::TotalSteps() const {
   const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
   int64_t total = 0;
-  if (spec_.epochs() > 0 && ctx_.epoch < spec_.epochs()) {
-    total = ctx_.step + CeilDiv(ctx_.train->size() - ctx_.position, per_step) +
-            (spec_.epochs() - ctx_.epoch - 1) * CeilDiv(ctx_.train->size(), per_step);
+  if (spec_.epochs() > 0 && pos_.epoch < spec_.epochs()) {
+    total = pos_.step + CeilDiv(ctx_.train->size() - pos_.samples_in_epoch, per_step) +
+            (spec_.epochs() - pos_.epoch - 1) * CeilDiv(ctx_.train->size(), per_step);
   } else if (spec_.epochs() > 0) {
-    total = ctx_.step;
+    total = pos_.step;
   }
   if (spec_.max_steps() > 0) total = total > 0 ? std::min(total, spec_.max_steps()) : spec_.max_steps();
   return total;
 }
 
 bool Trainer::Done() const {
-  if (spec_.max_steps() > 0 && ctx_.step >= spec_.max_steps()) return true;
-  if (spec_.epochs() > 0 && ctx_.epoch >= spec_.epochs()) return true;
+  if (spec_.max_steps() > 0 && pos_.step >= spec_.max_steps()) return true;
+  if (spec_.epochs() > 0 && pos_.epoch >= spec_.epochs()) return true;
   return false;
 }
 
@@ -227,133 +198,183 @@ void Trainer::ZeroGrads() {
   for (auto& p : ctx_.params) p.mutable_grad() = torch::Tensor();
 }
 
-absl::Status Trainer::TrainStep() {
+std::vector<StepSlice> Trainer::NextMicroBatches() const {
   const int world = static_cast<int>(join_.world_size());
   const int rank = static_cast<int>(join_.rank());
   const int64_t b = spec_.batch_size();
-  const int64_t n = ctx_.train->size();
-  const int64_t step_budget = std::min<int64_t>(world * b * spec_.grad_accumulation(), n - ctx_.position);
-
+  const int64_t step_budget =
+      std::min<int64_t>(world * b * spec_.grad_accumulation(), ctx_.train->size() - pos_.samples_in_epoch);
   // A step's micro-batches each take the next world*b samples of the epoch.
   std::vector<StepSlice> micros;
   int64_t global = 0;
   while (global < step_budget && static_cast<int64_t>(micros.size()) < spec_.grad_accumulation()) {
-    micros.push_back(ctx_.sampler->Slice(ctx_.epoch, ctx_.position + global, world, rank, b));
+    micros.push_back(ctx_.sampler->Slice(pos_.epoch, pos_.samples_in_epoch + global, world, rank, b));
     global += micros.back().global_count;
   }
+  return micros;
+}
 
+void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
+                              ProgressWindow* losses) {
+  Batch batch = ctx_.train->Get(indices);
+  if (ctx_.device.is_cuda()) {
+    // Pinned host memory lets the copy run asynchronously to the GPU.
+    batch.inputs = batch.inputs.pin_memory().to(ctx_.device, /*non_blocking=*/true);
+    batch.targets = batch.targets.pin_memory().to(ctx_.device, /*non_blocking=*/true);
+  }
+  timer->Lap();  // loading the batch is neither forward nor backward
+  std::unique_lock<std::mutex> compute;
+  if (ctx_.options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options.compute_mutex);
+  ModelOutput out = [&] {
+    CudaBf16Autocast autocast(spec_.bf16_autocast() && ctx_.device.is_cuda());
+    return ctx_.model->Forward(batch);
+  }();
+  stats->forward_seconds += timer->Lap();
+  (out.loss * share).backward();
+  stats->backward_seconds += timer->Lap();
+  stats->local_samples += static_cast<int64_t>(indices.size());
+  // Summed and checked on the device, read at the next report: no host sync per step.
+  losses->loss_sum.add_(out.loss.detach().to(torch::kFloat64), static_cast<double>(indices.size()));
+  losses->loss_count += static_cast<int64_t>(indices.size());
+  if (ctx_.on_nonfinite == NonFinitePolicy::kFail) {
+    ctx_.window.nonfinite.Observe(out.loss, pos_.step + 1, NonFiniteWatch::kLoss);
+  }
+}
+
+absl::Status Trainer::TrainStep() {
+  const std::vector<StepSlice> micros = NextMicroBatches();
+  int64_t global = 0;
+  int64_t mine = 0;
+  for (const auto& micro : micros) {
+    global += micro.global_count;
+    mine += static_cast<int64_t>(micro.indices.size());
+  }
   // Mode average after warmup: no gradient sync, each rank steps on the
   // mean loss of its own samples, and rounds average the parameters.
-  const bool local = sync_->LocalStep(ctx_.step);
-  int64_t mine = 0;
-  for (const auto& micro : micros) mine += static_cast<int64_t>(micro.indices.size());
+  const bool local = sync_->LocalStep(pos_.step);
   if (ctx_.ledger != nullptr) {
     std::vector<int64_t> ids;
     for (const auto& micro : micros) ids.insert(ids.end(), micro.indices.begin(), micro.indices.end());
-    ctx_.ledger->Step(join_.generation(), ctx_.step, ctx_.epoch, ids);
+    ctx_.ledger->Step(join_.generation(), pos_.step, pos_.epoch, ids);
   }
-  const auto step_start = std::chrono::steady_clock::now();
-  const int64_t wire_bytes_before = ctx_.traffic.wire_bytes;
-  const int64_t rounds_before = ctx_.traffic.averaging_rounds;
   StepTimer timer;  // for metrics: a few clock reads per micro-batch
   StepStats stats;
+  // skip_step holds the step's losses until the step is kept.
+  const bool may_skip = ctx_.on_nonfinite == NonFinitePolicy::kSkipStep;
+  ProgressWindow step_losses;
+  if (may_skip) step_losses.Reset(ctx_.device, step_losses.start);
   ZeroGrads();
   for (size_t m = 0; m < micros.size(); ++m) {
-    if (m + 1 == micros.size() && !local) sync_->gradients().ArmForBackward();
+    if (m + 1 == micros.size() && !local) sync_->ArmBackward();
     const auto& indices = micros[m].indices;
     // A short last step leaves some ranks idle, unless the forward is a
     // collective: then they run it on no rows.
     if (indices.empty() && !collective_forward_) continue;
-    Batch batch = ctx_.train->Get(indices);
-    if (ctx_.device.is_cuda()) {
-      // Pinned host memory lets the copy run asynchronously to the GPU.
-      batch.inputs = batch.inputs.pin_memory().to(ctx_.device, /*non_blocking=*/true);
-      batch.targets = batch.targets.pin_memory().to(ctx_.device, /*non_blocking=*/true);
-    }
-    timer.Lap();  // loading the batch is neither forward nor backward
-    std::unique_lock<std::mutex> compute;
-    if (ctx_.options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options.compute_mutex);
-    ModelOutput out = [&] {
-      CudaBf16Autocast autocast(spec_.bf16_autocast() && ctx_.device.is_cuda());
-      return ctx_.model->Forward(batch);
-    }();
-    stats.forward_seconds += timer.Lap();
     // Scaled so that summing gradients over ranks yields the global-batch
     // mean; a local step takes the mean over this rank's samples instead.
-    const double share = static_cast<double>(indices.size()) / static_cast<double>(local ? mine : global);
-    (out.loss * share).backward();
-    stats.backward_seconds += timer.Lap();
-    stats.local_samples += static_cast<int64_t>(indices.size());
-    ctx_.loss_sum += out.loss.item<double>() * static_cast<double>(indices.size());
-    ctx_.loss_count += static_cast<int64_t>(indices.size());
+    ForwardBackward(indices, static_cast<double>(indices.size()) / static_cast<double>(local ? mine : global), &timer,
+                    &stats, may_skip ? &step_losses : &ctx_.window);
   }
   if (!replica_sum_->status().ok()) return replica_sum_->status();
-  if (auto s = local ? absl::OkStatus() : sync_->gradients().Finish(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("gradient all-reduce at step ", ctx_.step, ": ", s.message()));
-  }
-  timer.Lap();  // GradientSync measures its own wait
-  if (spec_.grad_clip_norm() > 0 && shards_ != nullptr) {
-    // Each rank holds the summed gradient of its own pieces only: the norm
-    // comes from every rank's pieces.
-    if (auto norm = shards_->ClipGradNorm(spec_.grad_clip_norm()); !norm.ok()) {
-      return absl::Status(norm.status().code(),
-                          absl::StrCat("gradient norm all-reduce at step ", ctx_.step, ": ", norm.status().message()));
-    }
-  } else if (spec_.grad_clip_norm() > 0) {
-    ClipGradNorm(ctx_.params, spec_.grad_clip_norm());  // the same rule over whole gradients
-  }
-  ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, ctx_.step, std::max<int64_t>(1, total_steps_));
+  timer.Lap();
+  ctx_.learning_rate = LearningRateAt(spec_.schedule(), lr_plan_, pos_.step, std::max<int64_t>(1, total_steps_));
   SetLearningRate(ctx_.optimizer.get(), ctx_.learning_rate);
-  if (shards_ == nullptr) {
-    ctx_.optimizer->step();
-  } else {
-    // This rank steps its own range; the owners' results are all-gathered.
-    if (auto s = shards_->StepOwnRange(*ctx_.optimizer); !s.ok()) return s;
-    if (auto s = shards_->ShareParameters(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("parameter all-gather at step ", ctx_.step, ": ", s.message()));
-    }
-    ctx_.traffic.wire_bytes += shards_->share_wire_bytes();
-  }
-  stats.optimizer_seconds = timer.Lap();
+  const UpdateInputs update{ctx_.optimizer.get(), spec_.grad_clip_norm(), pos_.step, may_skip,
+                            step_losses.loss_sum, &ctx_.host_reads};
+  if (auto s = sync_->Update(local, update); !s.ok()) return s;
+  KeepOrDropStep(step_losses);
+  // The sync measures its own wait; the rest of the update is the optimizer's.
+  stats.optimizer_seconds = timer.Lap() - sync_->last_step().finish_seconds;
   stats.step_seconds = timer.Total();
   ctx_.traffic.samples += mine;
-  ctx_.samples_since_report += global;
+  ctx_.window.samples += global;
   ctx_.global_samples += global;
-  ctx_.position += global;
-  ++ctx_.step;
+  pos_.samples_in_epoch += global;
+  ++pos_.step;
   if (auto s = sync_->AfterStep(local, Boundary(), &ctx_.traffic); !s.ok()) return s;
-  ctx_.traffic.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-  if (ctx_.position >= n) {
-    ++ctx_.epoch;
-    ctx_.position = 0;
+  ctx_.traffic.train_seconds += timer.Total();
+  if (pos_.samples_in_epoch >= ctx_.train->size()) {
+    ++pos_.epoch;
+    pos_.samples_in_epoch = 0;
     if (auto s = RunEval(); !s.ok()) return s;
   }
-  if (ctx_.metrics != nullptr) {
-    // A local step leaves last_stats() at the last all-reduce step's values.
-    const GradientSyncStats sync = local ? GradientSyncStats{} : sync_->gradients().last_stats();
-    const bool averaged = ctx_.traffic.averaging_rounds > rounds_before;
-    stats.allreduce_wait_seconds = sync.exposed_wait_seconds + (averaged ? ctx_.traffic.last_round_seconds : 0);
-    stats.allreduce_bytes = ctx_.traffic.wire_bytes - wire_bytes_before;
-    stats.buckets_launched_during_backward = sync.launched_during_backward;
-    stats.optimizer_state_bytes = OptimizerStateBytes(*ctx_.optimizer);
-    stats.step = ctx_.step;
-    stats.epoch = ctx_.epoch;
-    ctx_.metrics->ObserveStep(stats);
-    ctx_.metrics->ObserveSyncTraffic(ctx_.traffic);
+  ObserveStep(stats);
+  return absl::OkStatus();
+}
+
+void Trainer::KeepOrDropStep(const ProgressWindow& step_losses) {
+  const SyncStepCost& update = sync_->last_step();
+  if (ctx_.on_nonfinite == NonFinitePolicy::kFail) {
+    if (update.grad_norm.defined()) {
+      ctx_.window.nonfinite.Observe(update.grad_norm, pos_.step + 1, NonFiniteWatch::kGradientNorm);
+    }
+    return;
   }
+  if (!update.skipped) {
+    ctx_.window.loss_sum.add_(step_losses.loss_sum);
+    ctx_.window.loss_count += step_losses.loss_count;
+    return;
+  }
+  // Every rank saw the same flag: every rank drops this step.
+  ++ctx_.nonfinite_steps_skipped;
+  if (ctx_.metrics != nullptr) ctx_.metrics->ObserveNonFiniteSkip();
+  LOG(WARNING) << "step " << pos_.step + 1
+               << " skipped: a loss or gradient was NaN or infinite on some rank (on_nonfinite: skip_step)";
+  ctx_.nonfinite_warning = absl::StrCat(ctx_.nonfinite_steps_skipped, ctx_.nonfinite_steps_skipped == 1 ? " step" : " steps",
+                                        " skipped for a NaN or infinite loss or gradient (on_nonfinite: skip_step), "
+                                        "the last at step ", pos_.step + 1);
+}
+
+void Trainer::ObserveStep(StepStats stats) const {
+  if (ctx_.metrics == nullptr) return;
+  const SyncStepCost& sync = sync_->last_step();
+  stats.allreduce_wait_seconds = sync.wait_seconds;
+  stats.allreduce_bytes = sync.wire_bytes;
+  stats.buckets_launched_during_backward = sync.launched_during_backward;
+  stats.optimizer_state_bytes = OptimizerStateBytes(*ctx_.optimizer);
+  stats.step = pos_.step;
+  stats.epoch = pos_.epoch;
+  ctx_.metrics->ObserveStep(stats);
+  ctx_.metrics->ObserveSyncTraffic(ctx_.traffic);
+}
+
+absl::Status Trainer::CloseProgressWindow(bool final) {
+  ProgressWindow& window = ctx_.window;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - window.start).count();
+  if (final) {
+    // A finished job reports its training throughput, not that of its
+    // last interval (which includes the final evaluation).
+    if (ctx_.traffic.train_seconds > 0) {
+      ctx_.samples_per_second = static_cast<double>(ctx_.global_samples) / ctx_.traffic.train_seconds;
+    }
+  } else if (window.samples > 0 && seconds > 0) {
+    ctx_.samples_per_second = static_cast<double>(window.samples) / seconds;
+  }
+  // The window's one host read: its loss and (on_nonfinite: fail) the
+  // first non-finite value of its steps.
+  if (window.loss_count > 0) {
+    std::vector<torch::Tensor> values = window.nonfinite.Tensors();
+    values.push_back(window.loss_sum);
+    const std::vector<double> read = ctx_.host_reads.Read(values);
+    if (auto s = NonFiniteWatch::Verdict(read[0], read[1], read[2]); !s.ok()) return s;
+    ctx_.last_loss = read[3] / static_cast<double>(window.loss_count);
+  }
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetLoss(ctx_.last_loss);
+  window.Reset(ctx_.device, now);
   return absl::OkStatus();
 }
 
 StepBoundary Trainer::Boundary() const {
   StepBoundary at;
-  at.step = ctx_.step;
-  at.epoch_end = ctx_.position >= ctx_.train->size();
+  at.step = pos_.step;
+  at.epoch_end = pos_.samples_in_epoch >= ctx_.train->size();
   const int64_t eval_interval = spec_.eval().interval_steps();
-  at.eval_due = eval_interval > 0 && ctx_.step % eval_interval == 0;
+  at.eval_due = eval_interval > 0 && pos_.step % eval_interval == 0;
   const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
-  at.checkpoint_due = checkpoint_interval > 0 && ctx_.step % checkpoint_interval == 0;
+  at.checkpoint_due = checkpoint_interval > 0 && pos_.step % checkpoint_interval == 0;
   at.done = Done();
-  at.steps_since_commit = ctx_.step - last_commit_step_;
+  at.steps_since_commit = pos_.step - last_commit_step_;
   at.log_interval = spec_.log_interval_steps();
   return at;
 }
@@ -382,7 +403,7 @@ absl::Status Trainer::RunEval() {
   ctx_.eval_metrics = *metrics;
   if (ctx_.metrics != nullptr) ctx_.metrics->SetEval(ctx_.eval_metrics);
   if (join_.rank() == 0) {
-    std::string line = absl::StrFormat("eval at step %d (epoch %d):", ctx_.step, ctx_.epoch);
+    std::string line = absl::StrFormat("eval at step %d (epoch %d):", pos_.step, pos_.epoch);
     for (const auto& [name, value] : ctx_.eval_metrics) absl::StrAppendFormat(&line, " %s %.4f", name, value);
     LOG(INFO) << line;
   }
@@ -405,49 +426,29 @@ absl::Status Trainer::CommitPoint(bool final) {
   // Replicas must agree at every commit point; a mismatch fails loudly. One
   // rank has nobody to disagree with, and hashing costs a pass over the state.
   if (comm_->size() > 1) {
-    if (auto s = CompareReplicaHashes(comm_, ParameterHash(ReplicaState()), ctx_.step); !s.ok()) return s;
+    if (auto s = CompareReplicaHashes(comm_, ParameterHash(ReplicaState()), pos_.step); !s.ok()) return s;
   }
-  last_commit_step_ = ctx_.step;
+  last_commit_step_ = pos_.step;
   // Held in memory: what the next generation heals from if this one fails.
   if (auto s = Commit(); !s.ok()) return s;
-  const int64_t interval = spec_.checkpoint().interval_steps();
-  if (interval > 0 && ctx_.step % interval == 0 && ctx_.step != ctx_.last_checkpoint_step && join_.rank() == 0) {
-    if (auto s = SaveCheckpoint(); !s.ok()) return s;
-  }
+  if (auto s = CheckpointAtCommit(final); !s.ok()) return s;
 
-  const auto now = std::chrono::steady_clock::now();
-  const double seconds = std::chrono::duration<double>(now - ctx_.last_report_time).count();
-  if (final) {
-    // A finished job reports its training throughput, not that of its
-    // last interval (which includes the final evaluation).
-    if (ctx_.traffic.train_seconds > 0) {
-      ctx_.samples_per_second = static_cast<double>(ctx_.global_samples) / ctx_.traffic.train_seconds;
-    }
-  } else if (ctx_.samples_since_report > 0 && seconds > 0) {
-    ctx_.samples_per_second = static_cast<double>(ctx_.samples_since_report) / seconds;
-  }
-  if (ctx_.loss_count > 0) ctx_.last_loss = ctx_.loss_sum / static_cast<double>(ctx_.loss_count);
-  if (ctx_.metrics != nullptr) ctx_.metrics->SetLoss(ctx_.last_loss);
-  ctx_.loss_sum = 0;
-  ctx_.loss_count = 0;
-  ctx_.samples_since_report = 0;
-  ctx_.last_report_time = now;
-
+  if (auto s = CloseProgressWindow(final); !s.ok()) return s;
   v1::ReportProgressRequest report;
   report.set_job_id(ctx_.options.job_id);
   report.set_generation(join_.generation());
   report.set_rank(join_.rank());
-  report.set_step(ctx_.step);
-  report.set_epoch(ctx_.epoch);
-  report.set_samples_in_epoch(ctx_.position);
+  report.set_step(pos_.step);
+  report.set_epoch(pos_.epoch);
+  report.set_samples_in_epoch(pos_.samples_in_epoch);
   report.set_samples_per_second(ctx_.samples_per_second);
   report.set_loss(ctx_.last_loss);
   report.set_total_steps(total_steps_);
-  report.set_checkpoint_warning(ctx_.checkpoint_warning);
+  report.set_checkpoint_warning(ctx_.CheckpointWarning());
   report.set_learning_rate(ctx_.learning_rate);
   for (const auto& [name, value] : ctx_.eval_metrics) (*report.mutable_eval())[name] = value;
   if (join_.rank() == 0) {
-    LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", ctx_.step, total_steps_, ctx_.epoch,
+    LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", pos_.step, total_steps_, pos_.epoch,
                                  ctx_.last_loss, ctx_.samples_per_second, final ? " (final)" : "");
   }
   ctx_.last_report = report;
@@ -478,24 +479,24 @@ absl::Status Trainer::VoteOnRelease() {
     if (!*checkpointed) {
       // Leaving now would cost the steps since the last recorded
       // checkpoint: stay, and vote again at the next commit point.
-      LOG_IF(WARNING, join_.rank() == 0) << "every rank is asked to leave after step " << ctx_.step
+      LOG_IF(WARNING, join_.rank() == 0) << "every rank is asked to leave after step " << pos_.step
                                          << ", but its checkpoint is not recorded; training on";
       return absl::OkStatus();
     }
-    LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << ctx_.step << ", checkpointed";
-    return ReleasedAllStatus(ctx_.step);
+    LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << pos_.step << ", checkpointed";
+    return ReleasedAllStatus(pos_.step);
   }
   if (leavers > 0) {
     // Every rank committed this step and saw the same set: the leavers go,
     // the others re-form from this commit.
     const bool leaving = std::count(vote->leavers.begin(), vote->leavers.end(), join_.rank()) > 0;
     LOG(INFO) << "rank " << join_.rank() << ": rank(s) " << absl::StrJoin(vote->leavers, ",") << " leave after step "
-              << ctx_.step << (leaving ? ", this one included" : "");
-    return leaving ? ReleasedStatus(ctx_.step) : PeerReleasedStatus(leavers, ctx_.step);
+              << pos_.step << (leaving ? ", this one included" : "");
+    return leaving ? ReleasedStatus(pos_.step) : PeerReleasedStatus(leavers, pos_.step);
   }
   if (vote->reformers > 0) {
-    LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << ctx_.step << " so workers can join";
-    return ReformAtBoundaryStatus(ctx_.step);
+    LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << pos_.step << " so workers can join";
+    return ReformAtBoundaryStatus(pos_.step);
   }
   return absl::OkStatus();
 }
@@ -504,16 +505,19 @@ absl::StatusOr<bool> Trainer::CheckpointForAllLeaving() {
   bool recorded = false;
   if (join_.rank() == 0 && ctx_.reporter != nullptr) {
     // The interval may have written this very step already.
-    absl::Status saved = absl::OkStatus();
-    if (ctx_.last_checkpoint_step != ctx_.step || !ctx_.checkpoint_warning.empty()) saved = SaveCheckpoint();
+    absl::Status saved = FinishCheckpointWrites();
+    if (saved.ok() && (ctx_.last_checkpoint_step != pos_.step || !ctx_.checkpoint_warning.empty())) {
+      saved = SaveCheckpoint();
+      if (saved.ok()) saved = FinishCheckpointWrites();
+    }
     if (saved.ok() && ctx_.checkpoint_warning.empty()) {
       // The peers wait in the next collective meanwhile: stay well inside
       // its timeout.
       const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(30), ctx_.CollectiveTimeout() / 2);
       ctx_.reporter->Flush(wait);
-      recorded = ctx_.reporter->recorded_checkpoint_step() == ctx_.step;
+      recorded = ctx_.reporter->recorded_checkpoint_step() == pos_.step;
     } else if (!saved.ok()) {
-      LOG(WARNING) << "checkpoint of step " << ctx_.step << " for leaving failed: " << saved;
+      LOG(WARNING) << "checkpoint of step " << pos_.step << " for leaving failed: " << saved;
     }
   }
   return AgreeOnCheckpoint(comm_, join_.rank(), recorded);
@@ -536,7 +540,7 @@ absl::Status Trainer::Run() {
       MarkAlive();
       if (auto s = CheckCoordinatorVerdict(); !s.ok()) return s;
       if (auto s = TrainStep(); !s.ok()) return s;
-      if (eval_interval > 0 && ctx_.step % eval_interval == 0 && ctx_.position != 0) {
+      if (eval_interval > 0 && pos_.step % eval_interval == 0 && pos_.samples_in_epoch != 0) {
         if (auto s = RunEval(); !s.ok()) return s;
       }
       // The last step is a commit point too, so its report (and log line)
@@ -545,7 +549,7 @@ absl::Status Trainer::Run() {
         if (auto s = CommitPoint(false); !s.ok()) return s;
       }
     }
-    if (ctx_.eval_metrics.empty() || ctx_.position != 0) {
+    if (ctx_.eval_metrics.empty() || pos_.samples_in_epoch != 0) {
       if (auto s = RunEval(); !s.ok()) return s;
     }
     // model-final.pt holds the buffers too: the same on every rank.
@@ -557,7 +561,7 @@ absl::Status Trainer::Run() {
     return CommitPoint(true);
   } catch (const std::exception& e) {
     // Out of memory fails the job at once (RESOURCE_EXHAUSTED), naming the step.
-    return TrainingError(e, {absl::StrCat("training step ", ctx_.step), ctx_.model->name(), ctx_.device.str(),
+    return TrainingError(e, {absl::StrCat("training step ", pos_.step), ctx_.model->name(), ctx_.device.str(),
                              spec_.batch_size(), ParameterBytes(ctx_.params)});
   }
 }
@@ -566,41 +570,63 @@ absl::Status Trainer::Run() {
 
 namespace herd {
 
-absl::Status Trainer::SaveCheckpoint() {
-  ctx_.last_checkpoint_step = ctx_.step;  // tried once per step, whatever the outcome
-  auto files = SerializeTrainingState(ctx_.model.get(), ctx_.optimizer.get(),
-                                      TrainingPosition{ctx_.step, ctx_.epoch, ctx_.position},
-                                      sync_->OuterState());
-  if (!files.ok()) return files.status();
-  auto folder = WriteCheckpointFolder(ctx_.options.checkpoint_root, ctx_.options.job_id, ctx_.step, *files);
-  if (!folder.ok()) {
+absl::Status Trainer::CheckpointAtCommit(bool final) {
+  // What earlier writes came to first: a failure under on_failure: fail
+  // ends the job here, at the commit point after it.
+  if (auto s = TakeCheckpointOutcomes(); !s.ok()) return s;
+  const int64_t interval = spec_.checkpoint().interval_steps();
+  if (interval > 0 && pos_.step % interval == 0 && pos_.step != ctx_.last_checkpoint_step && join_.rank() == 0) {
+    if (auto s = SaveCheckpoint(); !s.ok()) return s;
+  }
+  // The final report tells what every write came to.
+  if (!final) return absl::OkStatus();
+  return FinishCheckpointWrites();
+}
+
+absl::Status Trainer::FinishCheckpointWrites() {
+  if (ctx_.checkpoint_writer != nullptr) ctx_.checkpoint_writer->Wait();
+  return TakeCheckpointOutcomes();
+}
+
+absl::Status Trainer::TakeCheckpointOutcomes() {
+  if (ctx_.checkpoint_writer == nullptr) return absl::OkStatus();
+  for (const CheckpointOutcome& outcome : ctx_.checkpoint_writer->TakeFinished()) {
+    if (outcome.status.ok()) {
+      ctx_.checkpoint_warning.clear();
+      continue;
+    }
     // Storage trouble (full, read-only, missing, failing) costs the job one
     // checkpoint, not its progress, unless the job asked to fail.
-    if (ctx_.metrics != nullptr) ctx_.metrics->ObserveCheckpointFailure();
-    const std::string cause = absl::StrCat("checkpoint at step ", ctx_.step, " failed: ", folder.status().message());
+    const std::string cause =
+        absl::StrCat("checkpoint at step ", outcome.step, " failed: ", outcome.status.message());
     if (spec_.checkpoint().on_failure() == "fail") {
       return absl::Status(absl::StatusCode::kResourceExhausted, absl::StrCat(cause, " (checkpoint.on_failure: fail)"));
     }
     LOG(WARNING) << cause << "; training goes on (checkpoint.on_failure: continue)";
     if (ctx_.checkpoint_warning.empty()) ctx_.checkpoint_warning = cause;
-    return absl::OkStatus();
   }
-  ctx_.checkpoint_warning.clear();
-  // Recorded only now that it is complete on disk, off the step loop.
-  v1::CommitCheckpointRequest request;
-  request.set_job_id(ctx_.options.job_id);
-  request.set_generation(join_.generation());
-  request.set_step(ctx_.step);
-  request.set_epoch(ctx_.epoch);
-  request.set_samples_in_epoch(ctx_.position);
-  request.set_path(folder->relative_path);
-  request.set_size_bytes(folder->size_bytes);
-  request.set_sha256(folder->manifest_sha256);
-  if (ctx_.reporter != nullptr) ctx_.reporter->PostCheckpoint(std::move(request));
-  if (ctx_.metrics != nullptr) ctx_.metrics->SetLastCheckpoint(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
-  LOG(INFO) << "checkpoint at step " << ctx_.step << " (" << folder->size_bytes << " bytes) written to "
-            << folder->relative_path;
   return absl::OkStatus();
+}
+
+absl::Status Trainer::SaveCheckpoint() {
+  ctx_.last_checkpoint_step = pos_.step;  // tried once per step, whatever the outcome
+  if (ctx_.checkpoint_writer == nullptr) {
+    CheckpointWriterOptions options;
+    options.root = ctx_.options.checkpoint_root;
+    options.job_id = ctx_.options.job_id;
+    options.make_optimizer = [optimizer = spec_.optimizer()](std::vector<torch::Tensor> params) {
+      return MakeOptimizer(optimizer, std::move(params));
+    };
+    options.reporter = ctx_.reporter;
+    options.metrics = ctx_.metrics;
+    options.before_write = ctx_.options.checkpoint_before_write;
+    ctx_.checkpoint_writer = std::make_unique<CheckpointWriter>(std::move(options));
+  }
+  // Only the host copy happens here; the files are written off the step
+  // loop (a second save waits for the first).
+  return ctx_.checkpoint_writer->Save(ctx_.model.get(), ctx_.optimizer.get(),
+                                      pos_, sync_->OuterState(),
+                                      join_.generation(), ctx_.learning_rate);
 }
 
 absl::Status Trainer::RestoreFromCheckpoint() {
@@ -610,19 +636,23 @@ absl::Status Trainer::RestoreFromCheckpoint() {
   for (const auto& folder : ListCheckpointFolders(ctx_.options.checkpoint_root, ctx_.options.job_id)) {
     if (folder.relative_path != join_.checkpoint_path()) candidates.push_back(folder.relative_path);
   }
+  std::vector<std::string> skipped;  // "PATH: why", newest first
   for (const auto& path : candidates) {
     auto files = ReadCheckpointFolder(ctx_.options.checkpoint_root, path);
-    if (!files.ok()) {
-      LOG(WARNING) << "skipping checkpoint " << path << ": " << files.status();
-      continue;
-    }
-    if (absl::Status restored = RestoreFiles(*files); !restored.ok()) {
+    absl::Status restored = files.ok() ? RestoreFiles(*files) : files.status();
+    if (!restored.ok()) {
       LOG(WARNING) << "skipping checkpoint " << path << ": " << restored;
+      skipped.push_back(absl::StrCat(path, ": ", restored.message()));
       continue;
     }
-    ctx_.last_checkpoint_step = ctx_.step;
-    LOG(INFO) << "resumed from checkpoint " << path << " at step " << ctx_.step << " (epoch " << ctx_.epoch << ", "
-              << ctx_.position << " samples into it)";
+    ctx_.last_checkpoint_step = pos_.step;
+    LOG(INFO) << "resumed from checkpoint " << path << " at step " << pos_.step << " (epoch " << pos_.epoch << ", "
+              << pos_.samples_in_epoch << " samples into it)";
+    if (!skipped.empty()) {
+      // Users see the fallback in herd status and herd watch, not only here.
+      ctx_.restore_warning = absl::StrCat("unusable checkpoint skipped (", absl::StrJoin(skipped, "; "),
+                                          "); resumed from ", path, " at step ", pos_.step);
+    }
     return absl::OkStatus();
   }
   return absl::DataLossError(absl::StrCat("no usable checkpoint for job ", ctx_.options.job_id, " under ",

@@ -23,8 +23,9 @@
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
-#include "worker/train/sharded_optimizer.h"
+#include "worker/train/sampler.h"
 #include "worker/train/sync_strategy.h"
+#include "worker/train/trainer_metrics.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
@@ -46,10 +47,34 @@ class Trainer {
  private:
   absl::Status Setup();
   absl::Status TrainStep();
+  // The next step's micro-batches from the current position.
+  std::vector<StepSlice> NextMicroBatches() const;
+  // One micro-batch's forward and backward, its loss scaled by `share`.
+  // Its loss goes into `losses` (the progress window, or the step's own
+  // under on_nonfinite: skip_step).
+  void ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
+                       ProgressWindow* losses);
+  // After the update: the step's losses join the window unless the ranks
+  // dropped the step (skip_step: counted and warned), and the gradient norm
+  // is checked (fail).
+  void KeepOrDropStep(const ProgressWindow& step_losses);
+  // The step's metrics (with what the sync cost), where metrics are kept.
+  void ObserveStep(StepStats stats) const;
   absl::Status CommitPoint(bool final);
+  // At a commit point: the report's loss and throughput from the progress
+  // window (its one host read), and a new window.
+  // INVALID_ARGUMENT (the job fails) when on_nonfinite: fail saw a
+  // non-finite loss or gradient norm since the last commit point.
+  absl::Status CloseProgressWindow(bool final);
   absl::Status RunEval();
   absl::Status SaveFinalModel();
+  // Rank 0 at a commit point: collects what earlier checkpoint writes came
+  // to (checkpoint.on_failure), starts one when due, and at the final one
+  // waits for the writes.
+  absl::Status CheckpointAtCommit(bool final);
   absl::Status SaveCheckpoint();
+  absl::Status FinishCheckpointWrites();
+  absl::Status TakeCheckpointOutcomes();
   absl::Status RestoreFromCheckpoint();
   // Where this generation starts: the newest in-memory commit of any rank,
   // else the newest checkpoint, else rank 0's fresh parameters.
@@ -83,12 +108,12 @@ class Trainer {
   TrainingContext& ctx_;
   v1::JoinGenerationResponse join_;
   const v1::JobSpec& spec_;
+  TrainingPosition& pos_;  // ctx_.position
 
   CommunicatorFactory make_communicators_;
   GroupCommunicators group_;
   Communicator* comm_ = nullptr;  // group_.control: hashes, evaluation, healing
   std::unique_ptr<SyncStrategy> sync_;
-  std::unique_ptr<OptimizerShards> shards_;  // sync.shard_optimizer only
   // The model's cross-rank sum for this generation (sync_batch); when the
   // model uses it, its training forward is a collective.
   std::unique_ptr<CommunicatorReplicaSum> replica_sum_;

@@ -169,8 +169,8 @@ class InProcessJob {
     loop.join_timeout = std::chrono::seconds(60);
     loop.communicators = FactoryFor(worker_id);
     outcome.status = RunGenerations(link.get(), context->get(), *join, loop);
-    outcome.step = (*context)->step;
-    outcome.epoch = (*context)->epoch;
+    outcome.step = (*context)->position.step;
+    outcome.epoch = (*context)->position.epoch;
     outcome.params = FlattenParameters((*context)->params);
     for (const auto& buffer : (*context)->model->Buffers()) outcome.buffers.push_back(buffer.clone());
     return outcome;

@@ -67,6 +67,30 @@ void ExitWithParent() {
   }).detach();
 }
 
+// Waits for the checkpoint write under way; what a write came to after the
+// last commit point is only logged now (training is over either way).
+void FinishCheckpointWrites(herd::TrainingContext* context) {
+  if (context->checkpoint_writer == nullptr) return;
+  context->checkpoint_writer->Wait();
+  for (const herd::CheckpointOutcome& outcome : context->checkpoint_writer->TakeFinished()) {
+    LOG_IF(WARNING, !outcome.status.ok()) << "checkpoint at step " << outcome.step << " failed: " << outcome.status;
+  }
+}
+
+// Stops the reporter and leaves the checkpoint records it could not deliver
+// in the unrecorded-checkpoints file for the daemon.
+void HandOverUnrecordedCheckpoints(herd::ProgressReporter* reporter, const std::string& work_dir) {
+  herd::v1::CheckpointRecords records;
+  for (auto& record : reporter->Stop()) *records.add_records() = std::move(record);
+  if (records.records().empty()) return;
+  if (auto s = herd::WriteUnrecordedCheckpoints(herd::UnrecordedCheckpointsPath(work_dir), records); !s.ok()) {
+    LOG(ERROR) << s;
+    return;
+  }
+  LOG(WARNING) << records.records_size() << " checkpoint record(s) not acknowledged by the coordinator (newest: step "
+               << records.records().rbegin()->step() << "); the worker daemon delivers them";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,23 +228,36 @@ int main(int argc, char** argv) {
   herd::GenerationLoopOptions loop;
   loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
   absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
+  // Whatever ended training, a checkpoint write under way completes first:
+  // its copy was taken, so it is written and posted, never left half done.
+  FinishCheckpointWrites(context->get());
+  // Records the coordinator has not acknowledged go to the daemon, which
+  // delivers them (a coordinator down as the job ends still records them).
+  auto hand_over = [&] { HandOverUnrecordedCheckpoints(&reporter, work_dir); };
   if (herd::IsReleased(status)) {
     // Every rank committed this step; its report rides with the exit, so the
     // job re-forms from it even when this was rank 0.
     if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+      hand_over();
       return fail(s);
     }
     if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
+    hand_over();
     LOG(INFO) << status.message();
     return herd::IsReleasedAll(status) ? herd::kExitReleasedAll : herd::kExitReleased;
   }
-  if (!status.ok()) return fail(status);
+  if (!status.ok()) {
+    hand_over();
+    return fail(status);
+  }
   // The final report goes with the exit too (the daemon resends it until the
   // coordinator acknowledges), so a coordinator down at the end loses nothing.
   if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+    hand_over();
     return fail(s);
   }
   if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the final report";
+  hand_over();
   LOG(INFO) << "training finished";
   return 0;
 }

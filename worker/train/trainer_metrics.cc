@@ -65,6 +65,10 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                                    "Checkpoint writes that failed (storage full, read-only, missing or failing); the "
                                    "job goes on unless its checkpoint.on_failure is fail.",
                                    labels_)),
+      nonfinite_skips_(Counter(registry, "herd_train_nonfinite_steps_skipped_total",
+                               "Steps dropped because their loss or gradient norm was NaN or infinite "
+                               "(on_nonfinite: skip_step); the same on every rank.",
+                               labels_)),
       context_loads_(Counter(registry, "herd_train_context_loads_total",
                              "Times this trainer loaded its dataset and built its model: once per trainer process, "
                              "never again when a generation re-forms.",
@@ -133,6 +137,8 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
 void TrainerMetrics::ObserveGenerationFailure() { generation_failures_.Increment(); }
 
 void TrainerMetrics::ObserveCheckpointFailure() { checkpoint_failures_.Increment(); }
+
+void TrainerMetrics::ObserveNonFiniteSkip() { nonfinite_skips_.Increment(); }
 
 void TrainerMetrics::ObserveContextLoad(double seconds) {
   context_loads_.Increment();

@@ -74,6 +74,8 @@ class TrainerMetrics {
   void ObserveGenerationFailure();
   // A checkpoint write failed (the job goes on unless checkpoint.on_failure is fail).
   void ObserveCheckpointFailure();
+  // A step dropped for a non-finite loss or gradient (on_nonfinite: skip_step).
+  void ObserveNonFiniteSkip();
   // The trainer loaded its dataset and built its model (once per process).
   void ObserveContextLoad(double seconds);
   // Joining a generation until it was ready to train (communicators, healing).
@@ -100,6 +102,7 @@ class TrainerMetrics {
   prometheus::Gauge& generation_;
   prometheus::Counter& generation_failures_;
   prometheus::Counter& checkpoint_failures_;
+  prometheus::Counter& nonfinite_skips_;
   prometheus::Counter& context_loads_;
   prometheus::Gauge& context_load_seconds_;
   prometheus::Gauge& reform_seconds_;

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/liveness.h"
 #include "worker/train/optimizer_factory.h"
@@ -10,13 +11,24 @@
 
 namespace herd {
 
-TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options,
-                                 TrainerMetrics* metrics, SampleLedger* ledger, ProgressReporter* reporter)
+void ProgressWindow::Reset(const torch::Device& device, std::chrono::steady_clock::time_point now) {
+  loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  loss_count = 0;
+  nonfinite.Reset(device);
+  samples = 0;
+  start = now;
+}
+
+TrainingContext::TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
+                                 NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
+                                 ProgressReporter* reporter)
     : spec(spec),
       seed(seed),
       options(std::move(options)),
       device(this->options.device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, this->options.gpu))
                                             : torch::Device(torch::kCPU)),
+      sync(std::move(sync)),
+      on_nonfinite(on_nonfinite),
       metrics(metrics),
       ledger(ledger),
       reporter(reporter) {}
@@ -31,8 +43,12 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
                                                                          TrainerMetrics* metrics, SampleLedger* ledger,
                                                                          ProgressReporter* reporter) {
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<TrainingContext> context(
-      new TrainingContext(spec, seed, std::move(options), metrics, ledger, reporter));
+  auto sync = ParseSyncConfig(spec.sync());
+  if (!sync.ok()) return sync.status();
+  NonFinitePolicy on_nonfinite;
+  if (auto s = ParseNonFinitePolicy(spec.on_nonfinite(), &on_nonfinite); !s.ok()) return s;
+  std::unique_ptr<TrainingContext> context(new TrainingContext(spec, seed, std::move(options), *std::move(sync),
+                                                               on_nonfinite, metrics, ledger, reporter));
   MarkAlive();
   if (context->device.is_cuda()) {
     if (!torch::cuda::is_available()) {
@@ -45,9 +61,6 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
                                                      " does not exist (", torch::cuda::device_count(), " visible)"));
     }
   }
-  auto sync = ParseSyncConfig(spec.sync());
-  if (!sync.ok()) return sync.status();
-  context->sync = *sync;
   // Building data and model computes too (a synthetic set's labels are a matmul).
   std::unique_lock<std::mutex> compute;
   if (context->options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*context->options.compute_mutex);
@@ -71,6 +84,7 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   if (!optimizer.ok()) return optimizer.status();
   context->optimizer = std::move(*optimizer);
   context->sampler = std::make_unique<EpochSampler>(context->train->size(), seed);
+  context->window.Reset(context->device, std::chrono::steady_clock::now());
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (metrics != nullptr) metrics->ObserveContextLoad(seconds);
@@ -78,6 +92,14 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
             << spec.model().name() << " with " << FlattenParameters(context->params).numel()
             << " parameters (kept across generations)";
   return context;
+}
+
+std::string TrainingContext::CheckpointWarning() const {
+  std::vector<std::string> warnings;
+  for (const std::string* w : {&checkpoint_warning, &restore_warning, &nonfinite_warning}) {
+    if (!w->empty()) warnings.push_back(*w);
+  }
+  return absl::StrJoin(warnings, "; ");
 }
 
 }  // namespace herd

@@ -21,6 +21,9 @@
 #include "worker/contract/trainer_contract.h"
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
+#include "worker/train/checkpoint_writer.h"
+#include "worker/train/host_reads.h"
+#include "worker/train/nonfinite_watch.h"
 #include "worker/train/progress_reporter.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/sampler.h"
@@ -28,6 +31,7 @@
 #include "worker/train/sync_config.h"
 #include "worker/train/sync_traffic.h"
 #include "worker/train/trainer_metrics.h"
+#include "worker/train/training_state.h"
 
 namespace herd {
 
@@ -54,8 +58,28 @@ struct TrainerOptions {
   // step boundary (0: none); read at the same commit points, set together
   // with leave_request.
   std::function<int64_t()> reform_requested_generation;
+  // Tests: runs on the checkpoint writer's thread before each write
+  // (checkpoint_writer.h), to hold a write in flight.
+  std::function<void(int64_t step)> checkpoint_before_write;
 };
 
+// Since the last commit point: what the next progress report averages.
+// Accumulated on the model's device, read only when a report is made
+// (host_reads.h): the step loop never waits for the device.
+struct ProgressWindow {
+  // Restarts the window on `device` at `now`.
+  void Reset(const torch::Device& device, std::chrono::steady_clock::time_point now);
+
+  torch::Tensor loss_sum;  // float64 on the device: sum over samples of the loss
+  int64_t loss_count = 0;  // samples in loss_sum
+  NonFiniteWatch nonfinite;  // on_nonfinite: fail
+  int64_t samples = 0;     // global samples trained in the window
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+// Three kinds of state, kept apart: the job's inputs (set once, const), the
+// training position and what training built and keeps (model, optimizer,
+// commit, traffic), and the progress window of the next report.
 struct TrainingContext {
   // Loads the datasets and builds the model and optimizer for `spec`.
   // `metrics`, `ledger` and `reporter` may be null and must outlive the context.
@@ -66,16 +90,18 @@ struct TrainingContext {
   // Every collective's timeout: the option's, else the spec's.
   std::chrono::milliseconds CollectiveTimeout() const;
 
+  // The job's inputs.
   const v1::JobSpec spec;
   const int64_t seed;
   const TrainerOptions options;
   const torch::Device device;
-  // The spec's sync.* settings, parsed once (typed).
-  SyncConfig sync;
+  const SyncConfig sync;  // the spec's sync.* settings, parsed once (typed)
+  const NonFinitePolicy on_nonfinite;
   TrainerMetrics* const metrics;
   SampleLedger* const ledger;
   ProgressReporter* const reporter;
 
+  // Built once per process.
   std::unique_ptr<Dataset> train;
   std::unique_ptr<Dataset> eval;
   std::unique_ptr<Model> model;
@@ -83,10 +109,8 @@ struct TrainingContext {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<EpochSampler> sampler;
 
-  // The training position: where the last step left it.
-  int64_t step = 0;
-  int64_t epoch = 0;
-  int64_t position = 0;  // samples of the current epoch already consumed
+  // Where the last step left training.
+  TrainingPosition position;
   // The last commit, what the next generation heals from.
   CommittedState committed;
   int64_t last_checkpoint_step = -1;
@@ -94,12 +118,11 @@ struct TrainingContext {
   // Synchronization and samples over the process's life (all generations).
   SyncTraffic traffic;
   int64_t global_samples = 0;  // samples of the whole job trained by steps this process took part in
+  // Every read of a device value to the host goes through here.
+  HostReads host_reads;
 
-  // Since the last commit point, for progress reports.
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  int64_t samples_since_report = 0;
-  std::chrono::steady_clock::time_point last_report_time = std::chrono::steady_clock::now();
+  // The progress window, and what the last report said.
+  ProgressWindow window;
   double last_loss = 0;
   double learning_rate = 0;  // of the last step
   double samples_per_second = 0;
@@ -107,10 +130,24 @@ struct TrainingContext {
   v1::ReportProgressRequest last_report;
   // The first checkpoint failure not yet reported (herd status shows it).
   std::string checkpoint_warning;
+  // Set when training resumed from an older checkpoint than the newest
+  // (corrupt, truncated): which one was skipped and why. Kept for the job's
+  // life in this process.
+  std::string restore_warning;
+  // What progress reports carry as the job's warning: storage trouble, a
+  // fallback to an older checkpoint and skipped non-finite steps alike.
+  std::string CheckpointWarning() const;
+  // Rank 0 writes checkpoints off the step loop (made at its first save);
+  // the process waits for it before it exits.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer;
+  // on_nonfinite: skip_step: steps dropped so far, and the warning saying so.
+  int64_t nonfinite_steps_skipped = 0;
+  std::string nonfinite_warning;
 
  private:
-  TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, TrainerMetrics* metrics,
-                  SampleLedger* ledger, ProgressReporter* reporter);
+  TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
+                  NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
+                  ProgressReporter* reporter);
 };
 
 }  // namespace herd

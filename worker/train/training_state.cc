@@ -26,35 +26,48 @@ std::string ArchiveBytes(torch::serialize::OutputArchive& archive) {
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
-    Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
-    const std::vector<torch::Tensor>& outer_state) {
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingParts(const TrainingStateParts& parts) {
   std::map<std::string, std::string> files;
   try {
     torch::serialize::OutputArchive params;
-    for (const auto& [name, tensor] : model->NamedParameters()) params.write(name, tensor.detach().to(torch::kCPU));
-    for (const auto& [name, tensor] : model->NamedBuffers()) params.write(name, tensor.detach().to(torch::kCPU));
+    for (const auto& [name, tensor] : parts.tensors) params.write(name, tensor.detach().to(torch::kCPU));
     files[kModelFile] = ArchiveBytes(params);
 
     torch::serialize::OutputArchive opt;
-    optimizer->save(opt);
+    parts.optimizer->save(opt);
     files[kOptimizerFile] = ArchiveBytes(opt);
 
     torch::serialize::OutputArchive rng;
-    rng.write("cpu", at::detail::getDefaultCPUGenerator().get_state());
+    rng.write("cpu", parts.rng);
     files[kRngFile] = ArchiveBytes(rng);
 
-    if (!outer_state.empty()) {
+    if (!parts.outer_state.empty()) {
       torch::serialize::OutputArchive outer;
-      for (size_t i = 0; i < outer_state.size(); ++i) outer.write(std::to_string(i), outer_state[i].detach().to(torch::kCPU));
+      for (size_t i = 0; i < parts.outer_state.size(); ++i) {
+        outer.write(std::to_string(i), parts.outer_state[i].detach().to(torch::kCPU));
+      }
       files[kOuterFile] = ArchiveBytes(outer);
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("cannot serialize the training state: ", e.what()));
   }
+  const TrainingPosition& position = parts.position;
   files[kPositionFile] = absl::StrCat("step ", position.step, "\nepoch ", position.epoch, "\nsamples_in_epoch ",
                                       position.samples_in_epoch, "\n");
   return files;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
+    Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
+    const std::vector<torch::Tensor>& outer_state) {
+  TrainingStateParts parts;
+  parts.tensors = model->NamedParameters();
+  for (auto& named : model->NamedBuffers()) parts.tensors.push_back(std::move(named));
+  parts.optimizer = optimizer;
+  parts.rng = at::detail::getDefaultCPUGenerator().get_state();
+  parts.position = position;
+  parts.outer_state = outer_state;
+  return SerializeTrainingParts(parts);
 }
 
 absl::Status RestoreTrainingState(const std::map<std::string, std::string>& files, Model* model,

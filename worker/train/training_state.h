@@ -25,6 +25,19 @@ absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingState(
     Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,
     const std::vector<torch::Tensor>& outer_state = {});
 
+// The same files from their parts, for state copied off the live model
+// (StateSnapshot::Serialize): `tensors` are the parameters then the buffers
+// by name, `optimizer` holds the optimizer state over them, `rng` is the CPU
+// generator's state.
+struct TrainingStateParts {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  torch::optim::Optimizer* optimizer = nullptr;
+  torch::Tensor rng;
+  TrainingPosition position;
+  std::vector<torch::Tensor> outer_state;
+};
+absl::StatusOr<std::map<std::string, std::string>> SerializeTrainingParts(const TrainingStateParts& parts);
+
 // Loads state written by SerializeTrainingState into an identically built
 // model and optimizer. INVALID_ARGUMENT when the state does not fit them.
 // `outer_state`, when given, receives the saved outer optimizer state (left

@@ -1,0 +1,95 @@
+// A diverging job is stopped, not trained on (on_nonfinite), with real
+// worker processes and real Gloo: by default it fails with a reason naming
+// the step and the value; with on_nonfinite: skip_step a bad batch's step
+// is dropped on every rank alike, counted, and shown as the job's warning,
+// and the job trains on to a bitwise-identical end (the trainers verify
+// their replicas bitwise before they succeed).
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "tests/harness/job_watch.h"
+#include "tests/harness/local_cluster.h"
+
+namespace herd::testing {
+namespace {
+
+using std::chrono::seconds;
+
+// A TorchScript model whose forward(x, y) returns its loss, and an infinite
+// one on its third call: step 3's only micro-batch on every rank (training
+// calls it once per step; evaluation only after the last step).
+std::string BadThirdBatchModel(const std::string& dir) {
+  torch::jit::Module module("BadThirdBatch");
+  torch::manual_seed(5);
+  module.register_parameter("w", torch::randn({16, 4}) * 0.1, /*is_buffer=*/false);
+  module.register_attribute("calls", c10::IntType::get(), int64_t{0});
+  module.define(R"JIT(
+def forward(self, x, y):
+    self.calls += 1
+    logits = torch.matmul(x.flatten(1), self.w)
+    loss = -torch.log_softmax(logits, 1).gather(1, y.unsqueeze(1)).mean()
+    if self.calls == 3:
+        loss = loss * float("inf")
+    return loss
+)JIT");
+  const std::string path = dir + "/bad-third-batch.pt";
+  module.save(path);
+  return path;
+}
+
+std::string Job(const std::string& model, const std::string& on_nonfinite) {
+  return "model: " + model +
+         "\n"
+         "dataset: {kind: synthetic, synthetic_samples: 2000, synthetic_features: 16, synthetic_classes: 4}\n"
+         "batch_size: 8\n"
+         "max_steps: 12\n"
+         "log_interval_steps: 4\n"
+         "eval: {max_samples: 64}\n" +
+         (on_nonfinite.empty() ? "" : "on_nonfinite: " + on_nonfinite + "\n") +
+         "min_workers: 2\nmax_workers: 2\n";
+}
+
+TEST(NonFinite, DivergingJobFailsNamingTheStepAndTheValue) {
+  LocalCluster cluster;
+  // lr 1e30: the first update throws the parameters so far that the next
+  // loss overflows.
+  const std::string id = cluster.Submit(Job("mlp\noptimizer: {name: sgd, lr: 1.0e+30}", ""));
+  auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();
+  const std::string reason = job.value("reason", "");
+  EXPECT_NE(reason.find("training diverged: the loss of step "), std::string::npos) << reason;
+  EXPECT_TRUE(reason.find(" is nan") != std::string::npos || reason.find(" is inf") != std::string::npos) << reason;
+  EXPECT_NE(reason.find("on_nonfinite"), std::string::npos) << reason;
+  EXPECT_EQ(Field(job, "generation"), 1) << "divergence is the job's, not a failure to retry";
+}
+
+TEST(NonFinite, BadBatchFailsTheJobByDefaultNamingItsStep) {
+  LocalCluster cluster;
+  const std::string model = BadThirdBatchModel(cluster.root());
+  const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", ""));
+  auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();
+  EXPECT_NE(job.value("reason", "").find("the loss of step 3 is inf"), std::string::npos) << job.dump(2);
+}
+
+TEST(NonFinite, SkipStepDropsTheBadStepOnEveryRankAndTrainsOn) {
+  LocalCluster cluster;
+  const std::string model = BadThirdBatchModel(cluster.root());
+  const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", "skip_step"));
+  auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(Field(job, "step"), 12);
+  EXPECT_EQ(Field(job, "generation"), 1);
+  const std::string warning = job.value("warning", "");
+  EXPECT_NE(warning.find("1 step skipped"), std::string::npos) << job.dump(2);
+  EXPECT_NE(warning.find("step 3"), std::string::npos) << job.dump(2);
+  EXPECT_NE(cluster.Herd({"status", id}).out.find("Warning:"), std::string::npos);
+  for (int worker = 0; worker < 2; ++worker) {
+    const std::string log = ReadFile(cluster.job_dir(worker, id) + "/trainer.log");
+    EXPECT_NE(log.find("step 3 skipped"), std::string::npos) << log;
+  }
+}
+
+}  // namespace
+}  // namespace herd::testing

@@ -1,0 +1,162 @@
+#include "worker/train/fused_optimizer.h"
+
+#include "worker/train/torch_features.h"
+
+#if HERD_TORCH_FUSED_ADAM
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/_fused_adamw.h>
+#endif
+#if HERD_TORCH_FUSED_SGD
+#include <ATen/ops/_fused_sgd.h>
+#endif
+
+namespace herd {
+namespace {
+
+// Every parameter with a gradient is on CUDA.
+bool AllOnCuda(torch::optim::Optimizer& optimizer) {
+  bool any = false;
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      if (!p.is_cuda()) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
+#if HERD_TORCH_FUSED_ADAM
+// Adam and AdamW share their state type's fields; T is the state type.
+template <typename State>
+State& AdamState(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
+  auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
+  if (slot == nullptr) {
+    auto state = std::make_unique<State>();
+    state->step(0);
+    state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    slot = std::move(state);
+  }
+  return static_cast<State&>(*slot);
+}
+#endif
+
+}  // namespace
+
+torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t step) {
+  DeviceStep& cached = steps_[param.unsafeGetTensorImpl()];
+  if (!cached.count.defined()) {
+    cached.count = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(param.device()));
+    cached.value = 0;
+  }
+  if (cached.value != step) cached.count.fill_(static_cast<double>(step));  // a device fill, no host sync
+  cached.value = step + 1;  // what the kernel leaves it at
+  return cached.count;
+}
+
+bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
+  if (!AllOnCuda(optimizer)) return false;
+  torch::NoGradGuard no_grad;
+  // Decide for every group before touching any state.
+  for (auto& group : optimizer.param_groups()) {
+    auto& options = group.options();
+#if HERD_TORCH_FUSED_ADAM
+    if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+      if (o->amsgrad()) return false;
+      continue;
+    }
+    if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+      if (o->amsgrad()) return false;
+      continue;
+    }
+#endif
+#if HERD_TORCH_FUSED_SGD
+    if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+      if (o->momentum() == 0) continue;
+      int with = 0;
+      int without = 0;
+      for (const auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        auto found = optimizer.state().find(p.unsafeGetTensorImpl());
+        const bool has = found != optimizer.state().end() &&
+                         static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().defined();
+        (has ? with : without) += 1;
+      }
+      if (with > 0 && without > 0) return false;
+      continue;
+    }
+#endif
+    (void)options;
+    return false;
+  }
+#if HERD_TORCH_FUSED_ADAM || HERD_TORCH_FUSED_SGD
+  for (auto& group : optimizer.param_groups()) {
+    std::vector<torch::Tensor> params;
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      params.push_back(p);
+      grads.push_back(p.grad());
+    }
+    if (params.empty()) continue;
+    auto& options = group.options();
+#if HERD_TORCH_FUSED_ADAM
+    const bool adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options) != nullptr;
+    if (adamw || dynamic_cast<torch::optim::AdamOptions*>(&options) != nullptr) {
+      std::vector<torch::Tensor> exp_avgs;
+      std::vector<torch::Tensor> exp_avg_sqs;
+      std::vector<torch::Tensor> steps;
+      for (const auto& p : params) {
+        auto visit = [&](auto& state) {
+          exp_avgs.push_back(state.exp_avg());
+          exp_avg_sqs.push_back(state.exp_avg_sq());
+          steps.push_back(StepTensor(p, state.step()));
+          state.step(state.step() + 1);
+        };
+        if (adamw) {
+          visit(AdamState<torch::optim::AdamWParamState>(optimizer, p));
+        } else {
+          visit(AdamState<torch::optim::AdamParamState>(optimizer, p));
+        }
+      }
+      if (adamw) {
+        const auto& o = static_cast<torch::optim::AdamWOptions&>(options);
+        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), std::get<0>(o.betas()),
+                          std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+      } else {
+        const auto& o = static_cast<torch::optim::AdamOptions&>(options);
+        at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), std::get<0>(o.betas()),
+                         std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+      }
+      continue;
+    }
+#endif
+#if HERD_TORCH_FUSED_SGD
+    const auto& o = static_cast<torch::optim::SGDOptions&>(options);
+    std::vector<torch::Tensor> buffers;
+    bool first = false;
+    if (o.momentum() != 0) {
+      for (const auto& p : params) {
+        auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
+        if (slot == nullptr) slot = std::make_unique<torch::optim::SGDParamState>();
+        auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
+        if (!state.momentum_buffer().defined()) {
+          // LibTorch's first step copies the gradient in: so does the kernel.
+          state.momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));
+          first = true;
+        }
+        buffers.push_back(state.momentum_buffer());
+      }
+    }
+    at::_fused_sgd_(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                    /*maximize=*/false, /*is_first_step=*/first);
+#endif
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace herd

@@ -1,0 +1,39 @@
+// The optimizer step as ATen's fused multi-tensor kernels on CUDA
+// (at::_fused_adam_, at::_fused_adamw_, at::_fused_sgd_) instead of
+// LibTorch's loop of a few kernels per parameter, where this LibTorch has
+// them (torch_features.h). The arithmetic is PyTorch's Adam, AdamW and SGD,
+// which LibTorch's optimizers also implement. The state stays where and as
+// LibTorch's optimizer keeps it (Adam/AdamW: exp_avg, exp_avg_sq, step;
+// SGD: momentum_buffer), so commits, checkpoints, ZeRO-1 and a later
+// unfused step all read and write the same format.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+namespace herd {
+
+class FusedOptimizerStep {
+ public:
+  // Steps `optimizer` with fused kernels and returns true, or does nothing
+  // and returns false: parameters not on CUDA, a LibTorch without the
+  // kernels, amsgrad, or SGD whose momentum buffers exist for some
+  // parameters only. The caller then calls optimizer.step().
+  bool Step(torch::optim::Optimizer& optimizer);
+
+ private:
+  // Adam's step count as the fused kernels want it: a float tensor on the
+  // device, which they increment. Refilled from the state's int64 count
+  // when that changed behind its back (a restore or heal).
+  struct DeviceStep {
+    torch::Tensor count;
+    int64_t value = -1;
+  };
+  torch::Tensor StepTensor(const torch::Tensor& param, int64_t step);
+
+  std::unordered_map<const void*, DeviceStep> steps_;
+};
+
+}  // namespace herd
