@@ -59,8 +59,12 @@ count=$(echo "$list" | wc -l)
 echo "cuda build: $count targets"
 # shellcheck disable=SC2086
 # A compile-and-link check: -O0 halves the compile time of LibTorch-heavy
-# files; scripts/gpu_bundle.sh passes -O2 for binaries that run.
-bazel_cuda build --disk_cache="$CACHE" "$no_links" --noshow_progress --copt=-O0 "$@" $list
+# files (worker/, tests/, bench/); scripts/gpu_bundle.sh sets
+# HERD_CUDA_OPT=-O2 for binaries that run. Every other file (protos,
+# coordinator, CLI, common) compiles exactly as in the CPU build, so it comes
+# from the disk cache that build just filled.
+bazel_cuda build --disk_cache="$CACHE" "$no_links" --noshow_progress \
+  --per_file_copt="^(worker|tests|bench)/.*@${HERD_CUDA_OPT:--O0}" "$@" $list
 # NCCL must really be in this build: the stub would compile anywhere.
 grep -q 'kHaveNccl = true' "$(bazel_cuda info output_base 2>/dev/null)/external/cuda/herd_cuda/config.h" || {
   echo "cuda build: NCCL was not found under HERD_CUDA=${HERD_CUDA:-}: $(grep -o 'kNcclUnavailableReason.*' \

@@ -29,7 +29,7 @@ LIMIT_MIB=48  # what travels to a lent GPU machine is 64 MiB, the tree included
 TARGETS=(//coordinator:herd-coordinator //worker/daemon:herd-worker //worker/train:herd-trainer //client:herd
   //worker/comm:nccl_smoke //worker/comm:nccl_communicator_test)
 # Stripped: symbols would double the size, and backtraces name herd's frames anyway.
-HERD_CUDA_TARGETS="$(IFS=+; echo "${TARGETS[*]}")" scripts/cuda_build.sh --copt=-O2 --strip=always
+HERD_CUDA_OPT=-O2 HERD_CUDA_TARGETS="$(IFS=+; echo "${TARGETS[*]}")" scripts/cuda_build.sh --strip=always
 OUTPUT_BASE="${HERD_CUDA_OUTPUT_BASE:-$HOME/.cache/herd-bazel-cuda/$(pwd | sha256sum | cut -c1-16)}"
 BIN="$(bazel --output_base="$OUTPUT_BASE" info bazel-bin 2>/dev/null)"
 

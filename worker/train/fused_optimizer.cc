@@ -1,14 +1,6 @@
 #include "worker/train/fused_optimizer.h"
 
-#include "worker/train/torch_features.h"
-
-#if HERD_TORCH_FUSED_ADAM
-#include <ATen/ops/_fused_adam.h>
-#include <ATen/ops/_fused_adamw.h>
-#endif
-#if HERD_TORCH_FUSED_SGD
-#include <ATen/ops/_fused_sgd.h>
-#endif
+#include "worker/train/torch_compat.h"
 
 namespace herd {
 namespace {
@@ -26,11 +18,16 @@ bool AllOnCuda(torch::optim::Optimizer& optimizer) {
   return any;
 }
 
-#if HERD_TORCH_FUSED_ADAM
-// Adam and AdamW share their state type's fields; T is the state type.
+// `p`'s state slot in `optimizer`, created empty where it has none.
+std::unique_ptr<torch::optim::OptimizerParamState>& StateSlot(torch::optim::Optimizer& optimizer,
+                                                              const torch::Tensor& p) {
+  return optimizer.state()[OptimizerStateKey(p)];
+}
+
+// Adam and AdamW share their state type's fields; State is the state type.
 template <typename State>
 State& AdamState(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
-  auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
+  auto& slot = StateSlot(optimizer, p);
   if (slot == nullptr) {
     auto state = std::make_unique<State>();
     state->step(0);
@@ -40,7 +37,28 @@ State& AdamState(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
   }
   return static_cast<State&>(*slot);
 }
-#endif
+
+// Whether the fused kernels can step this group exactly as LibTorch would.
+bool Fusable(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group) {
+  auto& options = group.options();
+  if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) return kHaveFusedAdam && !o->amsgrad();
+  if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) return kHaveFusedAdam && !o->amsgrad();
+  auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options);
+  if (o == nullptr || !kHaveFusedSgd) return false;
+  if (o->momentum() == 0) return true;
+  // LibTorch creates a momentum buffer on a parameter's first step; the
+  // kernel's is_first_step is one flag for the whole group.
+  int with = 0;
+  int without = 0;
+  for (const auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    auto found = optimizer.state().find(OptimizerStateKey(p));
+    const bool has = found != optimizer.state().end() &&
+                     static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().defined();
+    (has ? with : without) += 1;
+  }
+  return with == 0 || without == 0;
+}
 
 }  // namespace
 
@@ -57,40 +75,11 @@ torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t
 
 bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
   if (!AllOnCuda(optimizer)) return false;
-  torch::NoGradGuard no_grad;
   // Decide for every group before touching any state.
   for (auto& group : optimizer.param_groups()) {
-    auto& options = group.options();
-#if HERD_TORCH_FUSED_ADAM
-    if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
-      if (o->amsgrad()) return false;
-      continue;
-    }
-    if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
-      if (o->amsgrad()) return false;
-      continue;
-    }
-#endif
-#if HERD_TORCH_FUSED_SGD
-    if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
-      if (o->momentum() == 0) continue;
-      int with = 0;
-      int without = 0;
-      for (const auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        auto found = optimizer.state().find(p.unsafeGetTensorImpl());
-        const bool has = found != optimizer.state().end() &&
-                         static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().defined();
-        (has ? with : without) += 1;
-      }
-      if (with > 0 && without > 0) return false;
-      continue;
-    }
-#endif
-    (void)options;
-    return false;
+    if (!Fusable(optimizer, group)) return false;
   }
-#if HERD_TORCH_FUSED_ADAM || HERD_TORCH_FUSED_SGD
+  torch::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     std::vector<torch::Tensor> params;
     std::vector<torch::Tensor> grads;
@@ -101,7 +90,6 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
     }
     if (params.empty()) continue;
     auto& options = group.options();
-#if HERD_TORCH_FUSED_ADAM
     const bool adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options) != nullptr;
     if (adamw || dynamic_cast<torch::optim::AdamOptions*>(&options) != nullptr) {
       std::vector<torch::Tensor> exp_avgs;
@@ -122,23 +110,21 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
       }
       if (adamw) {
         const auto& o = static_cast<torch::optim::AdamWOptions&>(options);
-        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), std::get<0>(o.betas()),
-                          std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+        FusedAdamStep(true, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
+                      std::get<1>(o.betas()), o.weight_decay(), o.eps());
       } else {
         const auto& o = static_cast<torch::optim::AdamOptions&>(options);
-        at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, o.lr(), std::get<0>(o.betas()),
-                         std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+        FusedAdamStep(false, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
+                      std::get<1>(o.betas()), o.weight_decay(), o.eps());
       }
       continue;
     }
-#endif
-#if HERD_TORCH_FUSED_SGD
     const auto& o = static_cast<torch::optim::SGDOptions&>(options);
     std::vector<torch::Tensor> buffers;
     bool first = false;
     if (o.momentum() != 0) {
       for (const auto& p : params) {
-        auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
+        auto& slot = StateSlot(optimizer, p);
         if (slot == nullptr) slot = std::make_unique<torch::optim::SGDParamState>();
         auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
         if (!state.momentum_buffer().defined()) {
@@ -149,14 +135,10 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
         buffers.push_back(state.momentum_buffer());
       }
     }
-    at::_fused_sgd_(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                    /*maximize=*/false, /*is_first_step=*/first);
-#endif
+    FusedSgdStep(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                 first);
   }
   return true;
-#else
-  return false;
-#endif
 }
 
 }  // namespace herd

@@ -1,7 +1,7 @@
 // The optimizer step as ATen's fused multi-tensor kernels on CUDA
 // (at::_fused_adam_, at::_fused_adamw_, at::_fused_sgd_) instead of
 // LibTorch's loop of a few kernels per parameter, where this LibTorch has
-// them (torch_features.h). The arithmetic is PyTorch's Adam, AdamW and SGD,
+// them (torch_compat.h). The arithmetic is PyTorch's Adam, AdamW and SGD,
 // which LibTorch's optimizers also implement. The state stays where and as
 // LibTorch's optimizer keeps it (Adam/AdamW: exp_avg, exp_avg_sq, step;
 // SGD: momentum_buffer), so commits, checkpoints, ZeRO-1 and a later

@@ -49,6 +49,19 @@ inline void SetCudaBf16Autocast(bool enabled) {
 #endif
 }
 
+// ATen's fused multi-tensor optimizer kernels (CUDA only): at::_fused_adam_
+// and at::_fused_adamw_ since LibTorch 2.1, at::_fused_sgd_ since 2.3. Where
+// this LibTorch lacks one, its k-flag is false and its call returns false
+// without touching anything. Arguments are PyTorch's, in its order; `steps`
+// are float scalars on the device, which the kernel increments.
+extern const bool kHaveFusedAdam;
+extern const bool kHaveFusedSgd;
+bool FusedAdamStep(bool adamw, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                   at::TensorList exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
+                   double weight_decay, double eps);
+bool FusedSgdStep(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
+                  double momentum, double lr, double dampening, bool nesterov, bool is_first_step);
+
 // Peak bytes the GPU's caching allocator has reserved on `device` since the
 // process started; -1 where unknown: a CPU device, or LibTorch before 2.9
 // (no device-generic allocator statistics; CUDA's own would need the CUDA

@@ -176,13 +176,6 @@ int main(int argc, char** argv) {
   // The worker daemon exposes these from the snapshot file (one scrape target per worker).
   prometheus::Registry registry;
   herd::TrainerMetrics metrics(registry, {job, join->rank(), worker_id});
-  const torch::Device device_for_stats = device == "cuda" ? torch::Device(torch::kCUDA, std::max(0, gpu))
-                                                           : torch::Device(torch::kCPU);
-  herd::MetricsSnapshotWriter snapshots(
-      registry, {herd::MetricsSnapshotPath(work_dir), std::chrono::milliseconds(1000),
-                 [&metrics, device_for_stats] {
-                   metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device_for_stats));
-                 }});
 
   if (checkpoint_root.empty()) {
     const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
@@ -225,6 +218,11 @@ int main(int argc, char** argv) {
                                       options.device, join->spec().batch_size(), 0});
   }
   if (!context.ok()) return fail(context.status());
+  herd::MetricsSnapshotWriter snapshots(
+      registry, {herd::MetricsSnapshotPath(work_dir), std::chrono::milliseconds(1000),
+                 [&metrics, device = (*context)->device] {
+                   metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device));
+                 }});
   herd::GenerationLoopOptions loop;
   loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
   absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
