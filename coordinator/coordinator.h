@@ -1,5 +1,6 @@
-// The coordinator: owns the cluster state, its SQLite copy, the rendezvous KV
-// store and the clock behind one mutex. The gRPC services call these methods;
+// The coordinator: owns the cluster state and its SQLite copy behind one
+// mutex, and the rendezvous KV store (which has its own lock: rendezvous
+// traffic never waits for scheduling). The gRPC services call these methods;
 // a background ticker expires leases and schedules pending jobs.
 #pragma once
 

@@ -3,7 +3,8 @@
 // the step and the value; with on_nonfinite: skip_step a bad batch's step
 // is dropped on every rank alike, counted, and shown as the job's warning,
 // and the job trains on to a bitwise-identical end (the trainers verify
-// their replicas bitwise before they succeed).
+// their replicas bitwise before they succeed). A model with nothing to
+// train fails at once, saying so.
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -19,10 +20,10 @@ using std::chrono::seconds;
 // A TorchScript model whose forward(x, y) returns its loss, and an infinite
 // one on its third call: step 3's only micro-batch on every rank (training
 // calls it once per step; evaluation only after the last step).
-std::string BadThirdBatchModel(const std::string& dir) {
+std::string BadThirdBatchModel(const std::string& dir, bool trainable = true) {
   torch::jit::Module module("BadThirdBatch");
   torch::manual_seed(5);
-  module.register_parameter("w", torch::randn({16, 4}) * 0.1, /*is_buffer=*/false);
+  module.register_parameter("w", (torch::randn({16, 4}) * 0.1).set_requires_grad(trainable), /*is_buffer=*/false);
   module.register_attribute("calls", c10::IntType::get(), int64_t{0});
   module.define(R"JIT(
 def forward(self, x, y):
@@ -33,7 +34,7 @@ def forward(self, x, y):
         loss = loss * float("inf")
     return loss
 )JIT");
-  const std::string path = dir + "/bad-third-batch.pt";
+  const std::string path = dir + (trainable ? "/bad-third-batch.pt" : "/frozen.pt");
   module.save(path);
   return path;
 }
@@ -89,6 +90,21 @@ TEST(NonFinite, SkipStepDropsTheBadStepOnEveryRankAndTrainsOn) {
     const std::string log = ReadFile(cluster.job_dir(worker, id) + "/trainer.log");
     EXPECT_NE(log.find("step 3 skipped"), std::string::npos) << log;
   }
+}
+
+// A model with nothing to train (its one parameter is frozen, so its loss
+// needs no grad) fails at once with a reason saying so, without spending
+// the restart budget on retries that would fail alike.
+TEST(BadModel, LossThatNeedsNoGradFailsTheJobAtOnceNamingWhy) {
+  LocalCluster cluster;
+  const std::string model = BadThirdBatchModel(cluster.root(), /*trainable=*/false);
+  const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", ""));
+  auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();
+  const std::string reason = job.value("reason", "");
+  EXPECT_NE(reason.find("its loss does not require grad"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("frame #"), std::string::npos) << reason;
+  EXPECT_EQ(Field(job, "generation"), 1) << "a model error is the job's, not a failure to retry";
 }
 
 }  // namespace

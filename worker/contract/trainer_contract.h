@@ -23,8 +23,11 @@
 //                        worker to leave the job at its next step boundary
 //                        (drain, shrink, suspend); the trainer checks for it at
 //                        commit points, and the daemon removes it before
-//                        starting a trainer for the job. It holds "suspend"
-//                        when the whole job leaves (every rank goes at once)
+//                        starting a trainer for the job. One line of decimal
+//                        numbers, "GENERATION RANK RANK ...": the generation
+//                        asked and the ranks that leave (every rank when the
+//                        whole job leaves); a trainer of another generation
+//                        ignores it
 //   reform-request       written by the daemon when the coordinator asks the
 //                        job to re-form at its next step boundary so workers
 //                        can join; holds the generation asked (decimal), so

@@ -49,7 +49,9 @@ TEST(StreamingAveraging, EachFragmentSyncsOnlyItsParameters) {
     // The mean move is 1.5: fragment 0 lands on it at once, fragment 1 only in its own round.
     const bool synced_first = i < 2;
     EXPECT_EQ(torch::equal(after_first[0][i], after_first[1][i]), synced_first) << i;
-    if (synced_first) EXPECT_TRUE(torch::allclose(after_first[0][i], T({i + 1.5f, i + 1.5f}))) << i;
+    if (synced_first) {
+      EXPECT_TRUE(torch::allclose(after_first[0][i], T({i + 1.5f, i + 1.5f}))) << i;
+    }
     EXPECT_TRUE(torch::equal(after_second[0][i], after_second[1][i])) << i;
     EXPECT_TRUE(torch::allclose(after_second[0][i], T({i + 1.5f, i + 1.5f}))) << i;
   }

@@ -25,10 +25,20 @@ namespace {
 // one line for an allocation failure.
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// The exception's message; for a c10::Error without the backtrace it
+// appends to what().
+std::string MessageOf(const std::exception& e) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) return torch_error->what_without_backtrace();
+  return e.what();
+}
+
 }  // namespace
 
 absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where) {
-  if (!IsOutOfMemory(e)) return absl::InternalError(absl::StrCat(where.what, ": ", e.what()));
+  if (dynamic_cast<const ModelContractError*>(&e) != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where.what, " (model ", where.model, "): ", e.what()));
+  }
+  if (!IsOutOfMemory(e)) return absl::InternalError(absl::StrCat(where.what, ": ", MessageOf(e)));
   const std::string message = FirstLine(e.what());
   return absl::ResourceExhaustedError(absl::StrFormat(
       "out of memory at %s (model %s, %.1f MB of parameters, batch_size %d per rank, device %s): %s; a retry "

@@ -3,11 +3,15 @@
 // another generation would run out again: it becomes RESOURCE_EXHAUSTED,
 // which fails the job at once (trainer exit TRAINER_EXIT_JOB_ERROR) with the
 // step, the model and the memory figures, instead of spending the restart
-// budget on identical retries. Anything else is INTERNAL (a member failure).
+// budget on identical retries. A model that breaks the training contract
+// (ModelContractError) is INVALID_ARGUMENT, for the same reason. Anything
+// else is INTERNAL (a member failure). Messages never carry LibTorch's C++
+// backtrace.
 #pragma once
 
 #include <cstdint>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "absl/status/status.h"
@@ -27,6 +31,14 @@ struct TrainingErrorContext {
 // caching allocator), LibTorch's CPU allocator ("can't allocate memory") or
 // std::bad_alloc.
 bool IsOutOfMemory(const std::exception& e);
+
+// Thrown by the step when the job's model cannot be trained as it is, e.g.
+// its loss does not require grad (every parameter frozen, or a forward that
+// detaches the graph): every retry would throw it again.
+class ModelContractError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where);
 

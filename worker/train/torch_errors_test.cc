@@ -49,8 +49,17 @@ TEST(TorchErrors, OtherTorchErrorsStayMemberFailures) {
     const absl::Status status = TrainingError(e, StepContext());
     EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
     EXPECT_EQ(std::string(status.message()).rfind("training step 7: ", 0), 0u) << status;
+    // LibTorch's message is kept, its C++ backtrace is not.
+    EXPECT_NE(status.message().find("mat1 and mat2 shapes cannot be multiplied"), std::string::npos) << status;
+    EXPECT_EQ(status.message().find("frame #"), std::string::npos) << status;
   }
   EXPECT_EQ(TrainingError(std::runtime_error("boom"), StepContext()).code(), absl::StatusCode::kInternal);
+}
+
+TEST(TorchErrors, ModelContractErrorFailsTheJobNamingTheModel) {
+  const absl::Status status = TrainingError(ModelContractError("its loss does not require grad"), StepContext());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), "training step 7 (model mlp): its loss does not require grad");
 }
 
 }  // namespace

@@ -230,6 +230,11 @@ void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share,
     return ctx_.model->Forward(batch);
   }();
   stats->forward_seconds += timer->Lap();
+  if (!out.loss.requires_grad()) {
+    throw ModelContractError(
+        "its loss does not require grad: no parameter has requires_grad set, or forward detaches the graph; "
+        "there is nothing to train");
+  }
   (out.loss * share).backward();
   stats->backward_seconds += timer->Lap();
   stats->local_samples += static_cast<int64_t>(indices.size());

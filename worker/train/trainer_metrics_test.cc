@@ -57,6 +57,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_allreduce_bytes_total",
       "herd_train_buckets_launched_during_backward_total",
       "herd_train_loss",
+      "herd_train_nonfinite_steps_skipped_total",
       "herd_train_epoch",
       "herd_train_step",
       "herd_train_world_size",
