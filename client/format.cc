@@ -195,6 +195,44 @@ std::string FormatTime(double unix_seconds, double now) {
 
 }  // namespace
 
+std::string FormatStepTime(double seconds) {
+  const double ms = seconds * 1000;
+  if (ms < 10) return absl::StrFormat("%.1f ms", ms);
+  if (ms < 10000) return absl::StrFormat("%.0f ms", ms);
+  return absl::StrFormat("%.1f s", seconds);
+}
+
+namespace {
+
+bool ShowsStraggler(const v1::JobInfo& job) {
+  return job.state() == v1::RUNNING && job.has_straggler() && job.world_size() >= 2 &&
+         job.straggler().step_seconds() > 0;
+}
+
+std::string StragglerName(const v1::Straggler& straggler) {
+  std::string name = absl::StrCat(straggler.rank());
+  if (!straggler.worker_id().empty()) absl::StrAppend(&name, " (", straggler.worker_id(), ")");
+  return name;
+}
+
+}  // namespace
+
+std::string FormatStraggler(const v1::JobInfo& job) {
+  if (!ShowsStraggler(job)) return "";
+  const v1::Straggler& s = job.straggler();
+  return absl::StrCat(StragglerName(s), " ", FormatStepTime(s.compute_seconds_per_step()), "/step compute vs ",
+                      FormatStepTime(s.median_compute_seconds_per_step()), " median; the others wait ",
+                      FormatStepTime(s.others_wait_seconds_per_step()), "/step",
+                      absl::StrFormat(" (%.0f%% of a step)", 100 * s.holdback_fraction()));
+}
+
+std::string FormatStragglerShort(const v1::JobInfo& job) {
+  if (!ShowsStraggler(job)) return "";
+  const v1::Straggler& s = job.straggler();
+  return absl::StrCat("slowest rank ", StragglerName(s), " +", FormatStepTime(s.others_wait_seconds_per_step()),
+                      "/step", absl::StrFormat(" (%.0f%%)", 100 * s.holdback_fraction()));
+}
+
 std::string JobDetail(const v1::JobInfo& job, double now) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"ID", job.id()});
@@ -213,6 +251,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   lines.push_back({"World size", absl::StrCat(job.world_size(), " (generation ", job.generation(), ")")});
   if (job.workers_size() > 0) lines.push_back({"Workers", absl::StrJoin(job.workers(), ", ")});
   lines.push_back({"Samples/s", absl::StrFormat("%.1f", job.samples_per_second())});
+  if (std::string straggler = FormatStraggler(job); !straggler.empty()) lines.push_back({"Slowest rank", straggler});
   lines.push_back({"Loss", job.step() > 0 ? FormatLoss(job.loss()) : "-"});
   std::string lr = job.learning_rate() > 0 ? absl::StrFormat("%.6g", job.learning_rate()) : "-";
   if (job.learning_rate() > 0 && job.has_spec() && job.spec().optimizer().scale_lr() != "none" &&

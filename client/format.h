@@ -32,6 +32,18 @@ std::string FormatLoss(double loss);
 // "420/1000", or "420" when the total is unknown.
 std::string FormatStep(const v1::JobInfo& job);
 
+// "41 ms", "2.5 ms", "12.3 s": a per-step time.
+std::string FormatStepTime(double seconds);
+// The slowest rank of a running job's last log interval (JobInfo.straggler),
+// for `herd status`: "2 (worker-2) 41 ms/step compute vs 20 ms median; the
+// others wait 21 ms/step (48% of a step)". "" when there is nothing
+// meaningful to show: fewer than 2 ranks, no measurement, or the job is not
+// running.
+std::string FormatStraggler(const v1::JobInfo& job);
+// The short form for `herd watch`: "slowest rank 2 (worker-2) +21 ms/step
+// (48%)"; "" as above.
+std::string FormatStragglerShort(const v1::JobInfo& job);
+
 // One JSON object on one line, with the proto's field names, every
 // primitive field present even when zero, enums by name.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);

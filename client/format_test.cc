@@ -185,6 +185,42 @@ TEST(FormatTest, DetailShowsAWarning) {
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
 }
 
+v1::Straggler Rank2Straggler() {
+  v1::Straggler straggler;
+  straggler.set_rank(2);
+  straggler.set_worker_id("worker-2");
+  straggler.set_compute_seconds_per_step(0.041);
+  straggler.set_median_compute_seconds_per_step(0.020);
+  straggler.set_others_wait_seconds_per_step(0.021);
+  straggler.set_step_seconds(0.0437);
+  straggler.set_holdback_fraction(0.48);
+  return straggler;
+}
+
+TEST(FormatTest, DetailNamesTheSlowestRank) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  job.set_world_size(3);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Slowest rank:")));
+  *job.mutable_straggler() = Rank2Straggler();
+  EXPECT_THAT(JobDetail(job, 0),
+              ::testing::ContainsRegex("\nSlowest rank: +2 \\(worker-2\\) 41 ms/step compute vs 20 ms median; the "
+                                       "others wait 21 ms/step \\(48% of a step\\)\n"));
+  // Not meaningful: one rank, or a job no longer running.
+  job.set_world_size(1);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Slowest rank:")));
+  job.set_world_size(3);
+  job.set_state(v1::SUCCEEDED);
+  EXPECT_EQ(FormatStraggler(job), "");
+  EXPECT_EQ(FormatStragglerShort(job), "");
+}
+
+TEST(FormatTest, StepTimes) {
+  EXPECT_EQ(FormatStepTime(0.0025), "2.5 ms");
+  EXPECT_EQ(FormatStepTime(0.041), "41 ms");
+  EXPECT_EQ(FormatStepTime(12.34), "12.3 s");
+}
+
 TEST(FormatTest, DetailShowsTheCoordinatorsStorageTrouble) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

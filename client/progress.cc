@@ -65,6 +65,7 @@ std::string Details(const v1::JobInfo& job, double observed_steps_per_second) {
     std::optional<double> eta = EstimateEtaSeconds(job, observed_steps_per_second);
     absl::StrAppend(&text, " | ETA ", eta.has_value() ? FormatDuration(*eta) : "?");
   }
+  if (std::string straggler = FormatStragglerShort(job); !straggler.empty()) absl::StrAppend(&text, " | ", straggler);
   // The coordinator cannot save the job: what this line shows may not survive
   // a coordinator restart.
   if (!job.storage_warning().empty()) absl::StrAppend(&text, " | STORAGE: ", job.storage_warning());

@@ -56,6 +56,23 @@ TEST(ProgressTest, PlainLineNamesTheState) {
             "RUNNING 42% step 420/1000 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86 | ETA 58s");
 }
 
+TEST(ProgressTest, LinesNameTheSlowestRank) {
+  v1::JobInfo job = RunningJob();
+  v1::Straggler* straggler = job.mutable_straggler();
+  straggler->set_rank(1);
+  straggler->set_worker_id("worker-1");
+  straggler->set_compute_seconds_per_step(0.041);
+  straggler->set_others_wait_seconds_per_step(0.021);
+  straggler->set_step_seconds(0.0437);
+  straggler->set_holdback_fraction(0.48);
+  EXPECT_EQ(PlainProgressLine(job, 10),
+            "RUNNING 42% step 420/1000 epoch 1 | 5321 samples/s | loss 0.4123 | eval accuracy 0.86 | ETA 58s | "
+            "slowest rank 1 (worker-1) +21 ms/step (48%)");
+  EXPECT_THAT(TtyProgressLine(job, 10), ::testing::HasSubstr("| slowest rank 1 (worker-1) +21 ms/step (48%)"));
+  job.set_world_size(1);
+  EXPECT_THAT(PlainProgressLine(job, 10), ::testing::Not(::testing::HasSubstr("slowest")));
+}
+
 TEST(ProgressTest, LinesShowTheCoordinatorsStorageTrouble) {
   v1::JobInfo job = RunningJob();
   job.set_storage_warning("the coordinator cannot persist this job's state since 2026-11-26 09:00:00 UTC");

@@ -176,6 +176,17 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_warning(report.checkpoint_warning());
   info.set_learning_rate(report.learning_rate());
+  // The newest interval's slowest rank replaces the last (none with one
+  // rank). Not saved in the state database: it is refreshed every log
+  // interval. The trainer knows ranks; the members name their workers.
+  const std::vector<std::string>& members = job.generation.members;
+  if (report.has_straggler() && report.straggler().rank() >= 0 &&
+      report.straggler().rank() < static_cast<int64_t>(members.size())) {
+    *info.mutable_straggler() = report.straggler();
+    info.mutable_straggler()->set_worker_id(members[report.straggler().rank()]);
+  } else {
+    info.clear_straggler();
+  }
 }
 
 bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report, double now, ChangeSet* changes) {

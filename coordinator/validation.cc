@@ -119,7 +119,36 @@ absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
   if (report.checkpoint_warning().size() > kMaxWarningBytes) {
     return Invalid("checkpoint_warning", absl::StrCat("longer than ", kMaxWarningBytes, " bytes"));
   }
+  if (report.has_straggler()) {
+    const v1::Straggler& straggler = report.straggler();
+    const std::pair<const char*, int64_t> straggler_counts[] = {{"straggler.rank", straggler.rank()},
+                                                                {"straggler.step", straggler.step()}};
+    for (const auto& [field, value] : straggler_counts) {
+      if (auto status = NonNegative(field, value); !status.ok()) return status;
+    }
+    const std::pair<const char*, double> seconds[] = {
+        {"straggler.compute_seconds_per_step", straggler.compute_seconds_per_step()},
+        {"straggler.median_compute_seconds_per_step", straggler.median_compute_seconds_per_step()},
+        {"straggler.others_wait_seconds_per_step", straggler.others_wait_seconds_per_step()},
+        {"straggler.step_seconds", straggler.step_seconds()},
+        {"straggler.holdback_fraction", straggler.holdback_fraction()}};
+    for (const auto& [field, value] : seconds) {
+      if (auto status = FiniteNonNegative(field, value); !status.ok()) return status;
+    }
+    if (straggler.holdback_fraction() > 1) {
+      return Invalid("straggler.holdback_fraction", absl::StrCat("must be at most 1, got ", straggler.holdback_fraction()));
+    }
+    if (!straggler.worker_id().empty()) {
+      return Invalid("straggler.worker_id", "must be empty: the coordinator fills it in from the members");
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status ValidateStragglerInWorld(const v1::ReportProgressRequest& report, int64_t world_size) {
+  if (!report.has_straggler() || report.straggler().rank() < world_size) return absl::OkStatus();
+  return Invalid("straggler.rank",
+                 absl::StrCat("must be below the world size ", world_size, ", got ", report.straggler().rank()));
 }
 
 absl::Status ValidateCheckpointRecord(const v1::CommitCheckpointRequest& record) {

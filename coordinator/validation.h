@@ -30,7 +30,14 @@ absl::Status ValidateCheckpointPath(const std::string& path);
 // non-empty and without control characters. loss and eval values may be NaN
 // or infinite: that is what a diverging model measures, and it is stored as
 // reported.
+// A straggler (rank 0's reports) must have counts >= 0, finite times >= 0, a
+// holdback_fraction in [0, 1] and an empty worker_id (the coordinator fills
+// it in).
 absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report);
+
+// INVALID_ARGUMENT unless the report's straggler, if any, names a rank below
+// `world_size` (the members of the generation it reports on).
+absl::Status ValidateStragglerInWorld(const v1::ReportProgressRequest& report, int64_t world_size);
 
 // INVALID_ARGUMENT naming the first bad field of a checkpoint record (besides
 // its path, see ValidateCheckpointPath) and its value.

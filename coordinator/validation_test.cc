@@ -73,6 +73,57 @@ TEST(Validation, ProgressReports) {
   EXPECT_EQ(ValidateProgressReport(bad).message().rfind("checkpoint_warning:", 0), 0u);
 }
 
+TEST(Validation, ProgressReportStragglers) {
+  v1::ReportProgressRequest report;
+  report.set_step(10);
+  v1::Straggler* straggler = report.mutable_straggler();
+  straggler->set_rank(2);
+  straggler->set_step(10);
+  straggler->set_compute_seconds_per_step(0.041);
+  straggler->set_median_compute_seconds_per_step(0.02);
+  straggler->set_others_wait_seconds_per_step(0.021);
+  straggler->set_step_seconds(0.042);
+  straggler->set_holdback_fraction(0.5);
+  EXPECT_TRUE(ValidateProgressReport(report).ok()) << ValidateProgressReport(report);
+  EXPECT_TRUE(ValidateStragglerInWorld(report, 3).ok());
+  EXPECT_EQ(ValidateStragglerInWorld(report, 2).message(), "straggler.rank: must be below the world size 2, got 2");
+  v1::ReportProgressRequest without = report;
+  without.clear_straggler();
+  EXPECT_TRUE(ValidateStragglerInWorld(without, 1).ok());
+
+  v1::ReportProgressRequest bad = report;
+  bad.mutable_straggler()->set_rank(-1);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "straggler.rank: must be >= 0, got -1");
+  bad = report;
+  bad.mutable_straggler()->set_step(-3);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "straggler.step: must be >= 0, got -3");
+  bad = report;
+  bad.mutable_straggler()->set_compute_seconds_per_step(std::nan(""));
+  EXPECT_EQ(ValidateProgressReport(bad).message(),
+            "straggler.compute_seconds_per_step: must be a finite number >= 0, got nan");
+  bad = report;
+  bad.mutable_straggler()->set_median_compute_seconds_per_step(-0.5);
+  EXPECT_EQ(ValidateProgressReport(bad).message(),
+            "straggler.median_compute_seconds_per_step: must be a finite number >= 0, got -0.5");
+  bad = report;
+  bad.mutable_straggler()->set_others_wait_seconds_per_step(HUGE_VAL);
+  EXPECT_EQ(ValidateProgressReport(bad).message(),
+            "straggler.others_wait_seconds_per_step: must be a finite number >= 0, got inf");
+  bad = report;
+  bad.mutable_straggler()->set_step_seconds(-HUGE_VAL);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "straggler.step_seconds: must be a finite number >= 0, got -inf");
+  bad = report;
+  bad.mutable_straggler()->set_holdback_fraction(1.5);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "straggler.holdback_fraction: must be at most 1, got 1.5");
+  bad = report;
+  bad.mutable_straggler()->set_holdback_fraction(std::nan(""));
+  EXPECT_EQ(ValidateProgressReport(bad).message(),
+            "straggler.holdback_fraction: must be a finite number >= 0, got nan");
+  bad = report;
+  bad.mutable_straggler()->set_worker_id("worker-0");
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("straggler.worker_id:", 0), 0u);
+}
+
 TEST(Validation, CheckpointRecords) {
   v1::CommitCheckpointRequest record;
   record.set_step(10);

@@ -71,9 +71,13 @@ absl::Status CompareReplicaHashes(Communicator* comm, uint64_t local_hash, int64
   std::vector<uint64_t> all(comm->size());
   absl::Status status = comm->AllGather(&local_hash, sizeof(local_hash), all.data());
   if (!status.ok()) return status;
+  return CheckReplicaHashes(all, step);
+}
+
+absl::Status CheckReplicaHashes(const std::vector<uint64_t>& all, int64_t step) {
   std::vector<int> diverged;
-  for (int r = 1; r < comm->size(); ++r) {
-    if (all[r] != all[0]) diverged.push_back(r);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) diverged.push_back(static_cast<int>(r));
   }
   if (diverged.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("replica divergence at step ", step, ": parameters of rank(s) ",

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,6 +21,7 @@
 #include "worker/train/optimizer_factory.h"
 #include "worker/train/release_vote.h"
 #include "worker/train/replicas.h"
+#include "worker/train/straggler.h"
 #include "worker/train/sharded_optimizer.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/torch_errors.h"
@@ -70,6 +72,10 @@ absl::Status Trainer::Setup() {
 
   if (auto s = ChooseStartingState(); !s.ok()) return s;
   last_commit_step_ = pos_.step;
+  // The step times of steps rolled back are no measure of this generation.
+  ctx_.window.compute_seconds = 0;
+  ctx_.window.wait_seconds = 0;
+  ctx_.window.steps = 0;
   // Sync starts from the parameters training starts from (healed, restored or broadcast).
   sync_->StartFromCurrentParameters();
   // The generation's starting state is its first commit.
@@ -297,7 +303,15 @@ absl::Status Trainer::TrainStep() {
   pos_.samples_in_epoch += global;
   ++pos_.step;
   if (auto s = sync_->AfterStep(local, Boundary(), &ctx_.traffic); !s.ok()) return s;
-  ctx_.traffic.train_seconds += timer.Total();
+  const double wall_seconds = timer.Total();
+  ctx_.traffic.train_seconds += wall_seconds;
+  // Straggler detection (straggler.h): this step's wall time (averaging
+  // rounds after it included) split into the sync's wait and the rest.
+  const double wait_seconds = sync_->last_step().wait_seconds;
+  stats.compute_seconds = std::max(0.0, wall_seconds - wait_seconds);
+  ctx_.window.compute_seconds += stats.compute_seconds;
+  ctx_.window.wait_seconds += wait_seconds;
+  ++ctx_.window.steps;
   if (pos_.samples_in_epoch >= ctx_.train->size()) {
     ++pos_.epoch;
     pos_.samples_in_epoch = 0;
@@ -426,12 +440,40 @@ absl::Status Trainer::CheckCoordinatorVerdict() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<StragglerSummary>> Trainer::GatherCommitShares() {
+  // Trivially copyable, no padding: every rank runs the same herd-trainer.
+  struct CommitShare {
+    uint64_t hash;
+    double compute_seconds;
+    double wait_seconds;
+    int64_t steps;
+  };
+  static_assert(std::is_trivially_copyable_v<CommitShare> && sizeof(CommitShare) == 32);
+  const CommitShare mine{ParameterHash(ReplicaState()), ctx_.window.compute_seconds, ctx_.window.wait_seconds,
+                         ctx_.window.steps};
+  std::vector<CommitShare> all(comm_->size());
+  if (auto s = comm_->AllGather(&mine, sizeof(mine), all.data()); !s.ok()) return s;
+  std::vector<uint64_t> hashes;
+  std::vector<RankStepTimes> times;
+  for (const CommitShare& share : all) {
+    hashes.push_back(share.hash);
+    times.push_back({share.compute_seconds, share.wait_seconds, share.steps});
+  }
+  if (auto s = CheckReplicaHashes(hashes, pos_.step); !s.ok()) return s;
+  return FindStraggler(times);
+}
+
 absl::Status Trainer::CommitPoint(bool final) {
   if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   // Replicas must agree at every commit point; a mismatch fails loudly. One
   // rank has nobody to disagree with, and hashing costs a pass over the state.
+  // The same all-gather carries each rank's step times of the log interval
+  // for straggler detection: no extra collective.
+  std::optional<StragglerSummary> straggler;
   if (comm_->size() > 1) {
-    if (auto s = CompareReplicaHashes(comm_, ParameterHash(ReplicaState()), pos_.step); !s.ok()) return s;
+    auto gathered = GatherCommitShares();
+    if (!gathered.ok()) return gathered.status();
+    straggler = *gathered;
   }
   last_commit_step_ = pos_.step;
   // Held in memory: what the next generation heals from if this one fails.
@@ -455,6 +497,17 @@ absl::Status Trainer::CommitPoint(bool final) {
   if (join_.rank() == 0) {
     LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", pos_.step, total_steps_, pos_.epoch,
                                  ctx_.last_loss, ctx_.samples_per_second, final ? " (final)" : "");
+    if (straggler.has_value()) {
+      v1::Straggler* out = report.mutable_straggler();
+      out->set_rank(straggler->rank);
+      out->set_compute_seconds_per_step(straggler->compute_seconds_per_step);
+      out->set_median_compute_seconds_per_step(straggler->median_compute_seconds_per_step);
+      out->set_others_wait_seconds_per_step(straggler->others_wait_seconds_per_step);
+      out->set_step_seconds(straggler->step_seconds);
+      out->set_holdback_fraction(straggler->holdback_fraction);
+      out->set_step(pos_.step);
+      if (ctx_.metrics != nullptr) ctx_.metrics->SetStraggler(straggler->rank, straggler->holdback_fraction);
+    }
   }
   ctx_.last_report = report;
   // Sent off the step loop: a slow or stalled coordinator never holds training up.

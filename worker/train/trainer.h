@@ -14,9 +14,11 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/train/communicator_replica_sum.h"
@@ -24,6 +26,7 @@
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/sampler.h"
+#include "worker/train/straggler.h"
 #include "worker/train/sync_strategy.h"
 #include "worker/train/trainer_metrics.h"
 #include "worker/train/training_context.h"
@@ -61,6 +64,10 @@ class Trainer {
   // The step's metrics (with what the sync cost), where metrics are kept.
   void ObserveStep(StepStats stats) const;
   absl::Status CommitPoint(bool final);
+  // At a commit point with 2+ ranks: one all-gather of every rank's replica
+  // hash (checked: a mismatch fails) and step times of the log interval; the
+  // slowest rank of the interval, if any (straggler.h).
+  absl::StatusOr<std::optional<StragglerSummary>> GatherCommitShares();
   // At a commit point: the report's loss and throughput from the progress
   // window (its one host read), and a new window.
   // INVALID_ARGUMENT (the job fails) when on_nonfinite: fail saw a

@@ -49,6 +49,10 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
           "sync.shard_optimizer the gradient reduce-scatter and the parameter all-gather, each counted as half its "
           "buffer).",
           labels_)),
+      compute_(Counter(registry, "herd_train_compute_seconds_total",
+                       "Step wall time not spent waiting for the others: each step's wall time minus its "
+                       "herd_train_allreduce_wait_seconds_total share (straggler detection).",
+                       labels_)),
       buckets_during_backward_(Counter(registry, "herd_train_buckets_launched_during_backward_total",
                                        "Gradient buckets whose all-reduce started before backward finished.", labels_)),
       loss_(Gauge(registry, "herd_train_loss", "Mean training loss of this rank since its last progress report.",
@@ -103,7 +107,23 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                                     .Name("herd_train_device_memory_peak_bytes")
                                     .Help("Peak bytes the GPU's caching allocator held for this trainer since it "
                                           "started (device cuda only; compare torch.cuda.max_memory_reserved()).")
-                                    .Register(registry)) {}
+                                    .Register(registry)),
+      straggler_rank_(prometheus::BuildGauge()
+                          .Name("herd_train_straggler_rank")
+                          .Help("Rank 0: the rank with the most compute per step over the last log interval (the "
+                                "slowest; the others wait for it). Absent with one rank.")
+                          .Register(registry)),
+      straggler_holdback_(prometheus::BuildGauge()
+                              .Name("herd_train_straggler_holdback_ratio")
+                              .Help("Rank 0: the other ranks' mean wait per step for the slowest rank over the last "
+                                    "log interval, as a fraction of the mean step time (0..1). Absent with one rank.")
+                              .Register(registry)) {}
+
+void TrainerMetrics::SetStraggler(int64_t rank, double holdback_fraction) {
+  // Once per log interval: Add() finds the existing series.
+  straggler_rank_.Add(labels_).Set(static_cast<double>(rank));
+  straggler_holdback_.Add(labels_).Set(holdback_fraction);
+}
 
 void TrainerMetrics::SetDeviceMemoryPeak(int64_t bytes) {
   // Once a second, off the step loop: Add() finds the existing series.
@@ -127,6 +147,7 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
   backward_.Increment(stats.backward_seconds);
   optimizer_.Increment(stats.optimizer_seconds);
   allreduce_wait_.Increment(stats.allreduce_wait_seconds);
+  compute_.Increment(stats.compute_seconds);
   allreduce_bytes_.Increment(static_cast<double>(stats.allreduce_bytes));
   buckets_during_backward_.Increment(stats.buckets_launched_during_backward);
   step_.Set(static_cast<double>(stats.step));

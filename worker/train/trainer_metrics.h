@@ -33,6 +33,10 @@ struct StepStats {
   double backward_seconds = 0;
   double optimizer_seconds = 0;       // clipping, learning rate and optimizer step
   double allreduce_wait_seconds = 0;  // exposed wait in GradientSync::Finish
+  // Straggler detection: the step's wall time (averaging rounds after it
+  // included) minus allreduce_wait_seconds, what this rank spent not waiting
+  // for the others.
+  double compute_seconds = 0;
   int64_t allreduce_bytes = 0;        // bytes this rank all-reduced
   int buckets_launched_during_backward = 0;
   int64_t optimizer_state_bytes = 0;  // held after the step (a shard of it with sync.shard_optimizer)
@@ -83,6 +87,10 @@ class TrainerMetrics {
   // The device's caching allocator's peak reserved bytes; negative: unknown
   // (a CPU job, or a LibTorch without the accelerator statistics), not exported.
   void SetDeviceMemoryPeak(int64_t bytes);
+  // Rank 0, at each commit point with 2+ ranks: the slowest rank of the last
+  // log interval and the share of a step the others wait for it
+  // (straggler.h). Absent until the first.
+  void SetStraggler(int64_t rank, double holdback_fraction);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -94,6 +102,7 @@ class TrainerMetrics {
   prometheus::Counter& optimizer_;
   prometheus::Counter& allreduce_wait_;
   prometheus::Counter& allreduce_bytes_;
+  prometheus::Counter& compute_;
   prometheus::Counter& buckets_during_backward_;
   prometheus::Gauge& loss_;
   prometheus::Gauge& epoch_;
@@ -114,6 +123,8 @@ class TrainerMetrics {
   prometheus::Gauge& optimizer_state_bytes_;
   // Added at the first known value: absent, not 0, where nobody can tell.
   prometheus::Family<prometheus::Gauge>& device_memory_peak_bytes_;
+  prometheus::Family<prometheus::Gauge>& straggler_rank_;
+  prometheus::Family<prometheus::Gauge>& straggler_holdback_;
   int64_t rounds_seen_ = 0;
 };
 

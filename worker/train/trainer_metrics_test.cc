@@ -41,6 +41,27 @@ TEST(TrainerMetrics, DeviceMemoryPeakAppearsOnlyOnceKnown) {
   EXPECT_EQ(Label(family.metric[0], "rank"), "3");
 }
 
+// Rank 0 names the slowest rank once it has measured one: absent before
+// (and always with one rank), then the latest interval's.
+TEST(TrainerMetrics, StragglerGaugesAppearOnlyOnceMeasured) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 0, "worker-0"});
+  auto families = ByName(registry.Collect());
+  EXPECT_EQ(families.count("herd_train_straggler_rank"), 0u);
+  EXPECT_EQ(families.count("herd_train_straggler_holdback_ratio"), 0u);
+  metrics.SetStraggler(1, 0.1);
+  metrics.SetStraggler(2, 0.48);
+  families = ByName(registry.Collect());
+  ASSERT_EQ(families.count("herd_train_straggler_rank"), 1u);
+  ASSERT_EQ(families.count("herd_train_straggler_holdback_ratio"), 1u);
+  ASSERT_EQ(families["herd_train_straggler_rank"].metric.size(), 1u);
+  EXPECT_EQ(families["herd_train_straggler_rank"].metric[0].gauge.value, 2);
+  EXPECT_EQ(families["herd_train_straggler_holdback_ratio"].metric[0].gauge.value, 0.48);
+  EXPECT_EQ(families["herd_train_straggler_rank"].type, prometheus::MetricType::Gauge);
+  EXPECT_EQ(Label(families["herd_train_straggler_rank"].metric[0], "job"), "job-1");
+  EXPECT_EQ(Label(families["herd_train_straggler_rank"].metric[0], "rank"), "0");
+}
+
 TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
   prometheus::Registry registry;
   TrainerMetrics metrics(registry, {"job-1", 3, "worker-2"});
@@ -55,6 +76,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_optimizer_seconds_total",
       "herd_train_allreduce_wait_seconds_total",
       "herd_train_allreduce_bytes_total",
+      "herd_train_compute_seconds_total",
       "herd_train_buckets_launched_during_backward_total",
       "herd_train_loss",
       "herd_train_nonfinite_steps_skipped_total",
@@ -104,6 +126,7 @@ TEST(TrainerMetrics, StepsAccumulate) {
   stats.backward_seconds = 0.01;
   stats.optimizer_seconds = 0.001;
   stats.allreduce_wait_seconds = 0.003;
+  stats.compute_seconds = 0.017;
   stats.allreduce_bytes = 1000;
   stats.buckets_launched_during_backward = 2;
   stats.step = 1;
@@ -132,6 +155,7 @@ TEST(TrainerMetrics, StepsAccumulate) {
   EXPECT_DOUBLE_EQ(value("herd_train_backward_seconds_total"), 0.02);
   EXPECT_DOUBLE_EQ(value("herd_train_optimizer_seconds_total"), 0.002);
   EXPECT_DOUBLE_EQ(value("herd_train_allreduce_wait_seconds_total"), 0.006);
+  EXPECT_DOUBLE_EQ(value("herd_train_compute_seconds_total"), 0.034);
   EXPECT_EQ(value("herd_train_allreduce_bytes_total"), 2000);
   EXPECT_EQ(value("herd_train_buckets_launched_during_backward_total"), 4);
   EXPECT_EQ(value("herd_train_step"), 2);

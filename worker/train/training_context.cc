@@ -16,6 +16,9 @@ void ProgressWindow::Reset(const torch::Device& device, std::chrono::steady_cloc
   loss_count = 0;
   nonfinite.Reset(device);
   samples = 0;
+  compute_seconds = 0;
+  wait_seconds = 0;
+  steps = 0;
   start = now;
 }
 

@@ -74,6 +74,13 @@ struct ProgressWindow {
   int64_t loss_count = 0;  // samples in loss_sum
   NonFiniteWatch nonfinite;  // on_nonfinite: fail
   int64_t samples = 0;     // global samples trained in the window
+  // This rank's step time in the window, split for straggler detection
+  // (straggler.h): wait = the sync's wait to finish the gradient all-reduce
+  // (SyncStepCost::wait_seconds), compute = the rest of each step's wall time.
+  // Host clocks only: no device read.
+  double compute_seconds = 0;
+  double wait_seconds = 0;
+  int64_t steps = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 

@@ -1,0 +1,147 @@
+// Straggler detection (issue 31) with real processes on loopback: three
+// workers train one job; the test slows worker-2's trainer from outside by
+// duty-cycling it with SIGSTOP/SIGCONT (no cgroups, no knob in the product)
+// and waits until `herd status` names it as the slowest rank, holding the
+// others back by a clear share of each step.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/harness/job_watch.h"
+#include "tests/harness/local_cluster.h"
+
+namespace herd::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Long enough to outlast the test (it is cancelled at the end).
+constexpr char kJob[] =
+    "model: mlp\n"
+    "dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}\n"
+    "batch_size: 16\n"
+    "epochs: 50\n"
+    "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+    "log_interval_steps: 10\n"
+    "collective_timeout_seconds: 30\n"
+    "seed: 7\n"
+    "min_workers: 3\n"
+    "max_workers: 3\n";
+
+// Slows a process to about `running` of its speed: a thread lets it run for
+// that share of each `period`, and stops it (SIGSTOP) for the rest. Always
+// leaves it running (SIGCONT) when destroyed.
+class DutyCycle {
+ public:
+  DutyCycle(pid_t pid, double running, milliseconds period)
+      : pid_(pid), thread_([this, running, period] {
+          const auto run = std::chrono::duration_cast<std::chrono::microseconds>(period * running);
+          const auto stop = std::chrono::duration_cast<std::chrono::microseconds>(period) - run;
+          while (!done_.load()) {
+            kill(pid_, SIGCONT);
+            std::this_thread::sleep_for(run);
+            if (done_.load()) break;
+            kill(pid_, SIGSTOP);
+            std::this_thread::sleep_for(stop);
+          }
+          kill(pid_, SIGCONT);
+        }) {}
+  ~DutyCycle() {
+    done_ = true;
+    thread_.join();
+    kill(pid_, SIGCONT);
+  }
+  DutyCycle(const DutyCycle&) = delete;
+  DutyCycle& operator=(const DutyCycle&) = delete;
+
+ private:
+  const pid_t pid_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+std::string StragglerWorker(const nlohmann::json& job) {
+  if (!job.contains("straggler") || !job["straggler"].is_object()) return "";
+  return job["straggler"].value("worker_id", "");
+}
+
+double Holdback(const nlohmann::json& job) {
+  if (!job.contains("straggler") || !job["straggler"].is_object()) return 0;
+  return job["straggler"].value("holdback_fraction", 0.0);
+}
+
+TEST(Straggler, StatusNamesTheDutyCycledWorker) {
+  ClusterOptions options;
+  options.workers = 3;
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(kJob);
+
+  // Unslowed, 3 ranks training: a slowest rank is named already (whichever).
+  auto job = WaitForJob(
+      cluster, id,
+      [](const auto& j) {
+        return j.value("state", "") != "RUNNING" || (Field(j, "world_size") == 3 && !StragglerWorker(j).empty());
+      },
+      seconds(180));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  ASSERT_FALSE(StragglerWorker(job).empty()) << job.dump(2) << cluster.Logs();
+  const int64_t generation = Field(job, "generation");
+
+  const std::vector<pid_t> trainer = TrainerPids(cluster, 2);
+  ASSERT_EQ(trainer.size(), 1u) << cluster.Logs();
+  const std::string slowed = cluster.worker_id(2);
+  {
+    DutyCycle slow(trainer[0], 0.3, milliseconds(30));
+    job = WaitForJob(
+        cluster, id,
+        [&](const auto& j) {
+          return j.value("state", "") != "RUNNING" || (StragglerWorker(j) == slowed && Holdback(j) > 0.2);
+        },
+        seconds(180));
+    ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+    ASSERT_EQ(StragglerWorker(job), slowed) << job.dump(2);
+    const nlohmann::json& straggler = job["straggler"];
+    EXPECT_GT(Holdback(job), 0.2) << job.dump(2);
+    EXPECT_LE(Holdback(job), 1.0) << job.dump(2);
+    // Its rank is the one the job lists it at.
+    const int64_t rank = straggler.value("rank", int64_t{-1});
+    ASSERT_GE(rank, 0);
+    ASSERT_LT(rank, static_cast<int64_t>(job["workers"].size())) << job.dump(2);
+    EXPECT_EQ(job["workers"][rank].get<std::string>(), slowed) << job.dump(2);
+    EXPECT_GT(straggler.value("compute_seconds_per_step", 0.0), straggler.value("median_compute_seconds_per_step", 0.0))
+        << job.dump(2);
+    EXPECT_GT(straggler.value("others_wait_seconds_per_step", 0.0), 0.0) << job.dump(2);
+    EXPECT_EQ(Field(job, "generation"), generation) << "the slowdown re-formed the job: " << job.dump(2);
+
+    // The text of `herd status` says it too (polled: each report refreshes it).
+    const std::string line = "Slowest rank:";
+    const std::string who = std::to_string(rank) + " (" + slowed + ")";
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      text = cluster.Herd({"status", id}).out;
+      const size_t at = text.find(line);
+      if (at != std::string::npos && text.find(who, at) == text.find_first_not_of(' ', at + line.size())) break;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    const size_t at = text.find(line);
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_EQ(text.find(who, at), text.find_first_not_of(' ', at + line.size())) << text;
+    EXPECT_NE(text.find("/step compute vs", at), std::string::npos) << text;
+    EXPECT_NE(text.find("of a step)", at), std::string::npos) << text;
+  }  // worker-2's trainer runs freely again
+
+  CommandResult cancel = cluster.Herd({"cancel", id});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  job = cluster.WaitForState(id, {"CANCELLED", "SUCCEEDED", "FAILED"}, seconds(60));
+  EXPECT_EQ(job.value("state", ""), "CANCELLED") << job.dump(2) << cluster.Logs();
+}
+
+}  // namespace
+}  // namespace herd::testing
