@@ -670,6 +670,33 @@ TEST_F(ClusterStateTest, ProgressFromRankZeroOnlyAndCancelledAnswer) {
   EXPECT_EQ(Job("j").info.step(), 5);
 }
 
+// The newest report's straggler replaces the last, named by the member at
+// its rank; a report without one (or naming no member) clears it.
+TEST_F(ClusterStateTest, ProgressCarriesTheStragglerNamedByItsMember) {
+  StartTwoWorkerJob();
+  v1::ReportProgressRequest report;
+  report.set_job_id("j");
+  report.set_generation(1);
+  report.set_rank(0);
+  report.set_step(10);
+  report.mutable_straggler()->set_rank(1);
+  report.mutable_straggler()->set_holdback_fraction(0.4);
+  ChangeSet changes;
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  ASSERT_TRUE(Job("j").info.has_straggler());
+  EXPECT_EQ(Job("j").info.straggler().worker_id(), Job("j").generation.members.at(1));
+  EXPECT_DOUBLE_EQ(Job("j").info.straggler().holdback_fraction(), 0.4);
+  report.mutable_straggler()->set_rank(5);
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_FALSE(Job("j").info.has_straggler());
+  report.mutable_straggler()->set_rank(0);
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_EQ(Job("j").info.straggler().worker_id(), Job("j").generation.members.at(0));
+  report.clear_straggler();
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_FALSE(Job("j").info.has_straggler());
+}
+
 TEST_F(ClusterStateTest, CheckpointRetentionDropsOldest) {
   auto checkpoint = [](int step) {
     v1::CheckpointInfo info;

@@ -26,7 +26,7 @@ constexpr char kJob[] =
     "model: mlp\n"
     "dataset: {kind: synthetic, synthetic_samples: 24000, synthetic_features: 64}\n"
     "batch_size: 16\n"
-    "epochs: 50\n"
+    "epochs: 200\n"
     "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
     "log_interval_steps: 10\n"
     "collective_timeout_seconds: 30\n"
