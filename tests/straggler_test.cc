@@ -71,6 +71,12 @@ std::string StragglerWorker(const nlohmann::json& job) {
   return job["straggler"].value("worker_id", "");
 }
 
+// Neither waiting to start nor training: the job ended.
+bool Ended(const nlohmann::json& job) {
+  const std::string state = job.value("state", "");
+  return state != "PENDING" && state != "RUNNING";
+}
+
 double Holdback(const nlohmann::json& job) {
   if (!job.contains("straggler") || !job["straggler"].is_object()) return 0;
   return job["straggler"].value("holdback_fraction", 0.0);
@@ -86,7 +92,7 @@ TEST(Straggler, StatusNamesTheDutyCycledWorker) {
   auto job = WaitForJob(
       cluster, id,
       [](const auto& j) {
-        return j.value("state", "") != "RUNNING" || (Field(j, "world_size") == 3 && !StragglerWorker(j).empty());
+        return Ended(j) || (Field(j, "world_size") == 3 && !StragglerWorker(j).empty());
       },
       seconds(180));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
@@ -101,7 +107,7 @@ TEST(Straggler, StatusNamesTheDutyCycledWorker) {
     job = WaitForJob(
         cluster, id,
         [&](const auto& j) {
-          return j.value("state", "") != "RUNNING" || (StragglerWorker(j) == slowed && Holdback(j) > 0.2);
+          return Ended(j) || (StragglerWorker(j) == slowed && Holdback(j) > 0.2);
         },
         seconds(180));
     ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
