@@ -109,24 +109,39 @@ class LocalCluster:
 
     def _start_all(self, bin_dir, world, worker_hosts, worker_prefix, worker_args):
         self.start_coordinator()
+        self.worker_argv = []
         for i in range(world):
             listen = [f"--listen={worker_hosts[i]}"] if worker_hosts else []
             extra = list(worker_args(i))
             metrics = [] if any(a.startswith("--metrics-listen") for a in extra) else ["--metrics-listen="]
-            self._start(worker_prefix(i) + [
+            self.worker_argv.append(worker_prefix(i) + [
                 f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
                 f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", *listen, *metrics,
                 "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
-                f"--ready-file={self.dir}/worker-{i}.json", *extra], f"worker-{i}")
+                f"--ready-file={self.dir}/worker-{i}.json", *extra])
+            self._start(self.worker_argv[i], f"worker-{i}")
         for i in range(world):
             self._wait_ready(f"{self.dir}/worker-{i}.json")
 
-    def _wait_ready(self, path, timeout=60):
-        """Waits for a ready file; a herd process that exits meanwhile (a missing shared library, a bad flag)
-        fails the wait at once, with its log's tail."""
+    def restart_worker(self, i, wait=True):
+        """Starts worker i's daemon again (after a kill: same id and work dir) as procs[1 + i]."""
+        ready = f"{self.dir}/worker-{i}.json"
+        if os.path.exists(ready):
+            os.remove(ready)
+        log = open(os.path.join(self.dir, f"worker-{i}.log"), "a")
+        self.procs[1 + i] = subprocess.Popen(self.worker_argv[i], stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True, env=self.env)
+        if wait:
+            self._wait_ready(ready, watch=[(self.procs[1 + i], f"worker-{i}")])
+
+    def _wait_ready(self, path, timeout=60, watch=None):
+        """Waits for a ready file; a watched herd process (default: all of them) that exits meanwhile (a
+        missing shared library, a bad flag) fails the wait at once, with its log's tail. A restart watches
+        only the process it started: others may have been killed on purpose."""
         deadline = time.time() + timeout
+        watched = list(zip(self.procs, self.names)) if watch is None else watch
         while not (os.path.exists(path) and os.path.getsize(path) > 0):
-            for p, name in zip(self.procs, self.names):
+            for p, name in watched:
                 if p.poll() is not None:
                     with open(os.path.join(self.dir, name + ".log")) as f:
                         tail = f.read()[-2000:]
@@ -150,7 +165,7 @@ class LocalCluster:
         else:
             self.procs.append(proc)
             self.names.append("coordinator")
-        self._wait_ready(ready)
+        self._wait_ready(ready, watch=[(proc, "coordinator")])
 
     def _start(self, argv, name):
         log = open(os.path.join(self.dir, name + ".log"), "w")
