@@ -29,7 +29,10 @@ LIMIT_MIB=48  # what travels to a lent GPU machine is 64 MiB, the tree included
 TARGETS=(//coordinator:herd-coordinator //worker/daemon:herd-worker //worker/train:herd-trainer //client:herd
   //worker/comm:nccl_smoke //worker/comm:nccl_communicator_test)
 # Stripped: symbols would double the size, and backtraces name herd's frames anyway.
-HERD_CUDA_OPT=-O2 HERD_CUDA_TARGETS="$(IFS=+; echo "${TARGETS[*]}")" scripts/cuda_build.sh --strip=always
+# -O2 by default: these binaries run. HERD_CUDA_OPT=-O0 reuses the objects of
+# scripts/cuda_build.sh, to check the packing quickly.
+HERD_CUDA_OPT="${HERD_CUDA_OPT:--O2}" HERD_CUDA_TARGETS="$(IFS=+; echo "${TARGETS[*]}")" scripts/cuda_build.sh \
+  --strip=always
 OUTPUT_BASE="${HERD_CUDA_OUTPUT_BASE:-$HOME/.cache/herd-bazel-cuda/$(pwd | sha256sum | cut -c1-16)}"
 BIN="$(bazel --output_base="$OUTPUT_BASE" info bazel-bin 2>/dev/null)"
 
@@ -71,6 +74,7 @@ fi
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu-bundle' || echo ' (with local changes)')"
   echo "built $(date -u +%FT%TZ) against HERD_LIBTORCH=${HERD_LIBTORCH:-/opt/torch/.venv/lib/python3.12/site-packages/torch}"
+  echo "herd's LibTorch files compiled with ${HERD_CUDA_OPT:--O2}"
   (cd "$BUNDLE" && find bin lib -type f -printf '%s %p\n' | sort -k2)
 } > "$BUNDLE/MANIFEST"
 size_kib=$(du -sk "$BUNDLE" | cut -f1)

@@ -41,15 +41,22 @@ class StepWatch {
  public:
   StepWatch(LocalCluster& cluster, std::string id) : cluster_(cluster), id_(std::move(id)) {}
 
-  // Polls until `done(job)` or the job leaves RUNNING or the timeout;
-  // returns the last answer.
-  nlohmann::json Until(const std::function<bool(const nlohmann::json&)>& done, seconds timeout) {
-    const auto deadline = Clock::now() + timeout;
+  // Polls until `done(job)` or the job leaves RUNNING, or until no answer
+  // has shown a higher step for `stall` (a slower machine trains slower, so
+  // the limit is on stalling, not on the whole wait); returns the last
+  // answer.
+  nlohmann::json Until(const std::function<bool(const nlohmann::json&)>& done, seconds stall) {
+    auto deadline = Clock::now() + stall;
+    int64_t progressed_to = -1;
     while (Clock::now() < deadline) {
       if (auto job = Poll()) {
         last_ = *job;
         const std::string state = job->value("state", "");
         if ((state != "RUNNING" && state != "PENDING") || done(*job)) break;
+        if (Field(*job, "step") > progressed_to) {
+          progressed_to = Field(*job, "step");
+          deadline = Clock::now() + stall;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
