@@ -144,7 +144,9 @@ TEST(ShmAllReduce, InPlaceReduceScatterMatchesTheAllReduceOnItsLayout) {
         for (const ElementRange& range : layout[rank]) {
           for (size_t i = range.begin; i < range.end; ++i) {
             ASSERT_EQ(ordinary[i], summed[i]) << "world " << world << " count " << count << " at " << i;
-            if (fits) ASSERT_EQ(in_slot[i], summed[i]) << "slot: world " << world << " count " << count << " at " << i;
+            if (fits) {
+              ASSERT_EQ(in_slot[i], summed[i]) << "slot: world " << world << " count " << count << " at " << i;
+            }
           }
         }
       }

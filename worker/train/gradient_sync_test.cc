@@ -92,7 +92,9 @@ void ExpectSyncedGradsMatchFullBatch(const std::vector<std::pair<int64_t, int64_
   auto store = std::make_shared<InMemoryStore>();
   RunGlooRanks(world, [&](int rank, Communicator* gloo) {
     std::unique_ptr<Communicator> shm = shared_memory ? SharedMemoryInFront(gloo, rank, world, 64 << 10, store) : nullptr;
-    if (shared_memory) ASSERT_NE(shm, nullptr);
+    if (shared_memory) {
+      ASSERT_NE(shm, nullptr);
+    }
     Communicator* comm = shared_memory ? shm.get() : gloo;
     auto net = MakeNet();
     GradientSync sync(net->parameters(), comm, TinyBuckets(compression));
@@ -228,7 +230,9 @@ void ExpectReduceScatterMatchesAllReduceOnOwnPieces(bool shared_memory, DataType
   RunGlooRanks(world, [&](int rank, Communicator* gloo) {
     std::unique_ptr<Communicator> shm =
         shared_memory ? SharedMemoryInFront(gloo, rank, world, 2 * (64 << 10), store) : nullptr;
-    if (shared_memory) ASSERT_NE(shm, nullptr);
+    if (shared_memory) {
+      ASSERT_NE(shm, nullptr);
+    }
     Communicator* comm = shared_memory ? shm.get() : gloo;
     auto plain_net = MakeNet();
     auto scatter_net = MakeNet();

@@ -20,7 +20,9 @@ int WalkEpoch(const EpochSampler& sampler, int64_t epoch, int64_t& position, int
     int64_t taken = 0;
     for (int rank = 0; rank < world; ++rank) {
       StepSlice slice = sampler.Slice(epoch, position, world, rank, batch);
-      if (global >= 0) EXPECT_EQ(slice.global_count, global) << "ranks disagree on the step size";
+      if (global >= 0) {
+        EXPECT_EQ(slice.global_count, global) << "ranks disagree on the step size";
+      }
       global = slice.global_count;
       EXPECT_LE(static_cast<int64_t>(slice.indices.size()), batch);
       taken += slice.indices.size();

@@ -507,7 +507,9 @@ TEST_P(ShardedOptimizerTest, MatchesPlainAllReduce) {
     EXPECT_EQ(outcomes[id].step, 25) << id;
     EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
     EXPECT_LE((outcomes[id].params - reference[id].params).abs().max().item<float>(), 1e-5) << id;
-    if (c.bitwise) EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id;
+    if (c.bitwise) {
+      EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id;
+    }
   }
 }
 
