@@ -67,13 +67,6 @@ uint64_t ParameterHash(const std::vector<torch::Tensor>& params) {
   return hash;
 }
 
-absl::Status CompareReplicaHashes(Communicator* comm, uint64_t local_hash, int64_t step) {
-  std::vector<uint64_t> all(comm->size());
-  absl::Status status = comm->AllGather(&local_hash, sizeof(local_hash), all.data());
-  if (!status.ok()) return status;
-  return CheckReplicaHashes(all, step);
-}
-
 absl::Status CheckReplicaHashes(const std::vector<uint64_t>& all, int64_t step) {
   std::vector<int> diverged;
   for (size_t r = 1; r < all.size(); ++r) {

@@ -22,11 +22,8 @@ absl::Status BroadcastBuffers(Communicator* comm, const std::vector<torch::Tenso
 // FNV-1a over the raw bytes of every parameter, in order.
 uint64_t ParameterHash(const std::vector<torch::Tensor>& params);
 
-// All-gathers each rank's hash; INTERNAL naming the diverged ranks if any differ.
-absl::Status CompareReplicaHashes(Communicator* comm, uint64_t local_hash, int64_t step);
-
-// The check of CompareReplicaHashes on hashes gathered by the caller (by rank),
-// for callers whose all-gather carries more than the hash.
+// INTERNAL naming the diverged ranks if the hashes (gathered by the caller,
+// by rank: the commit point's all-gather carries more than the hash) differ.
 absl::Status CheckReplicaHashes(const std::vector<uint64_t>& hashes, int64_t step);
 
 // All-gathers every rank's full parameters and compares them bitwise with
