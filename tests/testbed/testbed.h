@@ -125,7 +125,7 @@ class Testbed {
   absl::Status Restore(int host);
 
   // The state file's content: {name, subnet, bridge, root_address,
-  // owner_pid, hosts: [{index, name, netns, veth, address}]}.
+  // owner_pid, hosts: [{index, name, netns, veth, relay_netns, address}]}.
   std::string Json() const;
 
  private:
