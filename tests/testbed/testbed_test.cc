@@ -458,12 +458,15 @@ TEST(Testbed, CliTestbedGoesWithItsOwner) {
 TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   Process owner({"/bin/sleep", "600"}, "/dev/null");
   CommandResult up = RunCommand(
-      {Cli(), "up", "--hosts", "1", "--owner-pid", std::to_string(owner.pid()), "--no-watchdog"}, seconds(60));
+      {Cli(), "up", "--hosts", "1", "--owner-pid", std::to_string(owner.pid()), "--no-watchdog", "--delay-ms", "1"},
+      seconds(60));
   ASSERT_EQ(up.exit_code, 0) << up.err;
   auto json = nlohmann::json::parse(up.out);
   const std::string name = json["name"];
   const std::string netns = json["hosts"][0]["netns"];
+  const std::string relay_netns = json["hosts"][0]["relay_netns"];
   ASSERT_TRUE(NetnsExists(netns));
+  ASSERT_TRUE(NetnsExists(relay_netns));
   const pid_t owner_pid = owner.pid();
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));
@@ -478,6 +481,7 @@ TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
   EXPECT_FALSE(NetnsExists(netns)) << sweep.out;
+  EXPECT_FALSE(NetnsExists(relay_netns)) << sweep.out;
   EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
 }
 
