@@ -101,10 +101,13 @@ absl::Status ReadFrames(Direction& d, int64_t delay_ns, std::vector<char>& buffe
     const ssize_t n = recvfrom(d.in, buffer.data(), buffer.size(), MSG_TRUNC, reinterpret_cast<sockaddr*>(&from),
                                &from_len);
     if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) return absl::OkStatus();
+      // ENETDOWN: the link was cut (the error is reported once); it comes back.
+      if (errno == EAGAIN || errno == EINTR || errno == ENETDOWN) return absl::OkStatus();
       return Errno(absl::StrCat("read (", d.name, ")"));
     }
     if (from.sll_pkttype == PACKET_OUTGOING) continue;
+    // Counted as full too: a frame larger than the buffer (never seen: GSO
+    // frames stop at 64 KiB).
     if (static_cast<size_t>(n) > buffer.size() || d.queued_bytes + n > kMaxQueuedBytes) {
       ++d.stats.dropped_full;
       continue;
