@@ -4,7 +4,10 @@ overlap, int8) and PyTorch DDP, 3 hosts of a testbed (tests/testbed).
 
 A testbed of 3 hosts (network namespaces on a bridge, 198.18.0.0/15); the
 coordinator on the bridge, one herd worker per host, every host's link
-shaped to the same rate (tbf, each direction). For each link, model and
+shaped to the same rate (tbf, each direction) and, with a delay, every
+host's link holding each frame that long in each direction (the testbed's
+relay: one-way host to host 2 x delay, round trip 4 x delay; host to the
+coordinator 2 x delay round trip). For each link, model and
 variant it runs one job of --steps steps (batch --batch per rank), one after
 another, and reports per run:
   samples/s per rank: a rank's samples over its training time (the trainer's
@@ -27,12 +30,16 @@ Runs of every-step sync (allreduce, ddp) on links at or below
 --slow-link-rate use --slow-steps steps: their throughput is flat after a
 few steps, and a full run at 10 Mbit/s would take an hour.
 
-Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit]
+Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0]
          [--models mnist_cnn,char_transformer]
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
          [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
          [--corpus licenses|copyrights]
+A link is a tbf rate or none, with an optional one-way delay per host:
+"100mbit@50ms"; links without one get --delay-ms (default 0), e.g.
+  --links none,100mbit@50ms,10mbit@25ms
+is the unshaped, undelayed baseline and the two WAN settings of issue 33.
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -93,6 +100,14 @@ def corpus_files(corpus):
     return sorted(os.path.join(COPYRIGHTS, d, "copyright") for d in os.listdir(COPYRIGHTS))
 
 
+def parse_link(link, default_delay_ms):
+    """"100mbit@50ms" -> ("100mbit", 50); "none" -> ("none", default)."""
+    m = re.fullmatch(r"(none|\d+[kmg]?bit)(?:@(\d+)ms)?", link)
+    if not m:
+        raise ValueError(f"link {link!r}: expected none or a rate (e.g. 100mbit), optionally @DELAYms (e.g. 100mbit@50ms)")
+    return m.group(1), int(m.group(2)) if m.group(2) is not None else default_delay_ms
+
+
 def rate_bits(rate):
     m = re.fullmatch(r"(\d+)([kmg]?)bit", rate)
     if not m:
@@ -106,6 +121,7 @@ class Testbed:
         self.bed = json.loads(subprocess.check_output([tb, "up", "--hosts", str(HOSTS)]))
         self.name = self.bed["name"]
         self.hosts = self.bed["hosts"]
+        self.delay_ms = 0
 
     def shape(self, rate):
         for i in range(HOSTS):
@@ -113,6 +129,14 @@ class Testbed:
                 subprocess.run([self.tb, "unshape", self.name, f"h{i}"], check=True, capture_output=True)
             else:
                 subprocess.run([self.tb, "shape", self.name, f"h{i}", rate], check=True, capture_output=True)
+
+    def delay(self, ms):
+        """One-way delay of every host's link, each direction (a relay per host once non-zero)."""
+        if ms == self.delay_ms:
+            return
+        for i in range(HOSTS):
+            subprocess.run([self.tb, "delay", self.name, f"h{i}", str(ms)], check=True, capture_output=True)
+        self.delay_ms = ms
 
     def sent_bytes(self):
         """Bytes each host has sent over its link (its veth's bridge end receives them)."""
@@ -209,6 +233,9 @@ def main():
     p.add_argument("--models", default="mnist_cnn,char_transformer")
     p.add_argument("--variants", default="allreduce,avg16,avg16_int8,stream16,ddp")
     p.add_argument("--steps", type=int, default=96)
+    p.add_argument("--delay-ms", type=int, default=0,
+                   help="one-way delay per host, each direction, for links without their own @DELAYms "
+                        "(host to host: 2x one way, 4x round trip)")
     p.add_argument("--slow-steps", type=int, default=12)
     p.add_argument("--slow-link-rate", default="100mbit")
     p.add_argument("--epochs", type=int, default=0)
@@ -246,6 +273,12 @@ def main():
         VARIANTS[name] = sync
     bin_dir = os.path.realpath(args.bin_dir)
     links, models, variants = args.links.split(","), args.models.split(","), args.variants.split(",")
+    if not 0 <= args.delay_ms <= 10000:
+        p.error(f"--delay-ms: {args.delay_ms} is not in 0..10000")
+    try:
+        link_settings = {link: parse_link(link, args.delay_ms) for link in links}
+    except ValueError as e:
+        p.error(f"--links: {e}")
     for v in variants:
         if v != "ddp" and v not in VARIANTS:
             p.error(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)}, ddp)")
@@ -282,10 +315,12 @@ def main():
         cluster = TestbedCluster(bin_dir, bed)
         for repeat in range(args.repeats):
             for link in links:
-                bed.shape(link)
+                rate, delay_ms = link_settings[link]
+                bed.shape(rate)
+                bed.delay(delay_ms)
                 for model in models:
                     for variant in variants:
-                        slow = link != "none" and rate_bits(link) <= slow_bits and variant in EVERY_STEP
+                        slow = rate != "none" and rate_bits(rate) <= slow_bits and variant in EVERY_STEP
                         steps = args.slow_steps if slow and not args.epochs else args.steps
                         r = run_ddp(bed, model, args, steps, text) if variant == "ddp" else \
                             run_herd(cluster, bed, model, variant, args, steps, text)
@@ -295,13 +330,14 @@ def main():
                             raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
                                                f"herd's {herd_parameters[model]}")
                         by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
-                        r.update(link=link, model=model, variant=variant, steps=None if by_epochs else steps,
+                        r.update(link=link, rate=rate, delay_ms=delay_ms, model=model, variant=variant,
+                                 steps=None if by_epochs else steps,
                                  epochs=args.epochs if by_epochs else None, repeat=repeat,
                                  lr=args.lr.get(variant, OPTIMIZERS[model][1]))
                         runs.append(r)
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
-                        print(f"[{repeat + 1}/{args.repeats}] {link:8} {model:16} {variant:12} "
+                        print(f"[{repeat + 1}/{args.repeats}] {link:12} {model:16} {variant:12} "
                               f"{r['samples_per_s_per_rank']:8.1f} samples/s/rank payload {payload:>8} B/sample "
                               f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
     finally:
@@ -319,10 +355,11 @@ def main():
         median["samples_per_s_runs"] = [round(r["samples_per_s_per_rank"], 1) for r in cell]
         median.pop("repeat")
         results.append(median)
-    # Ratios against the same variant unshaped, and against DDP on the same link.
+    # Ratios against the same variant unshaped and undelayed, and against DDP on the same link.
     by = {(r["link"], r["model"], r["variant"]): r for r in results}
+    baseline = next((link for link in links if link_settings[link] == ("none", 0)), None)
     for r in results:
-        base = by.get(("none", r["model"], r["variant"]))
+        base = by.get((baseline, r["model"], r["variant"]))
         ddp = by.get((r["link"], r["model"], "ddp"))
         ar = by.get((r["link"], r["model"], "allreduce"))
         r["vs_unshaped"] = round(r["samples_per_s_per_rank"] / base["samples_per_s_per_rank"], 3) if base else None
@@ -330,12 +367,12 @@ def main():
         r["payload_reduction_vs_allreduce"] = (
             round(ar["payload_bytes_per_sample"] / r["payload_bytes_per_sample"], 1)
             if ar and r["payload_bytes_per_sample"] else None)
-    print(f"\n{'link':8} {'model':16} {'variant':12} {'samples/s/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
+    print(f"\n{'link':12} {'model':16} {'variant':12} {'samples/s/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
           f"{'payload B/s':>11} {'x fewer':>7} {'link B/s':>9}  eval")
     for r in results:
         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
-        print(f"{r['link']:8} {r['model']:16} {r['variant']:12} {r['samples_per_s_per_rank']:14.1f} "
+        print(f"{r['link']:12} {r['model']:16} {r['variant']:12} {r['samples_per_s_per_rank']:14.1f} "
               f"{r['vs_unshaped'] or '-':>10} {r['vs_ddp'] or '-':>6} {payload:>11} "
               f"{r['payload_reduction_vs_allreduce'] or '-':>7} {r['link_bytes_per_sample']:9.0f}  {evals}")
     for r in results:
@@ -343,7 +380,7 @@ def main():
         r["link_bytes_per_sample"] = round(r["link_bytes_per_sample"], 1)
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
-    print(json.dumps({"bench": "wan", "hosts": HOSTS, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
+    print(json.dumps({"bench": "wan", "hosts": HOSTS, "delay_ms": args.delay_ms, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
                       "slow_steps": args.slow_steps, "epochs": args.epochs, "schedule": args.schedule, "cores": os.cpu_count(),
                       "load_average_1m": os.getloadavg()[0], "results": results}))
 

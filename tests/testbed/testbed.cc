@@ -48,6 +48,11 @@ constexpr int kMaxHosts = 100;
 constexpr char kNftTable[] = "herd_testbed";
 constexpr char kNetnsDir[] = "/run/netns";
 constexpr auto kLinkUpTimeout = std::chrono::seconds(10);
+constexpr auto kRelayTimeout = std::chrono::seconds(10);
+constexpr int kMaxDelayMs = 10000;
+// A relayed link's devices inside its relay namespace.
+constexpr char kRelayHostSide[] = "tohost";
+constexpr char kRelayBridgeSide[] = "tobridge";
 
 std::string SubnetPrefix(int index) { return absl::StrCat("198.", 18 + index / 256, ".", index % 256, "."); }
 
@@ -72,6 +77,30 @@ std::string FindTool(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
+}
+
+// herd-testbed-relay: $HERD_TESTBED_RELAY, next to this executable (the
+// CLI in bazel-bin), or in this executable's or a test's runfiles.
+absl::StatusOr<std::string> FindRelay() {
+  std::vector<std::string> candidates;
+  if (const char* path = std::getenv("HERD_TESTBED_RELAY"); path != nullptr && *path) return std::string(path);
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  const std::string relative = "herd/tests/testbed/herd-testbed-relay";
+  if (!error) {
+    candidates.push_back((self.parent_path() / "herd-testbed-relay").string());
+    candidates.push_back(self.string() + ".runfiles/" + relative);
+  }
+  for (const char* variable : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = std::getenv(variable); dir != nullptr && *dir) candidates.push_back(std::string(dir) + "/" + relative);
+  }
+  for (const auto& candidate : candidates) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat("testbed: herd-testbed-relay not found (looked in ",
+                                          absl::StrJoin(candidates, ", "),
+                                          "): build //tests/testbed:herd-testbed-relay and set HERD_TESTBED_RELAY, "
+                                          "or add it to the test's data"));
 }
 
 struct Tools {
@@ -172,7 +201,7 @@ std::string TestbedOf(const std::string& object) {
   while (end < object.size() && std::isdigit(static_cast<unsigned char>(object[end]))) ++end;
   if (end == prefix || end == object.size()) return "";
   const std::string suffix = object.substr(end);
-  if (suffix != "br" && !((suffix[0] == 'v' || suffix[0] == 'h') && suffix.size() > 1)) return "";
+  if (suffix != "br" && !((suffix[0] == 'v' || suffix[0] == 'h' || suffix[0] == 'd') && suffix.size() > 1)) return "";
   return object.substr(0, end);
 }
 
@@ -328,6 +357,7 @@ std::string Testbed::Json() const {
                      {"name", "h" + std::to_string(h.index)},
                      {"netns", h.netns},
                      {"veth", h.veth},
+                     {"relay_netns", h.relay_netns},
                      {"address", h.address}});
   }
   nlohmann::json json = {{"name", name_},
@@ -349,10 +379,16 @@ std::string Testbed::TeardownScript() const {
   const std::string ip = ShellQuote(GetTools().ip);
   std::string script = "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n";
   for (const auto& h : hosts_) {
-    script += absl::StrCat("for p in $(", ip, " netns pids ", h.netns, " 2>/dev/null); do kill -9 $p; done\n");
+    for (const auto& netns : {h.netns, h.relay_netns}) {
+      script += absl::StrCat("for p in $(", ip, " netns pids ", netns, " 2>/dev/null); do kill -9 $p; done\n");
+    }
   }
   for (const auto& h : hosts_) script += absl::StrCat(ip, " link del ", h.veth, " 2>/dev/null\n");
-  for (const auto& h : hosts_) script += absl::StrCat(ip, " netns del ", h.netns, " 2>/dev/null\n");
+  for (const auto& h : hosts_) {
+    script += absl::StrCat(ip, " netns del ", h.netns, " 2>/dev/null\n", ip, " netns del ", h.relay_netns,
+                           " 2>/dev/null\nrm -f ", ShellQuote(relay_stats_file(h.index)), " ",
+                           ShellQuote(relay_log_file(h.index)), "\n");
+  }
   script += absl::StrCat(ip, " link del ", bridge_, " 2>/dev/null\n");
   script += absl::StrCat("rm -f ", ShellQuote(state_file()), "\nexit 0\n");
   return script;
@@ -382,6 +418,10 @@ absl::Status Testbed::StartWatchdog() {
 absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options) {
   if (options.hosts < 1 || options.hosts > kMaxHosts) {
     return absl::InvalidArgumentError(absl::StrCat("testbed: hosts must be 1..", kMaxHosts));
+  }
+  if (options.delay_ms < 0 || options.delay_ms > kMaxDelayMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("testbed: delay_ms ", options.delay_ms, " is not in 0..", kMaxDelayMs));
   }
   if (auto tools = FindTools(); !tools.ok()) return tools.status();
   if (auto s = EnsureStateDir(); !s.ok()) return s;
@@ -427,7 +467,7 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
     bed->root_address_ = SubnetPrefix(index) + "1";
     for (int i = 0; i < options.hosts; ++i) {
       bed->hosts_.push_back(Host{i, absl::StrCat(bed->name_, "h", i), absl::StrCat(bed->name_, "v", i),
-                                 SubnetPrefix(index) + std::to_string(10 + i)});
+                                 SubnetPrefix(index) + std::to_string(10 + i), absl::StrCat(bed->name_, "d", i)});
     }
     // The state file claims the name and the /24 before any object exists.
     if (auto s = WriteFileAtomically(bed->state_file(), bed->Json()); !s.ok()) return s;
@@ -440,6 +480,9 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
     }
   }
   absl::Status created = bed->CreateObjects();
+  for (int i = 0; created.ok() && options.delay_ms > 0 && i < options.hosts; ++i) {
+    created = bed->SetDelay(i, options.delay_ms);
+  }
   if (!created.ok()) {
     (void)bed->Down();
     return created;
@@ -509,8 +552,10 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Open(const std::string& name) 
     bed->owner_start_ = json.value("owner_start", uint64_t{0});
     bed->token_ = json.value("token", "");
     for (const auto& h : json.at("hosts")) {
-      bed->hosts_.push_back(Host{h.at("index").get<int>(), h.at("netns").get<std::string>(),
-                                 h.at("veth").get<std::string>(), h.at("address").get<std::string>()});
+      const int index = h.at("index").get<int>();
+      bed->hosts_.push_back(Host{index, h.at("netns").get<std::string>(), h.at("veth").get<std::string>(),
+                                 h.at("address").get<std::string>(),
+                                 h.value("relay_netns", absl::StrCat(bed->name_, "d", index))});
     }
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("testbed: ", path, ": ", e.what()));
@@ -539,6 +584,7 @@ absl::Status Testbed::Down() {
   std::vector<std::string> left;
   for (const auto& h : hosts_) {
     if (fs::exists(std::string(kNetnsDir) + "/" + h.netns)) left.push_back("namespace " + h.netns);
+    if (fs::exists(std::string(kNetnsDir) + "/" + h.relay_netns)) left.push_back("namespace " + h.relay_netns);
     if (LinkExists(h.veth)) left.push_back("link " + h.veth);
   }
   if (LinkExists(bridge_)) left.push_back("bridge " + bridge_);
@@ -655,13 +701,139 @@ absl::StatusOr<uint64_t> Testbed::DroppedPackets(int host) const {
 
 absl::Status Testbed::Cut(int host) {
   if (auto s = CheckHost(host); !s.ok()) return s;
+  // A relayed host's own peer is the relay's `tohost`: down too, so the host
+  // still sees no carrier.
+  if (Relayed(host)) {
+    if (auto s = Run({GetTools().ip, "-n", hosts_[host].relay_netns, "link", "set", kRelayHostSide, "down"});
+        !s.ok()) {
+      return s;
+    }
+  }
   return Run({GetTools().ip, "link", "set", hosts_[host].veth, "down"});
 }
 
 absl::Status Testbed::Restore(int host) {
   if (auto s = CheckHost(host); !s.ok()) return s;
   if (auto s = Run({GetTools().ip, "link", "set", hosts_[host].veth, "up"}); !s.ok()) return s;
+  if (Relayed(host)) {
+    if (auto s = Run({GetTools().ip, "-n", hosts_[host].relay_netns, "link", "set", kRelayHostSide, "up"}); !s.ok()) {
+      return s;
+    }
+  }
   return WaitForLinks({host});
+}
+
+bool Testbed::Relayed(int host) const {
+  return fs::exists(std::string(kNetnsDir) + "/" + hosts_.at(host).relay_netns);
+}
+
+std::string Testbed::relay_stats_file(int host) const {
+  return absl::StrCat(kStateDir, "/", name_, "-h", host, ".relay");
+}
+
+std::string Testbed::relay_log_file(int host) const {
+  return absl::StrCat(kStateDir, "/", name_, "-h", host, ".relay.log");
+}
+
+absl::Status Testbed::StopRelay(int host) {
+  // The relay is the only process in its namespace.
+  const std::string& netns = hosts_[host].relay_netns;
+  const auto deadline = std::chrono::steady_clock::now() + kRelayTimeout;
+  while (true) {
+    CommandResult pids = RunCommand({GetTools().ip, "netns", "pids", netns}, std::chrono::seconds(30));
+    std::stringstream in(pids.out);
+    bool any = false;
+    for (pid_t pid; in >> pid;) {
+      kill(pid, SIGKILL);
+      any = true;
+    }
+    if (!any) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("testbed: the relay in ", netns, " did not exit"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+absl::Status Testbed::StartRelay(int host, int delay_ms) {
+  auto relay = FindRelay();
+  if (!relay.ok()) return relay.status();
+  const std::string stats = relay_stats_file(host);
+  std::remove(stats.c_str());
+  // Started in the background by a shell that exits at once, so the relay
+  // belongs to init, not to this process; teardown kills it by namespace.
+  const std::string command =
+      absl::StrCat(ShellQuote(GetTools().ip), " netns exec ", hosts_[host].relay_netns, " ", ShellQuote(*relay),
+                   " --host-side ", kRelayHostSide, " --bridge-side ", kRelayBridgeSide, " --delay-ms ", delay_ms,
+                   " --stats ", ShellQuote(stats), " >>", ShellQuote(relay_log_file(host)), " 2>&1 &\n");
+  const pid_t shell = SpawnDetachedShell(command, -1);
+  if (shell < 0) return absl::InternalError(absl::StrCat("testbed: fork: ", std::strerror(errno)));
+  waitpid(shell, nullptr, 0);
+  // The relay writes its counters once its sockets are bound.
+  const auto deadline = std::chrono::steady_clock::now() + kRelayTimeout;
+  while (!fs::exists(stats)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("testbed: the relay of host ", host, " did not start within ",
+                                                      kRelayTimeout.count(), " s: ",
+                                                      absl::StripAsciiWhitespace(ReadWholeFile(relay_log_file(host)))));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Testbed::SetDelay(int host, int delay_ms) {
+  if (auto s = CheckHost(host); !s.ok()) return s;
+  if (delay_ms < 0 || delay_ms > kMaxDelayMs) {
+    return absl::InvalidArgumentError(absl::StrCat("testbed: delay_ms ", delay_ms, " is not in 0..", kMaxDelayMs));
+  }
+  if (auto relay = FindRelay(); !relay.ok()) return relay.status();
+  const Tools& t = GetTools();
+  const Host& h = hosts_[host];
+  if (Relayed(host)) {
+    if (auto s = StopRelay(host); !s.ok()) return s;
+  } else {
+    // The bridge end's tbf (the shaping towards the host) does not survive
+    // the move: it is put on the new bridge end, read back from tc.
+    CommandResult shown = RunCommand({t.tc, "qdisc", "show", "dev", h.veth, "root"}, std::chrono::seconds(30));
+    std::vector<std::string> tbf;
+    if (size_t at = shown.out.find(" tbf "); at != std::string::npos) {
+      std::stringstream in(shown.out.substr(at));
+      for (std::string word, value; in >> word;) {
+        if ((word == "rate" || word == "burst" || word == "lat") && in >> value) {
+          tbf.insert(tbf.end(), {word == "lat" ? "latency" : word, value});
+        }
+      }
+    }
+    const std::string R = h.relay_netns;
+    std::vector<std::vector<std::string>> steps = {
+        {t.ip, "netns", "add", R},
+        {t.ip, "link", "set", h.veth, "netns", R, "name", kRelayHostSide},
+        {t.ip, "link", "add", h.veth, "type", "veth", "peer", "name", kRelayBridgeSide, "netns", R},
+        {t.ip, "link", "set", h.veth, "master", bridge_, "up"},
+    };
+    // No IPv6 link-local addresses: the relay namespace's stack stays silent.
+    for (const char* side : {kRelayHostSide, kRelayBridgeSide}) {
+      steps.push_back({t.ip, "-n", R, "link", "set", side, "addrgenmode", "none"});
+      steps.push_back({t.ip, "-n", R, "link", "set", side, "up"});
+    }
+    if (tbf.size() == 6) {
+      std::vector<std::string> shape = {t.tc, "qdisc", "replace", "dev", h.veth, "root", "tbf"};
+      shape.insert(shape.end(), tbf.begin(), tbf.end());
+      steps.push_back(shape);
+    }
+    for (const auto& argv : steps) {
+      if (auto s = Run(argv); !s.ok()) return s;
+    }
+  }
+  if (auto s = StartRelay(host, delay_ms); !s.ok()) return s;
+  return WaitForLinks({host});
+}
+
+absl::StatusOr<std::string> Testbed::RelayStats(int host) const {
+  if (auto s = CheckHost(host); !s.ok()) return s;
+  if (!Relayed(host)) return absl::NotFoundError(absl::StrCat("testbed ", name_, ": host ", host, " has no relay"));
+  return ReadWholeFile(relay_stats_file(host));
 }
 
 absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds() {

@@ -5,8 +5,9 @@
 // 198.18.0.0/15 (RFC 2544's benchmark range): each testbed takes a free /24
 // of it, the bridge is .1 and host i is .(10+i). A host's link can be shaped
 // (tc tbf, both directions), made lossy (nftables `numgen random`, both
-// directions; the kernel here has no netem, so no added delay), cut and
-// restored, and processes run inside a host with `ip netns exec`.
+// directions), delayed (a userspace relay, herd-testbed-relay, since the
+// kernel here has no netem), cut and restored, and processes run inside a
+// host with `ip netns exec`.
 //
 // Every object is named PREFIX+INDEX+suffix ("htb137br", "htb137h0",
 // "htb137v0"), and a state file per testbed (kStateDir/NAME.json) records its
@@ -42,6 +43,9 @@ struct Host {
   std::string netns;    // the host's network namespace, e.g. "htb137h0"
   std::string veth;     // its link's end on the bridge, in the root namespace
   std::string address;  // e.g. "198.18.137.10"; the interface inside is eth0
+  // The namespace of the link's delaying relay, e.g. "htb137d0"; it exists
+  // once the host has been given a delay (SetDelay).
+  std::string relay_netns;
 };
 
 struct TestbedOptions {
@@ -52,6 +56,9 @@ struct TestbedOptions {
   pid_t owner_pid = 0;
   // Without a watchdog only the destructor, Down() and SweepStale() remove it.
   bool watchdog = true;
+  // One-way delay (ms) added to every host's link in each direction; 0: none
+  // (SetDelay for one host, or later).
+  int delay_ms = 0;
 };
 
 struct ShapeOptions {
@@ -99,13 +106,26 @@ class Testbed {
   absl::Status SetLoss(int host, double percent);
   // Packets the loss rules dropped so far (0 without rules).
   absl::StatusOr<uint64_t> DroppedPackets(int host) const;
+  // Holds every frame on the host's link for `delay_ms` (0..10000) in each
+  // direction, so host a to host b takes delay(a) + delay(b) one way, and a
+  // round trip twice that; the root host adds none. The first call puts a
+  // relay on the link (its namespace relay_netns: the link's bridge end moves
+  // there as `tohost`, and a new veth pair `tobridge` / veth joins the
+  // bridge); later calls restart the relay with the new delay (frames in
+  // flight are lost), and 0 keeps the relay with no delay. Shaping, loss and
+  // cuts keep working; the relay binary is herd-testbed-relay (found through
+  // $HERD_TESTBED_RELAY, next to this executable, or in its runfiles).
+  absl::Status SetDelay(int host, int delay_ms);
+  // The relay's counters as JSON (relay.h: frames, bytes, drops per
+  // direction), or NotFound without a relay.
+  absl::StatusOr<std::string> RelayStats(int host) const;
   // Takes the host's link down (its bridge port; the host sees no carrier).
   absl::Status Cut(int host);
   // Brings it back; returns once both ends are up.
   absl::Status Restore(int host);
 
   // The state file's content: {name, subnet, bridge, root_address,
-  // owner_pid, hosts: [{index, name, netns, veth, address}]}.
+  // owner_pid, hosts: [{index, name, netns, veth, relay_netns, address}]}.
   std::string Json() const;
 
  private:
@@ -116,6 +136,11 @@ class Testbed {
   std::string TeardownScript() const;
   std::string state_file() const;
   absl::Status CheckHost(int host) const;
+  bool Relayed(int host) const;
+  std::string relay_stats_file(int host) const;
+  std::string relay_log_file(int host) const;
+  absl::Status StartRelay(int host, int delay_ms);
+  absl::Status StopRelay(int host);
 
   std::string name_;
   std::string bridge_;

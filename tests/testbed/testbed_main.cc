@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   up->add_option("--owner-pid", up_options.owner_pid,
                  "Tear the testbed down when this process exits (default: the caller of herd-testbed)");
   up->add_flag("--no-watchdog", no_watchdog, "Leave teardown to `down` or `sweep`");
+  up->add_option("--delay-ms", up_options.delay_ms,
+                 "One-way delay added to every host's link, each direction (ms, 0..10000; a relay per host)")
+      ->capture_default_str();
 
   std::string name;
   std::string host_text;
@@ -69,6 +72,13 @@ int main(int argc, char** argv) {
   auto* loss = app.add_subcommand("loss", "Drop PERCENT of a host's packets in each direction (0: none)");
   add_target(loss);
   loss->add_option("PERCENT", percent, "0..100")->required();
+  int delay_ms = 0;
+  auto* delay = app.add_subcommand(
+      "delay", "Hold a host's frames DELAY_MS in each direction (a relay on its link; 0 keeps the relay, undelayed)");
+  add_target(delay);
+  delay->add_option("DELAY_MS", delay_ms, "0..10000")->required();
+  auto* relay_stats = app.add_subcommand("relay-stats", "Print the counters of a host's delaying relay as JSON");
+  add_target(relay_stats);
   auto* dropped = app.add_subcommand("dropped", "Print how many packets a host's loss rules dropped");
   add_target(dropped);
   auto* cut = app.add_subcommand("cut", "Take a host's link down");
@@ -132,6 +142,13 @@ int main(int argc, char** argv) {
   if (*shape) status = (*bed)->Shape(host, shape_options);
   if (*unshape) status = (*bed)->Unshape(host);
   if (*loss) status = (*bed)->SetLoss(host, percent);
+  if (*delay) status = (*bed)->SetDelay(host, delay_ms);
+  if (*relay_stats) {
+    auto stats = (*bed)->RelayStats(host);
+    if (!stats.ok()) return Fail(stats.status());
+    std::cout << *stats;
+    return 0;
+  }
   if (*cut) status = (*bed)->Cut(host);
   if (*restore) status = (*bed)->Restore(host);
   if (*dropped) {

@@ -9,11 +9,13 @@
 #include <gtest/gtest.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -239,15 +241,198 @@ TEST(Testbed, LossDropsTheGivenShareOfPackets) {
   EXPECT_FALSE(bed->SetLoss(5, 1).ok());  // no such host
 }
 
-// The CLI's testbed lives past the CLI; it goes when its owner exits.
+// Round trips (ms) of one byte over a TCP connection (TCP_NODELAY) from
+// host `from` to a listener of host `to` that echoes it back.
+std::vector<double> RoundTrips(const Testbed& bed, int from, int to, int count) {
+  int port = 0;
+  int listener = Listen(bed, to, &port);
+  std::thread echo([&] {
+    int conn = accept(listener, nullptr, nullptr);
+    const int one = 1;
+    setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char byte;
+    while (read(conn, &byte, 1) == 1 && write(conn, &byte, 1) == 1) {
+    }
+    close(conn);
+  });
+  std::vector<double> trips;
+  int fd = Connect(bed, from, AddressOf(bed, to), port, seconds(10));
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char byte = 'x';
+    for (int i = 0; i < count; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (write(fd, &byte, 1) != 1 || read(fd, &byte, 1) != 1) break;
+      trips.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    close(fd);
+  } else {
+    shutdown(listener, SHUT_RDWR);  // the echo thread's accept returns
+  }
+  echo.join();
+  close(listener);
+  EXPECT_EQ(trips.size(), static_cast<size_t>(count));
+  return trips;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 1e9;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Min(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+
+// Host a to host b takes delay(a) + delay(b) each way: the round trip is
+// twice that, never less (the relay holds every frame its full delay) and,
+// measured, at most a few ms more. Without a delay it is well under 1 ms.
+TEST(Testbed, DelayAddsTheConfiguredRoundTrip) {
+  auto bed = MustCreate(2);
+  ASSERT_NE(bed, nullptr);
+  constexpr int kTrips = 21;
+  // The margin over the configured round trip: the relay's own cost (four
+  // passes, each a wake-up of a process on a loaded 2-core machine). Measured
+  // here: +0.6 ms median on 50 ms, and 0.13 ms relayed with no delay.
+  constexpr double kMarginMs = 10;
+  const std::vector<double> plain = RoundTrips(*bed, 1, 0, kTrips);
+  EXPECT_LT(Median(plain), 5) << "no delay yet";
+
+  ASSERT_TRUE(bed->SetDelay(0, 10).ok());
+  ASSERT_TRUE(bed->SetDelay(1, 15).ok());
+  const std::vector<double> hosts = RoundTrips(*bed, 1, 0, kTrips);  // 2 x (10 + 15)
+  const std::vector<double> root = RoundTrips(*bed, -1, 0, kTrips);  // 2 x 10
+  std::cout << "round trip ms (min / median): no delay " << Min(plain) << " / " << Median(plain)
+            << "; hosts 10 + 15 ms " << Min(hosts) << " / " << Median(hosts) << "; root to host 10 ms " << Min(root)
+            << " / " << Median(root) << "\n";
+  EXPECT_GE(Min(hosts), 50);
+  EXPECT_LE(Median(hosts), 50 + kMarginMs);
+  EXPECT_GE(Min(root), 20);
+  EXPECT_LE(Median(root), 20 + kMarginMs);
+
+  // The relay counted what it carried.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto stats = bed->RelayStats(0);
+        if (!stats.ok()) return false;
+        auto json = nlohmann::json::parse(*stats, nullptr, false);
+        return !json.is_discarded() && json["from_host"].value("frames", 0) > 0 &&
+               json["to_host"].value("frames", 0) > 0 && json.value("delay_ms", 0) == 10;
+      },
+      seconds(10)));
+
+  // Loss and cuts still work on a relayed link.
+  ASSERT_TRUE(bed->SetLoss(0, 10).ok());
+  int receiver = SocketOn(*bed, -1, SOCK_DGRAM);
+  sockaddr_in addr = Endpoint(bed->root_address(), 0);
+  ASSERT_EQ(bind(receiver, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(receiver, reinterpret_cast<sockaddr*>(&addr), &len);
+  int sender = SocketOn(*bed, 0, SOCK_DGRAM);
+  for (int i = 0; i < 1000; ++i) sendto(sender, "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  close(sender);
+  close(receiver);
+  auto dropped = bed->DroppedPackets(0);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_GE(*dropped, 40u);
+  ASSERT_TRUE(bed->SetLoss(0, 0).ok());
+  int port = 0;
+  int listener = Listen(*bed, 0, &port);
+  ASSERT_TRUE(bed->Cut(0).ok());
+  EXPECT_FALSE(CanConnect(*bed, 1, 0, port, seconds(1)));
+  ASSERT_TRUE(bed->Restore(0).ok());
+  EXPECT_TRUE(CanConnect(*bed, 1, 0, port, seconds(10)));
+  close(listener);
+
+  // 0 keeps the relay but adds nothing.
+  ASSERT_TRUE(bed->SetDelay(0, 0).ok());
+  ASSERT_TRUE(bed->SetDelay(1, 0).ok());
+  const std::vector<double> relayed = RoundTrips(*bed, 1, 0, kTrips);
+  std::cout << "relayed, no delay: " << Min(relayed) << " / " << Median(relayed) << " ms\n";
+  EXPECT_LT(Median(relayed), 5);
+
+  EXPECT_FALSE(bed->SetDelay(0, -1).ok());
+  EXPECT_FALSE(bed->SetDelay(0, 10001).ok());
+  EXPECT_FALSE(bed->SetDelay(2, 10).ok());  // no such host
+  const std::string relay_netns = bed->host(0).relay_netns;
+  EXPECT_TRUE(NetnsExists(relay_netns));
+  ASSERT_TRUE(bed->Down().ok());
+  EXPECT_FALSE(NetnsExists(relay_netns));
+}
+
+// A bulk transfer through a shaped and delayed link (100 Mbit/s, 50 ms each
+// way: 100 ms round trip, a 1.25 MB window) reaches most of the rate.
+TEST(Testbed, ShapedAndDelayedLinkCarriesTheRate) {
+  TestbedOptions options;
+  options.hosts = 1;
+  options.delay_ms = 50;
+  auto created = Testbed::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& bed = *created;
+  ASSERT_TRUE(bed->Shape(0, ShapeOptions{"100mbit"}).ok());
+  int port = 0;
+  int listener = Listen(*bed, 0, &port);
+  constexpr size_t kBytes = 40 << 20;
+  // When the receiver saw each quarter of the data.
+  std::vector<std::chrono::steady_clock::time_point> quarters;
+  std::thread receiver([&] {
+    int conn = accept(listener, nullptr, nullptr);
+    std::vector<char> buffer(1 << 16);
+    size_t got = 0;
+    for (ssize_t n; (n = read(conn, buffer.data(), buffer.size())) > 0;) {
+      got += n;
+      while (quarters.size() < 4 && got >= (quarters.size() + 1) * kBytes / 4) {
+        quarters.push_back(std::chrono::steady_clock::now());
+      }
+    }
+    close(conn);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int fd = Connect(*bed, -1, bed->host(0).address, port, seconds(10));
+  ASSERT_GE(fd, 0);
+  std::vector<char> data(kBytes, 'x');
+  for (size_t sent = 0; sent < data.size();) {
+    ssize_t n = write(fd, data.data() + sent, data.size() - sent);
+    ASSERT_GT(n, 0);
+    sent += n;
+  }
+  shutdown(fd, SHUT_WR);
+  receiver.join();
+  close(fd);
+  close(listener);
+  ASSERT_EQ(quarters.size(), 4u);
+  auto mbit = [](size_t bytes, auto from, auto to) {
+    return bytes * 8 / 1e6 / std::chrono::duration<double>(to - from).count();
+  };
+  const double whole = mbit(kBytes, start, quarters[3]);
+  const double steady = mbit(kBytes / 2, quarters[1], quarters[3]);  // the second half, past slow start
+  std::cout << "100 Mbit/s, 50 ms each way: " << whole << " Mbit/s overall, " << steady
+            << " Mbit/s over the second half\n";
+  EXPECT_LE(steady, 105);  // tbf still limits
+  EXPECT_GE(steady, 80);
+  auto stats = bed->RelayStats(0);
+  ASSERT_TRUE(stats.ok());
+  std::cout << "relay: " << *stats;
+}
+
+// The CLI's testbed lives past the CLI; it goes when its owner exits, with
+// its relays (--delay-ms).
 TEST(Testbed, CliTestbedGoesWithItsOwner) {
   Process owner({"/bin/sleep", "600"}, "/dev/null");
-  CommandResult up = RunCommand({Cli(), "up", "--hosts", "2", "--owner-pid", std::to_string(owner.pid())},
-                                seconds(60));
+  CommandResult up = RunCommand(
+      {Cli(), "up", "--hosts", "2", "--delay-ms", "5", "--owner-pid", std::to_string(owner.pid())}, seconds(60));
   ASSERT_EQ(up.exit_code, 0) << up.err;
   auto json = nlohmann::json::parse(up.out);
   const std::string name = json["name"];
   const std::string netns = json["hosts"][1]["netns"];
+  const std::string relay_netns = json["hosts"][1]["relay_netns"];
+  EXPECT_TRUE(NetnsExists(relay_netns));
+  CommandResult stats = RunCommand({Cli(), "relay-stats", name, "h1"}, seconds(30));
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_EQ(nlohmann::json::parse(stats.out, nullptr, false).value("delay_ms", -1), 5) << stats.out;
+  CommandResult delayed = RunCommand({Cli(), "delay", name, "h1", "7"}, seconds(30));
+  EXPECT_EQ(delayed.exit_code, 0) << delayed.err;
   const std::string address = json["hosts"][1]["address"];
   EXPECT_TRUE(InBenchmarkRange(address));
   ASSERT_TRUE(NetnsExists(netns));
@@ -265,19 +450,23 @@ TEST(Testbed, CliTestbedGoesWithItsOwner) {
 
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));
-  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !Listed(name, owner.pid()); }, seconds(20)))
+  EXPECT_TRUE(WaitUntil([&] { return !NetnsExists(netns) && !NetnsExists(relay_netns) && !Listed(name, owner.pid()); },
+                        seconds(20)))
       << "testbed " << name << " outlived its owner";
 }
 
 TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   Process owner({"/bin/sleep", "600"}, "/dev/null");
   CommandResult up = RunCommand(
-      {Cli(), "up", "--hosts", "1", "--owner-pid", std::to_string(owner.pid()), "--no-watchdog"}, seconds(60));
+      {Cli(), "up", "--hosts", "1", "--owner-pid", std::to_string(owner.pid()), "--no-watchdog", "--delay-ms", "1"},
+      seconds(60));
   ASSERT_EQ(up.exit_code, 0) << up.err;
   auto json = nlohmann::json::parse(up.out);
   const std::string name = json["name"];
   const std::string netns = json["hosts"][0]["netns"];
+  const std::string relay_netns = json["hosts"][0]["relay_netns"];
   ASSERT_TRUE(NetnsExists(netns));
+  ASSERT_TRUE(NetnsExists(relay_netns));
   const pid_t owner_pid = owner.pid();
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));
@@ -292,6 +481,7 @@ TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
   EXPECT_FALSE(NetnsExists(netns)) << sweep.out;
+  EXPECT_FALSE(NetnsExists(relay_netns)) << sweep.out;
   EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
 }
 

@@ -1,0 +1,27 @@
+// herd-testbed-relay: the delaying relay of one testbed host's link (relay.h).
+// The testbed starts it inside the host's relay namespace and kills it at
+// teardown; by hand it is only useful for debugging.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "tests/testbed/relay.h"
+
+int main(int argc, char** argv) {
+  CLI::App app("herd-testbed-relay: holds every frame between two interfaces for a fixed delay", "herd-testbed-relay");
+  herd::testbed::RelayOptions options;
+  app.add_option("--host-side", options.host_side, "Interface towards the host")->required();
+  app.add_option("--bridge-side", options.bridge_side, "Interface towards the bridge")->required();
+  app.add_option("--delay-ms", options.delay_ms, "Delay in each direction, ms (0..10000)")->required();
+  app.add_option("--stats", options.stats_path, "JSON file of counters, rewritten once a second when they change");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  absl::Status status = herd::testbed::RunRelay(options);
+  if (!status.ok()) {
+    std::cerr << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
