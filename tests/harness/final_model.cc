@@ -1,5 +1,7 @@
 #include "tests/harness/final_model.h"
 
+#include <torch/serialize/archive.h>
+
 namespace herd::testing {
 
 std::map<std::string, torch::Tensor> LoadFinalModel(const std::string& job_dir) {

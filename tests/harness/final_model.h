@@ -1,7 +1,7 @@
 // Reads the parameters a trainer left in its job dir (model-final.pt).
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <string>

@@ -13,7 +13,8 @@
 // decides between a warning and failing the job.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <condition_variable>
 #include <cstdint>

@@ -1,5 +1,9 @@
 #include "worker/train/fused_optimizer.h"
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
 #include "worker/train/torch_compat.h"
 
 namespace herd {

@@ -8,7 +8,8 @@
 // unfused step all read and write the same format.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <unordered_map>

@@ -9,7 +9,7 @@
 // scale max_norm / (norm + 1e-6) where that is below 1.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 

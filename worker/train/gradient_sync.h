@@ -23,7 +23,7 @@
 // when ranks hold different numbers of samples (the last step of an epoch).
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <memory>

@@ -6,7 +6,7 @@
 // (host_reads_test); a source check keeps `.item` out of the step's files.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 #include <cstdint>

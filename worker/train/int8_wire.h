@@ -10,7 +10,7 @@
 // values (error feedback), so it is delayed rather than lost.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

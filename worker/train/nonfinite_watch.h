@@ -7,7 +7,7 @@
 // anyway and never reports a non-finite value.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -1,5 +1,9 @@
 #include "worker/train/optimizer_factory.h"
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace herd {

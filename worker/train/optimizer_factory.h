@@ -1,7 +1,8 @@
 // Builds the job's optimizer and applies per-step learning rates.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <vector>

@@ -26,7 +26,7 @@
 // Finish is the plain blocking round.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <memory>

@@ -2,7 +2,7 @@
 // at commit points, and the full bitwise comparison at the end of training.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

@@ -1,5 +1,9 @@
 #include "worker/train/sharded_optimizer.h"
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>

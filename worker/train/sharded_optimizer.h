@@ -36,7 +36,8 @@
 // or a heal) is cut back into this rank's pieces before the next step.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

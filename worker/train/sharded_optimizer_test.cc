@@ -1,5 +1,10 @@
 #include "worker/train/sharded_optimizer.h"
 
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -1,5 +1,8 @@
 #include "worker/train/state_snapshot.h"
 
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 

@@ -6,7 +6,8 @@
 // memcpy of the state (serialization cost ~20x more, measured on the mlp).
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <functional>
 #include <map>

@@ -4,7 +4,7 @@
 // messages in both modes.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -25,7 +25,8 @@
 // traffic and its state in commits and heals to it.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

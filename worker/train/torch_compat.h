@@ -4,7 +4,8 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 #include <torch/version.h>
 #if (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9) || TORCH_VERSION_MAJOR > 2
 #include <ATen/DeviceAccelerator.h>

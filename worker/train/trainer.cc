@@ -1,5 +1,7 @@
 #include "worker/train/trainer.h"
 
+#include <torch/serialize/archive.h>
+
 #include <glog/logging.h>
 
 #include <algorithm>

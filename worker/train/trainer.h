@@ -11,7 +11,7 @@
 // then joins the next generation (generation_loop.h).
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

@@ -2,6 +2,8 @@
 // the job's current generation at the coordinator and trains until done,
 // carrying on through later generations when peers fail or join.
 #include <glog/logging.h>
+
+#include <torch/cuda.h>
 #include <prometheus/registry.h>
 #include <malloc.h>
 #include <unistd.h>

@@ -1,5 +1,8 @@
 #include "worker/train/training_context.h"
 
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"

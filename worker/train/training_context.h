@@ -6,7 +6,8 @@
 // never reloads data or rebuilds the model.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <functional>

@@ -1,5 +1,6 @@
 #include "worker/train/training_state.h"
 
+#include <torch/serialize/archive.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <mutex>

@@ -3,7 +3,8 @@
 // heal a joining rank.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <map>
 #include <string>
