@@ -247,7 +247,8 @@ def run_herd(cluster, model, world, args):
             f"batch_size: {args.batch}\nmax_steps: {args.warmup + args.steps}\n"
             f"optimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
             f"threads: 1\nlog_interval_steps: {args.warmup}\neval: {{max_samples: 256}}\n"
-            f"min_workers: {world}\nmax_workers: {world}\nseed: 1\n")
+            f"min_workers: {world}\nmax_workers: {world}\nseed: 1\n"
+            f"{getattr(args, 'herd_spec_extra', '')}")
     job, info = cluster.run_job(spec, timeout=1800)
     rank0 = info["workers"][0]
     times = step_times(os.path.join(cluster.dir, rank0, "jobs", job, "trainer.log"))

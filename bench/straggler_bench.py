@@ -19,11 +19,13 @@ Figures, each measured in this run, for each side:
 - slowed W: W workers, one slowed.
 Ratios: slowed W / sum of solo (issue 31's target for herd: >= 0.9), and
 slowed W / (W x slow solo) (lock-step with equal shares: about 1).
+herd runs with sync.shares --shares (default throughput: each worker's share
+of the global batch follows its measured rate); DDP always has equal shares.
 
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--fraction 0.5] [--reps 1]
-                                [--model mlp] [--bin-dir bazel-bin]
+                                [--model mlp] [--shares throughput|equal] [--bin-dir bazel-bin]
 """
 import argparse
 import datetime
@@ -183,6 +185,8 @@ def main():
     p.add_argument("--period", type=float, default=0.04, help="duty cycle period, seconds")
     p.add_argument("--model", default="mlp", help="a bench/compare_ddp.py model")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
+                   help="herd's sync.shares (DDP's shares are always equal)")
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
     args = p.parse_args()
     if args.steps % args.warmup:
@@ -193,6 +197,7 @@ def main():
         p.error("--world must be at least 2")
     if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
         p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
+    args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
     bin_dir = args.bin_dir or build()
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \
         if args.model == "torchscript" else None
@@ -201,7 +206,7 @@ def main():
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, {args.model}, batch {args.batch}/worker, {args.warmup} warmup + {args.steps} "
           f"timed steps, W={W}, one worker duty-cycled at {args.fraction} of {1000 * args.period:.0f} ms, "
-          f"{args.reps} reps", flush=True)
+          f"{args.reps} reps, herd sync.shares {args.shares}", flush=True)
     runs = {}  # (side, case) -> [samples/s]
 
     def record(side, case, sps, cycle):
@@ -245,7 +250,7 @@ def main():
           f", DDP {summary['ddp']['solo_slow_samples_per_s'] / summary['ddp']['solo_samples_per_s']:.2f}; "
           f"{time.time() - began:.0f} s, load {os.getloadavg()[0]:.1f}")
     print(json.dumps({"benchmark": "straggler", "model": args.model, "batch": args.batch, "steps": args.steps,
-                      "warmup": args.warmup, "world": W, "fraction": args.fraction, "period_s": args.period,
+                      "warmup": args.warmup, "world": W, "fraction": args.fraction, "shares": args.shares, "period_s": args.period,
                       "reps": args.reps, "cores": os.cpu_count(), "herd_target_met": herd_ratio >= 0.9,
                       "results": summary, "runs": {f"{s} {c}": v for (s, c), v in runs.items()}}))
 

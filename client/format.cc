@@ -268,7 +268,13 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     lines.push_back({"Model", model});
     lines.push_back({"Dataset", absl::StrCat(spec.dataset().kind(),
                                              spec.dataset().path().empty() ? "" : " " + spec.dataset().path())});
-    lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
+    if (spec.global_batch_size() > 0) {
+      lines.push_back({"Batch size", absl::StrCat(spec.global_batch_size(), " global (micro-batches of at most ",
+                                                  spec.batch_size(), " per worker)")});
+    } else {
+      lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
+    }
+    if (spec.sync().shares() == "throughput") lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }

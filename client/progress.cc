@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/control_chars.h"
+#include "common/job_spec.h"
 #include "client/format.h"
 
 namespace herd::client {
@@ -32,9 +33,7 @@ std::optional<double> EstimateEtaSeconds(const v1::JobInfo& job, double observed
   if (remaining == 0) return 0.0;
   double steps_per_second = observed_steps_per_second;
   if (steps_per_second <= 0) {
-    const v1::JobSpec& spec = job.spec();
-    double samples_per_step = static_cast<double>(job.world_size()) * spec.batch_size() *
-                              std::max<int64_t>(1, spec.grad_accumulation());
+    const double samples_per_step = static_cast<double>(SamplesPerStep(job.spec(), job.world_size()));
     if (samples_per_step > 0) steps_per_second = job.samples_per_second() / samples_per_step;
   }
   if (steps_per_second <= 0 || !std::isfinite(steps_per_second)) return std::nullopt;

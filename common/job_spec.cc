@@ -137,6 +137,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
   if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
   if (sync->fragments() == 0) sync->set_fragments(1);
+  if (sync->shares().empty()) sync->set_shares("equal");
   if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
   if (sync->outer().kind() == "nesterov") {
     if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
@@ -162,6 +163,41 @@ namespace {
 
 // model.hidden/width/heads/layers/context/widths/norm: each for one built-in model,
 // in sizes that build.
+// global_batch_size fixes the optimizer's view of a step whatever the world
+// size, so nothing else may scale with it: accumulation is derived from each
+// rank's share, and the learning rate is not scaled by the world size.
+absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
+  const int64_t global = spec.global_batch_size();
+  if (global == 0) return absl::OkStatus();
+  if (auto s = CheckRange("global_batch_size", global, 1, int64_t{1} << 30); !s.ok()) return s;
+  if (global < spec.min_workers()) {
+    return Bad("global_batch_size", absl::StrCat(global, " is below min_workers (", spec.min_workers(),
+                                                 "): every rank needs at least one sample per step"));
+  }
+  if (global % spec.min_workers() != 0) {
+    return Bad("global_batch_size", absl::StrCat(global, " is not divisible by min_workers (", spec.min_workers(),
+                                                 "): the minimum world could not split it evenly"));
+  }
+  if (spec.grad_accumulation() > 1) {
+    return Bad("grad_accumulation", absl::StrCat("must be 1 (or unset) with global_batch_size, got ",
+                                                 spec.grad_accumulation(),
+                                                 ": each rank accumulates as many micro-batches as its share needs"));
+  }
+  if (!spec.optimizer().scale_lr().empty() && spec.optimizer().scale_lr() != "none") {
+    return Bad("optimizer.scale_lr", absl::StrCat("must be none with global_batch_size, got ",
+                                                  spec.optimizer().scale_lr(),
+                                                  ": the global batch does not change with the world size"));
+  }
+  const int64_t largest_share = (global + spec.min_workers() - 1) / spec.min_workers();
+  const int64_t micro_batches = (largest_share + spec.batch_size() - 1) / spec.batch_size();
+  if (micro_batches > 65536) {
+    return Bad("global_batch_size", absl::StrCat(global, " needs ", micro_batches, " micro-batches of batch_size ",
+                                                 spec.batch_size(), " per rank at min_workers ", spec.min_workers(),
+                                                 " (at most 65536)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& dataset) {
   // Each value in its range first, so an absurd one is named as such.
   for (int64_t h : model.hidden()) {
@@ -264,6 +300,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.max_workers() > kMaxWorkers) {
     return Bad("max_workers", absl::StrCat("must be <= ", kMaxWorkers, ", got ", spec.max_workers()));
   }
+  if (auto s = CheckGlobalBatch(spec); !s.ok()) return s;
   if (auto s = CheckChoice("device", spec.device(), {"cpu", "cuda"}); !s.ok()) return s;
   if (spec.bf16_autocast() && spec.device() != "cuda") return Bad("bf16_autocast", "needs device cuda");
   if (auto s = CheckRange("threads", spec.threads(), 1, 256); !s.ok()) return s;
@@ -333,6 +370,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
   }
   if (sync.overlap() && sync.mode() != "average") return Bad("sync.overlap", "needs sync.mode average");
+  if (auto s = CheckChoice("sync.shares", sync.shares(), {"equal", "throughput"}); !s.ok()) return s;
   if (sync.shard_optimizer() && sync.mode() != "allreduce") {
     return Bad("sync.shard_optimizer", "needs sync.mode allreduce");
   }
@@ -353,6 +391,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
   return absl::OkStatus();
+}
+
+int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size) {
+  if (spec.global_batch_size() > 0) return spec.global_batch_size();
+  return std::max<int64_t>(1, world_size) * spec.batch_size() * std::max<int64_t>(1, spec.grad_accumulation());
 }
 
 }  // namespace herd

@@ -25,4 +25,8 @@ void ApplyJobDefaults(v1::JobSpec* spec);
 // coordinator may not see the workers' files; trainers check paths at start.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// Samples one step consumes across all ranks at `world_size`: the spec's
+// global_batch_size, or world_size x batch_size x grad_accumulation.
+int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size);
+
 }  // namespace herd

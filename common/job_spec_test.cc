@@ -112,6 +112,17 @@ batch_size: 8
   EXPECT_EQ(ValidateJobSpec(*spec).message().rfind("model.context:", 0), 0u) << ValidateJobSpec(*spec);
 }
 
+TEST(JobSpecValidate, GlobalBatchSizeDivisibleIntoTheMinimumWorldIsAccepted) {
+  auto spec = GoodSpec();
+  spec.set_min_workers(3);
+  spec.set_max_workers(5);
+  spec.set_global_batch_size(96);  // 32 per rank at 3; 5 ranks split it unevenly, which is fine
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_EQ(spec.sync().shares(), "equal");  // the default
+  spec.mutable_sync()->set_shares("throughput");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 TEST(JobSpecValidate, NamesTheBadField) {
   const BadCase cases[] = {
       {"model.name", [](v1::JobSpec* s) { s->mutable_model()->set_name("gpt9"); }},
@@ -174,6 +185,30 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},
       {"priority", [](v1::JobSpec* s) { s->set_priority(1001); }},
       {"priority", [](v1::JobSpec* s) { s->set_priority(-1001); }},
+      {"sync.shares", [](v1::JobSpec* s) { s->mutable_sync()->set_shares("fastest"); }},
+      {"global_batch_size", [](v1::JobSpec* s) { s->set_global_batch_size(-64); }},
+      {"global_batch_size", [](v1::JobSpec* s) {  // below min_workers
+         s->set_min_workers(3);
+         s->set_max_workers(4);
+         s->set_global_batch_size(2);
+       }},
+      {"global_batch_size", [](v1::JobSpec* s) {  // not divisible into the minimum world
+         s->set_min_workers(3);
+         s->set_max_workers(4);
+         s->set_global_batch_size(100);
+       }},
+      {"grad_accumulation", [](v1::JobSpec* s) {
+         s->set_global_batch_size(128);
+         s->set_grad_accumulation(2);
+       }},
+      {"optimizer.scale_lr", [](v1::JobSpec* s) {
+         s->set_global_batch_size(128);
+         s->mutable_optimizer()->set_scale_lr("linear");
+       }},
+      {"global_batch_size", [](v1::JobSpec* s) {  // too many micro-batches of batch_size
+         s->set_batch_size(1);
+         s->set_global_batch_size(int64_t{1} << 20);
+       }},
   };
   for (const auto& c : cases) {
     auto spec = GoodSpec();

@@ -1,19 +1,24 @@
-// Straggler detection (issue 31) with real processes on loopback: three
-// workers train one job; the test slows worker-2's trainer from outside by
-// duty-cycling it with SIGSTOP/SIGCONT (no cgroups, no knob in the product)
-// and waits until `herd status` names it as the slowest rank, holding the
-// others back by a clear share of each step.
+// Straggler detection and throughput shares (issue 31) with real processes
+// on loopback: three workers train one job; the test slows worker-2's
+// trainer from outside by duty-cycling it with SIGSTOP/SIGCONT (no cgroups,
+// no knob in the product) and waits until `herd status` names it as the
+// slowest rank, holding the others back by a clear share of each step; with
+// sync.shares throughput, until its share of each step shrinks, while every
+// sample is still trained exactly once per epoch.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
+#include <regex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "worker/train/sample_ledger.h"
 
 namespace herd::testing {
 namespace {
@@ -147,6 +152,79 @@ TEST(Straggler, StatusNamesTheDutyCycledWorker) {
   EXPECT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
   job = cluster.WaitForState(id, {"CANCELLED", "SUCCEEDED", "FAILED"}, seconds(60));
   EXPECT_EQ(job.value("state", ""), "CANCELLED") << job.dump(2) << cluster.Logs();
+}
+
+// The shares of the last "batch shares re-planned" line in the logs, by rank;
+// empty before the first.
+std::vector<int64_t> LastReplannedShares(const std::string& logs) {
+  static const std::regex replanned(R"(batch shares re-planned from the ranks' rates: \[[0-9, ]*\] -> \[([0-9, ]*)\])");
+  std::vector<int64_t> shares;
+  for (auto it = std::sregex_iterator(logs.begin(), logs.end(), replanned); it != std::sregex_iterator(); ++it) {
+    shares.clear();
+    const std::string list = (*it)[1].str();
+    for (auto n = std::sregex_iterator(list.begin(), list.end(), std::regex("[0-9]+")); n != std::sregex_iterator();
+         ++n) {
+      shares.push_back(std::stoll(n->str()));
+    }
+  }
+  return shares;
+}
+
+TEST(Straggler, ThroughputSharesShrinkTheSlowWorkersShareAndKeepEverySampleOnce) {
+  constexpr int64_t kSamples = 4800;  // 100 steps of 3 x 16 per epoch
+  constexpr size_t kEpochs = 8;
+  const std::string ledger_dir = NewLedgerDir();
+  ClusterOptions options;
+  options.workers = 3;
+  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  LocalCluster cluster(options);
+  const std::string id = cluster.Submit(
+      "model: mlp\n"
+      "dataset: {kind: synthetic, synthetic_samples: 4800, synthetic_features: 64}\n"
+      "batch_size: 16\n"
+      "epochs: 8\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      "sync: {shares: throughput}\n"
+      "log_interval_steps: 10\n"
+      "collective_timeout_seconds: 30\n"
+      "seed: 7\n"
+      "min_workers: 3\n"
+      "max_workers: 3\n");
+  auto job = WaitForJob(
+      cluster, id, [](const auto& j) { return Ended(j) || Field(j, "world_size") == 3; }, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  const std::vector<pid_t> trainer = TrainerPids(cluster, 2);
+  ASSERT_EQ(trainer.size(), 1u) << cluster.Logs();
+  int64_t slowed_rank = -1;
+  for (size_t r = 0; r < job["workers"].size(); ++r) {
+    if (job["workers"][r].get<std::string>() == cluster.worker_id(2)) slowed_rank = static_cast<int64_t>(r);
+  }
+  ASSERT_GE(slowed_rank, 0) << job.dump(2);
+
+  std::vector<int64_t> shares;
+  {
+    DutyCycle slow(trainer[0], 0.3, milliseconds(30));
+    // Polled until rank 0 re-plans with the slowed rank below an equal
+    // share, or the job ends.
+    const auto deadline = std::chrono::steady_clock::now() + seconds(180);
+    while (std::chrono::steady_clock::now() < deadline) {
+      shares = LastReplannedShares(cluster.Logs());
+      if (shares.size() == 3 && shares[slowed_rank] < 16) break;
+      if (Ended(cluster.HerdJson({"status", id}))) break;
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+  }  // worker-2's trainer runs freely again
+  ASSERT_EQ(shares.size(), 3u) << cluster.Logs();
+  EXPECT_EQ(shares[0] + shares[1] + shares[2], 48) << "the step's size changed";
+  EXPECT_LT(shares[slowed_rank], 16) << cluster.Logs();
+  for (int64_t r = 0; r < 3; ++r) {
+    if (r != slowed_rank) EXPECT_GT(shares[r], 16) << "rank " << r;
+  }
+
+  job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, seconds(600));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(Field(job, "step"), static_cast<int64_t>(kEpochs) * 100) << "steps per epoch changed";
+  ExpectEachSampleOnce(ledger_dir, kEpochs, kSamples, id);
 }
 
 }  // namespace

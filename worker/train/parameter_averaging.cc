@@ -208,7 +208,7 @@ absl::Status ParameterAveraging::ExchangeScales(Fragment& fragment) {
   return absl::OkStatus();
 }
 
-absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps) {
+absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight) {
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   if (launched_.empty()) {
@@ -225,6 +225,9 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps) {
       auto out = bucket.delta.narrow(0, bucket.offsets[j], n);
       torch::sub_out(out, bucket.anchor.narrow(0, bucket.offsets[j], n), p);
     }
+    // Weighted rounds (throughput shares): the sum over ranks of weight x
+    // delta, divided by the world size in Merge, is the sample-weighted mean.
+    if (weight != 1) bucket.delta.mul_(weight);
     if (keep_local_steps) {
       if (!bucket.sent.defined()) bucket.sent = torch::empty_like(bucket.anchor);
       for (size_t j = 0; j < bucket.params.size(); ++j) {
@@ -306,10 +309,11 @@ void ParameterAveraging::Merge(Fragment& fragment) {
   }
 }
 
-absl::Status ParameterAveraging::Round() {
+absl::Status ParameterAveraging::Round(const std::vector<double>& weights) {
   if (in_flight()) return absl::FailedPreconditionError("parameter averaging: a full round with a round in flight");
   for (int f = 0; f < fragments(); ++f) {
-    if (auto s = Launch(f, /*keep_local_steps=*/false); !s.ok()) {
+    const double weight = static_cast<size_t>(f) < weights.size() ? weights[f] : 1.0;
+    if (auto s = Launch(f, /*keep_local_steps=*/false, weight); !s.ok()) {
       Finish().IgnoreError();  // the communicator is broken; only lets the launched ones end
       return s;
     }

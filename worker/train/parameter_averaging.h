@@ -89,13 +89,17 @@ class ParameterAveraging {
   // flight (FAILED_PRECONDITION otherwise). Syncs every fragment. On success
   // all replicas hold bitwise-identical parameters; on failure the
   // parameters are left as they were.
-  absl::Status Round();
+  // `weights[f]`: in fragment f's mean this rank's parameters count that
+  // many times (the weights of all ranks sum to the world size); empty: a
+  // plain mean.
+  absl::Status Round(const std::vector<double>& weights = {});
 
   // Collective: starts the round of `fragment` (int8: after a small blocking
   // exchange of the chunk scales). Several may be in flight. With
   // `keep_local_steps`, Finish keeps the steps taken since the launch;
   // without, the fragment becomes the new anchor (replicas identical).
-  absl::Status Launch(int fragment, bool keep_local_steps);
+  // `weight` as for Round.
+  absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1);
   // Waits for every launched round, in launch order, and merges each into
   // its fragment (see above). Counts as one round in last_round().
   absl::Status Finish();

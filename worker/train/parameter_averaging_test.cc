@@ -114,6 +114,35 @@ TEST(ParameterAveraging, TwoRanksFollowTheHandComputedExample) {
   EXPECT_EQ(stats[0].wire_bytes, 3 * 4);
 }
 
+// Throughput shares: a rank that trained 3/4 of the round's samples counts
+// 3/4 in the mean (weights 1.5 and 0.5 over two ranks), for every fragment
+// and for a launched round as for a full one.
+TEST(ParameterAveraging, WeightedRoundIsTheSampleWeightedMean) {
+  std::vector<torch::Tensor> after_full(2), after_launch(2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    std::vector<torch::Tensor> params = {torch::tensor({1.0f, 2.0f, 3.0f}).requires_grad_()};
+    ParameterAveragingOptions options = TinyBuckets();
+    options.fragments = 1;
+    auto averaging = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    const double weight = rank == 0 ? 1.5 : 0.5;
+    Assign(params[0], kRound1[rank]);
+    ASSERT_TRUE((*averaging)->Round({weight}).ok());
+    after_full[rank] = params[0].detach().clone();
+    Assign(params[0], kRound2[rank]);
+    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false, weight).ok());
+    ASSERT_TRUE((*averaging)->Finish().ok());
+    after_launch[rank] = params[0].detach().clone();
+  });
+  // Outer none: the anchor becomes the weighted mean of the replicas.
+  const torch::Tensor expected1 = 0.75 * T(kRound1[0]) + 0.25 * T(kRound1[1]);
+  const torch::Tensor expected2 = 0.75 * T(kRound2[0]) + 0.25 * T(kRound2[1]);
+  EXPECT_LT(MaxDiff(after_full[0], expected1), 1e-6) << after_full[0];
+  EXPECT_LT(MaxDiff(after_launch[0], expected2), 1e-6) << after_launch[0];
+  EXPECT_TRUE(torch::equal(after_full[0], after_full[1]));
+  EXPECT_TRUE(torch::equal(after_launch[0], after_launch[1]));
+}
+
 // A small MLP; several buckets with the tiny caps above.
 struct Net : torch::nn::Module {
   Net() {

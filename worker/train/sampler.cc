@@ -73,24 +73,59 @@ EpochSampler::EpochSampler(int64_t dataset_size, uint64_t seed)
 StepSlice EpochSampler::Slice(int64_t epoch, int64_t position, int world_size, int rank,
                               int64_t per_rank_batch) const {
   StepSlice slice;
-  if (world_size <= 0 || rank < 0 || rank >= world_size || per_rank_batch <= 0 || position < 0) return slice;
-  const int64_t step = std::min<int64_t>(static_cast<int64_t>(world_size) * per_rank_batch,
-                                         std::max<int64_t>(dataset_size_ - position, 0));
-  slice.global_count = step;
-  if (step == 0) return slice;
-  const int64_t share = (step + world_size - 1) / world_size;
-  const int64_t begin = position + std::min<int64_t>(rank * share, step);
-  const int64_t end = std::min<int64_t>(begin + share, position + step);
-  if (begin >= end) return slice;
+  if (world_size <= 0 || rank < 0 || rank >= world_size || per_rank_batch <= 0) return slice;
+  const StepPlan plan =
+      PlanStep(epoch, position, std::vector<int64_t>(static_cast<size_t>(world_size), per_rank_batch), rank,
+               per_rank_batch);
+  slice.global_count = plan.global_count;
+  if (!plan.micro_batches.empty()) slice.indices = plan.micro_batches.front();
+  return slice;
+}
 
+StepPlan EpochSampler::PlanStep(int64_t epoch, int64_t position, const std::vector<int64_t>& shares, int rank,
+                                int64_t micro_batch) const {
+  StepPlan plan;
+  int64_t total = 0;
+  for (int64_t share : shares) {
+    if (share < 0 || share > (int64_t{1} << 40)) return plan;
+    total += share;
+  }
+  if (rank < 0 || static_cast<size_t>(rank) >= shares.size() || total <= 0 || micro_batch <= 0 || position < 0) {
+    return plan;
+  }
+  const int64_t step = std::min<int64_t>(total, std::max<int64_t>(dataset_size_ - position, 0));
+  plan.global_count = step;
+  if (step == 0) return plan;
+  // Each rank's take of the step.
+  std::vector<int64_t> takes(shares.size());
+  int64_t left = step;
+  int64_t rounds = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const int64_t want = step == total ? shares[r] : (step * shares[r] + total - 1) / total;
+    takes[r] = std::min(want, left);
+    left -= takes[r];
+    rounds = std::max(rounds, (takes[r] + micro_batch - 1) / micro_batch);
+  }
+  plan.micro_batches.resize(static_cast<size_t>(rounds));
+  int64_t offset = position;
+  for (int64_t k = 0; k < rounds; ++k) {
+    for (size_t r = 0; r < takes.size(); ++r) {
+      const int64_t n = std::clamp<int64_t>(takes[r] - k * micro_batch, 0, micro_batch);
+      if (static_cast<int>(r) == rank && n > 0) plan.micro_batches[k] = Range(epoch, offset, offset + n);
+      offset += n;
+    }
+  }
+  return plan;
+}
+
+std::vector<int64_t> EpochSampler::Range(int64_t epoch, int64_t begin, int64_t end) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!has_cache_ || cached_epoch_ != epoch) {
     cached_permutation_ = EpochPermutation(dataset_size_, seed_, epoch);
     cached_epoch_ = epoch;
     has_cache_ = true;
   }
-  slice.indices.assign(cached_permutation_.begin() + begin, cached_permutation_.begin() + end);
-  return slice;
+  return std::vector<int64_t>(cached_permutation_.begin() + begin, cached_permutation_.begin() + end);
 }
 
 }  // namespace herd

@@ -173,5 +173,101 @@ TEST(EpochSamplerTest, BadArgumentsGiveAnEmptySlice) {
   EXPECT_TRUE(sampler.Slice(0, 0, 2, 0, 0).indices.empty());
 }
 
+// Walks one epoch with PlanStep, each step's shares from `shares_at(step)`,
+// checking what every rank's plan promises; appends the samples to `used`.
+template <typename SharesAt>
+void WalkEpochByShares(const EpochSampler& sampler, int64_t epoch, SharesAt shares_at, int64_t micro,
+                       std::vector<int64_t>& used) {
+  int64_t position = 0;
+  for (int step = 0; position < sampler.dataset_size(); ++step) {
+    const std::vector<int64_t> shares = shares_at(step);
+    const int64_t total = std::accumulate(shares.begin(), shares.end(), int64_t{0});
+    size_t rounds = 0;
+    int64_t taken = 0;
+    for (int rank = 0; rank < static_cast<int>(shares.size()); ++rank) {
+      const StepPlan plan = sampler.PlanStep(epoch, position, shares, rank, micro);
+      EXPECT_EQ(plan.global_count, std::min(total, sampler.dataset_size() - position));
+      if (rank == 0) rounds = plan.micro_batches.size();
+      EXPECT_EQ(plan.micro_batches.size(), rounds) << "ranks disagree on the number of micro-batches";
+      int64_t mine = 0;
+      for (const auto& micro_batch : plan.micro_batches) {
+        EXPECT_LE(static_cast<int64_t>(micro_batch.size()), micro);
+        mine += static_cast<int64_t>(micro_batch.size());
+        used.insert(used.end(), micro_batch.begin(), micro_batch.end());
+      }
+      if (plan.global_count == total) {
+        EXPECT_EQ(mine, shares[rank]) << "a full step gives each rank its share";
+      }
+      taken += mine;
+    }
+    ASSERT_EQ(taken, std::min(total, sampler.dataset_size() - position));
+    position += taken;
+  }
+}
+
+TEST(PlanStepTest, UnevenSharesUseEveryIndexOncePerEpoch) {
+  for (int64_t n : {int64_t{60}, int64_t{97}, int64_t{211}}) {
+    EpochSampler sampler(n, 13);
+    for (int64_t micro : {int64_t{1}, int64_t{4}, int64_t{7}}) {
+      std::vector<int64_t> used;
+      WalkEpochByShares(sampler, 1, [](int) { return std::vector<int64_t>{5, 1, 9}; }, micro, used);
+      ExpectEachIndexOnce(used, n);
+    }
+  }
+}
+
+TEST(PlanStepTest, SharesAndWorldChangingEveryStepStillUseEveryIndexOnce) {
+  const std::vector<std::vector<int64_t>> plans = {{8, 8}, {12, 4, 0}, {3, 3, 3, 7}, {16}, {1, 15}};
+  EpochSampler sampler(157, 21);
+  std::vector<int64_t> used;
+  WalkEpochByShares(sampler, 0, [&](int step) { return plans[step % plans.size()]; }, 5, used);
+  ExpectEachIndexOnce(used, 157);
+}
+
+TEST(PlanStepTest, EqualSharesAreMicroRoundsOfSlices) {
+  // The layout grad_accumulation always had: A micro-rounds, each split
+  // among the ranks as Slice splits a step of world * batch samples.
+  EpochSampler sampler(500, 3);
+  for (int world : {1, 2, 3}) {
+    for (int64_t batch : {3, 4}) {
+      for (int64_t accumulation : {1, 2, 3}) {
+        const std::vector<int64_t> shares(world, batch * accumulation);
+        for (int64_t position = 0; position + world * batch * accumulation <= 500;
+             position += world * batch * accumulation) {
+          for (int rank = 0; rank < world; ++rank) {
+            const StepPlan plan = sampler.PlanStep(0, position, shares, rank, batch);
+            ASSERT_EQ(plan.micro_batches.size(), static_cast<size_t>(accumulation));
+            for (int64_t k = 0; k < accumulation; ++k) {
+              EXPECT_EQ(plan.micro_batches[k], sampler.Slice(0, position + k * world * batch, world, rank, batch).indices);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanStepTest, ShortLastStepSplitsByShares) {
+  EpochSampler sampler(20, 8);
+  // 4 left of a 16-sample step with shares 12 and 4: ceil(4*12/16) = 3 and 1.
+  EXPECT_EQ(sampler.PlanStep(0, 16, {12, 4}, 0, 2).micro_batches.size(), 2u);
+  const StepPlan fast = sampler.PlanStep(0, 16, {12, 4}, 0, 2);
+  const StepPlan slow = sampler.PlanStep(0, 16, {12, 4}, 1, 2);
+  EXPECT_EQ(fast.global_count, 4);
+  EXPECT_EQ(fast.micro_batches[0].size() + fast.micro_batches[1].size(), 3u);
+  EXPECT_EQ(slow.micro_batches[0].size(), 1u);
+  EXPECT_TRUE(slow.micro_batches[1].empty());
+}
+
+TEST(PlanStepTest, BadArgumentsGiveAnEmptyPlan) {
+  EpochSampler sampler(10, 0);
+  EXPECT_TRUE(sampler.PlanStep(0, 0, {4, 4}, 2, 4).micro_batches.empty());
+  EXPECT_TRUE(sampler.PlanStep(0, 0, {4, -1}, 0, 4).micro_batches.empty());
+  EXPECT_TRUE(sampler.PlanStep(0, 0, {0, 0}, 0, 4).micro_batches.empty());
+  EXPECT_TRUE(sampler.PlanStep(0, 0, {4, 4}, 0, 0).micro_batches.empty());
+  EXPECT_TRUE(sampler.PlanStep(0, -1, {4, 4}, 0, 4).micro_batches.empty());
+  EXPECT_EQ(sampler.PlanStep(0, 10, {4, 4}, 0, 4).global_count, 0);
+}
+
 }  // namespace
 }  // namespace herd

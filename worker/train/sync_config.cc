@@ -39,6 +39,11 @@ absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& sync) {
   }
   if (sync.every() > 0) config.every = sync.every();
   config.warmup_steps = sync.warmup_steps();
+  if (sync.shares() == "throughput") {
+    config.throughput_shares = true;
+  } else if (!sync.shares().empty() && sync.shares() != "equal") {
+    return Unknown("sync.shares", sync.shares());
+  }
   const std::string& outer = sync.outer().kind();
   if (outer == "nesterov") {
     config.outer = OuterStepConfig{OuterKind::kNesterov, sync.outer().lr(), sync.outer().momentum()};

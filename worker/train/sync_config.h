@@ -37,6 +37,9 @@ struct SyncConfig {
   // Mode allreduce: each rank keeps and steps only its shard of the
   // optimizer state (ZeRO-1, sharded_optimizer.h).
   bool shard_optimizer = false;
+  // sync.shares throughput: ranks' shares of a step differ, so averaging
+  // rounds weight each rank's parameters by the samples it trained.
+  bool throughput_shares = false;
   // Whether rounds sync only part of the parameters or finish a step late:
   // replicas then agree only at full syncs (sync_strategy.h).
   bool streaming() const { return fragments > 1 || overlap; }

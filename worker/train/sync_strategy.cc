@@ -118,7 +118,9 @@ class AveragingStrategy : public SyncStrategy {
  public:
   AveragingStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config,
                     std::unique_ptr<ParameterAveraging> averaging)
-      : SyncStrategy(std::move(params), data, config), config_(config), averaging_(std::move(averaging)) {}
+      : SyncStrategy(std::move(params), data, config), config_(config), averaging_(std::move(averaging)) {
+    ResetSamples();
+  }
 
   bool LocalStep(int64_t steps_done) const override { return steps_done >= config_.warmup_steps; }
 
@@ -128,8 +130,13 @@ class AveragingStrategy : public SyncStrategy {
       // Replicas are identical after an all-reduce step: averaging (after
       // warmup) starts from here.
       averaging_->ResetAnchor();
+      ResetSamples();
       in_sync_ = true;
       return absl::OkStatus();
+    }
+    for (FragmentSamples& samples : samples_) {
+      samples.rank += at.rank_samples;
+      samples.step += at.step_samples;
     }
     ++traffic->local_steps;
     ++local_steps_since_full_sync_;
@@ -139,7 +146,9 @@ class AveragingStrategy : public SyncStrategy {
       if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
     }
     if (FullSyncDue(at)) {
-      if (auto s = CountRound(averaging_->Round(), at, traffic); !s.ok()) return s;
+      std::vector<double> weights;
+      for (int f = 0; f < averaging_->fragments(); ++f) weights.push_back(TakeWeight(f));
+      if (auto s = CountRound(averaging_->Round(weights), at, traffic); !s.ok()) return s;
       local_steps_since_full_sync_ = 0;
       in_sync_ = true;
       return absl::OkStatus();
@@ -147,7 +156,9 @@ class AveragingStrategy : public SyncStrategy {
     const int64_t phase = local_steps_since_full_sync_ % config_.every;
     for (int f = 0; f < averaging_->fragments(); ++f) {
       if (phase != FragmentPhase(f)) continue;
-      if (auto s = averaging_->Launch(f, /*keep_local_steps=*/config_.overlap); !s.ok()) return Named(s, at);
+      if (auto s = averaging_->Launch(f, /*keep_local_steps=*/config_.overlap, TakeWeight(f)); !s.ok()) {
+        return Named(s, at);
+      }
       if (!config_.overlap) {
         if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
       }
@@ -169,6 +180,7 @@ class AveragingStrategy : public SyncStrategy {
 
   void StartFromCurrentParameters() override {
     averaging_->ResetAnchor();
+    ResetSamples();
     local_steps_since_full_sync_ = 0;
     in_sync_ = true;
   }
@@ -220,6 +232,20 @@ class AveragingStrategy : public SyncStrategy {
     return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", at.step, ": ", s.message()));
   }
 
+  // With throughput shares, ranks train different numbers of samples
+  // between a fragment's rounds: its mean weights each rank by its share of
+  // them. Equal shares keep the plain mean (weight 1, bitwise as before).
+  double TakeWeight(int f) {
+    FragmentSamples& samples = samples_.at(static_cast<size_t>(f));
+    double weight = 1;
+    if (config_.throughput_shares && samples.step > 0) {
+      weight = static_cast<double>(data_->size()) * static_cast<double>(samples.rank) / static_cast<double>(samples.step);
+    }
+    samples = FragmentSamples{};
+    return weight;
+  }
+  void ResetSamples() { samples_.assign(static_cast<size_t>(averaging_->fragments()), FragmentSamples{}); }
+
   // Counts a finished round into `traffic`.
   absl::Status CountRound(const absl::Status& status, const StepBoundary& at, SyncTraffic* traffic) {
     if (!status.ok()) return Named(status, at);
@@ -238,6 +264,12 @@ class AveragingStrategy : public SyncStrategy {
   std::unique_ptr<ParameterAveraging> averaging_;
   int64_t local_steps_since_full_sync_ = 0;
   bool in_sync_ = true;
+  // Samples trained since each fragment's last round: this rank's, all ranks'.
+  struct FragmentSamples {
+    int64_t rank = 0;
+    int64_t step = 0;
+  };
+  std::vector<FragmentSamples> samples_;
 };
 
 }  // namespace

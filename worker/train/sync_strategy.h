@@ -55,6 +55,8 @@ struct StepBoundary {
   bool done = false;            // the job's last step
   int64_t steps_since_commit = 0;
   int64_t log_interval = 1;     // log_interval_steps
+  int64_t rank_samples = 0;     // this rank's samples in this step
+  int64_t step_samples = 0;     // the whole step's, over all ranks
 };
 
 // What synchronization cost one step (both modes): for the step metrics.

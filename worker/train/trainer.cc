@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
+#include "common/job_spec.h"
 #include "worker/train/autocast.h"
+#include "worker/train/batch_shares.h"
 #include "worker/train/evaluator.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
@@ -84,8 +86,12 @@ absl::Status Trainer::Setup() {
   if (auto s = Commit(); !s.ok()) return s;
   if (ctx_.ledger != nullptr) ctx_.ledger->GenerationStart(join_.generation(), pos_.step, pos_.epoch, pos_.samples_in_epoch);
 
-  const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
+  const int64_t per_step = SamplesPerStep(spec_, join_.world_size());
   const int64_t steps_per_epoch = CeilDiv(ctx_.train->size(), per_step);
+  // Every generation starts from equal shares: its members' rates are not
+  // known yet, and a fixed start keeps sync.shares equal reproducible.
+  shares_ = EqualShares(per_step, static_cast<int>(join_.world_size()));
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
   total_steps_ = TotalSteps();
   // optimizer.scale_lr follows this generation's world size.
   lr_plan_ = PlanLearningRate(spec_.optimizer(), join_.world_size());
@@ -182,7 +188,7 @@ absl::Status Trainer::Commit() {
 
 // Steps left from the current position at this generation's world size.
 int64_t Trainer::TotalSteps() const {
-  const int64_t per_step = join_.world_size() * spec_.batch_size() * spec_.grad_accumulation();
+  const int64_t per_step = SamplesPerStep(spec_, join_.world_size());
   int64_t total = 0;
   if (spec_.epochs() > 0 && pos_.epoch < spec_.epochs()) {
     total = pos_.step + CeilDiv(ctx_.train->size() - pos_.samples_in_epoch, per_step) +
@@ -206,20 +212,12 @@ void Trainer::ZeroGrads() {
   for (auto& p : ctx_.params) p.mutable_grad() = torch::Tensor();
 }
 
-std::vector<StepSlice> Trainer::NextMicroBatches() const {
-  const int world = static_cast<int>(join_.world_size());
-  const int rank = static_cast<int>(join_.rank());
-  const int64_t b = spec_.batch_size();
-  const int64_t step_budget =
-      std::min<int64_t>(world * b * spec_.grad_accumulation(), ctx_.train->size() - pos_.samples_in_epoch);
-  // A step's micro-batches each take the next world*b samples of the epoch.
-  std::vector<StepSlice> micros;
-  int64_t global = 0;
-  while (global < step_budget && static_cast<int64_t>(micros.size()) < spec_.grad_accumulation()) {
-    micros.push_back(ctx_.sampler->Slice(pos_.epoch, pos_.samples_in_epoch + global, world, rank, b));
-    global += micros.back().global_count;
-  }
-  return micros;
+StepPlan Trainer::NextMicroBatches() const {
+  // Micro-batches of at most batch_size: grad_accumulation of them with
+  // equal shares, as many as its share needs with throughput shares or
+  // global_batch_size.
+  return ctx_.sampler->PlanStep(pos_.epoch, pos_.samples_in_epoch, shares_, static_cast<int>(join_.rank()),
+                                spec_.batch_size());
 }
 
 void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
@@ -255,19 +253,17 @@ void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share,
 }
 
 absl::Status Trainer::TrainStep() {
-  const std::vector<StepSlice> micros = NextMicroBatches();
-  int64_t global = 0;
+  const StepPlan plan = NextMicroBatches();
+  const std::vector<std::vector<int64_t>>& micros = plan.micro_batches;
+  const int64_t global = plan.global_count;
   int64_t mine = 0;
-  for (const auto& micro : micros) {
-    global += micro.global_count;
-    mine += static_cast<int64_t>(micro.indices.size());
-  }
+  for (const auto& micro : micros) mine += static_cast<int64_t>(micro.size());
   // Mode average after warmup: no gradient sync, each rank steps on the
   // mean loss of its own samples, and rounds average the parameters.
   const bool local = sync_->LocalStep(pos_.step);
   if (ctx_.ledger != nullptr) {
     std::vector<int64_t> ids;
-    for (const auto& micro : micros) ids.insert(ids.end(), micro.indices.begin(), micro.indices.end());
+    for (const auto& micro : micros) ids.insert(ids.end(), micro.begin(), micro.end());
     ctx_.ledger->Step(join_.generation(), pos_.step, pos_.epoch, ids);
   }
   StepTimer timer;  // for metrics: a few clock reads per micro-batch
@@ -279,7 +275,7 @@ absl::Status Trainer::TrainStep() {
   ZeroGrads();
   for (size_t m = 0; m < micros.size(); ++m) {
     if (m + 1 == micros.size() && !local) sync_->ArmBackward();
-    const auto& indices = micros[m].indices;
+    const auto& indices = micros[m];
     // A short last step leaves some ranks idle, unless the forward is a
     // collective: then they run it on no rows.
     if (indices.empty() && !collective_forward_) continue;
@@ -304,7 +300,7 @@ absl::Status Trainer::TrainStep() {
   ctx_.global_samples += global;
   pos_.samples_in_epoch += global;
   ++pos_.step;
-  if (auto s = sync_->AfterStep(local, Boundary(), &ctx_.traffic); !s.ok()) return s;
+  if (auto s = sync_->AfterStep(local, Boundary(mine, global), &ctx_.traffic); !s.ok()) return s;
   const double wall_seconds = timer.Total();
   ctx_.traffic.train_seconds += wall_seconds;
   // Straggler detection (straggler.h): this step's wall time (averaging
@@ -386,8 +382,10 @@ absl::Status Trainer::CloseProgressWindow(bool final) {
   return absl::OkStatus();
 }
 
-StepBoundary Trainer::Boundary() const {
+StepBoundary Trainer::Boundary(int64_t rank_samples, int64_t step_samples) const {
   StepBoundary at;
+  at.rank_samples = rank_samples;
+  at.step_samples = step_samples;
   at.step = pos_.step;
   at.epoch_end = pos_.samples_in_epoch >= ctx_.train->size();
   const int64_t eval_interval = spec_.eval().interval_steps();
@@ -442,7 +440,7 @@ absl::Status Trainer::CheckCoordinatorVerdict() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<StragglerSummary>> Trainer::GatherCommitShares() {
+absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
   // Trivially copyable, no padding: every rank runs the same herd-trainer.
   struct CommitShare {
     uint64_t hash;
@@ -462,7 +460,19 @@ absl::StatusOr<std::optional<StragglerSummary>> Trainer::GatherCommitShares() {
     times.push_back({share.compute_seconds, share.wait_seconds, share.steps});
   }
   if (auto s = CheckReplicaHashes(hashes, pos_.step); !s.ok()) return s;
-  return FindStraggler(times);
+  return times;
+}
+
+void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
+  if (spec_.sync().shares() != "throughput") return;
+  std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times);
+  if (!planned.has_value()) return;
+  if (join_.rank() == 0) {
+    LOG(INFO) << "step " << pos_.step << ": batch shares re-planned from the ranks' rates: ["
+              << absl::StrJoin(shares_, ", ") << "] -> [" << absl::StrJoin(*planned, ", ") << "] samples per step";
+  }
+  shares_ = std::move(*planned);
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
 }
 
 absl::Status Trainer::CommitPoint(bool final) {
@@ -470,12 +480,13 @@ absl::Status Trainer::CommitPoint(bool final) {
   // Replicas must agree at every commit point; a mismatch fails loudly. One
   // rank has nobody to disagree with, and hashing costs a pass over the state.
   // The same all-gather carries each rank's step times of the log interval
-  // for straggler detection: no extra collective.
+  // for straggler detection and throughput shares: no extra collective.
   std::optional<StragglerSummary> straggler;
   if (comm_->size() > 1) {
-    auto gathered = GatherCommitShares();
+    auto gathered = GatherAtCommit();
     if (!gathered.ok()) return gathered.status();
-    straggler = *gathered;
+    straggler = FindStraggler(*gathered);
+    ReplanShares(*gathered);
   }
   last_commit_step_ = pos_.step;
   // Held in memory: what the next generation heals from if this one fails.

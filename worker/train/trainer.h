@@ -50,8 +50,9 @@ class Trainer {
  private:
   absl::Status Setup();
   absl::Status TrainStep();
-  // The next step's micro-batches from the current position.
-  std::vector<StepSlice> NextMicroBatches() const;
+  // This rank's micro-batches of the next step from the current position,
+  // by the generation's shares.
+  StepPlan NextMicroBatches() const;
   // One micro-batch's forward and backward, its loss scaled by `share`.
   // Its loss goes into `losses` (the progress window, or the step's own
   // under on_nonfinite: skip_step).
@@ -65,9 +66,12 @@ class Trainer {
   void ObserveStep(StepStats stats) const;
   absl::Status CommitPoint(bool final);
   // At a commit point with 2+ ranks: one all-gather of every rank's replica
-  // hash (checked: a mismatch fails) and step times of the log interval; the
-  // slowest rank of the interval, if any (straggler.h).
-  absl::StatusOr<std::optional<StragglerSummary>> GatherCommitShares();
+  // hash (checked: a mismatch fails) and step times of the log interval
+  // (for straggler detection and throughput shares), indexed by rank.
+  absl::StatusOr<std::vector<RankStepTimes>> GatherAtCommit();
+  // sync.shares throughput: new shares from the interval's step times, the
+  // same on every rank (batch_shares.h).
+  void ReplanShares(const std::vector<RankStepTimes>& times);
   // At a commit point: the report's loss and throughput from the progress
   // window (its one host read), and a new window.
   // INVALID_ARGUMENT (the job fails) when on_nonfinite: fail saw a
@@ -104,7 +108,9 @@ class Trainer {
   bool Done() const;
   void ZeroGrads();
   // Where the step just taken left training (for rounds and commits).
-  StepBoundary Boundary() const;
+  // `rank_samples` and `step_samples`: the step's samples, this rank's and
+  // all ranks'.
+  StepBoundary Boundary(int64_t rank_samples = 0, int64_t step_samples = 0) const;
   // Makes the model's buffers identical on all ranks (rank 0's), where
   // each rank updates them from its own batch (norm: batch).
   absl::Status AgreeOnBuffers();
@@ -126,6 +132,8 @@ class Trainer {
   std::unique_ptr<CommunicatorReplicaSum> replica_sum_;
   bool collective_forward_ = false;
 
+  // Samples of each rank per step this generation (batch_shares.h).
+  std::vector<int64_t> shares_;
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;
   int64_t last_commit_step_ = 0;

@@ -117,13 +117,19 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                               .Name("herd_train_straggler_holdback_ratio")
                               .Help("Rank 0: the other ranks' mean wait per step for the slowest rank over the last "
                                     "log interval, as a fraction of the mean step time (0..1). Absent with one rank.")
-                              .Register(registry)) {}
+                              .Register(registry)),
+      batch_share_(Gauge(registry, "herd_train_batch_share_samples",
+                         "This rank's samples per step: its share of the global batch (sync.shares equal, or "
+                         "throughput: re-planned from the ranks' measured rates).",
+                         labels_)) {}
 
 void TrainerMetrics::SetStraggler(int64_t rank, double holdback_fraction) {
   // Once per log interval: Add() finds the existing series.
   straggler_rank_.Add(labels_).Set(static_cast<double>(rank));
   straggler_holdback_.Add(labels_).Set(holdback_fraction);
 }
+
+void TrainerMetrics::SetBatchShare(int64_t samples) { batch_share_.Set(static_cast<double>(samples)); }
 
 void TrainerMetrics::SetDeviceMemoryPeak(int64_t bytes) {
   // Once a second, off the step loop: Add() finds the existing series.

@@ -91,6 +91,9 @@ class TrainerMetrics {
   // log interval and the share of a step the others wait for it
   // (straggler.h). Absent until the first.
   void SetStraggler(int64_t rank, double holdback_fraction);
+  // This rank's samples per step (sync.shares, batch_shares.h): set when a
+  // generation starts and when throughput shares are re-planned.
+  void SetBatchShare(int64_t samples);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -125,6 +128,7 @@ class TrainerMetrics {
   prometheus::Family<prometheus::Gauge>& device_memory_peak_bytes_;
   prometheus::Family<prometheus::Gauge>& straggler_rank_;
   prometheus::Family<prometheus::Gauge>& straggler_holdback_;
+  prometheus::Gauge& batch_share_;
   int64_t rounds_seen_ = 0;
 };
 

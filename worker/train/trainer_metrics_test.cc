@@ -95,6 +95,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_sync_bytes_per_sample",
       "herd_train_averaging_round_interval_seconds",
       "herd_train_optimizer_state_bytes",
+      "herd_train_batch_share_samples",
   };
   std::set<std::string> names;
   for (const auto& [name, family] : families) names.insert(name);

@@ -1,0 +1,144 @@
+// global_batch_size (issue 31) through real trainer processes: the step's
+// size, and so the optimizer's view, does not depend on the world size. The
+// same job at 1, 2 and 3 workers ends with the same parameters (to float
+// rounding: the sum over ranks is split differently), and a run that loses
+// a worker and gets one back ends where an uninterrupted run ends, with every
+// sample trained exactly once per epoch.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "tests/harness/final_model.h"
+#include "tests/harness/job_watch.h"
+#include "tests/harness/local_cluster.h"
+#include "worker/train/sample_ledger.h"
+
+namespace herd::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+
+// The largest absolute difference between two models' tensors.
+double MaxDifference(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (const auto& [name, value] : a) {
+    if (!b.count(name)) {
+      ADD_FAILURE() << "missing " << name;
+      continue;
+    }
+    worst = std::max(worst, (value - b.at(name)).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// The worker folder holding the job's final model (the one-worker job's).
+std::string FinalModelDir(LocalCluster& cluster, int workers, const std::string& id) {
+  for (int i = 0; i < workers; ++i) {
+    if (std::filesystem::exists(cluster.job_dir(i, id) + "/model-final.pt")) return cluster.job_dir(i, id);
+  }
+  return "";
+}
+
+std::string GlobalBatchJob(int workers) {
+  return "model: mlp\n"
+         "dataset: {kind: idx, path: " + std::string(kFashionMnist) + "}\n"
+         "batch_size: 16\n"
+         "global_batch_size: 48\n"
+         "max_steps: 25\n"
+         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "eval: {max_samples: 200}\n"
+         "seed: 42\n"
+         "min_workers: " + std::to_string(workers) + "\nmax_workers: " + std::to_string(workers) + "\n";
+}
+
+TEST(GlobalBatch, OneTwoAndThreeWorkersTrainTheSameSteps) {
+  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ClusterOptions options;
+  options.workers = 3;
+  LocalCluster cluster(options);
+  std::map<int, std::map<std::string, torch::Tensor>> models;
+  // 3 x 16; 2 x 24 (micro-batches of 16 and 8); 1 x 48 (three of 16).
+  for (int workers : {3, 2, 1}) {
+    const std::string id = cluster.Submit(GlobalBatchJob(workers));
+    const auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED"}, seconds(300));
+    ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+    EXPECT_EQ(Field(job, "step"), 25);
+    EXPECT_EQ(Field(job, "world_size"), workers);
+    const std::string dir = FinalModelDir(cluster, 3, id);
+    ASSERT_FALSE(dir.empty()) << cluster.Logs();
+    models[workers] = LoadFinalModel(dir);
+    ASSERT_FALSE(models[workers].empty());
+  }
+  // 25 momentum-SGD steps of float32: the orders of the sums differ, nothing else.
+  EXPECT_LE(MaxDifference(models[3], models[1]), 1e-5);
+  EXPECT_LE(MaxDifference(models[2], models[1]), 1e-5);
+}
+
+constexpr int64_t kSamples = 4800;  // 100 steps of 48 per epoch
+
+std::string ElasticJob(int min_workers) {
+  return "model: mlp\n"
+         "dataset: {kind: synthetic, synthetic_samples: 4800, synthetic_features: 64}\n"
+         "batch_size: 16\n"
+         "global_batch_size: 48\n"
+         "epochs: 2\n"
+         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "log_interval_steps: 5\n"
+         "collective_timeout_seconds: 5\n"
+         "seed: 11\n"
+         "min_workers: " + std::to_string(min_workers) + "\nmax_workers: 3\n";
+}
+
+TEST(GlobalBatch, LosingAWorkerAndGettingOneBackEndsWhereAnUninterruptedRunEnds) {
+  const std::string ledger_dir = NewLedgerDir();
+  ClusterOptions options;
+  options.workers = 3;
+  options.lease_seconds = 3;
+  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
+  LocalCluster cluster(options);
+
+  // Uninterrupted: 3 workers throughout.
+  const std::string steady = cluster.Submit(ElasticJob(3));
+  auto job = cluster.WaitForState(steady, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(Field(job, "step"), 200);
+
+  // Elastic: 3 workers, then 2 after a kill, then 3 again with a replacement.
+  const std::string elastic = cluster.Submit(ElasticJob(2));
+  job = WaitForJob(
+      cluster, elastic, [](const auto& j) { return j.value("state", "") != "RUNNING" || Field(j, "step") >= 30; },
+      seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
+  ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2);
+  SignalWorker(cluster, 2, SIGKILL);
+  const int64_t step_at_kill = Field(cluster.HerdJson({"status", elastic}), "step");
+  job = WaitForProgressOn(cluster, elastic, 2, step_at_kill, seconds(60)).first;
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before it trained on 2 workers: " << job.dump(2);
+  ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
+  cluster.StartWorker(3);
+  const int64_t step_on_two = Field(job, "step");
+  job = WaitForProgressOn(cluster, elastic, 3, step_on_two, seconds(60)).first;
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before the replacement trained: " << job.dump(2);
+  ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
+  job = cluster.WaitForState(elastic, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(Field(job, "step"), 200) << "the number of steps depends on the world size";
+
+  ExpectEachSampleOnce(ledger_dir, 2, kSamples, elastic);
+  // Float rounding only: the world size changed how the sums were split.
+  const double difference =
+      MaxDifference(LoadFinalModel(cluster.job_dir(0, steady)), LoadFinalModel(cluster.job_dir(0, elastic)));
+  std::cerr << "largest parameter difference, elastic vs uninterrupted: " << difference << "\n";
+  EXPECT_LE(difference, 1e-4);
+}
+
+}  // namespace
+}  // namespace herd::testing
