@@ -27,11 +27,9 @@ struct Generation {
   bool formed = true;
   std::string reason;     // why it started: start, member_lost, failure_reported, join, coordinator_restart
   double started_at = 0;  // when it formed
-  // Where its trainers start (see JoinGenerationResponse).
+  // The job's committed step when it formed: JoinGenerationResponse's guard
+  // (the ranks decide where to start from what they hold).
   int64_t start_step = 0;
-  int64_t epoch = 0;
-  int64_t samples_in_epoch = 0;
-  int64_t heal_from_rank = -1;
   bool committed = false;  // rank 0 reported progress in it
 
   // -1 when `worker_id` is not a member.

@@ -64,11 +64,9 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     // its trainer and the commit it holds.
     if (HeldForJob(state, state.workers.at(id)) != info.id()) job.without_commit.insert(id);
   }
-  if (survivors_hold) {
-    // Survivors hold the committed state in memory; rank 0 is one of them.
-    generation.heal_from_rank = 0;
-  } else {
-    generation.heal_from_rank = -1;
+  // Survivors hold the committed state in memory and the ranks heal from
+  // it (worker/train/healing.h): the committed step stands.
+  if (!survivors_hold) {
     // Every member was lost at once (e.g. the coordinator was cut off from
     // all of them, or every daemon restarted), but a joiner held for the job
     // still runs its trainer, which kept its commit in memory: the ranks heal
@@ -91,8 +89,6 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
   generation.started_at = now;
   generation.committed = false;
   generation.start_step = info.step();
-  generation.epoch = info.epoch();
-  generation.samples_in_epoch = info.samples_in_epoch();
   for (const std::string& member : generation.members) {
     SetWorker(state.workers.at(member), v1::BUSY, info.id(), changes);
   }
@@ -163,7 +159,6 @@ void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string
   generation.formed = false;
   generation.reason = reason;
   generation.started_at = 0;
-  generation.heal_from_rank = -1;
   generation.committed = false;
   job.recovering = false;
   job.waiting_since = now;

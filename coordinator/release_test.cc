@@ -131,7 +131,6 @@ TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAt
   EXPECT_TRUE(next.formed);
   EXPECT_EQ(next.reason, kReasonReleased);
   EXPECT_THAT(next.members, ElementsAre("w1", "w3"));
-  EXPECT_EQ(next.heal_from_rank, 0);  // the survivors hold the boundary commit
   EXPECT_EQ(next.start_step, 12);
   EXPECT_EQ(Job().info.step(), 12);
   EXPECT_EQ(Job().restarts_used, 0);
@@ -155,7 +154,6 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersTakesAnIdleWorkerInstead) {
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_TRUE(Job().generation.formed);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
-  EXPECT_EQ(Job().generation.heal_from_rank, 0);
   EXPECT_EQ(Job().restarts_used, 0);
 }
 
@@ -185,7 +183,6 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersWithNoIdleWorkerTakesTheWholeJobBackTo
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));  // w1 stays cordoned
   EXPECT_EQ(Job().generation.start_step, 7);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
 TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesTheOldGeneration) {
@@ -300,7 +297,6 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
   EXPECT_EQ(next.number, 2);
   EXPECT_TRUE(next.formed);
   EXPECT_THAT(next.members, ElementsAre("w1", "w2", "w3"));
-  EXPECT_EQ(next.heal_from_rank, 0);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_TRUE(ReformJobsFor(state_, "w1").empty());
   // The other rank's join of the same boundary changes nothing more.
@@ -336,7 +332,6 @@ TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndRes
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_EQ(Job().generation.number, 2);
   EXPECT_EQ(Job().generation.start_step, 13);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
 TEST_F(ReleaseTest, DrainingEveryMemberResumesFromTheBoundaryCheckpointOnOtherWorkers) {
@@ -351,7 +346,6 @@ TEST_F(ReleaseTest, DrainingEveryMemberResumesFromTheBoundaryCheckpointOnOtherWo
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
   EXPECT_EQ(Job().generation.start_step, 12);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);
   EXPECT_EQ(Job().restarts_used, 0);
 }
 

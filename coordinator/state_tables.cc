@@ -161,15 +161,6 @@ std::vector<JobColumn> JobColumns() {
           "gen_start_step", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.start_step; },
           [](JobRecord& j, int64_t v) { j.generation.start_step = v; }),
       JobColumn::Integer(
-          "gen_epoch", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.epoch; },
-          [](JobRecord& j, int64_t v) { j.generation.epoch = v; }),
-      JobColumn::Integer(
-          "gen_samples_in_epoch", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.samples_in_epoch; },
-          [](JobRecord& j, int64_t v) { j.generation.samples_in_epoch = v; }),
-      JobColumn::Integer(
-          "gen_heal_from_rank", "NOT NULL DEFAULT -1", [](const JobRecord& j) { return j.generation.heal_from_rank; },
-          [](JobRecord& j, int64_t v) { j.generation.heal_from_rank = v; }),
-      JobColumn::Integer(
           "gen_committed", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.committed; },
           [](JobRecord& j, int64_t v) { j.generation.committed = v != 0; }),
       JobColumn::Integer(
@@ -263,8 +254,14 @@ std::vector<CheckpointColumn> CheckpointColumns() {
 
 }  // namespace
 
+// Written until the generation's epoch, position in the epoch and heal
+// source left the wire (JoinGenerationResponse reserves them): nothing read
+// them. Dropped rather than left unread, so the table says what the code
+// means (SQLite has DROP COLUMN since 3.35; Debian 12 ships 3.40). An older
+// coordinator opening the database adds them back with their defaults.
 const sql::Table<JobRecord>& JobsTable() {
-  static const auto* table = new sql::Table<JobRecord>("jobs", JobColumns());
+  static const auto* table = new sql::Table<JobRecord>(
+      "jobs", JobColumns(), /*retired=*/{"gen_epoch", "gen_samples_in_epoch", "gen_heal_from_rank"});
   return *table;
 }
 
