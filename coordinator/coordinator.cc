@@ -216,7 +216,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
     // A suspended job's scopes go when it starts its next generation.
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
-  for (const std::string& kind : changes.preemptions) metrics_->CountPreemption(kind);
+  for (Preemption kind : changes.preemptions) metrics_->CountPreemption(std::string(PreemptionName(kind)));
   for (const StartedGeneration& started : changes.generations_started) {
     metrics_->CountGenerationStarted(started.reason);
     const JobRecord& job = state_.jobs.at(started.job_id);
@@ -224,9 +224,9 @@ void Coordinator::Publish(const ChangeSet& changes) {
               << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
   }
   for (const ReleaseRequested& release : changes.releases_requested) {
-    metrics_->CountReleaseRequested(release.reason);
+    metrics_->CountReleaseRequested(std::string(ReleaseReasonName(release.reason)));
     LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
-              << "boundary (" << release.reason << ")";
+              << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -210,7 +209,7 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
 // nobody holds the commit in memory any more, the checkpoint does.
 void EndedByAllLeaving(ClusterState& state, JobRecord& job, double now, ChangeSet* changes) {
   const bool suspend = std::any_of(job.release_requested.begin(), job.release_requested.end(),
-                                   [](const auto& request) { return request.second == kReleaseSuspend; });
+                                   [](const auto& request) { return request.second == ReleaseReason::kSuspend; });
   job.release_requested.clear();
   // Nobody holds the boundary in memory, only its checkpoint: the job waits
   // to be scheduled again like a new one (no timeout, no restart charged),
@@ -220,10 +219,8 @@ void EndedByAllLeaving(ClusterState& state, JobRecord& job, double now, ChangeSe
   const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, job.info.id());
   const std::string from = checkpoint != nullptr ? checkpoint->path() : "its checkpoint";
   job.info.set_state(v1::PENDING);
-  job.info.set_reason(suspend ? absl::StrCat("suspended at step ", job.info.step(),
-                                             " for a higher-priority job; resumes from ", from, " when workers are free")
-                              : absl::StrCat("every member was released at step ", job.info.step(),
-                                             " (drained); resumes from ", from, " when workers are free"));
+  job.pending_reason = suspend ? PendingReason::kSuspended : PendingReason::kAllReleased;
+  job.info.set_reason(suspend ? SuspendedText(job.info.step(), from) : AllReleasedText(job.info.step(), from));
   MirrorGeneration(job);
   job.waiting_since = 0;
   job.recovering = false;
@@ -259,11 +256,18 @@ ChangeSet Schedule(ClusterState& state, double now) {
   for (auto& [job_id, job] : state.jobs) {
     if (job.info.state() != v1::PENDING) continue;
     auto waiting = plan.waiting.find(job_id);
-    // Back to the plain reason once preempting can no longer start it.
-    const std::string reason = waiting != plan.waiting.end() ? waiting->second
-                               : absl::StartsWith(job.info.reason(), kWaitingForReleased) ? kWaitingForWorkers
-                                                                                           : job.info.reason();
-    if (job.info.reason() == reason) continue;
+    PendingReason pending = job.pending_reason;
+    std::string reason = job.info.reason();
+    if (waiting != plan.waiting.end()) {
+      pending = PendingReason::kWaitingForReleasedWorkers;
+      reason = WaitingForReleasedWorkersText(waiting->second.have, waiting->second.need);
+    } else if (pending == PendingReason::kWaitingForReleasedWorkers) {
+      // Back to the plain reason once preempting can no longer start it.
+      pending = PendingReason::kWaitingForWorkers;
+      reason = WaitingForWorkersText();
+    }
+    if (job.pending_reason == pending && job.info.reason() == reason) continue;
+    job.pending_reason = pending;
     job.info.set_reason(reason);
     Touch(job, now, &changes);
   }

@@ -93,11 +93,11 @@ ChangeSet ReleasedAll(ClusterState& state, const std::string& first, int64_t gen
 
 TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   StartJob(3, 1, 3);
-  ChangeSet changes = RequestRelease(state_, "j", "w2", kReleaseDrain, clock_.Now());
+  ChangeSet changes = RequestRelease(state_, "j", "w2", ReleaseReason::kDrain, clock_.Now());
   EXPECT_THAT(changes.jobs, ElementsAre("j"));
   ASSERT_EQ(changes.releases_requested.size(), 1u);
-  EXPECT_EQ(changes.releases_requested[0].reason, "drain");
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_EQ(ReleaseReasonName(changes.releases_requested[0].reason), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   // Every member hears which rank leaves; a worker outside the job hears nothing.
   for (const char* member : {"w1", "w2", "w3"}) {
     const auto leavers = LeaversFor(state_, member);
@@ -109,20 +109,20 @@ TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   AddWorker("w8");
   EXPECT_THAT(LeaversFor(state_, "w8"), IsEmpty());
   // Asked again, or for someone else's job, or a job that does not exist: nothing.
-  EXPECT_TRUE(RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now()).empty());
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_TRUE(RequestRelease(state_, "j", "w2", ReleaseReason::kShrink, clock_.Now()).empty());
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   AddWorker("w9");
-  EXPECT_TRUE(RequestRelease(state_, "j", "w9", kReleaseDrain, clock_.Now()).empty());
-  EXPECT_TRUE(RequestRelease(state_, "nope", "w1", kReleaseDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "j", "w9", ReleaseReason::kDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "nope", "w1", ReleaseReason::kDrain, clock_.Now()).empty());
   ASSERT_TRUE(CancelJob(state_, "j", clock_.Now()).ok());
   EXPECT_THAT(Job().release_requested, IsEmpty());
-  EXPECT_TRUE(RequestRelease(state_, "j", "w1", kReleaseDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "j", "w1", ReleaseReason::kDrain, clock_.Now()).empty());
 }
 
 TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAtNoCost) {
   StartJob(3, 1, 3);
   Commit(10);
-  RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now());
+  RequestRelease(state_, "j", "w2", ReleaseReason::kShrink, clock_.Now());
   clock_.Advance(1);
   // Every rank committed step 12, rank 0's report of it has not arrived yet.
   ChangeSet changes = Released("w2", 1, 12);
@@ -165,7 +165,7 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersWithNoIdleWorkerTakesTheWholeJobBackTo
   StartJob(2, 2, 2);
   Commit(5);
   ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   const auto leavers = LeaversFor(state_, "w2");
   ASSERT_EQ(leavers.size(), 1u);
   EXPECT_THAT(leavers[0].ranks(), ElementsAre(0, 1));
@@ -232,7 +232,7 @@ TEST_F(ReleaseTest, DrainCordonsAsksEveryJobAndTheDrainedWorkerIsNotTakenBack) {
   ASSERT_TRUE(changes.ok());
   EXPECT_THAT(released, ElementsAre("j"));
   EXPECT_TRUE(Worker("w3").cordoned);
-  EXPECT_EQ(Job().release_requested.at("w3"), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w3")), "drain");
   Released("w3", 1, 30);
   EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
   EXPECT_EQ(Worker("w3").state, v1::IDLE);
@@ -310,8 +310,8 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
 TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndResumesThere) {
   StartJob(2, 2, 2);
   Commit(10);
-  RequestRelease(state_, "j", "w1", kReleaseSuspend, clock_.Now());
-  RequestRelease(state_, "j", "w2", kReleaseSuspend, clock_.Now());
+  RequestRelease(state_, "j", "w1", ReleaseReason::kSuspend, clock_.Now());
+  RequestRelease(state_, "j", "w2", ReleaseReason::kSuspend, clock_.Now());
   ReleasedAll(state_, "w2", 1, 13, clock_.Now());
   EXPECT_EQ(Job().info.state(), v1::PENDING);
   EXPECT_EQ(Job().info.step(), 13);

@@ -157,7 +157,9 @@ absl::Status AddMissingColumns(sqlite3* db, const std::string& table, const std:
     if (std::find(existing.begin(), existing.end(), column.name) != existing.end()) continue;
     const std::string sql = absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column.name, " ",
                                          TypeName(column.type), " ", column.constraints);
-    if (auto status = Exec(db, sql); !status.ok()) {
+    absl::Status status = Exec(db, sql);
+    if (status.ok() && !column.backfill.empty()) status = Exec(db, column.backfill);
+    if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("adding column ", table, ".", column.name, ": ", status.message()));
     }
   }

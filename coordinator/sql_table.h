@@ -38,6 +38,9 @@ struct ColumnSchema {
   // (AddMissingColumns) needs a default when NOT NULL: it describes the
   // rows written before the column existed.
   std::string constraints;
+  // SQL run once, right after the column is added to an existing table: it
+  // sets the column for rows the default does not describe ("": none).
+  std::string backfill;
 };
 
 // A prepared statement that binds by position (1-based, in call order) and
@@ -116,6 +119,11 @@ struct Column {
     };
     return column;
   }
+  Column WithBackfill(std::string sql) && {
+    schema.backfill = std::move(sql);
+    return std::move(*this);
+  }
+
   template <typename Get, typename Set>
   static Column Integer(std::string name, std::string constraints, Get get, Set set) {
     return Of<int64_t>(std::move(name), Type::kInteger, std::move(constraints), get, set);

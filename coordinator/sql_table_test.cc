@@ -165,6 +165,42 @@ TEST_F(SqlTableTest, MigrateAddsMissingColumnsAndDropsRetiredOnes) {
   EXPECT_EQ(ReadAll(table).size(), 3u);
 }
 
+// A backfill sets an added column for the rows its default does not
+// describe, once: rows written after it keep what they were written with.
+TEST_F(SqlTableTest, AnAddedColumnsBackfillRunsOnceWhenItIsAdded) {
+  ASSERT_TRUE(Exec(db_,
+                   "CREATE TABLE things (id TEXT PRIMARY KEY, count INTEGER NOT NULL);"
+                   "INSERT INTO things (id, count) VALUES ('a', 0), ('b', 5);")
+                  .ok());
+  const auto make = [] {
+    return Table<Thing>(
+        "things", {
+                      ThingColumn::Text(
+                          "id", "PRIMARY KEY", [](const Thing& t) { return t.id; },
+                          [](Thing& t, const std::string& v) { t.id = v; }),
+                      ThingColumn::Integer(
+                          "count", "NOT NULL", [](const Thing& t) { return t.count; },
+                          [](Thing& t, int64_t v) { t.count = v; }),
+                      ThingColumn::Integer(
+                          "flagged", "NOT NULL DEFAULT 0", [](const Thing& t) { return t.flagged; },
+                          [](Thing& t, int64_t v) { t.flagged = v != 0; })
+                          .WithBackfill("UPDATE things SET flagged = 1 WHERE count > 0"),
+                  });
+  };
+  const Table<Thing> table = make();
+  ASSERT_TRUE(table.Migrate(db_).ok());
+  std::vector<Thing> back = ReadAll(table);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_FALSE(back[0].flagged);
+  EXPECT_TRUE(back[1].flagged);
+
+  ASSERT_TRUE(table.Write(db_, {"c", 7, 0, "", false}).ok());
+  ASSERT_TRUE(make().Migrate(db_).ok());  // the column is there: no backfill
+  back = ReadAll(table);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_FALSE(back[2].flagged);
+}
+
 TEST_F(SqlTableTest, AColumnThatCannotBeAddedIsNamed) {
   ASSERT_TRUE(Exec(db_,
                    "CREATE TABLE things (id TEXT PRIMARY KEY, weight REAL NOT NULL, payload BLOB, flagged INT);"

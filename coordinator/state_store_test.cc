@@ -76,10 +76,12 @@ ClusterState SampleState(ChangeSet* changes) {
   running.restarts_used = 2;
   running.last_failure = "worker w3 (rank 2) lost: lease expired";
   // Being drained: asked to leave the job at its next step boundary.
-  running.release_requested["w1"] = "drain";
+  running.release_requested["w1"] = ReleaseReason::kDrain;
   state.workers.at("w1").cordoned = true;
   spec.set_name("later");
-  AddPendingJob(state, "job-pending", spec, 700, changes);
+  // Waiting for workers lower-priority jobs release to it: typed, so it
+  // must come back typed.
+  AddPendingJob(state, "job-pending", spec, 700, changes).pending_reason = PendingReason::kWaitingForReleasedWorkers;
   return state;
 }
 
@@ -122,8 +124,9 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
     EXPECT_EQ(back.last_failure, job.last_failure);
     EXPECT_DOUBLE_EQ(back.waiting_since, job.waiting_since);
     EXPECT_EQ(back.release_requested, job.release_requested);
+    EXPECT_EQ(back.pending_reason, job.pending_reason);
   }
-  EXPECT_EQ(loaded->jobs.at("job-running").release_requested.at("w1"), "drain");
+  EXPECT_EQ(ReleaseReasonName(loaded->jobs.at("job-running").release_requested.at("w1")), "drain");
   EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);
   EXPECT_THAT(loaded->jobs.at("job-running").generation.members, ElementsAre("w1", "w2"));
@@ -260,8 +263,13 @@ CREATE INDEX checkpoints_by_job ON checkpoints (job_id, commit_seq);
 INSERT INTO jobs VALUES ('job-a', 4, x'0a056d6e697374', 2, '', 42, 1, 2, 2688, 1500.25, 'NaN', '{"accuracy":0.875}',
   900, 3, 4, 'w1,w2', 'w2', 600, 650.5, 1, 'failure_reported', 650.5, 40, 1, 2560, 0, 1, 2,
   'worker w3 (rank 2) lost: lease expired', 0, 'alice', '{"w1":"drain"}', 'low disk', 0.0125);
-INSERT INTO jobs VALUES ('job-b', 5, x'', 1, 'waiting for workers', 0, 0, 0, 0, 0, 0, '{}',
+INSERT INTO jobs VALUES ('job-b', 5, x'6002', 1, 'waiting for workers', 0, 0, 0, 0, 0, 0, '{}',
   0, 0, 1, '', '', 700, 700, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
+INSERT INTO jobs VALUES ('job-c', 6, x'6002', 1, 'waiting for workers released by lower-priority jobs: have 1, need 2',
+  0, 0, 0, 0, 0, 0, '{}', 0, 0, 1, '', '', 710, 710, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
+INSERT INTO jobs VALUES ('job-d', 7, x'6002', 1,
+  'suspended at step 40 for a higher-priority job; resumes from job-d/step-40 when workers are free',
+  40, 0, 0, 0, 0, 0, '{}', 0, 0, 2, '', '', 720, 720, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
 INSERT INTO workers VALUES ('w1', 'w1:29500', 'cuda', 8, 2, 'job-a', 1), ('w2', 'w2:29500', 'cuda', 8, 2, 'job-a', 0);
 INSERT INTO checkpoints VALUES ('ckpt-20-bbbbbb', 'job-a', 2, 20, 1, 3, 'job-a/step-20', 1234, 'ab12', 900.5, 1280),
   ('ckpt-30-cccccc', 'job-a', 3, 30, 1, 3, 'job-a/step-30', 1234, 'cd34', 901.5, 1920);
@@ -301,7 +309,7 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
 
   auto loaded = (*store)->Load(2000);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_EQ(loaded->jobs.size(), 2u);
+  ASSERT_EQ(loaded->jobs.size(), 4u);
   const JobRecord& a = loaded->jobs.at("job-a");
   EXPECT_EQ(a.submit_seq, 4);
   EXPECT_EQ(a.info.name(), "mnist");
@@ -327,14 +335,31 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   EXPECT_EQ(a.restarts_used, 2);
   EXPECT_EQ(a.last_failure, "worker w3 (rank 2) lost: lease expired");
   EXPECT_EQ(a.info.owner(), "alice");
-  EXPECT_EQ(a.release_requested.at("w1"), "drain");
+  EXPECT_EQ(ReleaseReasonName(a.release_requested.at("w1")), "drain");
   EXPECT_EQ(a.info.warning(), "low disk");
   EXPECT_DOUBLE_EQ(a.info.learning_rate(), 0.0125);
   const JobRecord& b = loaded->jobs.at("job-b");
   EXPECT_EQ(b.info.state(), v1::PENDING);
   EXPECT_EQ(b.info.reason(), "waiting for workers");
   EXPECT_EQ(b.info.owner(), "bob");
-  EXPECT_EQ(loaded->next_submit_seq, 6);
+  // Why a PENDING job waits is typed from now on; the rows written before
+  // get it from their reason text, once.
+  EXPECT_EQ(b.pending_reason, PendingReason::kWaitingForWorkers);
+  EXPECT_EQ(loaded->jobs.at("job-c").pending_reason, PendingReason::kWaitingForReleasedWorkers);
+  EXPECT_EQ(loaded->jobs.at("job-c").info.reason(),
+            "waiting for workers released by lower-priority jobs: have 1, need 2");
+  EXPECT_EQ(loaded->jobs.at("job-d").pending_reason, PendingReason::kSuspended);
+  EXPECT_EQ(loaded->next_submit_seq, 8);
+  {
+    // No job releases workers to job-c any more: the scheduler gives it the
+    // plain reason back, and leaves the suspended job's alone.
+    ClusterState scheduled = *loaded;
+    Schedule(scheduled, 2000);
+    EXPECT_EQ(scheduled.jobs.at("job-c").info.reason(), "waiting for workers");
+    EXPECT_EQ(scheduled.jobs.at("job-c").pending_reason, PendingReason::kWaitingForWorkers);
+    EXPECT_EQ(scheduled.jobs.at("job-d").info.reason(), loaded->jobs.at("job-d").info.reason());
+    EXPECT_EQ(scheduled.jobs.at("job-b").info.state(), v1::PENDING);
+  }
 
   ASSERT_EQ(loaded->workers.size(), 2u);
   EXPECT_TRUE(loaded->workers.at("w1").cordoned);

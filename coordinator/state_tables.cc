@@ -52,20 +52,40 @@ void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, do
   }
 }
 
-std::string ReleasesToJson(const std::map<std::string, std::string>& releases) {
+// Worker id -> ReleaseReasonName.
+std::string ReleasesToJson(const std::map<std::string, ReleaseReason>& releases) {
   nlohmann::json json = nlohmann::json::object();
-  for (const auto& [worker, reason] : releases) json[worker] = reason;
+  for (const auto& [worker, reason] : releases) json[worker] = std::string(ReleaseReasonName(reason));
   return json.dump();
 }
 
-std::map<std::string, std::string> ReleasesFromJson(const std::string& text) {
-  std::map<std::string, std::string> releases;
+absl::Status ReleasesFromJson(const std::string& text, std::map<std::string, ReleaseReason>* releases) {
+  releases->clear();
   nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return releases;
-  for (const auto& [worker, reason] : json.items()) {
-    if (reason.is_string()) releases[worker] = reason.get<std::string>();
+  if (!json.is_object()) return absl::OkStatus();
+  for (const auto& [worker, name] : json.items()) {
+    if (!name.is_string()) continue;
+    std::optional<ReleaseReason> reason = ReleaseReasonFromName(name.get<std::string>());
+    if (!reason.has_value()) {
+      return absl::DataLossError(absl::StrCat("unknown release reason \"", name.get<std::string>(), "\" for worker ", worker));
+    }
+    (*releases)[worker] = *reason;
   }
-  return releases;
+  return absl::OkStatus();
+}
+
+// Rows written before pending_reason existed: a PENDING job's reason text
+// says why it waits. Read once, when the column is added; from then on the
+// text is only derived from the stored PendingReason.
+std::string PendingReasonBackfill() {
+  return absl::StrCat(
+      "UPDATE jobs SET pending_reason = CASE"
+      " WHEN reason LIKE 'waiting for workers released by lower-priority jobs%' THEN '",
+      PendingReasonName(PendingReason::kWaitingForReleasedWorkers), "'",
+      " WHEN reason LIKE 'suspended at step %' THEN '", PendingReasonName(PendingReason::kSuspended), "'",
+      " WHEN reason LIKE 'every member was released at step %' THEN '",
+      PendingReasonName(PendingReason::kAllReleased), "'", " ELSE '",
+      PendingReasonName(PendingReason::kWaitingForWorkers), "' END WHERE state = ", static_cast<int>(v1::PENDING));
 }
 
 // Column order is the order of a database upgraded through every version
@@ -178,13 +198,23 @@ std::vector<JobColumn> JobColumns() {
       JobColumn::Text(
           "release_requested", "NOT NULL DEFAULT '{}'",
           [](const JobRecord& j) { return ReleasesToJson(j.release_requested); },
-          [](JobRecord& j, const std::string& v) { j.release_requested = ReleasesFromJson(v); }),
+          [](JobRecord& j, const std::string& v) { return ReleasesFromJson(v, &j.release_requested); }),
       JobColumn::Text(
           "warning", "NOT NULL DEFAULT ''", [](const JobRecord& j) { return j.info.warning(); },
           [](JobRecord& j, const std::string& v) { j.info.set_warning(v); }),
       JobColumn::Real(
           "learning_rate", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.info.learning_rate(); },
           [](JobRecord& j, double v) { j.info.set_learning_rate(v); }),
+      JobColumn::Text(
+          "pending_reason", absl::StrCat("NOT NULL DEFAULT '", PendingReasonName(PendingReason::kWaitingForWorkers), "'"),
+          [](const JobRecord& j) { return std::string(PendingReasonName(j.pending_reason)); },
+          [](JobRecord& j, const std::string& v) -> absl::Status {
+            std::optional<PendingReason> reason = PendingReasonFromName(v);
+            if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown pending reason \"", v, "\""));
+            j.pending_reason = *reason;
+            return absl::OkStatus();
+          })
+          .WithBackfill(PendingReasonBackfill()),
   };
 }
 
