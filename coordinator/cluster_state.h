@@ -26,7 +26,7 @@ struct Generation {
   // `members` then holds only the survivors of the previous one, and nobody
   // may join or use it yet.
   bool formed = true;
-  std::string reason;     // why it started: start, member_lost, failure_reported, join, coordinator_restart
+  GenerationReason reason = GenerationReason::kStart;  // why it started
   double started_at = 0;  // when it formed
   // The job's committed step when it formed: JoinGenerationResponse's guard
   // (the ranks decide where to start from what they hold).
@@ -116,7 +116,7 @@ struct ClusterState {
 struct StartedGeneration {
   std::string job_id;
   int64_t number = 0;
-  std::string reason;  // metrics label: why the generation started
+  GenerationReason reason = GenerationReason::kStart;
 };
 
 struct ReleaseRequested {

@@ -21,11 +21,6 @@ bool Contains(const std::vector<std::string>& ids, const std::string& id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-// Generations started by a failure are the ones that cost restart budget.
-bool FailureReason(const std::string& reason) {
-  return reason == kReasonMemberLost || reason == kReasonFailureReported;
-}
-
 std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
   std::vector<std::string> members;
   for (const std::string& member : generation.members) {
@@ -110,7 +105,7 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = job.generation.reason == kReasonReleased ? spec.min_workers() : spec.max_workers();
+  const int64_t want = job.generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
   idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
   Form(state, job, idle, now, changes);
   return true;
@@ -129,7 +124,7 @@ void Wait(JobRecord& job, double now, ChangeSet* changes) {
 // the other members are released. A failure (`charge`) first spends one unit
 // of the restart budget, or fails the job when none is left. `excluded` (the
 // worker whose trainer just failed) is not taken back at once.
-void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, const std::string& reason,
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationReason reason,
                     const std::string& cause, bool charge, const std::string& excluded, double now,
                     ChangeSet* changes) {
   if (charge) {
@@ -184,8 +179,8 @@ void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::str
     Wait(job, now, changes);
     return;
   }
-  const bool already_paid = FailureReason(generation.reason) && !generation.committed;
-  NextGeneration(state, job, keep, kReasonMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+  const bool already_paid = IsFailure(generation.reason) && !generation.committed;
+  NextGeneration(state, job, keep, GenerationReason::kMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
 }
 
 // A RUNNING job loaded by a restarted coordinator, once every unfinished
@@ -200,7 +195,7 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, kReasonCoordinatorRestart, "coordinator restarted", /*charge=*/false, "", now,
+  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false, "", now,
                  changes);
 }
 
@@ -246,7 +241,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
     JobRecord& job = state.jobs.at(start.job_id);
     job.generation = Generation{};
     job.generation.number = job.next_generation++;
-    job.generation.reason = kReasonStart;
+    job.generation.reason = GenerationReason::kStart;
     Form(state, job, start.workers, now, &changes);
   }
   for (const MemberRelease& release : plan.releases) {
@@ -298,7 +293,7 @@ ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double 
   const double heartbeat_interval = HeartbeatInterval(lease_seconds);
   for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
     const Generation& generation = job->generation;
-    if (!generation.formed || job->recovering || generation.committed || !FailureReason(generation.reason)) continue;
+    if (!generation.formed || job->recovering || generation.committed || !IsFailure(generation.reason)) continue;
     if (now - generation.started_at < 1.5 * heartbeat_interval) continue;
     // A restarted coordinator gave every worker it loaded a long grace on
     // its lease (Coordinator::StartServing), so last_heartbeat says nothing
@@ -414,7 +409,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (release) {
     // Every other rank committed the same boundary and holds it in memory:
     // nothing was lost, nothing is charged.
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonReleased,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
@@ -422,7 +417,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonMemberLost, cause, /*charge=*/true,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause, /*charge=*/true,
                    worker_id, now, &changes);
     return changes;
   }
@@ -459,7 +454,7 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), kReasonJoin, "", /*charge=*/false, "", now, &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now, &changes);
   return changes;
 }
 
@@ -484,7 +479,7 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   if (generation.finished.count(report.worker_id())) return changes;  // its trainer is done: nothing to heal
   const std::string cause = absl::StrCat("worker ", report.worker_id(), " (rank ", rank,
                                          ") reported a failure: ", report.message().substr(0, kMaxFailureMessage));
-  NextGeneration(state, job, UnfinishedMembers(generation), kReasonFailureReported, cause, /*charge=*/true, "", now,
+  NextGeneration(state, job, UnfinishedMembers(generation), GenerationReason::kFailureReported, cause, /*charge=*/true, "", now,
                  &changes);
   return changes;
 }

@@ -4,6 +4,37 @@
 
 namespace herd::coordinator {
 
+absl::string_view GenerationReasonName(GenerationReason reason) {
+  switch (reason) {
+    case GenerationReason::kStart:
+      return "start";
+    case GenerationReason::kMemberLost:
+      return "member_lost";
+    case GenerationReason::kFailureReported:
+      return "failure_reported";
+    case GenerationReason::kJoin:
+      return "join";
+    case GenerationReason::kCoordinatorRestart:
+      return "coordinator_restart";
+    case GenerationReason::kReleased:
+      return "released";
+  }
+  return "unknown";
+}
+
+std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name) {
+  for (GenerationReason reason : {GenerationReason::kStart, GenerationReason::kMemberLost,
+                                  GenerationReason::kFailureReported, GenerationReason::kJoin,
+                                  GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
+    if (GenerationReasonName(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
+bool IsFailure(GenerationReason reason) {
+  return reason == GenerationReason::kMemberLost || reason == GenerationReason::kFailureReported;
+}
+
 absl::string_view ReleaseReasonName(ReleaseReason reason) {
   switch (reason) {
     case ReleaseReason::kDrain:

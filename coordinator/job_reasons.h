@@ -12,6 +12,23 @@
 
 namespace herd::coordinator {
 
+// Why a generation started.
+enum class GenerationReason {
+  kStart,               // the job's first, or its first after waiting PENDING
+  kMemberLost,          // a member's lease expired or its trainer exited non-zero
+  kFailureReported,     // a member's trainer reported a failure
+  kJoin,                // idle workers join at a step boundary
+  kCoordinatorRestart,  // a restarted coordinator lost members' trainers
+  kReleased,            // a member left at a step boundary when asked to (release.h)
+};
+// The metrics label and log text ("start", "member_lost", ...); also how
+// the database stores it.
+absl::string_view GenerationReasonName(GenerationReason reason);
+// The stored name back (the database only); nullopt for an unknown name.
+std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name);
+// Generations started by a failure are the ones that cost restart budget.
+bool IsFailure(GenerationReason reason);
+
 // Why a worker is asked to leave a RUNNING job at its next step boundary
 // (release.h).
 enum class ReleaseReason {

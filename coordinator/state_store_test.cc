@@ -69,7 +69,7 @@ ClusterState SampleState(ChangeSet* changes) {
   running.info.set_learning_rate(0.0125);
   running.info.set_warning("checkpoint at step 40 failed: No space left on device");
   // Fault-tolerance state as after a failure that healed from rank 0.
-  running.generation.reason = "failure_reported";
+  running.generation.reason = GenerationReason::kFailureReported;
   running.generation.started_at = 650.5;
   running.generation.start_step = 40;
   running.generation.committed = true;
@@ -328,7 +328,7 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   EXPECT_THAT(a.info.workers(), ElementsAre("w1", "w2"));
   EXPECT_THAT(a.generation.finished, ElementsAre("w2"));
   EXPECT_TRUE(a.generation.formed);
-  EXPECT_EQ(a.generation.reason, "failure_reported");
+  EXPECT_EQ(GenerationReasonName(a.generation.reason), "failure_reported");
   EXPECT_DOUBLE_EQ(a.generation.started_at, 650.5);
   EXPECT_EQ(a.generation.start_step, 40);
   EXPECT_TRUE(a.generation.committed);

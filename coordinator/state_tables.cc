@@ -172,8 +172,16 @@ std::vector<JobColumn> JobColumns() {
           "gen_formed", "NOT NULL DEFAULT 1", [](const JobRecord& j) { return j.generation.formed; },
           [](JobRecord& j, int64_t v) { j.generation.formed = v != 0; }),
       JobColumn::Text(
-          "gen_reason", "NOT NULL DEFAULT ''", [](const JobRecord& j) { return j.generation.reason; },
-          [](JobRecord& j, const std::string& v) { j.generation.reason = v; }),
+          "gen_reason", "NOT NULL DEFAULT ''",
+          [](const JobRecord& j) { return std::string(GenerationReasonName(j.generation.reason)); },
+          [](JobRecord& j, const std::string& v) -> absl::Status {
+            // '': a row from before the column; no failure, no release.
+            if (v.empty()) return absl::OkStatus();
+            std::optional<GenerationReason> reason = GenerationReasonFromName(v);
+            if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown generation reason \"", v, "\""));
+            j.generation.reason = *reason;
+            return absl::OkStatus();
+          }),
       JobColumn::Real(
           "gen_started_unix", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.started_at; },
           [](JobRecord& j, double v) { j.generation.started_at = v; }),
