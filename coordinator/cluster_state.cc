@@ -139,9 +139,8 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
   return "";
 }
 
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded,
-                                        bool honor_reservations) {
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
+                                        const std::string& excluded, bool honor_reservations) {
   std::vector<std::string> first, free;
   for (const auto& [id, worker] : state.workers) {
     if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {

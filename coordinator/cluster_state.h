@@ -175,9 +175,8 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
 // first, then free ones, lowest ids first; never one held or (with
 // `honor_reservations`) reserved for another job, nor `excluded`, nor a
 // cordoned or draining one. Reservations: ClusterState::reserved.
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded = "",
-                                        bool honor_reservations = true);
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
+                                        const std::string& excluded = "", bool honor_reservations = true);
 
 // How often workers heartbeat for a given lease: ten beats a lease (at most
 // 5 per second), so one missed beat is not a lost lease and a silent worker

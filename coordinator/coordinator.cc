@@ -220,8 +220,9 @@ void Coordinator::Publish(const ChangeSet& changes) {
   for (const StartedGeneration& started : changes.generations_started) {
     metrics_->CountGenerationStarted(std::string(GenerationReasonName(started.reason)));
     const JobRecord& job = state_.jobs.at(started.job_id);
-    LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << GenerationReasonName(started.reason)
-              << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
+    LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started ("
+              << GenerationReasonName(started.reason) << ") with " << job.generation.members.size()
+              << " workers; the job's committed step is " << job.generation.start_step;
   }
   for (const ReleaseRequested& release : changes.releases_requested) {
     metrics_->CountReleaseRequested(std::string(ReleaseReasonName(release.reason)));

@@ -195,8 +195,8 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false, "", now,
-                 changes);
+  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false,
+                 "", now, changes);
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
@@ -417,8 +417,8 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause, /*charge=*/true,
-                   worker_id, now, &changes);
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause,
+                   /*charge=*/true, worker_id, now, &changes);
     return changes;
   }
   if (!generation.finished.insert(worker_id).second) return changes;  // a repeated report
@@ -454,7 +454,8 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now, &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now,
+                 &changes);
   return changes;
 }
 
@@ -479,8 +480,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   if (generation.finished.count(report.worker_id())) return changes;  // its trainer is done: nothing to heal
   const std::string cause = absl::StrCat("worker ", report.worker_id(), " (rank ", rank,
                                          ") reported a failure: ", report.message().substr(0, kMaxFailureMessage));
-  NextGeneration(state, job, UnfinishedMembers(generation), GenerationReason::kFailureReported, cause, /*charge=*/true, "", now,
-                 &changes);
+  NextGeneration(state, job, UnfinishedMembers(generation), GenerationReason::kFailureReported, cause, /*charge=*/true,
+                 "", now, &changes);
   return changes;
 }
 

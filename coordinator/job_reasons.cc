@@ -23,9 +23,9 @@ absl::string_view GenerationReasonName(GenerationReason reason) {
 }
 
 std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name) {
-  for (GenerationReason reason : {GenerationReason::kStart, GenerationReason::kMemberLost,
-                                  GenerationReason::kFailureReported, GenerationReason::kJoin,
-                                  GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
+  for (GenerationReason reason :
+       {GenerationReason::kStart, GenerationReason::kMemberLost, GenerationReason::kFailureReported,
+        GenerationReason::kJoin, GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
     if (GenerationReasonName(reason) == name) return reason;
   }
   return std::nullopt;

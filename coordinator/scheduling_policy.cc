@@ -48,7 +48,6 @@ bool ServedBefore(const JobRecord& a, const JobRecord& b) {
   return a.submit_seq < b.submit_seq;
 }
 
-
 SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions& options) {
   SchedulePlan plan;
   std::set<std::string> taken;  // idle workers this plan starts a job on or reserves
@@ -127,7 +126,9 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
                                     [&](const MemberRelease& r) { return r.job_id == victim.info.id(); }),
                      releases.end());
       for (auto member = victim.generation.members.rbegin(); member != victim.generation.members.rend(); ++member) {
-        if (!victim.release_requested.count(*member)) releases.push_back({victim.info.id(), *member, ReleaseReason::kSuspend});
+        if (!victim.release_requested.count(*member)) {
+          releases.push_back({victim.info.id(), *member, ReleaseReason::kSuspend});
+        }
       }
       missing -= std::min<int64_t>(missing, static_cast<int64_t>(candidate.staying.size()));
       candidate.staying.clear();

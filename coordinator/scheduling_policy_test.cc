@@ -104,7 +104,8 @@ TEST_F(SchedulingPolicyTest, ShrinksTheLowestPriorityNewestJobFirstAndNeverBelow
   // rank; the newest goes first. "mid" keeps both.
   EXPECT_THAT(Releases(plan), ElementsAre(Pair("new-low", "cpu-w4"), Pair("old-low", "cpu-w2")));
   for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, ReleaseReason::kShrink);
-  EXPECT_THAT(plan.preempted, UnorderedElementsAre(Pair("new-low", Preemption::kShrink), Pair("old-low", Preemption::kShrink)));
+  EXPECT_THAT(plan.preempted,
+              UnorderedElementsAre(Pair("new-low", Preemption::kShrink), Pair("old-low", Preemption::kShrink)));
   EXPECT_THAT(plan.starts, IsEmpty());
 }
 

@@ -58,10 +58,9 @@ Statement& Statement::Bind(const Value& value, Type type) {
                            : sqlite3_bind_double(stmt_, index, *real);
   } else {
     const std::string& bytes = std::get<std::string>(value);
-    rc = type == Type::kBlob ? sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()),
-                                                 SQLITE_TRANSIENT)
-                             : sqlite3_bind_text(stmt_, index, bytes.data(), static_cast<int>(bytes.size()),
-                                                 SQLITE_TRANSIENT);
+    rc = type == Type::kBlob
+             ? sqlite3_bind_blob(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT)
+             : sqlite3_bind_text(stmt_, index, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
   }
   if (rc != SQLITE_OK) status_ = Error("bind");
   return *this;
@@ -155,12 +154,13 @@ absl::Status AddMissingColumns(sqlite3* db, const std::string& table, const std:
   if (auto status = ColumnsInDatabase(db, table, &existing); !status.ok()) return status;
   for (const ColumnSchema& column : columns) {
     if (std::find(existing.begin(), existing.end(), column.name) != existing.end()) continue;
-    const std::string sql = absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column.name, " ",
-                                         TypeName(column.type), " ", column.constraints);
+    const std::string sql = absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column.name, " ", TypeName(column.type),
+                                         " ", column.constraints);
     absl::Status status = Exec(db, sql);
     if (status.ok() && !column.backfill.empty()) status = Exec(db, column.backfill);
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("adding column ", table, ".", column.name, ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("adding column ", table, ".", column.name, ": ", status.message()));
     }
   }
   return absl::OkStatus();

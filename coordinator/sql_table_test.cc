@@ -48,6 +48,22 @@ Table<Thing> Things(std::vector<std::string> retired = {}) {
       std::move(retired));
 }
 
+// A later version of a table without `flagged`: rows counted before it
+// existed are the flagged ones.
+Table<Thing> FlaggedWhenCounted() {
+  return Table<Thing>("things", {
+      ThingColumn::Text(
+          "id", "PRIMARY KEY", [](const Thing& t) { return t.id; },
+          [](Thing& t, const std::string& v) { t.id = v; }),
+      ThingColumn::Integer(
+          "count", "NOT NULL", [](const Thing& t) { return t.count; }, [](Thing& t, int64_t v) { t.count = v; }),
+      ThingColumn::Integer(
+          "flagged", "NOT NULL DEFAULT 0", [](const Thing& t) { return t.flagged; },
+          [](Thing& t, int64_t v) { t.flagged = v != 0; })
+          .WithBackfill("UPDATE things SET flagged = 1 WHERE count > 0"),
+  });
+}
+
 class SqlTableTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(sqlite3_open(":memory:", &db_), SQLITE_OK); }
@@ -172,22 +188,7 @@ TEST_F(SqlTableTest, AnAddedColumnsBackfillRunsOnceWhenItIsAdded) {
                    "CREATE TABLE things (id TEXT PRIMARY KEY, count INTEGER NOT NULL);"
                    "INSERT INTO things (id, count) VALUES ('a', 0), ('b', 5);")
                   .ok());
-  const auto make = [] {
-    return Table<Thing>(
-        "things", {
-                      ThingColumn::Text(
-                          "id", "PRIMARY KEY", [](const Thing& t) { return t.id; },
-                          [](Thing& t, const std::string& v) { t.id = v; }),
-                      ThingColumn::Integer(
-                          "count", "NOT NULL", [](const Thing& t) { return t.count; },
-                          [](Thing& t, int64_t v) { t.count = v; }),
-                      ThingColumn::Integer(
-                          "flagged", "NOT NULL DEFAULT 0", [](const Thing& t) { return t.flagged; },
-                          [](Thing& t, int64_t v) { t.flagged = v != 0; })
-                          .WithBackfill("UPDATE things SET flagged = 1 WHERE count > 0"),
-                  });
-  };
-  const Table<Thing> table = make();
+  const Table<Thing> table = FlaggedWhenCounted();
   ASSERT_TRUE(table.Migrate(db_).ok());
   std::vector<Thing> back = ReadAll(table);
   ASSERT_EQ(back.size(), 2u);
@@ -195,7 +196,7 @@ TEST_F(SqlTableTest, AnAddedColumnsBackfillRunsOnceWhenItIsAdded) {
   EXPECT_TRUE(back[1].flagged);
 
   ASSERT_TRUE(table.Write(db_, {"c", 7, 0, "", false}).ok());
-  ASSERT_TRUE(make().Migrate(db_).ok());  // the column is there: no backfill
+  ASSERT_TRUE(FlaggedWhenCounted().Migrate(db_).ok());  // the column is there: no backfill
   back = ReadAll(table);
   ASSERT_EQ(back.size(), 3u);
   EXPECT_FALSE(back[2].flagged);

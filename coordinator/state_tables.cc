@@ -1,10 +1,9 @@
 #include "coordinator/state_tables.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -67,7 +66,8 @@ absl::Status ReleasesFromJson(const std::string& text, std::map<std::string, Rel
     if (!name.is_string()) continue;
     std::optional<ReleaseReason> reason = ReleaseReasonFromName(name.get<std::string>());
     if (!reason.has_value()) {
-      return absl::DataLossError(absl::StrCat("unknown release reason \"", name.get<std::string>(), "\" for worker ", worker));
+      return absl::DataLossError(
+          absl::StrCat("unknown release reason \"", name.get<std::string>(), "\" for worker ", worker));
     }
     (*releases)[worker] = *reason;
   }
@@ -83,9 +83,9 @@ std::string PendingReasonBackfill() {
       " WHEN reason LIKE 'waiting for workers released by lower-priority jobs%' THEN '",
       PendingReasonName(PendingReason::kWaitingForReleasedWorkers), "'",
       " WHEN reason LIKE 'suspended at step %' THEN '", PendingReasonName(PendingReason::kSuspended), "'",
-      " WHEN reason LIKE 'every member was released at step %' THEN '",
-      PendingReasonName(PendingReason::kAllReleased), "'", " ELSE '",
-      PendingReasonName(PendingReason::kWaitingForWorkers), "' END WHERE state = ", static_cast<int>(v1::PENDING));
+      " WHEN reason LIKE 'every member was released at step %' THEN '", PendingReasonName(PendingReason::kAllReleased),
+      "'", " ELSE '", PendingReasonName(PendingReason::kWaitingForWorkers),
+      "' END WHERE state = ", static_cast<int>(v1::PENDING));
 }
 
 // Column order is the order of a database upgraded through every version
@@ -214,7 +214,8 @@ std::vector<JobColumn> JobColumns() {
           "learning_rate", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.info.learning_rate(); },
           [](JobRecord& j, double v) { j.info.set_learning_rate(v); }),
       JobColumn::Text(
-          "pending_reason", absl::StrCat("NOT NULL DEFAULT '", PendingReasonName(PendingReason::kWaitingForWorkers), "'"),
+          "pending_reason",
+          absl::StrCat("NOT NULL DEFAULT '", PendingReasonName(PendingReason::kWaitingForWorkers), "'"),
           [](const JobRecord& j) { return std::string(PendingReasonName(j.pending_reason)); },
           [](JobRecord& j, const std::string& v) -> absl::Status {
             std::optional<PendingReason> reason = PendingReasonFromName(v);
