@@ -114,8 +114,8 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
 // The job stays RUNNING with an unformed generation until workers come.
 void Wait(JobRecord& job, double now, ChangeSet* changes) {
   MirrorGeneration(job);
-  job.info.set_reason(absl::StrCat("waiting for workers: have ", job.generation.members.size(), ", need ",
-                                   job.info.spec().min_workers()));
+  job.info.set_reason(
+      WaitingToFormText(static_cast<int64_t>(job.generation.members.size()), job.info.spec().min_workers()));
   Touch(job, now, changes);
 }
 

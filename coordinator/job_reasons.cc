@@ -99,6 +99,10 @@ std::string WaitingForReleasedWorkersText(int64_t have, int64_t need) {
   return absl::StrCat("waiting for workers released by lower-priority jobs: have ", have, ", need ", need);
 }
 
+std::string WaitingToFormText(int64_t have, int64_t need) {
+  return absl::StrCat("waiting for workers: have ", have, ", need ", need);
+}
+
 std::string SuspendedText(int64_t step, const std::string& from) {
   return absl::StrCat("suspended at step ", step, " for a higher-priority job; resumes from ", from,
                       " when workers are free");

@@ -66,6 +66,9 @@ std::optional<PendingReason> PendingReasonFromName(absl::string_view name);
 std::string WaitingForWorkersText();
 // `have` idle workers kept for it, `need` its min_workers.
 std::string WaitingForReleasedWorkersText(int64_t have, int64_t need);
+// A RUNNING job whose next generation waits to form: `have` members, `need`
+// its min_workers.
+std::string WaitingToFormText(int64_t have, int64_t need);
 // Left at `step`; resumes from `from` (a checkpoint path).
 std::string SuspendedText(int64_t step, const std::string& from);
 std::string AllReleasedText(int64_t step, const std::string& from);
