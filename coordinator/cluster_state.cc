@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -57,7 +56,8 @@ JobRecord& AddPendingJob(ClusterState& state, const std::string& id, const v1::J
   job.info.set_id(id);
   job.info.set_name(spec.name());
   job.info.set_state(v1::PENDING);
-  job.info.set_reason(kWaitingForWorkers);
+  job.info.set_reason(WaitingForWorkersText());
+  job.pending_reason = PendingReason::kWaitingForWorkers;
   job.info.set_created_unix(now);
   *job.info.mutable_spec() = spec;
   job.submit_seq = state.next_submit_seq++;
@@ -137,6 +137,30 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
     return job_id;
   }
   return "";
+}
+
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
+                                        const std::string& excluded, bool honor_reservations) {
+  std::vector<std::string> first, free;
+  for (const auto& [id, worker] : state.workers) {
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
+      continue;
+    }
+    const std::string held_for = HeldForJob(state, worker);
+    std::string reserved_for;
+    if (honor_reservations) {
+      auto reservation = state.reserved.find(id);
+      if (reservation != state.reserved.end()) reserved_for = reservation->second;
+    }
+    const std::string& kept_for = held_for.empty() ? reserved_for : held_for;
+    if (kept_for == job_id) {
+      first.push_back(id);
+    } else if (kept_for.empty()) {
+      free.push_back(id);
+    }
+  }
+  first.insert(first.end(), free.begin(), free.end());
+  return first;
 }
 
 bool GraceAfterPause(ClusterState& state, double last_upkeep, double now, double lease_seconds) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/job_reasons.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -25,13 +26,11 @@ struct Generation {
   // `members` then holds only the survivors of the previous one, and nobody
   // may join or use it yet.
   bool formed = true;
-  std::string reason;     // why it started: start, member_lost, failure_reported, join, coordinator_restart
+  GenerationReason reason = GenerationReason::kStart;  // why it started
   double started_at = 0;  // when it formed
-  // Where its trainers start (see JoinGenerationResponse).
+  // The job's committed step when it formed: JoinGenerationResponse's guard
+  // (the ranks decide where to start from what they hold).
   int64_t start_step = 0;
-  int64_t epoch = 0;
-  int64_t samples_in_epoch = 0;
-  int64_t heal_from_rank = -1;
   bool committed = false;  // rank 0 reported progress in it
 
   // -1 when `worker_id` is not a member.
@@ -54,8 +53,10 @@ struct JobRecord {
   bool recovering = false;
   int64_t version = 0;  // bumped on every change (WatchJob waits on it); not persisted
   // Workers asked to leave this RUNNING job at its next step boundary, with
-  // why (drain, shrink): worker id -> reason. See release.h.
-  std::map<std::string, std::string> release_requested;
+  // why: worker id -> reason. See release.h.
+  std::map<std::string, ReleaseReason> release_requested;
+  // While PENDING: why (info.reason is its text). Persisted.
+  PendingReason pending_reason = PendingReason::kWaitingForWorkers;
   // The generation asked to re-form at its next step boundary so idle
   // workers can join it (0: none). Not persisted: the growth rule asks again.
   int64_t reform_requested_generation = 0;
@@ -115,13 +116,13 @@ struct ClusterState {
 struct StartedGeneration {
   std::string job_id;
   int64_t number = 0;
-  std::string reason;  // metrics label: why the generation started
+  GenerationReason reason = GenerationReason::kStart;
 };
 
 struct ReleaseRequested {
   std::string job_id;
   std::string worker_id;
-  std::string reason;  // metrics label: drain, shrink
+  ReleaseReason reason;
 };
 
 // What a decision touched: the caller persists these records and wakes
@@ -130,7 +131,7 @@ struct ChangeSet {
   std::set<std::string> jobs;
   std::set<std::string> workers;
   std::vector<StartedGeneration> generations_started;
-  std::vector<std::string> preemptions;  // metrics label per job preempted: shrink, suspend
+  std::vector<Preemption> preemptions;  // one per job preempted
   std::vector<ReleaseRequested> releases_requested;
 
   bool empty() const { return jobs.empty() && workers.empty(); }
@@ -168,6 +169,14 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
 // the job takes the worker back at its next join, and no other job may take
 // it meanwhile. "" when none.
 std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
+
+// IDLE workers of the spec's device kind that `job_id` may take: those held
+// for it (their trainer still holds its context) and those reserved for it
+// first, then free ones, lowest ids first; never one held or (with
+// `honor_reservations`) reserved for another job, nor `excluded`, nor a
+// cordoned or draining one. Reservations: ClusterState::reserved.
+std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
+                                        const std::string& excluded = "", bool honor_reservations = true);
 
 // How often workers heartbeat for a given lease: ten beats a lease (at most
 // 5 per second), so one missed beat is not a lost lease and a silent worker

@@ -128,7 +128,9 @@ class ClusterStateTest : public ::testing::Test {
   }
   static std::vector<std::string> Reasons(const ChangeSet& changes) {
     std::vector<std::string> reasons;
-    for (const auto& started : changes.generations_started) reasons.push_back(started.reason);
+    for (const auto& started : changes.generations_started) {
+      reasons.emplace_back(GenerationReasonName(started.reason));
+    }
     return reasons;
   }
 
@@ -280,7 +282,6 @@ TEST_F(ClusterStateTest, NonZeroExitStartsGenerationWithoutTheMember) {
   // The failed worker is free, but not taken straight back.
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 10);
   EXPECT_EQ(job.restarts_used, 1);
   EXPECT_EQ(job.last_failure, "worker w2 (rank 1) trainer exited with code 1: CUDA out of memory");
@@ -568,7 +569,6 @@ TEST_F(ClusterStateTest, RestartedDaemonsLeaveTheirGenerationAtOnce) {
   EXPECT_EQ(job.restarts_used, 1) << "one whole-job restart is one failure";
   // w1's trainer is new and generation 2 never committed: nobody holds the
   // step-40 commit, so the ranks resume from the checkpoint.
-  EXPECT_EQ(job.generation.heal_from_rank, -1);
   EXPECT_EQ(job.generation.start_step, 30);
   EXPECT_EQ(job.info.step(), 30);
   EXPECT_EQ(AssignmentsFor(state_, "w2").at(0).generation(), 3);
@@ -728,20 +728,19 @@ TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommi
   EXPECT_EQ(job.info.reason(), "");
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_TRUE(job.generation.formed);
-  EXPECT_EQ(job.generation.reason, "member_lost");
+  EXPECT_EQ(GenerationReasonName(job.generation.reason), "member_lost");
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
   EXPECT_THAT(job.info.workers(), ElementsAre("w1", "w3"));
   EXPECT_EQ(job.info.world_size(), 2);
   EXPECT_EQ(job.info.generation(), 2);
   // The committed state carries over and rank 0 (a survivor) heals the rest.
   EXPECT_EQ(job.generation.start_step, 30);
-  EXPECT_EQ(job.generation.epoch, 1);
-  EXPECT_EQ(job.generation.samples_in_epoch, 960);
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
+  EXPECT_EQ(job.info.epoch(), 1);
+  EXPECT_EQ(job.info.samples_in_epoch(), 960);
   EXPECT_EQ(job.restarts_used, 1);
   ASSERT_EQ(changes.generations_started.size(), 1u);
   EXPECT_EQ(changes.generations_started[0].number, 2);
-  EXPECT_EQ(changes.generations_started[0].reason, "member_lost");
+  EXPECT_EQ(GenerationReasonName(changes.generations_started[0].reason), "member_lost");
   EXPECT_EQ(Worker("w2").state, v1::DEAD);
   ASSERT_THAT(AssignmentsFor(state_, "w3"), SizeIs(1));
   EXPECT_EQ(AssignmentsFor(state_, "w3")[0].generation(), 2);
@@ -772,7 +771,6 @@ TEST_F(ClusterStateTest, ReportedFailureStartsGenerationKeepingTheReporter) {
   const JobRecord& job = Job("j");
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "w2", "w3"));
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 20);
   EXPECT_EQ(job.restarts_used, 1);
   EXPECT_EQ(job.last_failure, "worker w3 (rank 2) reported a failure: allreduce timed out");
@@ -832,7 +830,6 @@ TEST_F(ClusterStateTest, IdleWorkersJoinBelowMaxLastAndRateLimited) {
   const JobRecord& job = Job("j");
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "a0"));
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 5);
   EXPECT_EQ(job.restarts_used, 0);  // joins are free
   EXPECT_EQ(Worker("a0").state, v1::BUSY);
@@ -923,7 +920,6 @@ TEST_F(ClusterStateTest, BelowMinWorkersFormsOnceAWorkerArrives) {
   EXPECT_TRUE(job.generation.formed);
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_THAT(job.generation.members, ElementsAre("w2", "w0"));
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 8);
   EXPECT_EQ(job.info.reason(), "");
   EXPECT_EQ(job.restarts_used, 1);
@@ -968,10 +964,8 @@ TEST_F(ClusterStateTest, NoSurvivorRestartsFromTheNewestCheckpointOnceWorkersExi
   EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
   const JobRecord& job = Job("j");
   EXPECT_THAT(job.generation.members, ElementsAre("w3", "w4"));
-  EXPECT_EQ(job.generation.heal_from_rank, -1);
   EXPECT_EQ(job.generation.start_step, 20);
-  EXPECT_EQ(job.generation.epoch, 1);
-  EXPECT_EQ(job.generation.samples_in_epoch, 640);
+  EXPECT_EQ(job.info.epoch(), 1);
   // The job's committed state rolls back to the checkpoint it resumes from.
   EXPECT_EQ(job.info.step(), 20);
   EXPECT_EQ(job.info.samples_in_epoch(), 640);
@@ -988,7 +982,6 @@ TEST_F(ClusterStateTest, NoSurvivorAndNoCheckpointStartsFromScratch) {
   ChangeSet changes = Advance();
   EXPECT_THAT(Reasons(changes), ElementsAre("member_lost"));
   EXPECT_THAT(Job("j").generation.members, ElementsAre("w1"));
-  EXPECT_EQ(Job("j").generation.heal_from_rank, -1);
   EXPECT_EQ(Job("j").generation.start_step, 0);
   EXPECT_EQ(Job("j").info.step(), 0);
   EXPECT_EQ(Job("j").info.epoch(), 0);
@@ -996,8 +989,7 @@ TEST_F(ClusterStateTest, NoSurvivorAndNoCheckpointStartsFromScratch) {
 
 TEST_F(ClusterStateTest, FirstGenerationStartsFromScratchWithNobodyToHealFrom) {
   StartTwoWorkerJob();
-  EXPECT_EQ(Job("j").generation.reason, "start");
-  EXPECT_EQ(Job("j").generation.heal_from_rank, -1);
+  EXPECT_EQ(GenerationReasonName(Job("j").generation.reason), "start");
   EXPECT_EQ(Job("j").generation.start_step, 0);
   EXPECT_TRUE(Job("j").generation.formed);
 }
@@ -1029,7 +1021,6 @@ TEST_F(ClusterStateTest, RestartStartsNewGenerationWhenAMemberLostItsTrainer) {
   EXPECT_EQ(job.generation.number, 2);
   // Trainers holding the state first; the one without rejoins last.
   EXPECT_THAT(job.generation.members, ElementsAre("w2", "w3", "w1"));
-  EXPECT_EQ(job.generation.heal_from_rank, 0);
   EXPECT_EQ(job.generation.start_step, 12);
   EXPECT_EQ(job.restarts_used, 0);  // not a failure
 }

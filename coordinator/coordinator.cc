@@ -216,17 +216,18 @@ void Coordinator::Publish(const ChangeSet& changes) {
     // A suspended job's scopes go when it starts its next generation.
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
-  for (const std::string& kind : changes.preemptions) metrics_->CountPreemption(kind);
+  for (Preemption kind : changes.preemptions) metrics_->CountPreemption(std::string(PreemptionName(kind)));
   for (const StartedGeneration& started : changes.generations_started) {
-    metrics_->CountGenerationStarted(started.reason);
+    metrics_->CountGenerationStarted(std::string(GenerationReasonName(started.reason)));
     const JobRecord& job = state_.jobs.at(started.job_id);
-    LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started (" << started.reason
-              << ") with " << job.generation.members.size() << " workers; the job's committed step is " << job.generation.start_step;
+    LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started ("
+              << GenerationReasonName(started.reason) << ") with " << job.generation.members.size()
+              << " workers; the job's committed step is " << job.generation.start_step;
   }
   for (const ReleaseRequested& release : changes.releases_requested) {
-    metrics_->CountReleaseRequested(release.reason);
+    metrics_->CountReleaseRequested(std::string(ReleaseReasonName(release.reason)));
     LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
-              << "boundary (" << release.reason << ")";
+              << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
 }

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -20,11 +19,6 @@ constexpr size_t kMaxFailureMessage = 512;
 
 bool Contains(const std::vector<std::string>& ids, const std::string& id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
-}
-
-// Generations started by a failure are the ones that cost restart budget.
-bool FailureReason(const std::string& reason) {
-  return reason == kReasonMemberLost || reason == kReasonFailureReported;
 }
 
 std::vector<std::string> UnfinishedMembers(const Generation& generation, const std::string& except = "") {
@@ -64,11 +58,9 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     // its trainer and the commit it holds.
     if (HeldForJob(state, state.workers.at(id)) != info.id()) job.without_commit.insert(id);
   }
-  if (survivors_hold) {
-    // Survivors hold the committed state in memory; rank 0 is one of them.
-    generation.heal_from_rank = 0;
-  } else {
-    generation.heal_from_rank = -1;
+  // Survivors hold the committed state in memory and the ranks heal from
+  // it (worker/train/healing.h): the committed step stands.
+  if (!survivors_hold) {
     // Every member was lost at once (e.g. the coordinator was cut off from
     // all of them, or every daemon restarted), but a joiner held for the job
     // still runs its trainer, which kept its commit in memory: the ranks heal
@@ -91,8 +83,6 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
   generation.started_at = now;
   generation.committed = false;
   generation.start_step = info.step();
-  generation.epoch = info.epoch();
-  generation.samples_in_epoch = info.samples_in_epoch();
   for (const std::string& member : generation.members) {
     SetWorker(state.workers.at(member), v1::BUSY, info.id(), changes);
   }
@@ -115,7 +105,7 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = job.generation.reason == kReasonReleased ? spec.min_workers() : spec.max_workers();
+  const int64_t want = job.generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
   idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
   Form(state, job, idle, now, changes);
   return true;
@@ -124,8 +114,8 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
 // The job stays RUNNING with an unformed generation until workers come.
 void Wait(JobRecord& job, double now, ChangeSet* changes) {
   MirrorGeneration(job);
-  job.info.set_reason(absl::StrCat("waiting for workers: have ", job.generation.members.size(), ", need ",
-                                   job.info.spec().min_workers()));
+  job.info.set_reason(
+      WaitingToFormText(static_cast<int64_t>(job.generation.members.size()), job.info.spec().min_workers()));
   Touch(job, now, changes);
 }
 
@@ -134,7 +124,7 @@ void Wait(JobRecord& job, double now, ChangeSet* changes) {
 // the other members are released. A failure (`charge`) first spends one unit
 // of the restart budget, or fails the job when none is left. `excluded` (the
 // worker whose trainer just failed) is not taken back at once.
-void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, const std::string& reason,
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationReason reason,
                     const std::string& cause, bool charge, const std::string& excluded, double now,
                     ChangeSet* changes) {
   if (charge) {
@@ -163,7 +153,6 @@ void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string
   generation.formed = false;
   generation.reason = reason;
   generation.started_at = 0;
-  generation.heal_from_rank = -1;
   generation.committed = false;
   job.recovering = false;
   job.waiting_since = now;
@@ -190,8 +179,8 @@ void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::str
     Wait(job, now, changes);
     return;
   }
-  const bool already_paid = FailureReason(generation.reason) && !generation.committed;
-  NextGeneration(state, job, keep, kReasonMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+  const bool already_paid = IsFailure(generation.reason) && !generation.committed;
+  NextGeneration(state, job, keep, GenerationReason::kMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
 }
 
 // A RUNNING job loaded by a restarted coordinator, once every unfinished
@@ -206,8 +195,8 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, kReasonCoordinatorRestart, "coordinator restarted", /*charge=*/false, "", now,
-                 changes);
+  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false,
+                 "", now, changes);
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
@@ -215,7 +204,7 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
 // nobody holds the commit in memory any more, the checkpoint does.
 void EndedByAllLeaving(ClusterState& state, JobRecord& job, double now, ChangeSet* changes) {
   const bool suspend = std::any_of(job.release_requested.begin(), job.release_requested.end(),
-                                   [](const auto& request) { return request.second == kReleaseSuspend; });
+                                   [](const auto& request) { return request.second == ReleaseReason::kSuspend; });
   job.release_requested.clear();
   // Nobody holds the boundary in memory, only its checkpoint: the job waits
   // to be scheduled again like a new one (no timeout, no restart charged),
@@ -225,10 +214,8 @@ void EndedByAllLeaving(ClusterState& state, JobRecord& job, double now, ChangeSe
   const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state, job.info.id());
   const std::string from = checkpoint != nullptr ? checkpoint->path() : "its checkpoint";
   job.info.set_state(v1::PENDING);
-  job.info.set_reason(suspend ? absl::StrCat("suspended at step ", job.info.step(),
-                                             " for a higher-priority job; resumes from ", from, " when workers are free")
-                              : absl::StrCat("every member was released at step ", job.info.step(),
-                                             " (drained); resumes from ", from, " when workers are free"));
+  job.pending_reason = suspend ? PendingReason::kSuspended : PendingReason::kAllReleased;
+  job.info.set_reason(suspend ? SuspendedText(job.info.step(), from) : AllReleasedText(job.info.step(), from));
   MirrorGeneration(job);
   job.waiting_since = 0;
   job.recovering = false;
@@ -254,7 +241,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
     JobRecord& job = state.jobs.at(start.job_id);
     job.generation = Generation{};
     job.generation.number = job.next_generation++;
-    job.generation.reason = kReasonStart;
+    job.generation.reason = GenerationReason::kStart;
     Form(state, job, start.workers, now, &changes);
   }
   for (const MemberRelease& release : plan.releases) {
@@ -264,11 +251,18 @@ ChangeSet Schedule(ClusterState& state, double now) {
   for (auto& [job_id, job] : state.jobs) {
     if (job.info.state() != v1::PENDING) continue;
     auto waiting = plan.waiting.find(job_id);
-    // Back to the plain reason once preempting can no longer start it.
-    const std::string reason = waiting != plan.waiting.end() ? waiting->second
-                               : absl::StartsWith(job.info.reason(), kWaitingForReleased) ? kWaitingForWorkers
-                                                                                           : job.info.reason();
-    if (job.info.reason() == reason) continue;
+    PendingReason pending = job.pending_reason;
+    std::string reason = job.info.reason();
+    if (waiting != plan.waiting.end()) {
+      pending = PendingReason::kWaitingForReleasedWorkers;
+      reason = WaitingForReleasedWorkersText(waiting->second.have, waiting->second.need);
+    } else if (pending == PendingReason::kWaitingForReleasedWorkers) {
+      // Back to the plain reason once preempting can no longer start it.
+      pending = PendingReason::kWaitingForWorkers;
+      reason = WaitingForWorkersText();
+    }
+    if (job.pending_reason == pending && job.info.reason() == reason) continue;
+    job.pending_reason = pending;
     job.info.set_reason(reason);
     Touch(job, now, &changes);
   }
@@ -299,7 +293,7 @@ ChangeSet DropSilentMembersAfterFailure(ClusterState& state, double now, double 
   const double heartbeat_interval = HeartbeatInterval(lease_seconds);
   for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
     const Generation& generation = job->generation;
-    if (!generation.formed || job->recovering || generation.committed || !FailureReason(generation.reason)) continue;
+    if (!generation.formed || job->recovering || generation.committed || !IsFailure(generation.reason)) continue;
     if (now - generation.started_at < 1.5 * heartbeat_interval) continue;
     // A restarted coordinator gave every worker it loaded a long grace on
     // its lease (Coordinator::StartServing), so last_heartbeat says nothing
@@ -415,7 +409,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (release) {
     // Every other rank committed the same boundary and holds it in memory:
     // nothing was lost, nothing is charged.
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonReleased,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
@@ -423,8 +417,8 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), kReasonMemberLost, cause, /*charge=*/true,
-                   worker_id, now, &changes);
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause,
+                   /*charge=*/true, worker_id, now, &changes);
     return changes;
   }
   if (!generation.finished.insert(worker_id).second) return changes;  // a repeated report
@@ -460,7 +454,8 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), kReasonJoin, "", /*charge=*/false, "", now, &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now,
+                 &changes);
   return changes;
 }
 
@@ -485,8 +480,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   if (generation.finished.count(report.worker_id())) return changes;  // its trainer is done: nothing to heal
   const std::string cause = absl::StrCat("worker ", report.worker_id(), " (rank ", rank,
                                          ") reported a failure: ", report.message().substr(0, kMaxFailureMessage));
-  NextGeneration(state, job, UnfinishedMembers(generation), kReasonFailureReported, cause, /*charge=*/true, "", now,
-                 &changes);
+  NextGeneration(state, job, UnfinishedMembers(generation), GenerationReason::kFailureReported, cause, /*charge=*/true,
+                 "", now, &changes);
   return changes;
 }
 

@@ -22,14 +22,7 @@
 
 namespace herd::coordinator {
 
-// Why a generation started: the metrics label and Generation::reason.
-inline constexpr char kReasonStart[] = "start";
-inline constexpr char kReasonMemberLost[] = "member_lost";
-inline constexpr char kReasonFailureReported[] = "failure_reported";
-inline constexpr char kReasonJoin[] = "join";
-inline constexpr char kReasonCoordinatorRestart[] = "coordinator_restart";
-// A member left at a step boundary when asked to (release.h).
-inline constexpr char kReasonReleased[] = "released";
+// Why a generation started: GenerationReason (job_reasons.h).
 
 struct GenerationOptions {
   // Also the least time between the start of a generation and a join

@@ -43,7 +43,7 @@ absl::StatusOr<ChangeSet> ResizeJob(ClusterState& state, const std::string& job_
   for (auto member = generation.members.rbegin(); member != generation.members.rend() && staying > spec.max_workers();
        ++member) {
     if (job.release_requested.count(*member)) continue;
-    changes.Merge(RequestRelease(state, job_id, *member, kReleaseResized, now));
+    changes.Merge(RequestRelease(state, job_id, *member, ReleaseReason::kResized, now));
     --staying;
   }
   return changes;

@@ -13,7 +13,6 @@
 namespace herd::coordinator {
 
 // The RequestRelease reason for members beyond a lowered max_workers.
-inline constexpr char kReleaseResized[] = "resized";
 
 // Sets spec.min_workers / max_workers (0: unchanged). A RUNNING job with
 // more members than the new max_workers releases its highest ranks at its

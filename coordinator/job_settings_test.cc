@@ -66,7 +66,8 @@ TEST_F(JobSettingsTest, ShrinkingARunningJobReleasesItsHighestRanks) {
   ASSERT_THAT(Job().generation.members, ElementsAre("w1", "w2", "w3"));
   auto changes = ResizeJob(state_, "j", 0, 1, now_);
   ASSERT_TRUE(changes.ok()) << changes.status();
-  EXPECT_THAT(Job().release_requested, ElementsAre(Pair("w2", kReleaseResized), Pair("w3", kReleaseResized)));
+  EXPECT_THAT(Job().release_requested,
+              ElementsAre(Pair("w2", ReleaseReason::kResized), Pair("w3", ReleaseReason::kResized)));
   // Asking again asks nobody twice.
   ASSERT_TRUE(ResizeJob(state_, "j", 0, 1, now_).ok());
   EXPECT_EQ(Job().release_requested.size(), 2u);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -35,7 +34,7 @@ bool BelowMinimumAfterReleases(const ClusterState& state, const JobRecord& job) 
 }  // namespace
 
 ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const std::string& worker_id,
-                         const std::string& reason, double now) {
+                         ReleaseReason reason, double now) {
   ChangeSet changes;
   auto it = state.jobs.find(job_id);
   if (it == state.jobs.end()) return changes;
@@ -113,7 +112,7 @@ absl::StatusOr<ChangeSet> DrainWorker(ClusterState& state, const std::string& wo
   if (!cordoned.ok()) return cordoned.status();
   ChangeSet changes = *cordoned;
   for (const std::string& job_id : JobsOf(state, worker_id)) {
-    changes.Merge(RequestRelease(state, job_id, worker_id, kReleaseDrain, now));
+    changes.Merge(RequestRelease(state, job_id, worker_id, ReleaseReason::kDrain, now));
     if (released != nullptr) released->push_back(job_id);
   }
   return changes;
@@ -125,7 +124,7 @@ ChangeSet MarkDraining(ClusterState& state, const std::string& worker_id, double
   if (it == state.workers.end()) return changes;
   it->second.draining = true;
   for (const std::string& job_id : JobsOf(state, worker_id)) {
-    changes.Merge(RequestRelease(state, job_id, worker_id, kReleaseDrain, now));
+    changes.Merge(RequestRelease(state, job_id, worker_id, ReleaseReason::kDrain, now));
   }
   return changes;
 }

@@ -30,12 +30,10 @@
 
 namespace herd::coordinator {
 
-// Why a worker is asked to leave (the metrics label and the record's value).
-inline constexpr char kReleaseDrain[] = "drain";
-inline constexpr char kReleaseShrink[] = "shrink";
-// The whole job leaves and goes back to PENDING (scheduling_policy.h): every
-// member is asked, and the first rank to hear it takes all of them along.
-inline constexpr char kReleaseSuspend[] = "suspend";
+// Why a worker is asked to leave: ReleaseReason (job_reasons.h). With
+// kSuspend the whole job leaves and goes back to PENDING
+// (scheduling_policy.h): every member is asked, and the first rank to hear
+// it takes all of them along.
 
 // Asks `job_id` to release `worker_id` at its next step boundary. A no-op
 // (empty ChangeSet) for unknown or non-RUNNING jobs, non-members, members
@@ -46,7 +44,7 @@ inline constexpr char kReleaseSuspend[] = "suspend";
 // --min-workers-wait-seconds, so it leaves whole, checkpointed, and waits
 // PENDING until workers are free.
 ChangeSet RequestRelease(ClusterState& state, const std::string& job_id, const std::string& worker_id,
-                         const std::string& reason, double now);
+                         ReleaseReason reason, double now);
 
 // For every RUNNING job with a formed generation that holds `worker_id` as
 // an unfinished member and asked any of its members to leave: the ranks that

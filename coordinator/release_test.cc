@@ -93,11 +93,11 @@ ChangeSet ReleasedAll(ClusterState& state, const std::string& first, int64_t gen
 
 TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   StartJob(3, 1, 3);
-  ChangeSet changes = RequestRelease(state_, "j", "w2", kReleaseDrain, clock_.Now());
+  ChangeSet changes = RequestRelease(state_, "j", "w2", ReleaseReason::kDrain, clock_.Now());
   EXPECT_THAT(changes.jobs, ElementsAre("j"));
   ASSERT_EQ(changes.releases_requested.size(), 1u);
-  EXPECT_EQ(changes.releases_requested[0].reason, "drain");
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_EQ(ReleaseReasonName(changes.releases_requested[0].reason), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   // Every member hears which rank leaves; a worker outside the job hears nothing.
   for (const char* member : {"w1", "w2", "w3"}) {
     const auto leavers = LeaversFor(state_, member);
@@ -109,35 +109,34 @@ TEST_F(ReleaseTest, RequestIsRecordedOnceForAnUnfinishedMemberOfARunningJob) {
   AddWorker("w8");
   EXPECT_THAT(LeaversFor(state_, "w8"), IsEmpty());
   // Asked again, or for someone else's job, or a job that does not exist: nothing.
-  EXPECT_TRUE(RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now()).empty());
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_TRUE(RequestRelease(state_, "j", "w2", ReleaseReason::kShrink, clock_.Now()).empty());
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   AddWorker("w9");
-  EXPECT_TRUE(RequestRelease(state_, "j", "w9", kReleaseDrain, clock_.Now()).empty());
-  EXPECT_TRUE(RequestRelease(state_, "nope", "w1", kReleaseDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "j", "w9", ReleaseReason::kDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "nope", "w1", ReleaseReason::kDrain, clock_.Now()).empty());
   ASSERT_TRUE(CancelJob(state_, "j", clock_.Now()).ok());
   EXPECT_THAT(Job().release_requested, IsEmpty());
-  EXPECT_TRUE(RequestRelease(state_, "j", "w1", kReleaseDrain, clock_.Now()).empty());
+  EXPECT_TRUE(RequestRelease(state_, "j", "w1", ReleaseReason::kDrain, clock_.Now()).empty());
 }
 
 TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAtNoCost) {
   StartJob(3, 1, 3);
   Commit(10);
-  RequestRelease(state_, "j", "w2", kReleaseShrink, clock_.Now());
+  RequestRelease(state_, "j", "w2", ReleaseReason::kShrink, clock_.Now());
   clock_.Advance(1);
   // Every rank committed step 12, rank 0's report of it has not arrived yet.
   ChangeSet changes = Released("w2", 1, 12);
   const Generation& next = Job().generation;
   EXPECT_EQ(next.number, 2);
   EXPECT_TRUE(next.formed);
-  EXPECT_EQ(next.reason, kReasonReleased);
+  EXPECT_EQ(next.reason, GenerationReason::kReleased);
   EXPECT_THAT(next.members, ElementsAre("w1", "w3"));
-  EXPECT_EQ(next.heal_from_rank, 0);  // the survivors hold the boundary commit
   EXPECT_EQ(next.start_step, 12);
   EXPECT_EQ(Job().info.step(), 12);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   ASSERT_EQ(changes.generations_started.size(), 1u);
-  EXPECT_EQ(changes.generations_started[0].reason, "released");
+  EXPECT_EQ(GenerationReasonName(changes.generations_started[0].reason), "released");
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
   EXPECT_THAT(Job().release_requested, IsEmpty());
   EXPECT_THAT(LeaversFor(state_, "w1"), IsEmpty());
@@ -155,7 +154,6 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersTakesAnIdleWorkerInstead) {
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_TRUE(Job().generation.formed);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
-  EXPECT_EQ(Job().generation.heal_from_rank, 0);
   EXPECT_EQ(Job().restarts_used, 0);
 }
 
@@ -167,7 +165,7 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersWithNoIdleWorkerTakesTheWholeJobBackTo
   StartJob(2, 2, 2);
   Commit(5);
   ASSERT_TRUE(DrainWorker(state_, "w1", clock_.Now(), nullptr).ok());
-  EXPECT_EQ(Job().release_requested.at("w2"), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w2")), "drain");
   const auto leavers = LeaversFor(state_, "w2");
   ASSERT_EQ(leavers.size(), 1u);
   EXPECT_THAT(leavers[0].ranks(), ElementsAre(0, 1));
@@ -185,7 +183,6 @@ TEST_F(ReleaseTest, ReleaseBelowMinWorkersWithNoIdleWorkerTakesTheWholeJobBackTo
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));  // w1 stays cordoned
   EXPECT_EQ(Job().generation.start_step, 7);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
 TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesTheOldGeneration) {
@@ -201,7 +198,7 @@ TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesT
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
   Released("w3", 1, 20);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
-  EXPECT_EQ(Job().generation.reason, kReasonReleased);
+  EXPECT_EQ(Job().generation.reason, GenerationReason::kReleased);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   // A released exit nobody asked for, from an old generation, is stale.
@@ -235,7 +232,7 @@ TEST_F(ReleaseTest, DrainCordonsAsksEveryJobAndTheDrainedWorkerIsNotTakenBack) {
   ASSERT_TRUE(changes.ok());
   EXPECT_THAT(released, ElementsAre("j"));
   EXPECT_TRUE(Worker("w3").cordoned);
-  EXPECT_EQ(Job().release_requested.at("w3"), "drain");
+  EXPECT_EQ(ReleaseReasonName(Job().release_requested.at("w3")), "drain");
   Released("w3", 1, 30);
   EXPECT_THAT(Job().generation.members, ElementsAre("w1", "w2"));
   EXPECT_EQ(Worker("w3").state, v1::IDLE);
@@ -295,12 +292,11 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
   auto reformed = ReformAtBoundary(state_, "j", "w2", 1, clock_.Now());
   ASSERT_TRUE(reformed.ok()) << reformed.status();
   ASSERT_EQ(reformed->generations_started.size(), 1u);
-  EXPECT_EQ(reformed->generations_started[0].reason, kReasonJoin);
+  EXPECT_EQ(reformed->generations_started[0].reason, GenerationReason::kJoin);
   const Generation& next = Job().generation;
   EXPECT_EQ(next.number, 2);
   EXPECT_TRUE(next.formed);
   EXPECT_THAT(next.members, ElementsAre("w1", "w2", "w3"));
-  EXPECT_EQ(next.heal_from_rank, 0);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_TRUE(ReformJobsFor(state_, "w1").empty());
   // The other rank's join of the same boundary changes nothing more.
@@ -314,8 +310,8 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
 TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndResumesThere) {
   StartJob(2, 2, 2);
   Commit(10);
-  RequestRelease(state_, "j", "w1", kReleaseSuspend, clock_.Now());
-  RequestRelease(state_, "j", "w2", kReleaseSuspend, clock_.Now());
+  RequestRelease(state_, "j", "w1", ReleaseReason::kSuspend, clock_.Now());
+  RequestRelease(state_, "j", "w2", ReleaseReason::kSuspend, clock_.Now());
   ReleasedAll(state_, "w2", 1, 13, clock_.Now());
   EXPECT_EQ(Job().info.state(), v1::PENDING);
   EXPECT_EQ(Job().info.step(), 13);
@@ -336,7 +332,6 @@ TEST_F(ReleaseTest, SuspendedJobGoesBackToPendingAtItsCheckpointedBoundaryAndRes
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_EQ(Job().generation.number, 2);
   EXPECT_EQ(Job().generation.start_step, 13);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);  // from the checkpoint
 }
 
 TEST_F(ReleaseTest, DrainingEveryMemberResumesFromTheBoundaryCheckpointOnOtherWorkers) {
@@ -351,7 +346,6 @@ TEST_F(ReleaseTest, DrainingEveryMemberResumesFromTheBoundaryCheckpointOnOtherWo
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
   EXPECT_EQ(Job().generation.start_step, 12);
-  EXPECT_EQ(Job().generation.heal_from_rank, -1);
   EXPECT_EQ(Job().restarts_used, 0);
 }
 

@@ -7,8 +7,6 @@
 namespace herd::coordinator {
 namespace {
 
-bool IsSchedulerRelease(const std::string& reason) { return reason == kReleaseShrink || reason == kReleaseSuspend; }
-
 // A RUNNING job the scheduler may take workers from: formed, settled (not
 // recovering, nobody finished) and nothing of it released yet this round.
 bool Preemptable(const JobRecord& job) {
@@ -48,31 +46,6 @@ std::vector<const JobRecord*> Sorted(const ClusterState& state, v1::JobState job
 bool ServedBefore(const JobRecord& a, const JobRecord& b) {
   if (a.info.spec().priority() != b.info.spec().priority()) return a.info.spec().priority() > b.info.spec().priority();
   return a.submit_seq < b.submit_seq;
-}
-
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded,
-                                        bool honor_reservations) {
-  std::vector<std::string> first, free;
-  for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
-      continue;
-    }
-    const std::string held_for = HeldForJob(state, worker);
-    std::string reserved_for;
-    if (honor_reservations) {
-      auto reservation = state.reserved.find(id);
-      if (reservation != state.reserved.end()) reserved_for = reservation->second;
-    }
-    const std::string& kept_for = held_for.empty() ? reserved_for : held_for;
-    if (kept_for == job_id) {
-      first.push_back(id);
-    } else if (kept_for.empty()) {
-      free.push_back(id);
-    }
-  }
-  first.insert(first.end(), free.begin(), free.end());
-  return first;
 }
 
 SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions& options) {
@@ -127,19 +100,19 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     }
     std::vector<Candidate> trial = candidates;  // kept only when the job can start that way
     std::vector<MemberRelease> releases;
-    std::map<std::string, std::string> preempted;
+    std::map<std::string, Preemption> preempted;
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
       if (!lower(victim.info.spec().priority(), victim.info.spec().device()) || candidate.suspended) continue;
       const int64_t take = std::min(missing, candidate.above_min);
       for (int64_t i = 0; i < take; ++i) {
-        releases.push_back({victim.info.id(), candidate.staying.front(), kReleaseShrink});
+        releases.push_back({victim.info.id(), candidate.staying.front(), ReleaseReason::kShrink});
         candidate.staying.erase(candidate.staying.begin());
       }
       candidate.above_min -= take;
       missing -= take;
-      if (take > 0) preempted[victim.info.id()] = kPreemptShrink;
+      if (take > 0) preempted[victim.info.id()] = Preemption::kShrink;
     }
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
@@ -153,13 +126,15 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
                                     [&](const MemberRelease& r) { return r.job_id == victim.info.id(); }),
                      releases.end());
       for (auto member = victim.generation.members.rbegin(); member != victim.generation.members.rend(); ++member) {
-        if (!victim.release_requested.count(*member)) releases.push_back({victim.info.id(), *member, kReleaseSuspend});
+        if (!victim.release_requested.count(*member)) {
+          releases.push_back({victim.info.id(), *member, ReleaseReason::kSuspend});
+        }
       }
       missing -= std::min<int64_t>(missing, static_cast<int64_t>(candidate.staying.size()));
       candidate.staying.clear();
       candidate.above_min = 0;
       candidate.suspended = true;
-      preempted[victim.info.id()] = kPreemptSuspend;
+      preempted[victim.info.id()] = Preemption::kSuspend;
     }
     if (missing > 0) continue;  // preempting could not start it: take nothing, reserve nothing
     candidates = std::move(trial);
@@ -168,8 +143,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
       taken.insert(id);
       plan.reserved[id] = job->info.id();
     }
-    plan.waiting[job->info.id()] =
-        absl::StrCat(kWaitingForReleased, ": have ", idle.size(), ", need ", need);
+    plan.waiting[job->info.id()] = {static_cast<int64_t>(idle.size()), need};
     plan.releases.insert(plan.releases.end(), releases.begin(), releases.end());
     plan.preempted.insert(preempted.begin(), preempted.end());
   }

@@ -20,28 +20,11 @@
 
 namespace herd::coordinator {
 
-// The scheduler asks releases with kReleaseShrink (the job keeps running,
-// smaller) and kReleaseSuspend (every member leaves; release.h).
-
-// A PENDING job's reason while workers are released to it, and after.
-inline constexpr char kWaitingForReleased[] = "waiting for workers released by lower-priority jobs";
-inline constexpr char kWaitingForWorkers[] = "waiting for workers";
-
-// Metrics labels (herd_coordinator_preemptions_total{kind}).
-inline constexpr char kPreemptShrink[] = "shrink";
-inline constexpr char kPreemptSuspend[] = "suspend";
+// The scheduler asks releases with ReleaseReason::kShrink (the job keeps
+// running, smaller) and kSuspend (every member leaves; release.h).
 
 // True when `a` is served before `b`: higher priority first, then submit order.
 bool ServedBefore(const JobRecord& a, const JobRecord& b);
-
-// IDLE workers of the spec's device kind that `job_id` may take: those held
-// for it (their trainer still holds its context) and those reserved for it
-// first, then free ones, lowest ids first; never one held or (with
-// `honor_reservations`) reserved for another job, nor `excluded`, nor a
-// cordoned or draining one.
-std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id,
-                                        const v1::JobSpec& spec, const std::string& excluded = "",
-                                        bool honor_reservations = true);
 
 struct JobStart {
   std::string job_id;
@@ -51,19 +34,26 @@ struct JobStart {
 struct MemberRelease {
   std::string job_id;
   std::string worker_id;
-  std::string reason;  // kReleaseShrink or kReleaseSuspend
+  ReleaseReason reason;  // kShrink or kSuspend
+};
+
+// A PENDING job that lower-priority jobs release workers to
+// (PendingReason::kWaitingForReleasedWorkers).
+struct WaitingForReleased {
+  int64_t have = 0;  // idle workers kept for it
+  int64_t need = 0;  // its min_workers
 };
 
 struct SchedulePlan {
   std::vector<JobStart> starts;
   // New release requests (none repeats one already requested).
   std::vector<MemberRelease> releases;
-  // Jobs preempted by `releases`, with kPreemptShrink or kPreemptSuspend.
-  std::map<std::string, std::string> preempted;
+  // Jobs preempted by `releases`, and how.
+  std::map<std::string, Preemption> preempted;
   // IDLE worker -> the waiting job it is kept for.
   std::map<std::string, std::string> reserved;
-  // PENDING job -> its reason while workers are released to it.
-  std::map<std::string, std::string> waiting;
+  // PENDING jobs workers are released to.
+  std::map<std::string, WaitingForReleased> waiting;
 };
 
 struct SchedulePolicyOptions {

@@ -103,8 +103,9 @@ TEST_F(SchedulingPolicyTest, ShrinksTheLowestPriorityNewestJobFirstAndNeverBelow
   // Each low job can give one worker (down to min_workers 1), its highest
   // rank; the newest goes first. "mid" keeps both.
   EXPECT_THAT(Releases(plan), ElementsAre(Pair("new-low", "cpu-w4"), Pair("old-low", "cpu-w2")));
-  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseShrink);
-  EXPECT_THAT(plan.preempted, UnorderedElementsAre(Pair("new-low", kPreemptShrink), Pair("old-low", kPreemptShrink)));
+  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, ReleaseReason::kShrink);
+  EXPECT_THAT(plan.preempted,
+              UnorderedElementsAre(Pair("new-low", Preemption::kShrink), Pair("old-low", Preemption::kShrink)));
   EXPECT_THAT(plan.starts, IsEmpty());
 }
 
@@ -139,9 +140,9 @@ TEST_F(SchedulingPolicyTest, ReleasedWorkersAreReservedForTheWaitingJobUntilItSt
   Run("low", Spec(1, 3), 3);
   Submit("high", Spec(3, 3, 1));  // one idle worker plus two from low
   ChangeSet changes = Schedule(state_, now_);
-  EXPECT_THAT(changes.preemptions, ElementsAre(kPreemptShrink));
+  EXPECT_THAT(changes.preemptions, ElementsAre(Preemption::kShrink));
   EXPECT_THAT(Job("low").release_requested,
-              UnorderedElementsAre(Pair("cpu-w3", kReleaseShrink), Pair("cpu-w2", kReleaseShrink)));
+              UnorderedElementsAre(Pair("cpu-w3", ReleaseReason::kShrink), Pair("cpu-w2", ReleaseReason::kShrink)));
   EXPECT_THAT(state_.reserved, ElementsAre(Pair("cpu-w4", "high")));
   EXPECT_EQ(Job("high").info.reason(), "waiting for workers released by lower-priority jobs: have 1, need 3");
 
@@ -207,7 +208,7 @@ TEST_F(SchedulingPolicyTest, RunningJobsGrowOnlyAfterPendingJobsAreServed) {
   now_ += 100;  // past the join rate limit
   AdvanceGenerations(state_, now_, options);
   EXPECT_THAT(Job("low").release_requested,
-              UnorderedElementsAre(Pair("cpu-w3", kReleaseShrink), Pair("cpu-w2", kReleaseShrink)));
+              UnorderedElementsAre(Pair("cpu-w3", ReleaseReason::kShrink), Pair("cpu-w2", ReleaseReason::kShrink)));
   CompleteRelease("low", "cpu-w3");
   now_ += 100;
   AdvanceGenerations(state_, now_, options);
@@ -233,8 +234,8 @@ TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
   // not preemptible; so batch is suspended: every member leaves.
   EXPECT_THAT(Releases(plan), UnorderedElementsAre(Pair("batch", "cpu-w1"), Pair("batch", "cpu-w2"),
                                                    Pair("batch", "cpu-w3")));
-  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, kReleaseSuspend);
-  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptSuspend)));
+  for (const MemberRelease& release : plan.releases) EXPECT_EQ(release.reason, ReleaseReason::kSuspend);
+  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", Preemption::kSuspend)));
 
   // Suspension is the default.
   EXPECT_EQ(Releases(PlanSchedule(state_)), Releases(plan));
@@ -252,7 +253,7 @@ TEST_F(SchedulingPolicyTest, SuspendsOnlyPreemptibleJobsAtTheirMinimum) {
   state_.jobs.at("high").info.mutable_spec()->set_max_workers(1);
   plan = PlanSchedule(state_, suspending);
   EXPECT_THAT(Releases(plan), ElementsAre(Pair("batch", "cpu-w3")));
-  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", kPreemptShrink)));
+  EXPECT_THAT(plan.preempted, ElementsAre(Pair("batch", Preemption::kShrink)));
 }
 
 TEST_F(SchedulingPolicyTest, NonPreemptibleJobsAtTheirMinimumAreNeverSuspended) {

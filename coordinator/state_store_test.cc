@@ -69,20 +69,19 @@ ClusterState SampleState(ChangeSet* changes) {
   running.info.set_learning_rate(0.0125);
   running.info.set_warning("checkpoint at step 40 failed: No space left on device");
   // Fault-tolerance state as after a failure that healed from rank 0.
-  running.generation.reason = "failure_reported";
+  running.generation.reason = GenerationReason::kFailureReported;
   running.generation.started_at = 650.5;
   running.generation.start_step = 40;
-  running.generation.epoch = 1;
-  running.generation.samples_in_epoch = 2560;
-  running.generation.heal_from_rank = 0;
   running.generation.committed = true;
   running.restarts_used = 2;
   running.last_failure = "worker w3 (rank 2) lost: lease expired";
   // Being drained: asked to leave the job at its next step boundary.
-  running.release_requested["w1"] = "drain";
+  running.release_requested["w1"] = ReleaseReason::kDrain;
   state.workers.at("w1").cordoned = true;
   spec.set_name("later");
-  AddPendingJob(state, "job-pending", spec, 700, changes);
+  // Waiting for workers lower-priority jobs release to it: typed, so it
+  // must come back typed.
+  AddPendingJob(state, "job-pending", spec, 700, changes).pending_reason = PendingReason::kWaitingForReleasedWorkers;
   return state;
 }
 
@@ -120,18 +119,15 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
     EXPECT_EQ(back.generation.reason, job.generation.reason);
     EXPECT_DOUBLE_EQ(back.generation.started_at, job.generation.started_at);
     EXPECT_EQ(back.generation.start_step, job.generation.start_step);
-    EXPECT_EQ(back.generation.epoch, job.generation.epoch);
-    EXPECT_EQ(back.generation.samples_in_epoch, job.generation.samples_in_epoch);
-    EXPECT_EQ(back.generation.heal_from_rank, job.generation.heal_from_rank);
     EXPECT_EQ(back.generation.committed, job.generation.committed);
     EXPECT_EQ(back.restarts_used, job.restarts_used);
     EXPECT_EQ(back.last_failure, job.last_failure);
     EXPECT_DOUBLE_EQ(back.waiting_since, job.waiting_since);
     EXPECT_EQ(back.release_requested, job.release_requested);
+    EXPECT_EQ(back.pending_reason, job.pending_reason);
   }
-  EXPECT_EQ(loaded->jobs.at("job-running").release_requested.at("w1"), "drain");
+  EXPECT_EQ(ReleaseReasonName(loaded->jobs.at("job-running").release_requested.at("w1")), "drain");
   EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
-  EXPECT_EQ(loaded->jobs.at("job-running").generation.heal_from_rank, 0);
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);
   EXPECT_THAT(loaded->jobs.at("job-running").generation.members, ElementsAre("w1", "w2"));
   EXPECT_EQ(loaded->next_submit_seq, saved.next_submit_seq);
@@ -223,7 +219,6 @@ INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old
   const JobRecord& job = loaded->jobs.at("job-old");
   EXPECT_EQ(job.generation.number, 3);
   EXPECT_TRUE(job.generation.formed);
-  EXPECT_EQ(job.generation.heal_from_rank, -1);
   EXPECT_EQ(job.restarts_used, 0);
   EXPECT_EQ(loaded->checkpoints.at("job-old").at(0).samples_in_epoch(), 0);
 
@@ -238,6 +233,158 @@ INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->jobs.at("job-old").restarts_used, 1);
   EXPECT_EQ(again->checkpoints.at("job-running").at(0).samples_in_epoch(), 9 * 64);
+}
+
+// The schema of a database written by the coordinator before the
+// generation's epoch, samples_in_epoch and heal_from_rank were retired
+// (main at 6d14f2a): the first schema plus every added column, in order.
+constexpr char kSchemaWithRetiredColumns[] = R"sql(
+CREATE TABLE jobs (id TEXT PRIMARY KEY, submit_seq INTEGER NOT NULL, spec BLOB NOT NULL, state INTEGER NOT NULL,
+  reason TEXT NOT NULL, step INTEGER NOT NULL, epoch INTEGER NOT NULL, world_size INTEGER NOT NULL,
+  samples_in_epoch INTEGER NOT NULL, samples_per_second REAL NOT NULL, loss REAL NOT NULL, eval TEXT NOT NULL,
+  total_steps INTEGER NOT NULL, generation INTEGER NOT NULL, next_generation INTEGER NOT NULL,
+  members TEXT NOT NULL, finished TEXT NOT NULL, created_unix REAL NOT NULL, updated_unix REAL NOT NULL,
+  gen_formed INTEGER NOT NULL DEFAULT 1, gen_reason TEXT NOT NULL DEFAULT '',
+  gen_started_unix REAL NOT NULL DEFAULT 0, gen_start_step INTEGER NOT NULL DEFAULT 0,
+  gen_epoch INTEGER NOT NULL DEFAULT 0, gen_samples_in_epoch INTEGER NOT NULL DEFAULT 0,
+  gen_heal_from_rank INTEGER NOT NULL DEFAULT -1, gen_committed INTEGER NOT NULL DEFAULT 0,
+  restarts_used INTEGER NOT NULL DEFAULT 0, last_failure TEXT NOT NULL DEFAULT '',
+  waiting_since REAL NOT NULL DEFAULT 0, owner TEXT NOT NULL DEFAULT '',
+  release_requested TEXT NOT NULL DEFAULT '{}', warning TEXT NOT NULL DEFAULT '',
+  learning_rate REAL NOT NULL DEFAULT 0);
+CREATE TABLE workers (id TEXT PRIMARY KEY, address TEXT NOT NULL, device_kind TEXT NOT NULL,
+  device_count INTEGER NOT NULL, state INTEGER NOT NULL, job_id TEXT NOT NULL,
+  cordoned INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE checkpoints (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, commit_seq INTEGER NOT NULL,
+  step INTEGER NOT NULL, epoch INTEGER NOT NULL, generation INTEGER NOT NULL, path TEXT NOT NULL,
+  size_bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, created_unix REAL NOT NULL,
+  samples_in_epoch INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX checkpoints_by_job ON checkpoints (job_id, commit_seq);
+INSERT INTO jobs VALUES ('job-a', 4, x'0a056d6e697374', 2, '', 42, 1, 2, 2688, 1500.25, 'NaN', '{"accuracy":0.875}',
+  900, 3, 4, 'w1,w2', 'w2', 600, 650.5, 1, 'failure_reported', 650.5, 40, 1, 2560, 0, 1, 2,
+  'worker w3 (rank 2) lost: lease expired', 0, 'alice', '{"w1":"drain"}', 'low disk', 0.0125);
+INSERT INTO jobs VALUES ('job-b', 5, x'6002', 1, 'waiting for workers', 0, 0, 0, 0, 0, 0, '{}',
+  0, 0, 1, '', '', 700, 700, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
+INSERT INTO jobs VALUES ('job-c', 6, x'6002', 1, 'waiting for workers released by lower-priority jobs: have 1, need 2',
+  0, 0, 0, 0, 0, 0, '{}', 0, 0, 1, '', '', 710, 710, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
+INSERT INTO jobs VALUES ('job-d', 7, x'6002', 1,
+  'suspended at step 40 for a higher-priority job; resumes from job-d/step-40 when workers are free',
+  40, 0, 0, 0, 0, 0, '{}', 0, 0, 2, '', '', 720, 720, 1, '', 0, 0, 0, 0, -1, 0, 0, '', 0, 'bob', '{}', '', 0);
+INSERT INTO workers VALUES ('w1', 'w1:29500', 'cuda', 8, 2, 'job-a', 1), ('w2', 'w2:29500', 'cuda', 8, 2, 'job-a', 0);
+INSERT INTO checkpoints VALUES ('ckpt-20-bbbbbb', 'job-a', 2, 20, 1, 3, 'job-a/step-20', 1234, 'ab12', 900.5, 1280),
+  ('ckpt-30-cccccc', 'job-a', 3, 30, 1, 3, 'job-a/step-30', 1234, 'cd34', 901.5, 1920);
+)sql";
+
+std::vector<std::string> JobColumnsIn(const std::string& path) {
+  std::vector<std::string> names;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info('jobs')", -1, &select, nullptr), SQLITE_OK);
+  while (sqlite3_step(select) == SQLITE_ROW) {
+    names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)));
+  }
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  return names;
+}
+
+// A database written before the retired generation columns went opens with
+// every job, worker and checkpoint; the retired columns are dropped.
+TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
+  const std::string path = FreshDatabasePath("retired_columns");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, kSchemaWithRetiredColumns, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  ASSERT_THAT(JobColumnsIn(path), ::testing::Contains("gen_heal_from_rank"));
+  auto store = StateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const char* retired : {"gen_epoch", "gen_samples_in_epoch", "gen_heal_from_rank"}) {
+    EXPECT_THAT(JobColumnsIn(path), ::testing::Not(::testing::Contains(retired)));
+  }
+  EXPECT_THAT(JobColumnsIn(path), ::testing::Contains("gen_start_step"));
+
+  auto loaded = (*store)->Load(2000);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->jobs.size(), 4u);
+  const JobRecord& a = loaded->jobs.at("job-a");
+  EXPECT_EQ(a.submit_seq, 4);
+  EXPECT_EQ(a.info.name(), "mnist");
+  EXPECT_EQ(a.info.state(), v1::RUNNING);
+  EXPECT_EQ(a.info.step(), 42);
+  EXPECT_EQ(a.info.epoch(), 1);
+  EXPECT_EQ(a.info.samples_in_epoch(), 2688);
+  EXPECT_DOUBLE_EQ(a.info.samples_per_second(), 1500.25);
+  EXPECT_TRUE(std::isnan(a.info.loss()));
+  EXPECT_EQ(a.info.eval().at("accuracy"), 0.875);
+  EXPECT_EQ(a.info.total_steps(), 900);
+  EXPECT_EQ(a.info.generation(), 3);
+  EXPECT_EQ(a.generation.number, 3);
+  EXPECT_EQ(a.next_generation, 4);
+  EXPECT_THAT(a.generation.members, ElementsAre("w1", "w2"));
+  EXPECT_THAT(a.info.workers(), ElementsAre("w1", "w2"));
+  EXPECT_THAT(a.generation.finished, ElementsAre("w2"));
+  EXPECT_TRUE(a.generation.formed);
+  EXPECT_EQ(GenerationReasonName(a.generation.reason), "failure_reported");
+  EXPECT_DOUBLE_EQ(a.generation.started_at, 650.5);
+  EXPECT_EQ(a.generation.start_step, 40);
+  EXPECT_TRUE(a.generation.committed);
+  EXPECT_EQ(a.restarts_used, 2);
+  EXPECT_EQ(a.last_failure, "worker w3 (rank 2) lost: lease expired");
+  EXPECT_EQ(a.info.owner(), "alice");
+  EXPECT_EQ(ReleaseReasonName(a.release_requested.at("w1")), "drain");
+  EXPECT_EQ(a.info.warning(), "low disk");
+  EXPECT_DOUBLE_EQ(a.info.learning_rate(), 0.0125);
+  const JobRecord& b = loaded->jobs.at("job-b");
+  EXPECT_EQ(b.info.state(), v1::PENDING);
+  EXPECT_EQ(b.info.reason(), "waiting for workers");
+  EXPECT_EQ(b.info.owner(), "bob");
+  // Why a PENDING job waits is typed from now on; the rows written before
+  // get it from their reason text, once.
+  EXPECT_EQ(b.pending_reason, PendingReason::kWaitingForWorkers);
+  EXPECT_EQ(loaded->jobs.at("job-c").pending_reason, PendingReason::kWaitingForReleasedWorkers);
+  EXPECT_EQ(loaded->jobs.at("job-c").info.reason(),
+            "waiting for workers released by lower-priority jobs: have 1, need 2");
+  EXPECT_EQ(loaded->jobs.at("job-d").pending_reason, PendingReason::kSuspended);
+  EXPECT_EQ(loaded->next_submit_seq, 8);
+  {
+    // No job releases workers to job-c any more: the scheduler gives it the
+    // plain reason back, and leaves the suspended job's alone.
+    ClusterState scheduled = *loaded;
+    Schedule(scheduled, 2000);
+    EXPECT_EQ(scheduled.jobs.at("job-c").info.reason(), "waiting for workers");
+    EXPECT_EQ(scheduled.jobs.at("job-c").pending_reason, PendingReason::kWaitingForWorkers);
+    EXPECT_EQ(scheduled.jobs.at("job-d").info.reason(), loaded->jobs.at("job-d").info.reason());
+    EXPECT_EQ(scheduled.jobs.at("job-b").info.state(), v1::PENDING);
+  }
+
+  ASSERT_EQ(loaded->workers.size(), 2u);
+  EXPECT_TRUE(loaded->workers.at("w1").cordoned);
+  EXPECT_EQ(loaded->workers.at("w2").job_id, "job-a");
+  const auto& catalog = loaded->checkpoints.at("job-a");
+  ASSERT_EQ(catalog.size(), 2u);
+  EXPECT_EQ(catalog[0].id(), "ckpt-20-bbbbbb");
+  EXPECT_EQ(catalog[1].samples_in_epoch(), 1920);
+
+  // Writes go on, and the next checkpoint follows the stored commit order.
+  ClusterState state = *loaded;
+  state.jobs.at("job-a").info.set_step(50);
+  ChangeSet changes;
+  changes.jobs.insert("job-a");
+  ASSERT_TRUE((*store)->Save(state, changes).ok());
+  v1::CheckpointInfo next = Checkpoint("ckpt-50-dddddd", 50);
+  next.set_job_id("job-a");
+  ASSERT_TRUE((*store)->SaveCheckpoint(next, {}).ok());
+  store->reset();
+  auto again = (*StateStore::Open(path))->Load(2000);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->jobs.at("job-a").info.step(), 50);
+  EXPECT_EQ(again->jobs.at("job-a").generation.start_step, 40);
+  ASSERT_EQ(again->checkpoints.at("job-a").size(), 3u);
+  EXPECT_EQ(again->checkpoints.at("job-a").back().id(), "ckpt-50-dddddd");
 }
 
 // SQLite binds a NaN as NULL, which the NOT NULL columns refused: one job's

@@ -1,0 +1,116 @@
+#include "coordinator/job_reasons.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace herd::coordinator {
+
+absl::string_view GenerationReasonName(GenerationReason reason) {
+  switch (reason) {
+    case GenerationReason::kStart:
+      return "start";
+    case GenerationReason::kMemberLost:
+      return "member_lost";
+    case GenerationReason::kFailureReported:
+      return "failure_reported";
+    case GenerationReason::kJoin:
+      return "join";
+    case GenerationReason::kCoordinatorRestart:
+      return "coordinator_restart";
+    case GenerationReason::kReleased:
+      return "released";
+  }
+  return "unknown";
+}
+
+std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name) {
+  for (GenerationReason reason :
+       {GenerationReason::kStart, GenerationReason::kMemberLost, GenerationReason::kFailureReported,
+        GenerationReason::kJoin, GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
+    if (GenerationReasonName(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
+bool IsFailure(GenerationReason reason) {
+  return reason == GenerationReason::kMemberLost || reason == GenerationReason::kFailureReported;
+}
+
+absl::string_view ReleaseReasonName(ReleaseReason reason) {
+  switch (reason) {
+    case ReleaseReason::kDrain:
+      return "drain";
+    case ReleaseReason::kShrink:
+      return "shrink";
+    case ReleaseReason::kSuspend:
+      return "suspend";
+    case ReleaseReason::kResized:
+      return "resized";
+  }
+  return "unknown";
+}
+
+std::optional<ReleaseReason> ReleaseReasonFromName(absl::string_view name) {
+  for (ReleaseReason reason :
+       {ReleaseReason::kDrain, ReleaseReason::kShrink, ReleaseReason::kSuspend, ReleaseReason::kResized}) {
+    if (ReleaseReasonName(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
+bool IsSchedulerRelease(ReleaseReason reason) {
+  return reason == ReleaseReason::kShrink || reason == ReleaseReason::kSuspend;
+}
+
+absl::string_view PreemptionName(Preemption preemption) {
+  switch (preemption) {
+    case Preemption::kShrink:
+      return "shrink";
+    case Preemption::kSuspend:
+      return "suspend";
+  }
+  return "unknown";
+}
+
+absl::string_view PendingReasonName(PendingReason reason) {
+  switch (reason) {
+    case PendingReason::kWaitingForWorkers:
+      return "waiting_for_workers";
+    case PendingReason::kWaitingForReleasedWorkers:
+      return "waiting_for_released_workers";
+    case PendingReason::kSuspended:
+      return "suspended";
+    case PendingReason::kAllReleased:
+      return "all_released";
+  }
+  return "unknown";
+}
+
+std::optional<PendingReason> PendingReasonFromName(absl::string_view name) {
+  for (PendingReason reason : {PendingReason::kWaitingForWorkers, PendingReason::kWaitingForReleasedWorkers,
+                               PendingReason::kSuspended, PendingReason::kAllReleased}) {
+    if (PendingReasonName(reason) == name) return reason;
+  }
+  return std::nullopt;
+}
+
+std::string WaitingForWorkersText() { return "waiting for workers"; }
+
+std::string WaitingForReleasedWorkersText(int64_t have, int64_t need) {
+  return absl::StrCat("waiting for workers released by lower-priority jobs: have ", have, ", need ", need);
+}
+
+std::string WaitingToFormText(int64_t have, int64_t need) {
+  return absl::StrCat("waiting for workers: have ", have, ", need ", need);
+}
+
+std::string SuspendedText(int64_t step, const std::string& from) {
+  return absl::StrCat("suspended at step ", step, " for a higher-priority job; resumes from ", from,
+                      " when workers are free");
+}
+
+std::string AllReleasedText(int64_t step, const std::string& from) {
+  return absl::StrCat("every member was released at step ", step, " (drained); resumes from ", from,
+                      " when workers are free");
+}
+
+}  // namespace herd::coordinator

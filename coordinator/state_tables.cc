@@ -1,0 +1,317 @@
+#include "coordinator/state_tables.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace herd::coordinator {
+namespace {
+
+using JobColumn = sql::Column<JobRecord>;
+using WorkerColumn = sql::Column<WorkerRecord>;
+using CheckpointColumn = sql::Column<StoredCheckpoint>;
+
+// Worker ids are restricted to [A-Za-z0-9._-], so a comma is a safe separator.
+std::string JoinIds(const std::vector<std::string>& ids) { return absl::StrJoin(ids, ","); }
+std::vector<std::string> SplitIds(const std::string& text) { return absl::StrSplit(text, ',', absl::SkipEmpty()); }
+
+// JSON has no NaN or infinity (nlohmann writes them as null): those are
+// written as the strings "NaN", "Infinity" and "-Infinity", as proto3's JSON
+// mapping does.
+std::string EvalToJson(const google::protobuf::Map<std::string, double>& eval) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [name, value] : eval) {
+    if (std::isfinite(value)) {
+      json[name] = value;
+    } else {
+      json[name] = std::isnan(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+    }
+  }
+  return json.dump();
+}
+
+void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, double>* eval) {
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return;
+  for (const auto& [name, value] : json.items()) {
+    if (value.is_number()) {
+      (*eval)[name] = value.get<double>();
+    } else if (value == "NaN") {
+      (*eval)[name] = std::numeric_limits<double>::quiet_NaN();
+    } else if (value == "Infinity" || value == "-Infinity") {
+      (*eval)[name] = (value == "Infinity" ? 1 : -1) * std::numeric_limits<double>::infinity();
+    }
+  }
+}
+
+// Worker id -> ReleaseReasonName.
+std::string ReleasesToJson(const std::map<std::string, ReleaseReason>& releases) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [worker, reason] : releases) json[worker] = std::string(ReleaseReasonName(reason));
+  return json.dump();
+}
+
+absl::Status ReleasesFromJson(const std::string& text, std::map<std::string, ReleaseReason>* releases) {
+  releases->clear();
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::OkStatus();
+  for (const auto& [worker, name] : json.items()) {
+    if (!name.is_string()) continue;
+    std::optional<ReleaseReason> reason = ReleaseReasonFromName(name.get<std::string>());
+    if (!reason.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("unknown release reason \"", name.get<std::string>(), "\" for worker ", worker));
+    }
+    (*releases)[worker] = *reason;
+  }
+  return absl::OkStatus();
+}
+
+// Rows written before pending_reason existed: a PENDING job's reason text
+// says why it waits. Read once, when the column is added; from then on the
+// text is only derived from the stored PendingReason.
+std::string PendingReasonBackfill() {
+  return absl::StrCat(
+      "UPDATE jobs SET pending_reason = CASE"
+      " WHEN reason LIKE 'waiting for workers released by lower-priority jobs%' THEN '",
+      PendingReasonName(PendingReason::kWaitingForReleasedWorkers), "'",
+      " WHEN reason LIKE 'suspended at step %' THEN '", PendingReasonName(PendingReason::kSuspended), "'",
+      " WHEN reason LIKE 'every member was released at step %' THEN '", PendingReasonName(PendingReason::kAllReleased),
+      "'", " ELSE '", PendingReasonName(PendingReason::kWaitingForWorkers),
+      "' END WHERE state = ", static_cast<int>(v1::PENDING));
+}
+
+// Column order is the order of a database upgraded through every version
+// (the first schema, then each added column); a fresh one is created so.
+// The defaults of added columns describe rows written before they existed.
+std::vector<JobColumn> JobColumns() {
+  return {
+      JobColumn::Text(
+          "id", "PRIMARY KEY", [](const JobRecord& j) { return j.info.id(); },
+          [](JobRecord& j, const std::string& v) { j.info.set_id(v); }),
+      JobColumn::Integer(
+          "submit_seq", "NOT NULL", [](const JobRecord& j) { return j.submit_seq; },
+          [](JobRecord& j, int64_t v) { j.submit_seq = v; }),
+      JobColumn::Blob(
+          "spec", "NOT NULL", [](const JobRecord& j) { return j.info.spec().SerializeAsString(); },
+          [](JobRecord& j, const std::string& v) -> absl::Status {
+            if (!j.info.mutable_spec()->ParseFromString(v)) {
+              return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": stored spec does not parse"));
+            }
+            j.info.set_name(j.info.spec().name());
+            return absl::OkStatus();
+          }),
+      JobColumn::Integer(
+          "state", "NOT NULL", [](const JobRecord& j) { return j.info.state(); },
+          [](JobRecord& j, int64_t v) { j.info.set_state(static_cast<v1::JobState>(v)); }),
+      JobColumn::Text(
+          "reason", "NOT NULL", [](const JobRecord& j) { return j.info.reason(); },
+          [](JobRecord& j, const std::string& v) { j.info.set_reason(v); }),
+      JobColumn::Integer(
+          "step", "NOT NULL", [](const JobRecord& j) { return j.info.step(); },
+          [](JobRecord& j, int64_t v) { j.info.set_step(v); }),
+      JobColumn::Integer(
+          "epoch", "NOT NULL", [](const JobRecord& j) { return j.info.epoch(); },
+          [](JobRecord& j, int64_t v) { j.info.set_epoch(v); }),
+      JobColumn::Integer(
+          "world_size", "NOT NULL", [](const JobRecord& j) { return j.info.world_size(); },
+          [](JobRecord& j, int64_t v) { j.info.set_world_size(v); }),
+      JobColumn::Integer(
+          "samples_in_epoch", "NOT NULL", [](const JobRecord& j) { return j.info.samples_in_epoch(); },
+          [](JobRecord& j, int64_t v) { j.info.set_samples_in_epoch(v); }),
+      JobColumn::Real(
+          "samples_per_second", "NOT NULL", [](const JobRecord& j) { return j.info.samples_per_second(); },
+          [](JobRecord& j, double v) { j.info.set_samples_per_second(v); }),
+      JobColumn::Real(
+          "loss", "NOT NULL", [](const JobRecord& j) { return j.info.loss(); },
+          [](JobRecord& j, double v) { j.info.set_loss(v); }),
+      JobColumn::Text(
+          "eval", "NOT NULL", [](const JobRecord& j) { return EvalToJson(j.info.eval()); },
+          [](JobRecord& j, const std::string& v) { EvalFromJson(v, j.info.mutable_eval()); }),
+      JobColumn::Integer(
+          "total_steps", "NOT NULL", [](const JobRecord& j) { return j.info.total_steps(); },
+          [](JobRecord& j, int64_t v) { j.info.set_total_steps(v); }),
+      JobColumn::Integer(
+          "generation", "NOT NULL", [](const JobRecord& j) { return j.generation.number; },
+          [](JobRecord& j, int64_t v) {
+            j.generation.number = v;
+            j.info.set_generation(v);
+          }),
+      JobColumn::Integer(
+          "next_generation", "NOT NULL", [](const JobRecord& j) { return j.next_generation; },
+          [](JobRecord& j, int64_t v) { j.next_generation = v; }),
+      JobColumn::Text(
+          "members", "NOT NULL", [](const JobRecord& j) { return JoinIds(j.generation.members); },
+          [](JobRecord& j, const std::string& v) {
+            j.generation.members = SplitIds(v);
+            for (const auto& member : j.generation.members) j.info.add_workers(member);
+          }),
+      JobColumn::Text(
+          "finished", "NOT NULL",
+          [](const JobRecord& j) {
+            return JoinIds(std::vector<std::string>(j.generation.finished.begin(), j.generation.finished.end()));
+          },
+          [](JobRecord& j, const std::string& v) {
+            for (const auto& member : SplitIds(v)) j.generation.finished.insert(member);
+          }),
+      JobColumn::Real(
+          "created_unix", "NOT NULL", [](const JobRecord& j) { return j.info.created_unix(); },
+          [](JobRecord& j, double v) { j.info.set_created_unix(v); }),
+      JobColumn::Real(
+          "updated_unix", "NOT NULL", [](const JobRecord& j) { return j.info.updated_unix(); },
+          [](JobRecord& j, double v) { j.info.set_updated_unix(v); }),
+      // Added with fault tolerance.
+      JobColumn::Integer(
+          "gen_formed", "NOT NULL DEFAULT 1", [](const JobRecord& j) { return j.generation.formed; },
+          [](JobRecord& j, int64_t v) { j.generation.formed = v != 0; }),
+      JobColumn::Text(
+          "gen_reason", "NOT NULL DEFAULT ''",
+          [](const JobRecord& j) { return std::string(GenerationReasonName(j.generation.reason)); },
+          [](JobRecord& j, const std::string& v) -> absl::Status {
+            // '': a row from before the column; no failure, no release.
+            if (v.empty()) return absl::OkStatus();
+            std::optional<GenerationReason> reason = GenerationReasonFromName(v);
+            if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown generation reason \"", v, "\""));
+            j.generation.reason = *reason;
+            return absl::OkStatus();
+          }),
+      JobColumn::Real(
+          "gen_started_unix", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.started_at; },
+          [](JobRecord& j, double v) { j.generation.started_at = v; }),
+      JobColumn::Integer(
+          "gen_start_step", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.start_step; },
+          [](JobRecord& j, int64_t v) { j.generation.start_step = v; }),
+      JobColumn::Integer(
+          "gen_committed", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.generation.committed; },
+          [](JobRecord& j, int64_t v) { j.generation.committed = v != 0; }),
+      JobColumn::Integer(
+          "restarts_used", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.restarts_used; },
+          [](JobRecord& j, int64_t v) { j.restarts_used = v; }),
+      JobColumn::Text(
+          "last_failure", "NOT NULL DEFAULT ''", [](const JobRecord& j) { return j.last_failure; },
+          [](JobRecord& j, const std::string& v) { j.last_failure = v; }),
+      JobColumn::Real(
+          "waiting_since", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.waiting_since; },
+          [](JobRecord& j, double v) { j.waiting_since = v; }),
+      JobColumn::Text(
+          "owner", "NOT NULL DEFAULT ''", [](const JobRecord& j) { return j.info.owner(); },
+          [](JobRecord& j, const std::string& v) { j.info.set_owner(v); }),
+      JobColumn::Text(
+          "release_requested", "NOT NULL DEFAULT '{}'",
+          [](const JobRecord& j) { return ReleasesToJson(j.release_requested); },
+          [](JobRecord& j, const std::string& v) { return ReleasesFromJson(v, &j.release_requested); }),
+      JobColumn::Text(
+          "warning", "NOT NULL DEFAULT ''", [](const JobRecord& j) { return j.info.warning(); },
+          [](JobRecord& j, const std::string& v) { j.info.set_warning(v); }),
+      JobColumn::Real(
+          "learning_rate", "NOT NULL DEFAULT 0", [](const JobRecord& j) { return j.info.learning_rate(); },
+          [](JobRecord& j, double v) { j.info.set_learning_rate(v); }),
+      JobColumn::Text(
+          "pending_reason",
+          absl::StrCat("NOT NULL DEFAULT '", PendingReasonName(PendingReason::kWaitingForWorkers), "'"),
+          [](const JobRecord& j) { return std::string(PendingReasonName(j.pending_reason)); },
+          [](JobRecord& j, const std::string& v) -> absl::Status {
+            std::optional<PendingReason> reason = PendingReasonFromName(v);
+            if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown pending reason \"", v, "\""));
+            j.pending_reason = *reason;
+            return absl::OkStatus();
+          })
+          .WithBackfill(PendingReasonBackfill()),
+  };
+}
+
+std::vector<WorkerColumn> WorkerColumns() {
+  return {
+      WorkerColumn::Text(
+          "id", "PRIMARY KEY", [](const WorkerRecord& w) { return w.id; },
+          [](WorkerRecord& w, const std::string& v) { w.id = v; }),
+      WorkerColumn::Text(
+          "address", "NOT NULL", [](const WorkerRecord& w) { return w.address; },
+          [](WorkerRecord& w, const std::string& v) { w.address = v; }),
+      WorkerColumn::Text(
+          "device_kind", "NOT NULL", [](const WorkerRecord& w) { return w.device_kind; },
+          [](WorkerRecord& w, const std::string& v) { w.device_kind = v; }),
+      WorkerColumn::Integer(
+          "device_count", "NOT NULL", [](const WorkerRecord& w) { return w.device_count; },
+          [](WorkerRecord& w, int64_t v) { w.device_count = v; }),
+      WorkerColumn::Integer(
+          "state", "NOT NULL", [](const WorkerRecord& w) { return w.state; },
+          [](WorkerRecord& w, int64_t v) { w.state = static_cast<v1::WorkerState>(v); }),
+      WorkerColumn::Text(
+          "job_id", "NOT NULL", [](const WorkerRecord& w) { return w.job_id; },
+          [](WorkerRecord& w, const std::string& v) { w.job_id = v; }),
+      WorkerColumn::Integer(
+          "cordoned", "NOT NULL DEFAULT 0", [](const WorkerRecord& w) { return w.cordoned; },
+          [](WorkerRecord& w, int64_t v) { w.cordoned = v != 0; }),
+  };
+}
+
+std::vector<CheckpointColumn> CheckpointColumns() {
+  return {
+      CheckpointColumn::Text(
+          "id", "PRIMARY KEY", [](const StoredCheckpoint& c) { return c.info.id(); },
+          [](StoredCheckpoint& c, const std::string& v) { c.info.set_id(v); }),
+      CheckpointColumn::Text(
+          "job_id", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.job_id(); },
+          [](StoredCheckpoint& c, const std::string& v) { c.info.set_job_id(v); }),
+      CheckpointColumn::Integer(
+          "commit_seq", "NOT NULL", [](const StoredCheckpoint& c) { return c.commit_seq; },
+          [](StoredCheckpoint& c, int64_t v) { c.commit_seq = v; }),
+      CheckpointColumn::Integer(
+          "step", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.step(); },
+          [](StoredCheckpoint& c, int64_t v) { c.info.set_step(v); }),
+      CheckpointColumn::Integer(
+          "epoch", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.epoch(); },
+          [](StoredCheckpoint& c, int64_t v) { c.info.set_epoch(v); }),
+      CheckpointColumn::Integer(
+          "generation", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.generation(); },
+          [](StoredCheckpoint& c, int64_t v) { c.info.set_generation(v); }),
+      CheckpointColumn::Text(
+          "path", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.path(); },
+          [](StoredCheckpoint& c, const std::string& v) { c.info.set_path(v); }),
+      CheckpointColumn::Integer(
+          "size_bytes", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.size_bytes(); },
+          [](StoredCheckpoint& c, int64_t v) { c.info.set_size_bytes(v); }),
+      CheckpointColumn::Text(
+          "sha256", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.sha256(); },
+          [](StoredCheckpoint& c, const std::string& v) { c.info.set_sha256(v); }),
+      CheckpointColumn::Real(
+          "created_unix", "NOT NULL", [](const StoredCheckpoint& c) { return c.info.created_unix(); },
+          [](StoredCheckpoint& c, double v) { c.info.set_created_unix(v); }),
+      CheckpointColumn::Integer(
+          "samples_in_epoch", "NOT NULL DEFAULT 0", [](const StoredCheckpoint& c) { return c.info.samples_in_epoch(); },
+          [](StoredCheckpoint& c, int64_t v) { c.info.set_samples_in_epoch(v); }),
+  };
+}
+
+}  // namespace
+
+// Written until the generation's epoch, position in the epoch and heal
+// source left the wire (JoinGenerationResponse reserves them): nothing read
+// them. Dropped rather than left unread, so the table says what the code
+// means (SQLite has DROP COLUMN since 3.35; Debian 12 ships 3.40). An older
+// coordinator opening the database adds them back with their defaults.
+const sql::Table<JobRecord>& JobsTable() {
+  static const auto* table = new sql::Table<JobRecord>(
+      "jobs", JobColumns(), /*retired=*/{"gen_epoch", "gen_samples_in_epoch", "gen_heal_from_rank"});
+  return *table;
+}
+
+const sql::Table<WorkerRecord>& WorkersTable() {
+  static const auto* table = new sql::Table<WorkerRecord>("workers", WorkerColumns());
+  return *table;
+}
+
+const sql::Table<StoredCheckpoint>& CheckpointsTable() {
+  static const auto* table = new sql::Table<StoredCheckpoint>("checkpoints", CheckpointColumns());
+  return *table;
+}
+
+}  // namespace herd::coordinator
