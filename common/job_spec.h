@@ -25,4 +25,9 @@ void ApplyJobDefaults(v1::JobSpec* spec);
 // coordinator may not see the workers' files; trainers check paths at start.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// The sync.* part of ApplyJobDefaults and ValidateJobSpec, for a SyncSpec on
+// its own (the trainer converts it: worker/train/sync_config.h).
+void ApplySyncDefaults(v1::SyncSpec* sync);
+absl::Status ValidateSyncSpec(const v1::SyncSpec& sync);
+
 }  // namespace herd
