@@ -1,5 +1,5 @@
 // herd: the command-line client. Everything but the process surroundings is
-// in cli.cc.
+// in cli.cc and cli_args.cc (the command line).
 #include <unistd.h>
 
 #include <cstdlib>

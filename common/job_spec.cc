@@ -129,20 +129,7 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (schedule->name().empty()) schedule->set_name("constant");
   if (schedule->name() == "step" && schedule->gamma() == 0) schedule->set_gamma(0.1);
 
-  auto* sync = spec->mutable_sync();
-  if (sync->mode().empty()) sync->set_mode("allreduce");
-  if (sync->first_bucket_mib() == 0) sync->set_first_bucket_mib(1);
-  if (sync->bucket_cap_mib() == 0) sync->set_bucket_cap_mib(25);
-  if (sync->compression().empty()) sync->set_compression("none");
-  if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
-  if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
-  if (sync->fragments() == 0) sync->set_fragments(1);
-  if (sync->shares().empty()) sync->set_shares("equal");
-  if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
-  if (sync->outer().kind() == "nesterov") {
-    if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
-    if (sync->outer().momentum() == 0) sync->mutable_outer()->set_momentum(0.9);
-  }
+  ApplySyncDefaults(spec->mutable_sync());
 
   auto* dataset = spec->mutable_dataset();
   if (dataset->kind() == "synthetic") {
@@ -161,8 +148,6 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
 
 namespace {
 
-// model.hidden/width/heads/layers/context/widths/norm: each for one built-in model,
-// in sizes that build.
 // global_batch_size fixes the optimizer's view of a step whatever the world
 // size, so nothing else may scale with it: accumulation is derived from each
 // rank's share, and the learning rate is not scaled by the world size.
@@ -198,6 +183,8 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// model.hidden/width/heads/layers/context/widths/norm: each for one built-in model,
+// in sizes that build.
 absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& dataset) {
   // Each value in its range first, so an absurd one is named as such.
   for (int64_t h : model.hidden()) {
@@ -350,7 +337,38 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("schedule.name", "cosine needs epochs or max_steps to know its length");
   }
 
-  const auto& sync = spec.sync();
+  if (auto s = ValidateSyncSpec(spec.sync()); !s.ok()) return s;
+
+  if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckRange("checkpoint.keep", spec.checkpoint().keep(), 1, 10000); !s.ok()) return s;
+  if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
+  if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+void ApplySyncDefaults(v1::SyncSpec* sync) {
+  if (sync->mode().empty()) sync->set_mode("allreduce");
+  if (sync->first_bucket_mib() == 0) sync->set_first_bucket_mib(1);
+  if (sync->bucket_cap_mib() == 0) sync->set_bucket_cap_mib(25);
+  if (sync->compression().empty()) sync->set_compression("none");
+  if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
+  if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
+  if (sync->fragments() == 0) sync->set_fragments(1);
+  if (sync->shares().empty()) sync->set_shares("equal");
+  if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
+  if (sync->outer().kind() == "nesterov") {
+    if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
+    if (sync->outer().momentum() == 0) sync->mutable_outer()->set_momentum(0.9);
+  }
+}
+
+absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
   if (auto s = CheckChoice("sync.mode", sync.mode(), {"allreduce", "average"}); !s.ok()) return s;
   if (auto s = CheckChoice("sync.compression", sync.compression(), {"none", "fp16", "bf16", "int8"}); !s.ok()) {
     return s;
@@ -379,17 +397,6 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (sync.outer().lr() < 0) return Bad("sync.outer.lr", absl::StrCat("must be >= 0, got ", sync.outer().lr()));
   if (sync.outer().kind() == "nesterov" && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");
   if (auto s = CheckUnitInterval("sync.outer.momentum", sync.outer().momentum()); !s.ok()) return s;
-
-  if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
-    return s;
-  }
-  if (auto s = CheckRange("checkpoint.keep", spec.checkpoint().keep(), 1, 10000); !s.ok()) return s;
-  if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
-    return s;
-  }
-  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
-  if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
-  if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
   return absl::OkStatus();
 }
 

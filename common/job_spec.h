@@ -29,4 +29,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 // global_batch_size, or world_size x batch_size x grad_accumulation.
 int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size);
 
+// The sync.* part of ApplyJobDefaults and ValidateJobSpec, for a SyncSpec on
+// its own (the trainer converts it: worker/train/sync_config.h).
+void ApplySyncDefaults(v1::SyncSpec* sync);
+absl::Status ValidateSyncSpec(const v1::SyncSpec& sync);
+
 }  // namespace herd

@@ -9,13 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/contract/trainer_args.h"
 
 namespace herd::worker {
 
-// What `herd-trainer --probe-devices` prints: one line "cuda_devices N".
-constexpr char kProbeDevicesFlag[] = "--probe-devices";
-
-// Runs `trainer_binary --probe-devices` and returns N.
+// Runs `trainer_binary --probe-devices` (kProbeDevicesFlag), which prints one
+// line "cuda_devices N", and returns N.
 absl::StatusOr<int> ProbeCudaDevices(const std::string& trainer_binary);
 
 // Whether the daemon's --device/--gpus can run on `visible` CUDA devices;

@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/grpc_serving.h"
 #include "common/rpc_options.h"
@@ -59,31 +62,36 @@ std::chrono::milliseconds SecondsToMillis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-}  // namespace
+// Prints why herd-worker cannot start and gives its exit code.
+int CannotStart(const absl::Status& status, int exit_code) {
+  std::cerr << "herd-worker: " << status.message() << "\n";
+  return exit_code;
+}
 
-int main(int argc, char** argv) {
-  google::InitGoogleLogging(argv[0]);
-  FLAGS_logtostderr = true;
-
-  // Block the stop signals before any thread exists, so every thread inherits
-  // the mask and only the waiter below receives them. Trainers get a clean
-  // mask (see trainer_process.cc).
+// Blocks the stop signals before any thread exists, so every thread inherits
+// the mask and only the waiter (RunUntilStopped) receives them. Trainers get
+// a clean mask (see trainer_process.cc).
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
 
+// The flags, completed from the machine, and checked against the GPUs the
+// trainers see. Returns nullopt when herd-worker exits now with `*exit_code`.
+std::optional<herd::worker::WorkerConfig> LoadConfig(int argc, char** argv, int* exit_code) {
   using namespace herd::worker;
-  int exit_code = 0;
-  std::optional<WorkerConfig> config = ParseWorkerFlags(argc, argv, std::cout, std::cerr, &exit_code);
-  if (!config.has_value()) return exit_code;
+  std::optional<WorkerConfig> config = ParseWorkerFlags(argc, argv, std::cout, std::cerr, exit_code);
+  if (!config.has_value()) return std::nullopt;
   std::error_code error;
   std::string self_path = std::filesystem::read_symlink("/proc/self/exe", error).string();
   if (absl::Status s = FinishWorkerConfig(&*config, HostName(), self_path); !s.ok()) {
-    std::cerr << "herd-worker: " << s.message() << "\n";
-    return 2;
+    *exit_code = CannotStart(s, 2);
+    return std::nullopt;
   }
   if (config->device == "cuda") {
     auto visible = ProbeCudaDevices(config->trainer_binary);
@@ -91,108 +99,110 @@ int main(int argc, char** argv) {
         visible.ok() ? CheckOfferedGpus(config->device, config->gpu_indices, *visible, config->trainer_binary)
                      : visible.status();
     if (!offered.ok()) {
-      std::cerr << "herd-worker: " << offered.message() << "\n";
-      return 2;
+      *exit_code = CannotStart(offered, 2);
+      return std::nullopt;
     }
   }
-  std::string token;
-  if (!config->insecure_no_auth) {
-    auto read = herd::ReadTokenFile(config->token_file);
-    if (!read.ok()) {
-      std::cerr << "herd-worker: --token-file: " << read.status().message() << "\n";
-      return 2;
-    }
-    token = *read;
-  }
-  auto channel = herd::MakeChannel(config->coordinator, config->tls);
-  if (!channel.ok()) {
-    std::cerr << "herd-worker: " << channel.status().message() << "\n";
-    return 2;
-  }
+  return config;
+}
 
-  auto registry = std::make_shared<prometheus::Registry>();
+// The bearer token; empty when auth is off.
+absl::StatusOr<std::string> ReadToken(const herd::worker::WorkerConfig& config) {
+  if (config.insecure_no_auth) return std::string();
+  auto read = herd::ReadTokenFile(config.token_file);
+  if (!read.ok()) return absl::Status(read.status().code(), absl::StrCat("--token-file: ", read.status().message()));
+  return read;
+}
+
+// The daemon's Prometheus endpoint (none when --metrics-listen is empty).
+struct MetricsEndpoint {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
-  std::string metrics_address;
-  if (!config->metrics_listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(config->metrics_listen);
-    } catch (const std::exception& e) {
-      std::cerr << "herd-worker: --metrics-listen " << config->metrics_listen << ": " << e.what() << "\n";
-      return 1;
-    }
-    exposer->RegisterCollectable(registry);
-    metrics_address = AdvertisedMetricsAddress(config->metrics_listen, exposer->GetListeningPorts().at(0));
-    LOG(INFO) << "metrics on http://" << metrics_address << "/metrics";
+  std::string address;  // advertised host:port; empty without an exposer
+};
+
+absl::Status StartMetricsEndpoint(const std::string& listen, MetricsEndpoint* endpoint) {
+  if (listen.empty()) return absl::OkStatus();
+  try {
+    endpoint->exposer = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("--metrics-listen ", listen, ": ", e.what()));
   }
-  WorkerMetrics metrics(*registry, config->worker_id, config->device);
-  // The trainers' metrics join this daemon's at scrape time (one target per worker).
-  auto trainer_metrics = std::make_shared<TrainerMetricsCollector>();
-  if (exposer) exposer->RegisterCollectable(trainer_metrics);
+  endpoint->exposer->RegisterCollectable(endpoint->registry);
+  endpoint->address =
+      herd::worker::AdvertisedMetricsAddress(listen, endpoint->exposer->GetListeningPorts().at(0));
+  LOG(INFO) << "metrics on http://" << endpoint->address << "/metrics";
+  return absl::OkStatus();
+}
 
-  SupervisorOptions supervisor_options;
-  supervisor_options.work_dir = config->work_dir;
-  supervisor_options.command.trainer_binary = config->trainer_binary;
-  supervisor_options.command.coordinator = config->coordinator;
-  supervisor_options.command.worker_id = config->worker_id;
-  supervisor_options.command.device = config->device;
-  supervisor_options.command.token_file = config->token_file;
-  supervisor_options.command.insecure_no_auth = config->insecure_no_auth;
-  supervisor_options.command.tls = config->tls;
-  supervisor_options.command.checkpoint_root = config->checkpoint_root;
-  supervisor_options.gpus = config->gpu_indices;
-  supervisor_options.kill_grace = SecondsToMillis(config->trainer_kill_grace_seconds);
-  supervisor_options.stuck_after = SecondsToMillis(config->trainer_stuck_seconds);
-  TrainerSupervisor supervisor(supervisor_options, &metrics, exposer ? trainer_metrics.get() : nullptr);
+herd::worker::SupervisorOptions SupervisorOptionsFor(const herd::worker::WorkerConfig& config) {
+  herd::worker::SupervisorOptions options;
+  options.work_dir = config.work_dir;
+  options.command.trainer_binary = config.trainer_binary;
+  options.command.coordinator = config.coordinator;
+  options.command.worker_id = config.worker_id;
+  options.command.device = config.device;
+  options.command.token_file = config.token_file;
+  options.command.insecure_no_auth = config.insecure_no_auth;
+  options.command.tls = config.tls;
+  options.command.checkpoint_root = config.checkpoint_root;
+  options.gpus = config.gpu_indices;
+  options.kill_grace = SecondsToMillis(config.trainer_kill_grace_seconds);
+  options.stuck_after = SecondsToMillis(config.trainer_stuck_seconds);
+  return options;
+}
 
-  // The standard gRPC health service, SERVING while registered: what the
-  // chart's probes ask; and the worker's status for operators.
-  std::atomic<bool> registered{false};
-  std::unique_ptr<grpc::Server> health;
-  WorkerStatusService status_service(config->worker_id, &registered, &supervisor);
-  if (!config->health_listen.empty()) {
-    grpc::ServerBuilder builder;
-    builder.RegisterService(&status_service);
-    auto started = herd::BuildAndStartServer(builder, config->health_listen, grpc::InsecureServerCredentials());
-    if (!started.ok()) {
-      std::cerr << "herd-worker: --health-listen: " << started.status().message() << "\n";
-      return 1;
-    }
-    health = std::move(started->server);
-    herd::SetServing(health.get(), false);
-    LOG(INFO) << "gRPC health service on port " << started->port;
-  }
-  DaemonOptions daemon_options;
-  daemon_options.worker_id = config->worker_id;
-  daemon_options.address = config->listen;
-  daemon_options.device_kind = config->device;
-  daemon_options.device_count = config->device_count();
-  daemon_options.token = token;
-  daemon_options.ready_file = config->ready_file;
-  daemon_options.metrics_address = metrics_address;
-  daemon_options.on_registered = [&health, &registered](bool now_registered) {
-    registered = now_registered;
-    herd::SetServing(health.get(), now_registered);
+// The standard gRPC health service, SERVING while registered: what the
+// chart's probes ask; and the worker's status for operators. Null when
+// --health-listen is empty.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealthServer(const std::string& listen,
+                                                                WorkerStatusService* status_service) {
+  if (listen.empty()) return nullptr;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(status_service);
+  auto started = herd::BuildAndStartServer(builder, listen, grpc::InsecureServerCredentials());
+  if (!started.ok()) return absl::Status(started.status().code(), absl::StrCat("--health-listen: ", started.status().message()));
+  herd::SetServing(started->server.get(), false);
+  LOG(INFO) << "gRPC health service on port " << started->port;
+  return std::move(started->server);
+}
+
+herd::worker::DaemonOptions DaemonOptionsFor(const herd::worker::WorkerConfig& config, const std::string& token,
+                                             const std::string& metrics_address) {
+  herd::worker::DaemonOptions options;
+  options.worker_id = config.worker_id;
+  options.address = config.listen;
+  options.device_kind = config.device;
+  options.device_count = config.device_count();
+  options.token = token;
+  options.ready_file = config.ready_file;
+  options.metrics_address = metrics_address;
+  options.drain_timeout = SecondsToMillis(config.drain_timeout_seconds);
+  options.checkpoint_root = config.checkpoint_root;
+  return options;
+}
+
+// `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
+herd::worker::LogUplinkOptions LogUplinkOptionsFor(const herd::worker::WorkerConfig& config, const std::string& token,
+                                                   herd::worker::TrainerSupervisor* supervisor) {
+  herd::worker::LogUplinkOptions options;
+  options.worker_id = config.worker_id;
+  options.token = token;
+  options.log_path = [supervisor](const std::string& job_id) {
+    return herd::TrainerLogPath(supervisor->JobDir(job_id));
   };
-  daemon_options.drain_timeout = SecondsToMillis(config->drain_timeout_seconds);
-  daemon_options.checkpoint_root = config->checkpoint_root;
-  Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
-  // `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
-  LogUplinkOptions log_options;
-  log_options.worker_id = config->worker_id;
-  log_options.token = token;
-  log_options.log_path = [&supervisor](const std::string& job_id) {
-    return herd::TrainerLogPath(supervisor.JobDir(job_id));
-  };
-  log_options.trainer_running = [&supervisor](const std::string& job_id) { return supervisor.Running(job_id); };
-  LogUplink log_uplink(log_options, herd::v1::ClusterService::NewStub(*channel));
-  log_uplink.Start();
+  options.trainer_running = [supervisor](const std::string& job_id) { return supervisor->Running(job_id); };
+  return options;
+}
 
-  // SIGTERM (a pod's preStop or eviction, a spot notice) drains: the
-  // trainers leave their jobs at the next step boundary, then Run()
-  // returns. SIGINT, or SIGTERM again, stops at once.
+// Runs the daemon until it stops; returns whether it drained. SIGTERM (a
+// pod's preStop or eviction, a spot notice) drains when `drain_on_sigterm`:
+// the trainers leave their jobs at the next step boundary, then Run()
+// returns. SIGINT, or SIGTERM again, stops at once.
+bool RunUntilStopped(herd::worker::Daemon* daemon, herd::worker::LogUplink* log_uplink,
+                     const sigset_t& stop_signals, bool drain_on_sigterm) {
   std::atomic<bool> run_returned{false};
-  const bool drain_on_sigterm = config->drain_timeout_seconds > 0;
-  std::thread signal_waiter([&daemon, &stop_signals, &run_returned, drain_on_sigterm] {
+  std::thread signal_waiter([daemon, &stop_signals, &run_returned, drain_on_sigterm] {
     bool draining = false;
     while (true) {
       int signal_number = 0;
@@ -202,20 +212,62 @@ int main(int argc, char** argv) {
       if (signal_number == SIGTERM && drain_on_sigterm && !draining) {
         LOG(INFO) << "draining: leaving every job at its next step boundary (SIGINT or SIGTERM again stops now)";
         draining = true;
-        daemon.Drain();
+        daemon->Drain();
         continue;
       }
-      daemon.Stop();
+      daemon->Stop();
       return;
     }
   });
-  LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator
-            << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
-  const bool drained = daemon.Run();  // returns after Stop() or a finished drain
-  log_uplink.Stop();
+  const bool drained = daemon->Run();  // returns after Stop() or a finished drain
+  log_uplink->Stop();
   run_returned = true;
   kill(getpid(), SIGINT);  // ends the waiter's sigwait if it still waits
   signal_waiter.join();
-  if (health) health->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return drained;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace herd::worker;
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  const sigset_t stop_signals = BlockStopSignals();
+
+  int exit_code = 0;
+  const std::optional<WorkerConfig> config = LoadConfig(argc, argv, &exit_code);
+  if (!config.has_value()) return exit_code;
+  const absl::StatusOr<std::string> token = ReadToken(*config);
+  if (!token.ok()) return CannotStart(token.status(), 2);
+  auto channel = herd::MakeChannel(config->coordinator, config->tls);
+  if (!channel.ok()) return CannotStart(channel.status(), 2);
+
+  MetricsEndpoint endpoint;
+  if (absl::Status s = StartMetricsEndpoint(config->metrics_listen, &endpoint); !s.ok()) return CannotStart(s, 1);
+  WorkerMetrics metrics(*endpoint.registry, config->worker_id, config->device);
+  // The trainers' metrics join this daemon's at scrape time (one target per worker).
+  auto trainer_metrics = std::make_shared<TrainerMetricsCollector>();
+  if (endpoint.exposer) endpoint.exposer->RegisterCollectable(trainer_metrics);
+  TrainerSupervisor supervisor(SupervisorOptionsFor(*config), &metrics,
+                               endpoint.exposer ? trainer_metrics.get() : nullptr);
+
+  std::atomic<bool> registered{false};
+  WorkerStatusService status_service(config->worker_id, &registered, &supervisor);
+  auto health = StartHealthServer(config->health_listen, &status_service);
+  if (!health.ok()) return CannotStart(health.status(), 1);
+  DaemonOptions daemon_options = DaemonOptionsFor(*config, *token, endpoint.address);
+  daemon_options.on_registered = [health = health->get(), &registered](bool now_registered) {
+    registered = now_registered;
+    herd::SetServing(health, now_registered);
+  };
+  Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
+  LogUplink log_uplink(LogUplinkOptionsFor(*config, *token, &supervisor), herd::v1::ClusterService::NewStub(*channel));
+  log_uplink.Start();
+
+  LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator
+            << ", work dir " << config->work_dir << ", trainer " << config->trainer_binary;
+  const bool drained = RunUntilStopped(&daemon, &log_uplink, stop_signals, config->drain_timeout_seconds > 0);
+  if (*health) (*health)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return drained ? 0 : 1;
 }

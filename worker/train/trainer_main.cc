@@ -1,6 +1,7 @@
 // herd-trainer: one job's training process, started by herd-worker. It joins
 // the job's current generation at the coordinator and trains until done,
-// carrying on through later generations when peers fail or join.
+// carrying on through later generations when peers fail or join. Its command
+// line is worker/contract/trainer_args.h.
 #include <glog/logging.h>
 
 #include <torch/cuda.h>
@@ -8,15 +9,15 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "common/auth.h"
 #include "common/rpc_options.h"
-#include "common/version.h"
 #include "common/atomic_file.h"
+#include "worker/contract/trainer_args.h"
 #include "worker/contract/trainer_contract.h"
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/cluster_client.h"
@@ -34,6 +35,44 @@
 #include "worker/train/trainer_metrics.h"
 
 namespace {
+
+// What CLI11 printed for a bad command line, with its exit code.
+int ReportBadArgs(const absl::Status& status) {
+  std::cerr << status.message() << "\n" << herd::kBadArgsHint << "\n" << std::flush;
+  return herd::ExitCodeForBadArgs(status);
+}
+
+// herd-worker --device=cuda asks, before it registers, how many GPUs this
+// trainer's LibTorch sees (worker/daemon/device_probe.h).
+int PrintCudaDevices() {
+  std::cout << "cuda_devices " << (torch::cuda::is_available() ? torch::cuda::device_count() : 0) << "\n";
+  return 0;
+}
+
+// Every step allocates and frees the same large blocks (activations,
+// gradients). glibc would return them to the kernel (mmap for big blocks,
+// heap trimming) and fault them back in, zeroed, each step. Keep them in
+// the process instead. The mmap threshold cannot go above 32 MiB, so a
+// larger gradient (a 4096x4096 layer's is 64 MiB) was still mapped afresh
+// every step: a quarter of a compute-bound mlp's time went to page faults
+// (bench/README, "Never slower than DDP"). No mmap at all: every block
+// comes from the heap and is reused.
+void KeepFreedMemoryInProcess() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
+}
+
+// A trainer whose daemon died would hold a rank nobody supervises: leave
+// with it (the daemon's lease expiry then evicts the worker).
+void ExitWithParent() {
+  const pid_t parent = getppid();
+  std::thread([parent] {
+    while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    LOG(ERROR) << "the worker daemon (pid " << parent << ") is gone; exiting";
+    _exit(1);
+  }).detach();
+}
 
 // The daemon reads this file and reports it as the job's failure reason.
 void WriteTerminationMessage(const std::string& path, const std::string& message) {
@@ -58,15 +97,67 @@ int ExitCodeFor(const absl::Status& status) {
   }
 }
 
-// A trainer whose daemon died would hold a rank nobody supervises: leave
-// with it (the daemon's lease expiry then evicts the worker).
-void ExitWithParent() {
-  const pid_t parent = getppid();
-  std::thread([parent] {
-    while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    LOG(ERROR) << "the worker daemon (pid " << parent << ") is gone; exiting";
-    _exit(1);
-  }).detach();
+std::chrono::milliseconds SecondsToMillis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+absl::StatusOr<std::string> ReadToken(const herd::TrainerArgs& args) {
+  if (!args.token_file.empty()) return herd::ReadTokenFile(args.token_file);
+  if (!args.insecure_no_auth) return absl::InvalidArgumentError("need --token-file or --insecure-no-auth");
+  return std::string();
+}
+
+absl::StatusOr<std::string> CheckpointRoot(const herd::TrainerArgs& args) {
+  if (!args.checkpoint_root.empty()) return args.checkpoint_root;
+  const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
+  if (env == nullptr || *env == '\0') {
+    return absl::InvalidArgumentError("need --checkpoint-root (or $HERD_CHECKPOINT_ROOT)");
+  }
+  return std::string(env);
+}
+
+herd::TrainerOptions TrainerOptionsFor(const herd::TrainerArgs& args, const std::string& checkpoint_root) {
+  herd::TrainerOptions options;
+  options.job_id = args.job;
+  options.work_dir = args.work_dir;
+  options.device = args.device;
+  options.gpu = args.gpu;
+  options.checkpoint_root = checkpoint_root;
+  options.collective_timeout = SecondsToMillis(args.collective_timeout_seconds);
+  // One small file read per commit point: the daemon writes it when asked.
+  options.leave_request = [path = herd::ReleaseRequestPath(args.work_dir)] { return herd::ReadReleaseRequest(path); };
+  options.reform_requested_generation = [path = herd::ReformRequestPath(args.work_dir)] {
+    return herd::ReadReformRequest(path);
+  };
+  return options;
+}
+
+// What the progress reporter does with a recorded checkpoint: retention
+// deletes what the coordinator's answer names, on the reporter's thread.
+auto OnCheckpointRecorded(const std::string& checkpoint_root) {
+  return [checkpoint_root](const herd::v1::CommitCheckpointResponse& recorded) {
+    for (const auto& old : recorded.delete_paths()) {
+      if (auto s = herd::DeleteCheckpointFolder(checkpoint_root, old); !s.ok()) LOG(WARNING) << s;
+    }
+    LOG(INFO) << "checkpoint " << recorded.checkpoint().id() << " at step " << recorded.checkpoint().step()
+              << " recorded";
+  };
+}
+
+// The job's model, data and optimizer; a model too large for the device
+// fails the job at once, naming it.
+absl::StatusOr<std::unique_ptr<herd::TrainingContext>> CreateContext(const herd::v1::JoinGenerationResponse& join,
+                                                                     const herd::TrainerOptions& options,
+                                                                     herd::TrainerMetrics* metrics,
+                                                                     herd::SampleLedger* ledger,
+                                                                     herd::ProgressReporter* reporter) {
+  try {
+    return herd::TrainingContext::Create(join.spec(), static_cast<int64_t>(join.seed()), options, metrics, ledger,
+                                         reporter);
+  } catch (const std::exception& e) {
+    return herd::TrainingError(
+        e, {"building the job's model and data", join.spec().model().name(), options.device, join.spec().batch_size(), 0});
+  }
 }
 
 // Waits for the checkpoint write under way; what a write came to after the
@@ -93,171 +184,105 @@ void HandOverUnrecordedCheckpoints(herd::ProgressReporter* reporter, const std::
                << records.records().rbegin()->step() << "); the worker daemon delivers them";
 }
 
-}  // namespace
+// Logs a failure, leaves it for the daemon, and gives its exit code.
+int Fail(const herd::TrainerArgs& args, const absl::Status& status) {
+  LOG(ERROR) << status;
+  WriteTerminationMessage(args.termination_message_file, std::string(status.message()));
+  return ExitCodeFor(status);
+}
 
-int main(int argc, char** argv) {
-  // herd-worker --device=cuda asks, before it registers, how many GPUs this
-  // trainer's LibTorch sees (worker/daemon/device_probe.h).
-  if (argc == 2 && std::string(argv[1]) == "--probe-devices") {
-    std::cout << "cuda_devices " << (torch::cuda::is_available() ? torch::cuda::device_count() : 0) << "\n";
-    return 0;
-  }
-  CLI::App app{"herd-trainer: runs one job's training steps (started by herd-worker, not by hand; "
-               "--probe-devices alone prints how many GPUs it sees)"};
-  std::string coordinator = "127.0.0.1:7070", job, worker_id, work_dir, token_file, termination_file;
-  std::string device = "cpu", tls_ca, tls_cert, tls_key;
-  bool insecure = false;
-  int gpu = -1;
-  double join_timeout = 300, collective_timeout = 0;
-  app.add_option("--coordinator", coordinator, "coordinator address host:port")->capture_default_str();
-  app.add_option("--job", job, "job id")->required();
-  app.add_option("--worker-id", worker_id, "this worker's id")->required();
-  app.add_option("--work-dir", work_dir, "this job's folder on the worker")->required();
-  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  app.add_option("--gpu", gpu, "GPU index for device cuda");
-  app.add_option("--token-file", token_file, "bearer token file");
-  app.add_flag("--insecure-no-auth", insecure, "call the coordinator without a token");
-  app.add_option("--tls-ca", tls_ca, "CA certificate to verify the coordinator");
-  app.add_option("--tls-cert", tls_cert, "client certificate (mutual TLS)");
-  app.add_option("--tls-key", tls_key, "client key (mutual TLS)");
-  app.add_option("--termination-message-file", termination_file, "where to write the failure reason");
-  std::string alive_file;
-  app.add_option("--alive-file", alive_file,
-                 "file whose mtime this trainer refreshes while it makes progress (the daemon's stuck check)");
-  app.add_option("--join-timeout-seconds", join_timeout,
-                 "how long to wait for a generation: the first, the next after a failure, or re-admission after "
-                 "this worker was left out of one (the job context is kept meanwhile)")
-      ->capture_default_str();
-  std::string checkpoint_root;
-  app.add_option("--checkpoint-root", checkpoint_root,
-                 "checkpoint storage, shared by the job's workers (the daemon passes it; default: "
-                 "$HERD_CHECKPOINT_ROOT)");
-  app.add_option("--collective-timeout-seconds", collective_timeout,
-                 "timeout of every collective (default: the job's collective_timeout_seconds)");
-  app.set_version_flag("--version", std::string("herd-trainer ") + herd::kVersion);
-  CLI11_PARSE(app, argc, argv);
-
-  // Every step allocates and frees the same large blocks (activations,
-  // gradients). glibc would return them to the kernel (mmap for big blocks,
-  // heap trimming) and fault them back in, zeroed, each step. Keep them in
-  // the process instead. The mmap threshold cannot go above 32 MiB, so a
-  // larger gradient (a 4096x4096 layer's is 64 MiB) was still mapped afresh
-  // every step: a quarter of a compute-bound mlp's time went to page faults
-  // (bench/README, "Never slower than DDP"). No mmap at all: every block
-  // comes from the heap and is reused.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 64 << 20);
-
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  ExitWithParent();
-
-  auto fail = [&](const absl::Status& status) {
-    LOG(ERROR) << status;
-    WriteTerminationMessage(termination_file, std::string(status.message()));
-    return ExitCodeFor(status);
-  };
-  if (auto s = herd::SetAliveFile(alive_file); !s.ok()) return fail(s);
-
-  std::string token;
-  if (!token_file.empty()) {
-    auto read = herd::ReadTokenFile(token_file);
-    if (!read.ok()) return fail(read.status());
-    token = *read;
-  } else if (!insecure) {
-    return fail(absl::InvalidArgumentError("need --token-file or --insecure-no-auth"));
-  }
-  auto channel = herd::MakeChannel(coordinator, herd::TlsOptions{tls_ca, tls_cert, tls_key});
-  if (!channel.ok()) return fail(channel.status());
-
-  herd::ClusterClient client(*channel, herd::ClusterClientOptions{job, worker_id, token});
-  auto join = herd::JoinWithin(&client, std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000)));
-  if (!join.ok()) return fail(join.status());
-
-  // The worker daemon exposes these from the snapshot file (one scrape target per worker).
-  prometheus::Registry registry;
-  herd::TrainerMetrics metrics(registry, {job, join->rank(), worker_id});
-
-  if (checkpoint_root.empty()) {
-    const char* env = std::getenv("HERD_CHECKPOINT_ROOT");
-    if (env == nullptr || *env == '\0') {
-      return fail(absl::InvalidArgumentError("need --checkpoint-root (or $HERD_CHECKPOINT_ROOT)"));
-    }
-    checkpoint_root = env;
-  }
-  herd::TrainerOptions options;
-  options.job_id = job;
-  options.work_dir = work_dir;
-  options.device = device;
-  options.gpu = gpu;
-  options.checkpoint_root = checkpoint_root;
-  options.collective_timeout = std::chrono::milliseconds(static_cast<int64_t>(collective_timeout * 1000));
-  // One small file read per commit point: the daemon writes it when asked.
-  options.leave_request = [path = herd::ReleaseRequestPath(work_dir)] { return herd::ReadReleaseRequest(path); };
-  options.reform_requested_generation = [path = herd::ReformRequestPath(work_dir)] {
-    return herd::ReadReformRequest(path);
-  };
-  auto ledger = herd::SampleLedger::FromEnvironment(job, worker_id);
-  if (!ledger.ok()) return fail(ledger.status());
-  if (join->rank() == 0) herd::SweepCheckpointLeftovers(checkpoint_root, job);
-  // Checkpoint records and progress leave the step loop; retention deletes
-  // what the coordinator's answer names, on the reporter's thread.
-  herd::ProgressReporter reporter(&client, [&checkpoint_root](const herd::v1::CommitCheckpointResponse& recorded) {
-    for (const auto& old : recorded.delete_paths()) {
-      if (auto s = herd::DeleteCheckpointFolder(checkpoint_root, old); !s.ok()) LOG(WARNING) << s;
-    }
-    LOG(INFO) << "checkpoint " << recorded.checkpoint().id() << " at step " << recorded.checkpoint().step()
-              << " recorded";
-  });
-  absl::StatusOr<std::unique_ptr<herd::TrainingContext>> context;
-  try {
-    context = herd::TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, &metrics,
-                                            ledger->get(), &reporter);
-  } catch (const std::exception& e) {
-    // A model too large for the device fails the job at once, naming it.
-    context = herd::TrainingError(e, {"building the job's model and data", join->spec().model().name(),
-                                      options.device, join->spec().batch_size(), 0});
-  }
-  if (!context.ok()) return fail(context.status());
-  herd::MetricsSnapshotWriter snapshots(
-      registry, {herd::MetricsSnapshotPath(work_dir), std::chrono::milliseconds(1000),
-                 [&metrics, device = (*context)->device] {
-                   metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device));
-                 }});
-  herd::GenerationLoopOptions loop;
-  loop.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout * 1000));
-  absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
+// The exit after the generations ended with `status`.
+int Finish(const herd::TrainerArgs& args, const absl::Status& status, herd::TrainingContext* context,
+           herd::ProgressReporter* reporter) {
   // Whatever ended training, a checkpoint write under way completes first:
   // its copy was taken, so it is written and posted, never left half done.
-  FinishCheckpointWrites(context->get());
+  FinishCheckpointWrites(context);
   // Records the coordinator has not acknowledged go to the daemon, which
   // delivers them (a coordinator down as the job ends still records them).
-  auto hand_over = [&] { HandOverUnrecordedCheckpoints(&reporter, work_dir); };
+  auto hand_over = [&] { HandOverUnrecordedCheckpoints(reporter, args.work_dir); };
   if (herd::IsReleased(status)) {
     // Every rank committed this step; its report rides with the exit, so the
     // job re-forms from it even when this was rank 0.
-    if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+    if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->last_report); !s.ok()) {
       hand_over();
-      return fail(s);
+      return Fail(args, s);
     }
-    if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
+    if (!reporter->Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
     hand_over();
     LOG(INFO) << status.message();
     return herd::IsReleasedAll(status) ? herd::kExitReleasedAll : herd::kExitReleased;
   }
   if (!status.ok()) {
     hand_over();
-    return fail(status);
+    return Fail(args, status);
   }
   // The final report goes with the exit too (the daemon resends it until the
   // coordinator acknowledges), so a coordinator down at the end loses nothing.
-  if (auto s = herd::WriteFinalReport(herd::FinalReportPath(work_dir), (*context)->last_report); !s.ok()) {
+  if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->last_report); !s.ok()) {
     hand_over();
-    return fail(s);
+    return Fail(args, s);
   }
-  if (!reporter.Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the final report";
+  if (!reporter->Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the final report";
   hand_over();
   LOG(INFO) << "training finished";
   return 0;
+}
+
+// Joins the job and trains it through its generations; returns the exit code.
+int Train(const herd::TrainerArgs& args) {
+  if (auto s = herd::SetAliveFile(args.alive_file); !s.ok()) return Fail(args, s);
+  auto token = ReadToken(args);
+  if (!token.ok()) return Fail(args, token.status());
+  auto channel = herd::MakeChannel(args.coordinator, herd::TlsOptions{args.tls_ca, args.tls_cert, args.tls_key});
+  if (!channel.ok()) return Fail(args, channel.status());
+
+  herd::ClusterClient client(*channel, herd::ClusterClientOptions{args.job, args.worker_id, *token});
+  const std::chrono::milliseconds join_timeout = SecondsToMillis(args.join_timeout_seconds);
+  auto join = herd::JoinWithin(&client, join_timeout);
+  if (!join.ok()) return Fail(args, join.status());
+
+  // The worker daemon exposes these from the snapshot file (one scrape target per worker).
+  prometheus::Registry registry;
+  herd::TrainerMetrics metrics(registry, {args.job, join->rank(), args.worker_id});
+
+  auto checkpoint_root = CheckpointRoot(args);
+  if (!checkpoint_root.ok()) return Fail(args, checkpoint_root.status());
+  const herd::TrainerOptions options = TrainerOptionsFor(args, *checkpoint_root);
+  auto ledger = herd::SampleLedger::FromEnvironment(args.job, args.worker_id);
+  if (!ledger.ok()) return Fail(args, ledger.status());
+  if (join->rank() == 0) herd::SweepCheckpointLeftovers(*checkpoint_root, args.job);
+  // Checkpoint records and progress leave the step loop.
+  herd::ProgressReporter reporter(&client, OnCheckpointRecorded(*checkpoint_root));
+  auto context = CreateContext(*join, options, &metrics, ledger->get(), &reporter);
+  if (!context.ok()) return Fail(args, context.status());
+  herd::MetricsSnapshotWriter snapshots(
+      registry, {herd::MetricsSnapshotPath(args.work_dir), std::chrono::milliseconds(1000),
+                 [&metrics, device = (*context)->device] {
+                   metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device));
+                 }});
+  herd::GenerationLoopOptions loop;
+  loop.join_timeout = join_timeout;
+  const absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
+  return Finish(args, status, context->get(), &reporter);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const absl::StatusOr<herd::TrainerArgs> args = herd::ParseArgv(argc, argv);
+  if (!args.ok()) return ReportBadArgs(args.status());
+  switch (args->action) {
+    case herd::TrainerArgs::Action::kProbeDevices:
+      return PrintCudaDevices();
+    case herd::TrainerArgs::Action::kPrintAndExit:
+      std::cout << args->output << std::flush;
+      return 0;
+    case herd::TrainerArgs::Action::kTrain:
+      break;
+  }
+  KeepFreedMemoryInProcess();
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  ExitWithParent();
+  return Train(*args);
 }
