@@ -82,15 +82,18 @@ TEST(GlobalBatch, OneTwoAndThreeWorkersTrainTheSameSteps) {
   EXPECT_LE(MaxDifference(models[2], models[1]), 1e-5);
 }
 
-constexpr int64_t kSamples = 4800;  // 100 steps of 48 per epoch
+constexpr int64_t kSamples = 9600;  // 200 steps of 48 per epoch
 
+// Plain SGD at a small rate: rounding differences stay at rounding size. (At
+// lr 0.05 with momentum 0.9 this random-label task is chaotic: two
+// uninterrupted runs at 2 and 3 workers differ by 0.1 after 400 steps.)
 std::string ElasticJob(int min_workers) {
   return "model: mlp\n"
-         "dataset: {kind: synthetic, synthetic_samples: 4800, synthetic_features: 64}\n"
+         "dataset: {kind: synthetic, synthetic_samples: 9600, synthetic_features: 64}\n"
          "batch_size: 16\n"
          "global_batch_size: 48\n"
          "epochs: 2\n"
-         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "optimizer: {name: sgd, lr: 0.01}\n"
          "log_interval_steps: 5\n"
          "collective_timeout_seconds: 5\n"
          "seed: 11\n"
@@ -109,12 +112,16 @@ TEST(GlobalBatch, LosingAWorkerAndGettingOneBackEndsWhereAnUninterruptedRunEnds)
   const std::string steady = cluster.Submit(ElasticJob(3));
   auto job = cluster.WaitForState(steady, {"SUCCEEDED", "FAILED"}, seconds(300));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
-  EXPECT_EQ(Field(job, "step"), 200);
+  EXPECT_EQ(Field(job, "step"), 400);
 
   // Elastic: 3 workers, then 2 after a kill, then 3 again with a replacement.
   const std::string elastic = cluster.Submit(ElasticJob(2));
   job = WaitForJob(
-      cluster, elastic, [](const auto& j) { return j.value("state", "") != "RUNNING" || Field(j, "step") >= 30; },
+      cluster, elastic,
+      [](const auto& j) {
+        const std::string state = j.value("state", "");
+        return (state != "PENDING" && state != "RUNNING") || (state == "RUNNING" && Field(j, "step") >= 30);
+      },
       seconds(120));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2);
@@ -123,17 +130,26 @@ TEST(GlobalBatch, LosingAWorkerAndGettingOneBackEndsWhereAnUninterruptedRunEnds)
   job = WaitForProgressOn(cluster, elastic, 2, step_at_kill, seconds(60)).first;
   ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before it trained on 2 workers: " << job.dump(2);
   ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
+  // The survivors wait (stopped) until the replacement is up, so the job
+  // cannot end before it joins, however fast this machine trains.
+  const std::vector<pid_t> survivors = {TrainerPids(cluster, 0).at(0), TrainerPids(cluster, 1).at(0)};
+  for (pid_t pid : survivors) kill(pid, SIGSTOP);
   cluster.StartWorker(3);
-  const int64_t step_on_two = Field(job, "step");
+  const bool replacement_up = cluster.WaitForAliveWorkers(3, seconds(60));
+  for (pid_t pid : survivors) kill(pid, SIGCONT);
+  ASSERT_TRUE(replacement_up) << cluster.Logs();
+  const int64_t step_on_two = Field(cluster.HerdJson({"status", elastic}), "step");
   job = WaitForProgressOn(cluster, elastic, 3, step_on_two, seconds(60)).first;
   ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before the replacement trained: " << job.dump(2);
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster.Logs();
   job = cluster.WaitForState(elastic, {"SUCCEEDED", "FAILED"}, seconds(300));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
-  EXPECT_EQ(Field(job, "step"), 200) << "the number of steps depends on the world size";
+  EXPECT_EQ(Field(job, "step"), 400) << "the number of steps depends on the world size";
 
-  ExpectEachSampleOnce(ledger_dir, 2, kSamples, elastic);
-  // Float rounding only: the world size changed how the sums were split.
+  const LedgerReplay replay = ExpectEachSampleOnce(ledger_dir, 2, kSamples, elastic);
+  EXPECT_GE(replay.generation_start_step.size(), 3u) << "3 workers, then 2, then 3 again";
+  // Float rounding only: the world size changed how the sums were split
+  // (measured: 1.7e-5, as between uninterrupted runs at 2 and 3 workers).
   const double difference =
       MaxDifference(LoadFinalModel(cluster.job_dir(0, steady)), LoadFinalModel(cluster.job_dir(0, elastic)));
   std::cerr << "largest parameter difference, elastic vs uninterrupted: " << difference << "\n";

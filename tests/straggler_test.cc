@@ -162,8 +162,8 @@ std::vector<int64_t> LastReplannedShares(const std::string& logs) {
   for (auto it = std::sregex_iterator(logs.begin(), logs.end(), replanned); it != std::sregex_iterator(); ++it) {
     shares.clear();
     const std::string list = (*it)[1].str();
-    for (auto n = std::sregex_iterator(list.begin(), list.end(), std::regex("[0-9]+")); n != std::sregex_iterator();
-         ++n) {
+    static const std::regex number("[0-9]+");
+    for (auto n = std::sregex_iterator(list.begin(), list.end(), number); n != std::sregex_iterator(); ++n) {
       shares.push_back(std::stoll(n->str()));
     }
   }
@@ -193,7 +193,14 @@ TEST(Straggler, ThroughputSharesShrinkTheSlowWorkersShareAndKeepEverySampleOnce)
   auto job = WaitForJob(
       cluster, id, [](const auto& j) { return Ended(j) || Field(j, "world_size") == 3; }, seconds(180));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
-  const std::vector<pid_t> trainer = TrainerPids(cluster, 2);
+  // The generation is formed once its members are named; worker-2's trainer
+  // may still be starting.
+  std::vector<pid_t> trainer;
+  for (const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+       trainer.empty() && std::chrono::steady_clock::now() < deadline;) {
+    trainer = TrainerPids(cluster, 2);
+    if (trainer.empty()) std::this_thread::sleep_for(milliseconds(50));
+  }
   ASSERT_EQ(trainer.size(), 1u) << cluster.Logs();
   int64_t slowed_rank = -1;
   for (size_t r = 0; r < job["workers"].size(); ++r) {
@@ -218,7 +225,9 @@ TEST(Straggler, ThroughputSharesShrinkTheSlowWorkersShareAndKeepEverySampleOnce)
   EXPECT_EQ(shares[0] + shares[1] + shares[2], 48) << "the step's size changed";
   EXPECT_LT(shares[slowed_rank], 16) << cluster.Logs();
   for (int64_t r = 0; r < 3; ++r) {
-    if (r != slowed_rank) EXPECT_GT(shares[r], 16) << "rank " << r;
+    if (r != slowed_rank) {
+      EXPECT_GT(shares[r], 16) << "rank " << r;
+    }
   }
 
   job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, seconds(600));
