@@ -1,8 +1,9 @@
 // The contract between herd-worker and the herd-trainer processes it starts,
 // in one place: the files each trainer keeps in its job dir (the daemon
 // passes the dir as --work-dir and reads the files), what they hold, and what
-// a trainer's exit code means. The command line itself is built by
-// worker/daemon/trainer_command and parsed by worker/train/trainer_main.
+// a trainer's exit code means. The command line itself has one owner,
+// worker/contract/trainer_args.h (built there for the daemon's
+// trainer_command, parsed there for trainer_main).
 //
 //   trainer.log          the trainer's stdout and stderr (the daemon redirects)
 //   termination-message  why it failed, one line (written on a failed exit)
