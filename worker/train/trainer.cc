@@ -464,7 +464,7 @@ absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
 }
 
 void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
-  if (spec_.sync().shares() != "throughput") return;
+  if (!ctx_.sync.throughput_shares) return;
   std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times);
   if (!planned.has_value()) return;
   if (join_.rank() == 0) {
