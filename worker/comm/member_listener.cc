@@ -102,15 +102,20 @@ absl::StatusOr<UniqueFd> MemberListener::TakePeer(int peer_rank, std::chrono::mi
 void MemberListener::Loop() {
   std::vector<std::unique_ptr<Handshake>> handshakes;
   std::vector<pollfd> polled;
+  // After an accept error other than "none left" (out of file descriptors,
+  // say), the listening socket stays readable: pause accepting briefly
+  // rather than spin.
+  SteadyTime accept_paused_until{};
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    SteadyTime next_deadline = SteadyTime::max();
+    const bool accepting = std::chrono::steady_clock::now() >= accept_paused_until;
+    SteadyTime next_deadline = accepting ? SteadyTime::max() : accept_paused_until;
     polled.clear();
     polled.push_back({wake_read_.get(), POLLIN, 0});
-    polled.push_back({listen_fd_.get(), POLLIN, 0});
+    polled.push_back({listen_fd_.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
     for (const auto& h : handshakes) {
       short events = h->confirming ? 0 : POLLIN;
       if (h->sent < h->out.size()) events |= POLLOUT;
@@ -137,7 +142,9 @@ void MemberListener::Loop() {
       still.push_back(std::move(handshakes[i]));
     }
     handshakes.swap(still);
-    if (polled[1].revents != 0) AcceptAll(&handshakes);
+    if (polled[1].revents != 0 && !AcceptAll(&handshakes)) {
+      accept_paused_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    }
     if (polled[0].revents != 0) {
       char drain[16];
       while (read(wake_read_.get(), drain, sizeof(drain)) > 0) {
@@ -146,13 +153,16 @@ void MemberListener::Loop() {
   }
 }
 
-void MemberListener::AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes) {
+bool MemberListener::AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes) {
   while (true) {
     sockaddr_storage address{};
     socklen_t length = sizeof(address);
     const int fd = accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&address), &length,
                            SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: none left; anything else: try on the next wakeup
+    if (fd < 0) {
+      // None left, or a connection that died in the backlog: fine.
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED;
+    }
     auto h = std::make_unique<Handshake>();
     h->fd.reset(fd);
     h->peer = FormatSocketAddress(reinterpret_cast<sockaddr*>(&address), length);

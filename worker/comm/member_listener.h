@@ -74,7 +74,9 @@ class MemberListener {
 
   MemberListener(MemberListenerOptions options, UniqueFd listen_fd, UniqueFd wake_read, UniqueFd wake_write);
   void Loop();
-  void AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes);
+  // Accepts every pending connection; false after an accept error that
+  // will not clear by itself (out of file descriptors).
+  bool AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes);
   // Advances one handshake on poll's events; false when it is finished
   // (admitted or refused) and can be dropped.
   bool Advance(Handshake* handshake, short revents);
