@@ -177,7 +177,7 @@ std::string MemberKeyBytes(const MemberKey& key) {
 
 HandshakeVerdict CheckFramePrefix(std::string_view received, HandshakeFrame expected) {
   const size_t magic = std::min(received.size(), sizeof(kMagic));
-  if (std::memcmp(received.data(), kMagic, magic) != 0) {
+  if (magic > 0 && std::memcmp(received.data(), kMagic, magic) != 0) {
     return Reject(RejectReason::kBadMagic, "not a herd member handshake");
   }
   if (received.size() > 4 && static_cast<uint8_t>(received[4]) != kHandshakeVersion) {

@@ -62,9 +62,10 @@ class TcpMeshCommunicator : public Communicator {
   std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
     if (auto refused = Refuse(type, "all-reduce")) return refused;
     return queue_.Submit("all-reduce", [this, data = static_cast<char*>(data), count, type](uint64_t) {
+      const auto deadline = Deadline();  // one timeout for both halves
       const size_t element = DataTypeSize(type);
       const RangeLayout ranges = NearEqualRanges(count, size_);
-      if (absl::Status status = SumMyRange(data, ranges, type); !status.ok()) return status;
+      if (absl::Status status = SumMyRange(data, ranges, type, deadline); !status.ok()) return status;
       // All-gather the sums: my range to everyone, theirs from each.
       const ElementRange& mine = ranges[rank_][0];
       std::vector<PeerTransfer> transfers;
@@ -74,14 +75,14 @@ class TcpMeshCommunicator : public Communicator {
         transfers.push_back({peer, peers_[peer].get(), data + mine.begin * element, mine.size() * element,
                              data + theirs.begin * element, theirs.size() * element});
       }
-      return ExchangeWithPeers(transfers, Deadline());
+      return ExchangeWithPeers(transfers, deadline);
     });
   }
 
   std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
     if (auto refused = Refuse(type, "reduce-scatter")) return refused;
     return queue_.Submit("reduce-scatter", [this, data = static_cast<char*>(data), count, type](uint64_t) {
-      return SumMyRange(data, NearEqualRanges(count, size_), type);
+      return SumMyRange(data, NearEqualRanges(count, size_), type, Deadline());
     });
   }
 
@@ -174,7 +175,8 @@ class TcpMeshCommunicator : public Communicator {
 
   // The reduce-scatter step: each peer's copy of my range comes to me, and
   // I sum it in rank order into my range of `data`.
-  absl::Status SumMyRange(char* data, const RangeLayout& ranges, DataType type) {
+  absl::Status SumMyRange(char* data, const RangeLayout& ranges, DataType type,
+                          std::chrono::steady_clock::time_point deadline) {
     const size_t element = DataTypeSize(type);
     const ElementRange& mine = ranges[rank_][0];
     std::vector<std::vector<char>> from(size_);
@@ -186,7 +188,7 @@ class TcpMeshCommunicator : public Communicator {
       transfers.push_back({peer, peers_[peer].get(), data + theirs.begin * element, theirs.size() * element,
                            from[peer].data(), mine.size() * element});
     }
-    if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
+    if (absl::Status status = ExchangeWithPeers(transfers, deadline); !status.ok()) return status;
     std::vector<char> sum = SumInRankOrder(type, mine.size(), [&](int r) -> const char* {
       return r == rank_ ? data + mine.begin * element : from[r].data();
     });
