@@ -180,13 +180,14 @@ HandshakeVerdict CheckFramePrefix(std::string_view received, HandshakeFrame expe
   if (magic > 0 && std::memcmp(received.data(), kMagic, magic) != 0) {
     return Reject(RejectReason::kBadMagic, "not a herd member handshake");
   }
-  if (received.size() > 4 && static_cast<uint8_t>(received[4]) != kHandshakeVersion) {
-    return Reject(RejectReason::kBadVersion, absl::StrCat("handshake version ", static_cast<int>(static_cast<uint8_t>(received[4])),
-                                                          ", this build speaks ", static_cast<int>(kHandshakeVersion)));
+  auto byte_at = [&](size_t i) { return static_cast<int>(static_cast<uint8_t>(received[i])); };
+  if (received.size() > 4 && byte_at(4) != kHandshakeVersion) {
+    return Reject(RejectReason::kBadVersion, absl::StrCat("handshake version ", byte_at(4), ", this build speaks ",
+                                                          static_cast<int>(kHandshakeVersion)));
   }
-  if (received.size() > 5 && static_cast<uint8_t>(received[5]) != static_cast<uint8_t>(expected)) {
-    return Reject(RejectReason::kBadFrameType, absl::StrCat("frame type ", static_cast<int>(static_cast<uint8_t>(received[5])),
-                                                            ", expected ", FrameName(expected)));
+  if (received.size() > 5 && byte_at(5) != static_cast<int>(expected)) {
+    return Reject(RejectReason::kBadFrameType,
+                  absl::StrCat("frame type ", byte_at(5), ", expected ", FrameName(expected)));
   }
   for (size_t i = 6; i < std::min(received.size(), kHandshakeHeaderBytes); ++i) {
     if (received[i] != '\0') return Reject(RejectReason::kBadPadding, "reserved header bytes are not zero");

@@ -86,9 +86,11 @@ absl::StatusOr<UniqueFd> MemberListener::TakePeer(int peer_rank, std::chrono::mi
     auto ready = ready_.find(peer_rank);
     if (ready == ready_.end()) {
       if (taken_.count(peer_rank) > 0) {
-        return absl::FailedPreconditionError(absl::StrCat("TakePeer: rank ", peer_rank, "'s socket was already taken"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("TakePeer: rank ", peer_rank, "'s socket was already taken"));
       }
-      return absl::DeadlineExceededError(absl::StrCat("rank ", peer_rank, " did not connect and prove the member key to rank ",
+      return absl::DeadlineExceededError(absl::StrCat("rank ", peer_rank,
+                                                      " did not connect and prove the member key to rank ",
                                                       options_.rank, " within ", timeout.count(), " ms"));
     }
     fd = std::move(ready->second);

@@ -57,7 +57,9 @@ absl::Status SetNonBlocking(int fd, bool non_blocking) {
   const int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0) return absl::InternalError(absl::StrCat("fcntl(F_GETFL): ", std::strerror(errno)));
   const int wanted = non_blocking ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
-  if (fcntl(fd, F_SETFL, wanted) != 0) return absl::InternalError(absl::StrCat("fcntl(F_SETFL): ", std::strerror(errno)));
+  if (fcntl(fd, F_SETFL, wanted) != 0) {
+    return absl::InternalError(absl::StrCat("fcntl(F_SETFL): ", std::strerror(errno)));
+  }
   return absl::OkStatus();
 }
 
