@@ -1,0 +1,38 @@
+// The connecting side of the member handshake (member_handshake.h): dials a
+// peer rank's MemberListener, retrying until a deadline while it is not up
+// yet, and returns the socket once both sides have proved the generation's
+// member key.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/comm/member_handshake.h"
+#include "worker/comm/unique_fd.h"
+
+namespace herd {
+
+struct MemberConnectOptions {
+  HandshakeParams params;
+  int rank = 0;       // ours, as the response claims it
+  int peer_rank = 0;  // the listener's; its challenge must say so
+  std::string host;
+  int port = 0;
+  // Bounds everything: connect retries and the handshake.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// The authenticated socket (blocking mode, TCP_NODELAY): the next byte on it
+// is the listener's first data-plane byte. Errors:
+//  - DEADLINE_EXCEEDED: no listener answered, or the handshake did not
+//    finish, before the timeout (the message says which and the last error);
+//  - UNAUTHENTICATED: the other end is not a member of this generation, or
+//    refused us (closed after our proof); the message names the reason
+//    (RejectReasonName) for the audit line;
+//  - INVALID_ARGUMENT: bad options.
+// Refused or reset connections, and a listener closing before its challenge
+// (too busy), are retried with a short backoff until the timeout.
+absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& options);
+
+}  // namespace herd

@@ -1,0 +1,172 @@
+// FormMemberMesh with every rank a thread, on 127.0.0.1, through an
+// in-memory rendezvous store.
+#include "worker/comm/member_mesh.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/comm/in_memory_store.h"
+#include "worker/comm/member_socket.h"
+
+namespace herd {
+namespace {
+
+using std::chrono::milliseconds;
+
+MemberMeshOptions Options(int rank, int world) {
+  MemberMeshOptions options;
+  options.key_prefix = "job/3/";
+  options.generation = 3;
+  options.rank = rank;
+  options.world_size = world;
+  options.listen_host = "127.0.0.1";
+  options.advertise_host = "127.0.0.1";
+  options.timeout = milliseconds(20000);
+  return options;
+}
+
+std::string RecvExactly(int fd, size_t n) {
+  std::string out(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = recv(fd, out.data() + got, n - got, 0);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+TEST(MemberMesh, SplitHostPort) {
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(SplitHostPort("10.0.0.1:123", &host, &port).ok());
+  EXPECT_EQ(host, "10.0.0.1");
+  EXPECT_EQ(port, 123);
+  ASSERT_TRUE(SplitHostPort("[::1]:9", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 9);
+  for (const char* bad : {"nohost", ":1", "h:0", "h:70000", "h:x"}) {
+    absl::Status status = SplitHostPort(bad, &host, &port);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(status.message(), bad)) << status;
+  }
+}
+
+// Every pair of ranks holds one connected socket pair, and bytes sent on
+// one end arrive first and unchanged at the other. An outsider who connects
+// to rank 0's published port mid-formation is refused and reported, and
+// changes nothing.
+TEST(MemberMesh, EveryPairIsConnectedDespiteAnOutsider) {
+  constexpr int kWorld = 4;
+  InMemoryStore store;
+  absl::Mutex mu;
+  std::vector<RejectedConnection> rejected;
+  std::vector<absl::StatusOr<std::vector<UniqueFd>>> meshes(kWorld);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    threads.emplace_back([&, rank] {
+      MemberMeshOptions options = Options(rank, kWorld);
+      options.on_rejected = [&](const RejectedConnection& r) {
+        absl::MutexLock lock(&mu);
+        rejected.push_back(r);
+      };
+      if (rank == kWorld - 1) {
+        // The last rank holds back until the outsider was refused, so rank
+        // 0's port is certainly still open when the outsider comes.
+        absl::MutexLock lock(&mu);
+        auto seen = [&] { return !rejected.empty(); };
+        mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(20));
+      }
+      meshes[rank] = FormMemberMesh(store, options);
+    });
+  }
+  std::string address;
+  ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(SplitHostPort(address, &host, &port).ok());
+  {
+    UniqueFd outsider(socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(outsider.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    const std::string junk = "GET / HTTP/1.0\r\n\r\n";
+    send(outsider.get(), junk.data(), junk.size(), MSG_NOSIGNAL);
+    for (auto& t : threads) t.join();
+  }
+
+  for (int rank = 0; rank < kWorld; ++rank) {
+    ASSERT_TRUE(meshes[rank].ok()) << rank << ": " << meshes[rank].status();
+    ASSERT_EQ(meshes[rank]->size(), static_cast<size_t>(kWorld));
+    EXPECT_FALSE((*meshes[rank])[rank].valid());
+  }
+  for (int a = 0; a < kWorld; ++a) {
+    for (int b = 0; b < kWorld; ++b) {
+      if (a == b) continue;
+      const int from = (*meshes[a])[b].get(), to = (*meshes[b])[a].get();
+      EXPECT_EQ(PeerAddressOf(from), LocalAddressOf(to)) << a << "->" << b;
+      const std::string message = "from " + std::to_string(a) + " to " + std::to_string(b);
+      ASSERT_EQ(send(from, message.data(), message.size(), MSG_NOSIGNAL), static_cast<ssize_t>(message.size()));
+      EXPECT_EQ(RecvExactly(to, message.size()), message);
+    }
+  }
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].reason, RejectReason::kBadMagic);
+}
+
+TEST(MemberMesh, MissingRankTimesOutNamingIt) {
+  InMemoryStore store;
+  MemberMeshOptions options = Options(0, 2);
+  options.timeout = milliseconds(200);
+  auto mesh = FormMemberMesh(store, options);
+  EXPECT_EQ(mesh.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(absl::StrContains(mesh.status().message(), "rank 1 did not connect")) << mesh.status();
+}
+
+TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
+  // The impostor holds a key of its own (as a member of another generation
+  // would) and rank 0's address: rank 0 refuses and reports it, then forms
+  // its mesh with the real rank 1.
+  InMemoryStore store;
+  std::vector<RejectedConnection> rejected;
+  absl::Mutex mu;
+  absl::StatusOr<std::vector<UniqueFd>> zero;
+  std::thread t([&] {
+    MemberMeshOptions options = Options(0, 2);
+    options.on_rejected = [&](const RejectedConnection& r) {
+      absl::MutexLock lock(&mu);
+      rejected.push_back(r);
+    };
+    zero = FormMemberMesh(store, options);
+  });
+  std::string address;
+  ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
+  InMemoryStore other;
+  ASSERT_TRUE(other.Set("job/3/member-key", std::string(32, 'k')).ok());
+  ASSERT_TRUE(other.Set(MemberAddressStoreKey("job/3/", 0), address).ok());
+  auto impostor = FormMemberMesh(other, Options(1, 2));
+  EXPECT_EQ(impostor.status().code(), absl::StatusCode::kUnauthenticated) << impostor.status();
+  auto one = FormMemberMesh(store, Options(1, 2));
+  t.join();
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(PeerAddressOf((*zero)[1].get()), LocalAddressOf((*one)[0].get()));
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].reason, RejectReason::kBadMac);
+}
+
+}  // namespace
+}  // namespace herd

@@ -1,0 +1,224 @@
+#include "worker/comm/tcp_mesh_communicator.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "worker/comm/bfloat16.h"
+#include "worker/comm/collective_queue.h"
+#include "worker/comm/float_sum.h"
+#include "worker/comm/member_socket.h"
+#include "worker/comm/peer_exchange.h"
+
+namespace herd {
+namespace {
+
+// acc[i] += add[i]. Integers wrap (as unsigned), like Gloo's and NCCL's sums.
+template <typename T>
+void AddLoop(char* acc, const char* add, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    T a, b;
+    std::memcpy(&a, acc + i * sizeof(T), sizeof(T));
+    std::memcpy(&b, add + i * sizeof(T), sizeof(T));
+    a = static_cast<T>(a + b);
+    std::memcpy(acc + i * sizeof(T), &a, sizeof(T));
+  }
+}
+
+void SumInto(DataType type, char* acc, const char* add, size_t count) {
+  switch (type) {
+    case DataType::kFloat32: SumFloat32(acc, acc, add, count); return;
+    case DataType::kFloat64: AddLoop<double>(acc, add, count); return;
+    case DataType::kInt64: AddLoop<uint64_t>(acc, add, count); return;
+    case DataType::kUInt8: AddLoop<uint8_t>(acc, add, count); return;
+    case DataType::kBFloat16: SumBFloat16(acc, acc, add, count); return;
+    case DataType::kFloat16: return;  // refused before any op is queued
+  }
+}
+
+// An op refused before it was queued: fails without breaking the
+// communicator (no rank queued it, so the ranks stay in step).
+class RefusedWork : public Work {
+ public:
+  explicit RefusedWork(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+  bool Done() const override { return true; }
+
+ private:
+  absl::Status status_;
+};
+
+class TcpMeshCommunicator : public Communicator {
+ public:
+  TcpMeshCommunicator(int rank, int size, std::chrono::milliseconds timeout, std::vector<UniqueFd> peers)
+      : rank_(rank), size_(size), timeout_(timeout), peers_(std::move(peers)) {}
+  ~TcpMeshCommunicator() override { queue_.Shutdown(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  std::string backend() const override { return "tcp"; }
+
+  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
+    if (auto refused = Refuse(type, "all-reduce")) return refused;
+    return queue_.Submit("all-reduce", [this, data = static_cast<char*>(data), count, type](uint64_t) {
+      const auto deadline = Deadline();  // one timeout for both halves
+      const size_t element = DataTypeSize(type);
+      const RangeLayout ranges = NearEqualRanges(count, size_);
+      if (absl::Status status = SumMyRange(data, ranges, type, deadline); !status.ok()) return status;
+      // All-gather the sums: my range to everyone, theirs from each.
+      const ElementRange& mine = ranges[rank_][0];
+      std::vector<PeerTransfer> transfers;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer == rank_) continue;
+        const ElementRange& theirs = ranges[peer][0];
+        transfers.push_back({peer, peers_[peer].get(), data + mine.begin * element, mine.size() * element,
+                             data + theirs.begin * element, theirs.size() * element});
+      }
+      return ExchangeWithPeers(transfers, deadline);
+    });
+  }
+
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
+    if (auto refused = Refuse(type, "reduce-scatter")) return refused;
+    return queue_.Submit("reduce-scatter", [this, data = static_cast<char*>(data), count, type](uint64_t) {
+      return SumMyRange(data, NearEqualRanges(count, size_), type, Deadline());
+    });
+  }
+
+  RangeLayout ReduceScatterLayout(size_t count, DataType type) const override {
+    return NearEqualRanges(count, size_);
+  }
+
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
+    if (auto refused = Refuse(type, "reduce-scatter")) return refused;
+    return queue_.Submit("reduce-scatter", [this, in = static_cast<const char*>(in), out = static_cast<char*>(out),
+                                            block_count, type](uint64_t) {
+      const size_t block_bytes = block_count * DataTypeSize(type);
+      std::vector<std::vector<char>> from(size_);
+      std::vector<PeerTransfer> transfers;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer == rank_) continue;
+        from[peer].resize(block_bytes);
+        transfers.push_back({peer, peers_[peer].get(), in + peer * block_bytes, block_bytes, from[peer].data(),
+                             block_bytes});
+      }
+      if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
+      std::vector<char> sum = SumInRankOrder(type, block_count, [&](int r) {
+        return r == rank_ ? in + r * block_bytes : from[r].data();
+      });
+      std::memcpy(out, sum.data(), block_bytes);  // out may be in's own block: read above
+      return absl::OkStatus();
+    });
+  }
+
+  std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override {
+    if (root < 0 || root >= size_) {
+      return std::make_shared<RefusedWork>(
+          absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " outside a world of ", size_)));
+    }
+    return queue_.Submit("broadcast", [this, data = static_cast<char*>(data), bytes, root](uint64_t) {
+      std::vector<PeerTransfer> transfers;
+      if (rank_ == root) {
+        for (int peer = 0; peer < size_; ++peer) {
+          if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), data, bytes, nullptr, 0});
+        }
+      } else {
+        transfers.push_back({root, peers_[root].get(), nullptr, 0, data, bytes});
+      }
+      return ExchangeWithPeers(transfers, Deadline());
+    });
+  }
+
+  std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override {
+    return queue_.Submit("all-gather", [this, in = static_cast<const char*>(in), bytes,
+                                        out = static_cast<char*>(out)](uint64_t) {
+      std::vector<PeerTransfer> transfers;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), in, bytes, out + peer * bytes, bytes});
+      }
+      if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
+      std::memmove(out + rank_ * bytes, in, bytes);
+      return absl::OkStatus();
+    });
+  }
+
+  std::shared_ptr<Work> BarrierAsync() override {
+    return queue_.Submit("barrier", [this](uint64_t) {
+      std::vector<char> tokens(size_, 1), received(size_, 0);
+      std::vector<PeerTransfer> transfers;
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), &tokens[peer], 1, &received[peer], 1});
+      }
+      return ExchangeWithPeers(transfers, Deadline());
+    });
+  }
+
+ private:
+  std::chrono::steady_clock::time_point Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
+
+  std::shared_ptr<Work> Refuse(DataType type, const char* what) const {
+    if (type != DataType::kFloat16) return nullptr;
+    return std::make_shared<RefusedWork>(
+        absl::UnimplementedError(absl::StrCat(what, ": the tcp communicator does not sum float16 yet")));
+  }
+
+  // Sum over ranks, in rank order, of `count` elements whose rank-r
+  // contribution is at contribution(r).
+  template <typename Contribution>
+  std::vector<char> SumInRankOrder(DataType type, size_t count, Contribution contribution) const {
+    const size_t bytes = count * DataTypeSize(type);
+    std::vector<char> sum(contribution(0), contribution(0) + bytes);
+    for (int r = 1; r < size_; ++r) SumInto(type, sum.data(), contribution(r), count);
+    return sum;
+  }
+
+  // The reduce-scatter step: each peer's copy of my range comes to me, and
+  // I sum it in rank order into my range of `data`.
+  absl::Status SumMyRange(char* data, const RangeLayout& ranges, DataType type,
+                          std::chrono::steady_clock::time_point deadline) {
+    const size_t element = DataTypeSize(type);
+    const ElementRange& mine = ranges[rank_][0];
+    std::vector<std::vector<char>> from(size_);
+    std::vector<PeerTransfer> transfers;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const ElementRange& theirs = ranges[peer][0];
+      from[peer].resize(mine.size() * element);
+      transfers.push_back({peer, peers_[peer].get(), data + theirs.begin * element, theirs.size() * element,
+                           from[peer].data(), mine.size() * element});
+    }
+    if (absl::Status status = ExchangeWithPeers(transfers, deadline); !status.ok()) return status;
+    std::vector<char> sum = SumInRankOrder(type, mine.size(), [&](int r) -> const char* {
+      return r == rank_ ? data + mine.begin * element : from[r].data();
+    });
+    std::memcpy(data + mine.begin * element, sum.data(), sum.size());
+    return absl::OkStatus();
+  }
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  const std::vector<UniqueFd> peers_;
+  CollectiveQueue queue_;  // after peers_: destroyed (and stopped) before they close
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(RendezvousStore& store,
+                                                                        const TcpMeshOptions& options) {
+  if (options.timeout <= std::chrono::milliseconds::zero()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp communicator: timeout ", options.timeout.count(), " ms must be positive"));
+  }
+  absl::StatusOr<std::vector<UniqueFd>> peers = FormMemberMesh(store, options.mesh);
+  if (!peers.ok()) return peers.status();
+  for (const UniqueFd& fd : *peers) {
+    if (!fd.valid()) continue;
+    if (absl::Status status = SetNonBlocking(fd.get(), true); !status.ok()) return status;
+  }
+  return std::unique_ptr<Communicator>(new TcpMeshCommunicator(options.mesh.rank, options.mesh.world_size,
+                                                               options.timeout, std::move(*peers)));
+}
+
+}  // namespace herd

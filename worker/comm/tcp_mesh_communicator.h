@@ -1,0 +1,35 @@
+// A Communicator over herd's own TCP connections: one member-authenticated
+// socket per pair of ranks (member_mesh.h). A skeleton for issue 30, not
+// used by trainers yet and not tuned: every collective moves each rank's
+// share straight to the rank that needs it (a reduce-scatter, then an
+// all-gather, for all-reduce), so each rank sends and receives about
+// 2 (N-1)/N of a buffer, over N-1 sockets at once.
+//
+// Sums: rank r sums block r of NearEqualRanges in rank order 0, 1, ...,
+// N-1, so every rank gets the same bits; ReduceScatterLayout is
+// NearEqualRanges. float16 is not supported yet (UNIMPLEMENTED).
+//
+// Failure rule as for every backend (communicator.h): each op is bounded by
+// `timeout` (DEADLINE_EXCEEDED), a peer that closed its socket fails it with
+// UNAVAILABLE, and the first failure breaks the communicator (ABORTED after).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "worker/comm/communicator.h"
+#include "worker/comm/member_mesh.h"
+
+namespace herd {
+
+struct TcpMeshOptions {
+  MemberMeshOptions mesh;  // rank, world size, generation, hosts, formation timeout
+  std::chrono::milliseconds timeout{30000};  // per collective
+};
+
+// Forms the mesh (FormMemberMesh) and returns the communicator over it.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(RendezvousStore& store,
+                                                                        const TcpMeshOptions& options);
+
+}  // namespace herd
