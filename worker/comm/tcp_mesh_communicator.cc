@@ -1,5 +1,6 @@
 #include "worker/comm/tcp_mesh_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -174,34 +175,59 @@ class TcpMeshCommunicator : public Communicator {
   static std::unique_ptr<char[]> Scratch(size_t bytes) { return std::unique_ptr<char[]>(new char[bytes]); }
 
   // The reduce-scatter step: each peer's copy of my range comes to me, and
-  // I sum it in rank order into my range of `data`.
+  // I sum it in rank order into my range of `data`, element by element as
+  // soon as every peer's copy of it is in (while the rest is on its way).
   absl::Status SumMyRange(char* data, const RangeLayout& ranges, DataType type,
                           std::chrono::steady_clock::time_point deadline) {
     const size_t element = DataTypeSize(type);
     const ElementRange& mine = ranges[rank_][0];
     char* my_data = data + mine.begin * element;
     const size_t my_bytes = mine.size() * element;
-    std::vector<std::unique_ptr<char[]>> from(size_);
+    std::vector<char*> from(size_, nullptr);
     std::vector<PeerTransfer> transfers;
     for (int peer = 0; peer < size_; ++peer) {
       if (peer == rank_) continue;
       const ElementRange& theirs = ranges[peer][0];
-      from[peer] = Scratch(my_bytes);
+      from[peer] = ScratchFor(peer, my_bytes);
       transfers.push_back({peer, peers_[peer].get(), data + theirs.begin * element, theirs.size() * element,
-                           from[peer].get(), my_bytes});
+                           from[peer], my_bytes});
     }
-    if (absl::Status status = ExchangeWithPeers(transfers, deadline); !status.ok()) return status;
     // Rank 0's contribution is the accumulator: on rank 0 that is my range
-    // itself (summed in place), elsewhere rank 0's copy, then copied back.
-    SumInRankOrder(type, mine.size(), [&](int r) -> const char* { return r == rank_ ? my_data : from[r].get(); });
-    if (rank_ != 0) std::memcpy(my_data, from[0].get(), my_bytes);
+    // itself (summed in place), elsewhere rank 0's copy, copied back after.
+    size_t summed = 0;  // elements
+    auto sum_up_to = [&](size_t end) {
+      if (end <= summed) return;
+      const size_t offset = summed * element;
+      SumInRankOrder(type, end - summed,
+                     [&](int r) -> const char* { return (r == rank_ ? my_data : from[r]) + offset; });
+      summed = end;
+    };
+    absl::Status status = ExchangeWithPeers(transfers, deadline, [&](const std::vector<size_t>& received) {
+      size_t in = my_bytes;
+      for (size_t i = 0; i < transfers.size(); ++i) in = std::min(in, received[i]);
+      sum_up_to(in / element);
+    });
+    if (!status.ok()) return status;
+    sum_up_to(mine.size());
+    if (rank_ != 0) std::memcpy(my_data, from[0], my_bytes);
     return absl::OkStatus();
+  }
+
+  // Receive space for `peer`'s bytes, kept between ops (the queue runs one
+  // op at a time): a fresh allocation of a large buffer costs a page fault
+  // per page on every op.
+  char* ScratchFor(int peer, size_t bytes) {
+    if (scratch_.empty()) scratch_.resize(size_);
+    std::vector<char>& buffer = scratch_[peer];
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
   }
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
   const std::vector<UniqueFd> peers_;
+  std::vector<std::vector<char>> scratch_;  // per peer; used on the queue's thread only
   CollectiveQueue queue_;  // after peers_: destroyed (and stopped) before they close
 };
 

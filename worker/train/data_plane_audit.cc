@@ -35,6 +35,7 @@ void DataPlaneAudit::Record(const RejectedConnection& rejected, int64_t generati
   refused_
       .Add({{"job", job_},
             {"worker", worker_},
+            {"rank", absl::StrCat(rank)},
             {"reason", RejectReasonName(rejected.reason)},
             {"peer", PeerHost(rejected.peer)}})
       .Increment();

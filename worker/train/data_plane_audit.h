@@ -25,7 +25,7 @@ std::string DataPlaneAuditLine(const RejectedConnection& rejected, int64_t gener
 
 class DataPlaneAudit {
  public:
-  // Labels job and worker on every series (as the trainer's other metrics).
+  // Labels job, worker and rank on every series (as the trainer's other metrics).
   DataPlaneAudit(prometheus::Registry& registry, const std::string& job, const std::string& worker);
 
   // Logs and counts one refusal; called from the listener's thread.

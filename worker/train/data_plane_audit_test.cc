@@ -34,6 +34,7 @@ TEST(DataPlaneAudit, CountsByReasonAndPeerHost) {
       for (const auto& label : metric.label) labels[label.name] = label.value;
       EXPECT_EQ(labels["job"], "job-1");
       EXPECT_EQ(labels["worker"], "w0");
+      EXPECT_EQ(labels["rank"], "0");
       EXPECT_EQ(labels["peer"], "10.0.0.9");
       counts[labels["reason"]] = metric.counter.value;
     }
