@@ -154,10 +154,11 @@ const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kIn
                            DataType::kBFloat16, DataType::kFloat16};
 
 TEST(TcpMeshCommunicator, AllReduceIsTheRankOrderSumOnEveryRankBitwise) {
+  // 300001 elements: several 1 MiB pieces for the wider types.
   constexpr int kWorld = 3;
   RunRanks(kWorld, [&](Communicator& comm) {
     for (DataType type : kTypes) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}, size_t{300001}}) {
         std::vector<char> data = Input(type, count, comm.rank());
         ASSERT_TRUE(comm.AllReduce(data.data(), count, type).ok()) << DataTypeName(type) << " " << count;
         EXPECT_EQ(data, RankOrderSum(type, count, kWorld)) << DataTypeName(type) << " " << count;
