@@ -607,10 +607,14 @@ absl::Status Trainer::Run() {
   try {
     if (auto s = Setup(); !s.ok()) return s;
     const int64_t eval_interval = spec_.eval().interval_steps();
+    const int64_t first_step = pos_.step + 1;
     while (!Done()) {
       MarkAlive();
       if (auto s = CheckCoordinatorVerdict(); !s.ok()) return s;
       if (auto s = TrainStep(); !s.ok()) return s;
+      // With the "step N/T" line of the last step, this line's time bounds
+      // the wall time of training as a user sees it (bench/wan_bench.py).
+      if (pos_.step == first_step) LOG(INFO) << "step " << pos_.step << ": the generation's first step is done";
       if (eval_interval > 0 && pos_.step % eval_interval == 0 && pos_.samples_in_epoch != 0) {
         if (auto s = RunEval(); !s.ok()) return s;
       }
