@@ -183,10 +183,13 @@ class TestbedCluster(LocalCluster):
         out = []
         for i in range(HOSTS):
             with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
-                m = SUMMARY.search(f.read())
+                log = f.read()
+            m = SUMMARY.search(log)
             if not m:
                 raise RuntimeError(f"no sync summary in worker-{i}'s trainer.log for {job}")
-            out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6))})
+            waited = WAITED.search(log)
+            out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6)),
+                        "waited": float(waited.group(1)) if waited else None})
         return out
 
 
@@ -205,6 +208,8 @@ def job_spec(model, sync, args, steps, text, lr=None):
 
 
 PARAMETERS = re.compile(r" with (\d+) parameters")
+# The sync summary's time blocked on the network (rounds, all-reduce steps).
+WAITED = re.compile(r"; waited ([0-9.]+) s \(")
 # glog's prefix (I20261126 13:16:51.785889) on the trainer's lines.
 GLOG_TIME = r"^I(\d{8} \d\d:\d\d:\d\d\.\d{6})"
 PROGRESS = re.compile(GLOG_TIME + r" +\d+ \S+\] (step (\d+)/(\d+) epoch)", re.M)
@@ -229,6 +234,8 @@ def run_herd(cluster, bed, model, variant, args, steps, text):
     return {"samples_per_s_per_rank": wall_samples / wall_seconds,
             "train_samples_per_s_per_rank": sum(r["samples"] / r["seconds"] for r in ranks) / len(ranks),
             "wall_seconds": round(wall_seconds, 2),
+            "sync_wait_fraction": (round(sum(r["waited"] for r in ranks) / sum(r["seconds"] for r in ranks), 3)
+                                   if all(r["waited"] is not None for r in ranks) else None),
             "payload_bytes_per_sample": ranks[0]["bytes"] / ranks[0]["samples"],
             "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {}),
             "parameters": int(m.group(1)) if m else None}
@@ -372,7 +379,9 @@ def main():
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
                         print(f"[{repeat + 1}/{args.repeats}] {link:12} {model:16} {variant:12} "
                               f"{r['samples_per_s_per_rank']:8.1f} wall samples/s/rank "
-                              f"({r['train_samples_per_s_per_rank']:.1f} in steps) payload {payload:>8} B/sample "
+                              f"({r['train_samples_per_s_per_rank']:.1f} in steps, "
+                              f"{'-' if r.get('sync_wait_fraction') is None else r['sync_wait_fraction']} waiting) "
+                              f"payload {payload:>8} B/sample "
                               f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
     finally:
         if cluster:

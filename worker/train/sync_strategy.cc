@@ -215,9 +215,10 @@ class AveragingStrategy : public SyncStrategy {
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
     return absl::StrFormat("averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, %d all-reduce "
-                           "steps, %s",
+                           "steps, %s; waited %.1f s (%.1f%%) for the network (rounds and all-reduce steps)",
                            t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps, t.allreduce_steps,
-                           RateSummary(t));
+                           RateSummary(t), t.allreduce_wait_seconds,
+                           t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
   }
 
  protected:
@@ -358,6 +359,7 @@ absl::Status SyncStrategy::FinishGradients(bool local, int64_t step) {
 
 void SyncStrategy::Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_seconds) {
   traffic->wire_bytes += wire_bytes;
+  traffic->allreduce_wait_seconds += wait_seconds;
   last_step_.wire_bytes += wire_bytes;
   last_step_.wait_seconds += wait_seconds;
 }
@@ -365,7 +367,6 @@ void SyncStrategy::Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_s
 void SyncStrategy::CountAllReduceStep(SyncTraffic* traffic) {
   ++traffic->allreduce_steps;
   const GradientSyncStats& stats = gradients_->last_stats();
-  traffic->allreduce_wait_seconds += stats.exposed_wait_seconds;
   Count(traffic, stats.wire_bytes, stats.exposed_wait_seconds);
 }
 
