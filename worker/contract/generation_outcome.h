@@ -40,9 +40,10 @@ enum class GenerationOutcome {
   // input, lost state, out of memory, storage under checkpoint.on_failure:
   // fail): the coordinator fails the job at once, spending no restart budget.
   kJobFailed,
-  // Any other failure (a crash, a signal, INTERNAL, a cancelled job, or a
-  // generation failure the trainer could not recover from): this member
-  // failed, and the coordinator re-forms the job within its restart budget.
+  // Any other failure (a crash, a signal, INTERNAL, a cancelled job): this
+  // member failed, and the coordinator re-forms the job within its restart
+  // budget. A trainer whose generation failed and whose next generation
+  // never formed exits with this code too (TrainerExitCode).
   kMemberFailed,
 };
 
