@@ -10,10 +10,15 @@ relay: one-way host to host 2 x delay, round trip 4 x delay; host to the
 coordinator 2 x delay round trip). For each link, model and
 variant it runs one job of --steps steps (batch --batch per rank), one after
 another, and reports per run:
-  samples/s per rank: a rank's samples over its training time (the trainer's
-      end-of-training summary line; start-up and evaluation excluded), mean
-      over ranks; DDP: timed steps between barriers (ddp_host_rank.py: all
-      steps but the first 3);
+  wall samples/s per rank (what a user sees, the figure the ratios use):
+      herd: a rank's samples after the generation's first step over the wall
+      time from that step's end to the last step's progress line (trainer
+      log timestamps), so every round, commit, evaluation and re-form in
+      between counts; DDP: timed steps between barriers (ddp_host_rank.py:
+      all steps but the first 3), which hold nothing else;
+  train samples/s per rank: a rank's samples over its time in training
+      steps (the trainer's end-of-training summary line; evaluations and
+      commits excluded), mean over ranks; DDP: as above;
   payload bytes/sample: what a rank handed to its collectives (the trainer's
       count: the same rule for every mode), per sample it trained;
   link bytes/sample: bytes the hosts' links carried out of the hosts
@@ -160,14 +165,31 @@ class TestbedCluster(LocalCluster):
         super().__init__(bin_dir, HOSTS, host=bed.bed["root_address"],
                          worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix)
 
+    def wall(self, job):
+        """(steps after the first, all steps, wall seconds) from the log of the
+        rank that logs progress: the first step's end to the last step's
+        progress line."""
+        for i in range(HOSTS):
+            with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
+                log = f.read()
+            last = [m for m in PROGRESS.finditer(log) if m.group(3) == m.group(4)]
+            first = FIRST_STEP.search(log)
+            if last and first:
+                total = int(last[0].group(3))
+                return total - int(first.group(2)), total, log_time(last[0].group(1)) - log_time(first.group(1))
+        raise RuntimeError(f"no first-step and last-step lines in any trainer.log of {job}")
+
     def summaries(self, job):
         out = []
         for i in range(HOSTS):
             with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
-                m = SUMMARY.search(f.read())
+                log = f.read()
+            m = SUMMARY.search(log)
             if not m:
                 raise RuntimeError(f"no sync summary in worker-{i}'s trainer.log for {job}")
-            out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6))})
+            waited = WAITED.search(log)
+            out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6)),
+                        "waited": float(waited.group(1)) if waited else None})
         return out
 
 
@@ -186,6 +208,16 @@ def job_spec(model, sync, args, steps, text, lr=None):
 
 
 PARAMETERS = re.compile(r" with (\d+) parameters")
+# The sync summary's time blocked on the network (rounds, all-reduce steps).
+WAITED = re.compile(r"; waited ([0-9.]+) s \(")
+# glog's prefix (I20261126 13:16:51.785889) on the trainer's lines.
+GLOG_TIME = r"^I(\d{8} \d\d:\d\d:\d\d\.\d{6})"
+PROGRESS = re.compile(GLOG_TIME + r" +\d+ \S+\] (step (\d+)/(\d+) epoch)", re.M)
+FIRST_STEP = re.compile(GLOG_TIME + r" +\d+ \S+\] step (\d+): the generation's first step is done", re.M)
+
+
+def log_time(stamp):
+    return datetime.datetime.strptime(stamp, "%Y%m%d %H:%M:%S.%f").timestamp()
 
 
 def run_herd(cluster, bed, model, variant, args, steps, text):
@@ -196,7 +228,14 @@ def run_herd(cluster, bed, model, variant, args, steps, text):
     with open(f"{cluster.dir}/worker-0/jobs/{job}/trainer.log") as f:
         m = PARAMETERS.search(f.read())
     samples = sum(r["samples"] for r in ranks)
-    return {"samples_per_s_per_rank": sum(r["samples"] / r["seconds"] for r in ranks) / len(ranks),
+    steps_after_first, total_steps, wall_seconds = cluster.wall(job)
+    # A rank's samples after the first step (exact while every step is full).
+    wall_samples = samples / len(ranks) * steps_after_first / total_steps
+    return {"samples_per_s_per_rank": wall_samples / wall_seconds,
+            "train_samples_per_s_per_rank": sum(r["samples"] / r["seconds"] for r in ranks) / len(ranks),
+            "wall_seconds": round(wall_seconds, 2),
+            "sync_wait_fraction": (round(sum(r["waited"] for r in ranks) / sum(r["seconds"] for r in ranks), 3)
+                                   if all(r["waited"] is not None for r in ranks) else None),
             "payload_bytes_per_sample": ranks[0]["bytes"] / ranks[0]["samples"],
             "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {}),
             "parameters": int(m.group(1)) if m else None}
@@ -220,7 +259,8 @@ def run_ddp(bed, model, args, steps, text):
             raise RuntimeError(f"ddp rank failed: {err[-2000:]}")
     sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
     result = json.loads(outs[0][0].strip().splitlines()[-1])
-    return {"samples_per_s_per_rank": result["samples_per_s_per_rank"], "payload_bytes_per_sample": None,
+    return {"samples_per_s_per_rank": result["samples_per_s_per_rank"],
+            "train_samples_per_s_per_rank": result["samples_per_s_per_rank"], "payload_bytes_per_sample": None,
             "link_bytes_per_sample": sent / result["samples"], "samples": result["samples"],
             "eval": result["eval"], "parameters": result["parameters"]}
 
@@ -338,7 +378,10 @@ def main():
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
                         print(f"[{repeat + 1}/{args.repeats}] {link:12} {model:16} {variant:12} "
-                              f"{r['samples_per_s_per_rank']:8.1f} samples/s/rank payload {payload:>8} B/sample "
+                              f"{r['samples_per_s_per_rank']:8.1f} wall samples/s/rank "
+                              f"({r['train_samples_per_s_per_rank']:.1f} in steps, "
+                              f"{'-' if r.get('sync_wait_fraction') is None else r['sync_wait_fraction']} waiting) "
+                              f"payload {payload:>8} B/sample "
                               f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
     finally:
         if cluster:
@@ -367,7 +410,7 @@ def main():
         r["payload_reduction_vs_allreduce"] = (
             round(ar["payload_bytes_per_sample"] / r["payload_bytes_per_sample"], 1)
             if ar and r["payload_bytes_per_sample"] else None)
-    print(f"\n{'link':12} {'model':16} {'variant':12} {'samples/s/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
+    print(f"\n{'link':12} {'model':16} {'variant':12} {'wall sps/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
           f"{'payload B/s':>11} {'x fewer':>7} {'link B/s':>9}  eval")
     for r in results:
         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
@@ -377,6 +420,7 @@ def main():
               f"{r['payload_reduction_vs_allreduce'] or '-':>7} {r['link_bytes_per_sample']:9.0f}  {evals}")
     for r in results:
         r["samples_per_s_per_rank"] = round(r["samples_per_s_per_rank"], 1)
+        r["train_samples_per_s_per_rank"] = round(r["train_samples_per_s_per_rank"], 1)
         r["link_bytes_per_sample"] = round(r["link_bytes_per_sample"], 1)
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)

@@ -360,6 +360,7 @@ void ApplySyncDefaults(v1::SyncSpec* sync) {
   if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
   if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
   if (sync->fragments() == 0) sync->set_fragments(1);
+  if (sync->overlap() && sync->overlap_steps() == 0) sync->set_overlap_steps(1);
   if (sync->shares().empty()) sync->set_shares("equal");
   if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
   if (sync->outer().kind() == "nesterov") {
@@ -388,6 +389,16 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
   }
   if (sync.overlap() && sync.mode() != "average") return Bad("sync.overlap", "needs sync.mode average");
+  if (auto s = CheckRange("sync.overlap_steps", sync.overlap_steps(), 0, 1'000'000); !s.ok()) return s;
+  if (sync.overlap_steps() > 0 && sync.mode() != "average") return Bad("sync.overlap_steps", "needs sync.mode average");
+  if (sync.overlap() && sync.overlap_steps() > 1) {
+    return Bad("sync.overlap", absl::StrCat("is overlap_steps: 1, but sync.overlap_steps is ", sync.overlap_steps(),
+                                            ": set only sync.overlap_steps"));
+  }
+  if (sync.mode() == "average" && sync.overlap_steps() > sync.every()) {
+    return Bad("sync.overlap_steps", absl::StrCat("must be at most sync.every (", sync.every(), "), got ",
+                                                  sync.overlap_steps(), ": a fragment's round is merged before its next one"));
+  }
   if (auto s = CheckChoice("sync.shares", sync.shares(), {"equal", "throughput"}); !s.ok()) return s;
   if (sync.shard_optimizer() && sync.mode() != "allreduce") {
     return Bad("sync.shard_optimizer", "needs sync.mode allreduce");

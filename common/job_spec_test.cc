@@ -139,6 +139,26 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int8"); }},  // allreduce
       {"sync.fragments", [](v1::JobSpec* s) { s->mutable_sync()->set_fragments(2); }},         // allreduce
       {"sync.overlap", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap(true); }},          // allreduce
+      {"sync.overlap_steps", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap_steps(2); }},  // allreduce
+      {"sync.overlap_steps",
+       [](v1::JobSpec* s) {
+         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_every(8);
+         s->mutable_sync()->set_overlap_steps(-1);
+       }},
+      {"sync.overlap_steps",
+       [](v1::JobSpec* s) {  // merged after the fragment's next round would launch
+         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_every(4);
+         s->mutable_sync()->set_overlap_steps(5);
+       }},
+      {"sync.overlap",
+       [](v1::JobSpec* s) {  // overlap is overlap_steps: 1; both, disagreeing
+         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_every(8);
+         s->mutable_sync()->set_overlap(true);
+         s->mutable_sync()->set_overlap_steps(3);
+       }},
       {"sync.shard_optimizer",
        [](v1::JobSpec* s) {
          s->mutable_sync()->set_mode("average");

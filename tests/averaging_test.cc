@@ -74,5 +74,39 @@ TEST(Averaging, StreamingFragmentsOverlapInt8FollowTheirSchedule) {
   }
 }
 
+// Delayed merges (overlap_steps 3, Streaming DiLoCo's tau) with 4
+// fragments of `every` 8 (phases 2, 4, 6, 0) and the int8 wire, whose scale
+// exchange then overlaps a step. Local steps 11-40 (L counts from the last
+// full sync); a round lands 3 steps after its launch, in launch order, and
+// full syncs (evaluations at 15 and 30, the end at 40) first land every
+// round in flight. Counted: 15 lands 12's (1), drains 14's (2), full (3);
+// launches 17, 19, 21, 23, 25, 27, 29 land at 20, 22, 24, 26, 28, 30 (4-9);
+// 30 drains 29's (10), full (11); launches 32, 34, 36, 38 land at 35, 37,
+// 39 (12-14); 40 drains 38's (15), full (16).
+TEST(Averaging, DelayedMergesLandTauStepsAfterLaunch) {
+  LocalCluster cluster;
+  const std::string id = cluster.Submit(
+      "model: mlp\n"
+      "dataset: {kind: synthetic}\n"
+      "batch_size: 16\n"
+      "max_steps: 40\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+      "sync: {mode: average, every: 8, fragments: 4, overlap_steps: 3, compression: int8, warmup_steps: 10,\n"
+      "       outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
+      "eval: {interval_steps: 15, max_samples: 256}\n"
+      "log_interval_steps: 5\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 3\n");
+  auto job = cluster.WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, minutes(5));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
+  EXPECT_EQ(job.value("step", 0), 40);
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(cluster.job_dir(w, id) + "/trainer.log");
+    EXPECT_NE(log.find("merged 3 step(s) after launch"), std::string::npos) << log;
+    EXPECT_NE(log.find("averaging: 16 rounds"), std::string::npos) << log;
+    EXPECT_NE(log.find("30 local steps, 10 all-reduce steps"), std::string::npos) << log;
+    EXPECT_NE(log.find("replicas verified bitwise"), std::string::npos) << log;
+  }
+}
+
 }  // namespace
 }  // namespace herd::testing

@@ -1,9 +1,9 @@
-// The contract between herd-worker and the herd-trainer processes it starts,
-// in one place: the files each trainer keeps in its job dir (the daemon
-// passes the dir as --work-dir and reads the files), what they hold, and what
-// a trainer's exit code means. The command line itself has one owner,
-// worker/contract/trainer_args.h (built there for the daemon's
-// trainer_command, parsed there for trainer_main).
+// The contract between herd-worker and the herd-trainer processes it starts:
+// the files each trainer keeps in its job dir (the daemon passes the dir as
+// --work-dir and reads the files) and what they hold. What a trainer's exit
+// code means is GenerationOutcome (worker/contract/generation_outcome.h);
+// the command line has one owner, worker/contract/trainer_args.h (built
+// there for the daemon's trainer_command, parsed there for trainer_main).
 //
 //   trainer.log          the trainer's stdout and stderr (the daemon redirects)
 //   termination-message  why it failed, one line (written on a failed exit)
@@ -52,11 +52,6 @@ std::string FinalReportPath(const std::string& job_dir);
 std::string ReleaseRequestPath(const std::string& job_dir);
 std::string ReformRequestPath(const std::string& job_dir);
 std::string UnrecordedCheckpointsPath(const std::string& job_dir);
-
-// Exit codes: see v1::TrainerExitCode in proto/herd.proto.
-constexpr int kExitJobError = v1::TRAINER_EXIT_JOB_ERROR;
-constexpr int kExitReleased = v1::TRAINER_EXIT_RELEASED;
-constexpr int kExitReleasedAll = v1::TRAINER_EXIT_RELEASED_ALL;
 
 absl::Status WriteFinalReport(const std::string& path, const v1::ReportProgressRequest& report);
 // What a release-request file asks: the ranks of `generation` that leave the

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/contract/generation_outcome.h"
 #include "worker/daemon/exit_message.h"
 #include "worker/daemon/identifiers.h"
 
@@ -184,11 +185,12 @@ int TrainerSupervisor::ReapLocked() {
     std::string message = !trainer.stuck_message.empty()
                               ? trainer.stuck_message
                               : ReadExitMessage(TerminationMessagePath(trainer.job_dir), TrainerLogPath(trainer.job_dir));
+    const GenerationOutcome outcome = OutcomeOfExitCode(*code);
     LOG(INFO) << "job " << job_id << ": trainer pid " << trainer.process->pid() << " exited with code " << *code
-              << (message.empty() ? "" : ": ") << message;
+              << " (" << OutcomeName(outcome) << ")" << (message.empty() ? "" : ": ") << message;
     RecordExitLocked(job_id, JoinedGeneration(trainer), *code, std::move(message));
     // A released trainer leaves the boundary's report, as a finished one its last.
-    if (*code == 0 || *code == kExitReleased || *code == kExitReleasedAll) {
+    if (WritesFinalReport(outcome)) {
       auto report = ReadFinalReport(FinalReportPath(trainer.job_dir));
       if (report.ok()) {
         *pending_exits_.back().exit.mutable_final_progress() = *std::move(report);

@@ -7,21 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
-#include "worker/train/release_vote.h"
 
 namespace herd {
-
-bool IsGenerationFailure(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kFailedPrecondition:
-      return true;
-    default:
-      return false;
-  }
-}
 
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
                                                       int64_t after_generation, bool at_boundary) {
@@ -62,14 +49,14 @@ void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
 // exit reaches it, and the join waits for that generation. After a re-form
 // the ranks agreed on, the join itself tells the coordinator (at_boundary).
 absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
-                                                    const absl::Status& failure, std::chrono::milliseconds timeout) {
+                                                    const GenerationEnd& end, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const bool reform = IsReformAtBoundary(failure);
-  const bool released = IsPeerReleased(failure) || reform;
-  // A fenced generation is already replaced; anything else is news to the coordinator.
-  bool report = !released && failure.code() != absl::StatusCode::kFailedPrecondition;
+  const bool reform = end.outcome == GenerationOutcome::kReformed;
+  const bool released = IsBoundary(end.outcome);
+  // A fenced generation is already replaced; a failure is news to the coordinator.
+  bool report = end.outcome == GenerationOutcome::kGenerationFailed;
   while (true) {
-    if (report) ReportFailure(client, failed, failure);
+    if (report) ReportFailure(client, failed, end.error);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0,
                            reform);
@@ -93,35 +80,41 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, con
 
 }  // namespace
 
-absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
-                            const GenerationLoopOptions& options) {
+GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                                  const GenerationLoopOptions& options) {
   v1::JoinGenerationResponse join = std::move(first);
   while (true) {
-    absl::Status status;
+    GenerationEnd end;
     {
       Trainer trainer(client, context, join, options.communicators);
-      status = trainer.Run();
+      end = trainer.Run();
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
-    if (status.ok() || IsReleased(status) || !IsGenerationFailure(status)) return status;
-    if (IsReformAtBoundary(status)) {
-      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << status.message()
+    if (!JoinsNextGeneration(end.outcome)) return end;
+    if (end.outcome == GenerationOutcome::kReformed) {
+      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << Describe(end)
                 << "; joining the next one from the commit of step " << context->committed.step;
-    } else if (IsPeerReleased(status)) {
-      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << status.message()
+    } else if (end.outcome == GenerationOutcome::kPeerReleased) {
+      LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << Describe(end)
                 << "; waiting for the job to re-form without it, from the commit of step " << context->committed.step;
     } else {
-      LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << status
+      LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << end.error
                    << "; keeping the job context and the commit of step " << context->committed.step
                    << " in memory, waiting for the next generation";
       if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
     }
-    auto next = JoinNext(client, join, status, options.join_timeout);
+    auto next = JoinNext(client, join, end, options.join_timeout);
     if (!next.ok()) {
-      return absl::Status(next.status().code(), absl::StrCat("after generation ", join.generation(), " failed (",
-                                                             status.message(), "): ", next.status().message()));
+      return GenerationEnd::Of(absl::Status(next.status().code(),
+                                            absl::StrCat("after generation ", join.generation(), " failed (",
+                                                         Describe(end), "): ", next.status().message())));
     }
     join = std::move(*next);
   }
+}
+
+absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                            const GenerationLoopOptions& options) {
+  return RunGenerationsToEnd(client, context, std::move(first), options).error;
 }
 
 }  // namespace herd

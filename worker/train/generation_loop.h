@@ -1,13 +1,16 @@
 // A trainer process's life across generations: train in the current one;
 // when it fails (a collective error or timeout, or the coordinator fencing
 // it), report the failure, join the next generation and continue from the
-// last commit held in memory instead of restarting from disk.
+// last commit held in memory instead of restarting from disk. What ends a
+// generation, and which outcomes go on, is GenerationOutcome
+// (worker/contract/generation_outcome.h).
 #pragma once
 
 #include <chrono>
 
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
+#include "worker/contract/generation_outcome.h"
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/sample_ledger.h"
@@ -15,12 +18,6 @@
 #include "worker/train/training_context.h"
 
 namespace herd {
-
-// Failures a new generation can recover from: a collective failed or timed
-// out (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED) or the generation was fenced
-// (FAILED_PRECONDITION). Anything else (bad data, divergence, lost state)
-// ends the trainer.
-bool IsGenerationFailure(const absl::Status& status);
 
 // JoinGeneration waiting up to `timeout` in short calls, marking the
 // trainer alive between them (a long wait is not a stuck trainer).
@@ -38,11 +35,18 @@ struct GenerationLoopOptions {
   CommunicatorFactory communicators = CreateGroupCommunicators;
 };
 
-// Runs generations from `first` on `context` until training finishes (OK),
-// this rank was released at a step boundary (IsReleased, see
-// release_vote.h), or training fails for good (the error that ended it).
-// When a peer was released, this rank joins the next generation without
-// reporting a failure: nothing failed.
+// Runs generations from `first` on `context` until one ends this trainer
+// (JoinsNextGeneration is false): training finished, this rank was released
+// at a step boundary (release_vote.h), or training failed for good, which
+// includes a generation failure after which no next generation formed
+// within the join timeout. After a boundary other ranks left at, or a
+// re-form, this rank joins the next generation without reporting a failure:
+// nothing failed.
+GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                                  const GenerationLoopOptions& options);
+
+// The same, for a caller that needs only the error that ended training (OK
+// when it finished or this rank was released).
 absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
                             const GenerationLoopOptions& options);
 

@@ -140,6 +140,7 @@ ParameterAveraging::~ParameterAveraging() {
   // The communicator may still be writing into the buckets of a round in
   // flight (a failed generation): wait (bounded by its timeout) before they go.
   for (auto& fragment : fragments_) {
+    if (fragment.scales_work) fragment.scales_work->Wait().IgnoreError();
     for (auto& work : fragment.works) work->Wait().IgnoreError();
   }
 }
@@ -190,15 +191,21 @@ void ParameterAveraging::ResetAnchor() {
   last_round_end_ = std::chrono::steady_clock::now();
 }
 
-absl::Status ParameterAveraging::ExchangeScales(Fragment& fragment) {
+void ParameterAveraging::StartScales(Fragment& fragment) {
   std::vector<torch::Tensor> maxima;
   for (auto& bucket : fragment.buckets) maxima.push_back(ChunkAbsMax(bucket.delta));
-  const auto mine = torch::cat(maxima).contiguous();
-  const int64_t chunks = mine.numel();
-  auto all = torch::empty({comm_->size(), chunks}, mine.options());
-  if (auto s = comm_->AllGather(mine.data_ptr(), chunks * sizeof(float), all.data_ptr()); !s.ok()) return s;
-  launched_bytes_ += chunks * static_cast<int64_t>(sizeof(float));
-  const auto shared = std::get<0>(all.max(0));
+  fragment.scales_mine = torch::cat(maxima).contiguous();
+  const int64_t chunks = fragment.scales_mine.numel();
+  fragment.scales_all = torch::empty({comm_->size(), chunks}, fragment.scales_mine.options());
+  fragment.scales_work = comm_->AllGatherAsync(fragment.scales_mine.data_ptr(), chunks * sizeof(float),
+                                               fragment.scales_all.data_ptr());
+  fragment.bytes += chunks * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status ParameterAveraging::FinishScales(Fragment& fragment) {
+  std::shared_ptr<Work> work = std::move(fragment.scales_work);
+  if (auto s = work->Wait(); !s.ok()) return s;
+  const auto shared = std::get<0>(fragment.scales_all.max(0));
   int64_t at = 0;
   for (auto& bucket : fragment.buckets) {
     const int64_t n = Int8Chunks(bucket.delta.numel());
@@ -208,16 +215,34 @@ absl::Status ParameterAveraging::ExchangeScales(Fragment& fragment) {
   return absl::OkStatus();
 }
 
-absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight) {
+void ParameterAveraging::SendBuckets(Fragment& fragment) {
+  // Launch every bucket before waiting on any: the communicator runs them in
+  // order while later buckets are still being filled.
+  for (auto& bucket : fragment.buckets) {
+    if (options_.int8_wire) {
+      auto decoded = torch::empty_like(bucket.delta);
+      Int8Encode(bucket.delta, bucket.scale, int8_levels_, bucket.wire, decoded);
+      torch::sub_out(bucket.residual, bucket.delta, decoded);
+    } else if (wire_type_ != DataType::kFloat32) {
+      bucket.wire.copy_(bucket.delta);
+    }
+    torch::Tensor& send = wire_type_ == DataType::kFloat32 ? bucket.delta : bucket.wire;
+    fragment.bytes += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
+    fragment.works.push_back(comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_));
+  }
+}
+
+absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight, bool overlap_scales) {
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
-  if (launched_.empty()) {
-    launched_bytes_ = 0;
-    blocked_seconds_ = 0;
-  }
   Fragment& fragment = fragments_.at(index);
+  if (std::find(launched_.begin(), launched_.end(), index) != launched_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("parameter averaging: fragment ", index,
+                                                      " launched while its previous round is in flight"));
+  }
   fragment.keep_local_steps = keep_local_steps;
   fragment.works.clear();
+  fragment.bytes = 0;
   for (auto& bucket : fragment.buckets) {
     for (size_t j = 0; j < bucket.params.size(); ++j) {
       const auto p = ReadPiece(bucket.params[j]);
@@ -238,47 +263,61 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
     // Error feedback: what earlier rounds' rounding left out goes out now.
     if (options_.int8_wire) bucket.delta.add_(bucket.residual);
   }
-  if (options_.int8_wire) {
-    if (auto s = ExchangeScales(fragment); !s.ok()) return s;
-  }
-  // Launch every bucket before waiting on any: the communicator runs them in
-  // order while later buckets are still being filled.
-  for (auto& bucket : fragment.buckets) {
-    if (options_.int8_wire) {
-      auto decoded = torch::empty_like(bucket.delta);
-      Int8Encode(bucket.delta, bucket.scale, int8_levels_, bucket.wire, decoded);
-      torch::sub_out(bucket.residual, bucket.delta, decoded);
-    } else if (wire_type_ != DataType::kFloat32) {
-      bucket.wire.copy_(bucket.delta);
-    }
-    torch::Tensor& send = wire_type_ == DataType::kFloat32 ? bucket.delta : bucket.wire;
-    launched_bytes_ += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
-    fragment.works.push_back(comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_));
-  }
   launched_.push_back(index);
-  blocked_seconds_ += Seconds(std::chrono::steady_clock::now() - start);
+  absl::Status status = absl::OkStatus();
+  if (options_.int8_wire) {
+    StartScales(fragment);
+    if (!overlap_scales) {
+      status = FinishScales(fragment);
+      if (status.ok()) SendBuckets(fragment);
+    }
+  } else {
+    SendBuckets(fragment);
+  }
+  fragment.blocked_seconds = Seconds(std::chrono::steady_clock::now() - start);
+  return status;
+}
+
+absl::Status ParameterAveraging::Advance() {
+  torch::NoGradGuard no_grad;
+  for (int index : launched_) {
+    Fragment& fragment = fragments_[index];
+    if (!fragment.scales_work) continue;
+    const auto start = std::chrono::steady_clock::now();
+    if (auto s = FinishScales(fragment); !s.ok()) return s;
+    SendBuckets(fragment);
+    fragment.blocked_seconds += Seconds(std::chrono::steady_clock::now() - start);
+  }
   return absl::OkStatus();
 }
 
-absl::Status ParameterAveraging::Finish() {
+absl::Status ParameterAveraging::Finish(int count) {
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status = absl::OkStatus();
-  for (int index : launched_) {
-    for (auto& work : fragments_[index].works) {
+  const size_t n = count < 0 ? launched_.size() : std::min(launched_.size(), static_cast<size_t>(count));
+  // A round still exchanging its scales sends now: every rank finishes the
+  // same rounds at the same boundary, so they all do.
+  absl::Status status = Advance();
+  int64_t bytes = 0;
+  double blocked = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Fragment& fragment = fragments_[launched_[i]];
+    for (auto& work : fragment.works) {
       absl::Status s = work->Wait();
       if (!s.ok() && status.ok()) status = s;
     }
-    fragments_[index].works.clear();
+    fragment.works.clear();
+    bytes += fragment.bytes;
+    blocked += fragment.blocked_seconds;
   }
-  std::vector<int> done;
-  done.swap(launched_);
+  std::vector<int> done(launched_.begin(), launched_.begin() + static_cast<std::ptrdiff_t>(n));
+  launched_.erase(launched_.begin(), launched_.begin() + static_cast<std::ptrdiff_t>(n));
   if (!status.ok()) return status;
   for (int index : done) Merge(fragments_[index]);
   const auto end = std::chrono::steady_clock::now();
   stats_.rounds += 1;
-  stats_.wire_bytes = launched_bytes_;
-  stats_.seconds = blocked_seconds_ + Seconds(end - start);
+  stats_.wire_bytes = bytes;
+  stats_.seconds = blocked + Seconds(end - start);
   stats_.interval_seconds = Seconds(end - last_round_end_);
   last_round_end_ = end;
   return absl::OkStatus();

@@ -17,13 +17,19 @@
 // magnitude. int8 (int8_wire.h) also keeps each rank's rounding residual and
 // adds it to its next pseudo-gradient (error feedback).
 //
-// Streaming (sync.fragments, sync.overlap): the parameters are split into
-// fragments, each with its own anchor, synced one at a time by Launch and
-// Finish. Between the two the rank keeps training; Finish then sets the
-// fragment to new_anchor + (params_now - params_at_launch), so the local
-// steps taken while the all-reduce ran are kept on top of the averaged
-// value (and enter the next pseudo-gradient). Launch followed at once by
-// Finish is the plain blocking round.
+// Streaming (sync.fragments, sync.overlap_steps): the parameters are split
+// into fragments, each with its own anchor, synced one at a time by Launch
+// and Finish. Between the two the rank keeps training (tau local steps);
+// Finish then sets the fragment to new_anchor + (params_now -
+// params_at_launch), so the local steps taken while the all-reduce ran are
+// kept on top of the averaged value (and enter the next pseudo-gradient).
+// Launch followed at once by Finish is the plain blocking round.
+//
+// A round's network work is one all-reduce per bucket, plus with int8 a
+// small all-gather of chunk scales before it. Launched with
+// `overlap_scales`, that all-gather runs during the next step too: Advance,
+// at the next step boundary, encodes with the scales and starts the data
+// all-reduce. So no part of a round blocks the caller on a round trip.
 #pragma once
 
 #include <torch/types.h>
@@ -94,16 +100,21 @@ class ParameterAveraging {
   // plain mean.
   absl::Status Round(const std::vector<double>& weights = {});
 
-  // Collective: starts the round of `fragment` (int8: after a small blocking
-  // exchange of the chunk scales). Several may be in flight. With
-  // `keep_local_steps`, Finish keeps the steps taken since the launch;
+  // Collective: starts the round of `fragment`. Several may be in flight.
+  // With `keep_local_steps`, Finish keeps the steps taken since the launch;
   // without, the fragment becomes the new anchor (replicas identical).
-  // `weight` as for Round.
-  absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1);
-  // Waits for every launched round, in launch order, and merges each into
-  // its fragment (see above). Counts as one round in last_round().
-  absl::Status Finish();
+  // `weight` as for Round. int8: the chunk scales are exchanged first,
+  // blocking, or with `overlap_scales` in the background until Advance.
+  absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1, bool overlap_scales = false);
+  // Collective: for every launched round still exchanging its int8 scales,
+  // waits for them, encodes and starts its data all-reduce.
+  absl::Status Advance();
+  // Waits for the `count` oldest launched rounds (all, by default), in
+  // launch order, and merges each into its fragment (see above). Counts as
+  // one round in last_round().
+  absl::Status Finish(int count = -1);
   bool in_flight() const { return !launched_.empty(); }
+  int rounds_in_flight() const { return static_cast<int>(launched_.size()); }
   int fragments() const { return static_cast<int>(fragments_.size()); }
   // Parameter indices per fragment (registration order). Fragments cut the
   // flattened parameters into equal ranges, so one parameter may be in two.
@@ -142,14 +153,24 @@ class ParameterAveraging {
     std::vector<Bucket> buckets;
     std::vector<std::shared_ptr<Work>> works;
     bool keep_local_steps = false;
+    // int8, overlapped: the scale all-gather in flight (Advance finishes it).
+    std::shared_ptr<Work> scales_work;
+    torch::Tensor scales_mine, scales_all;
+    // The round in flight: bytes it contributed, seconds it blocked the caller.
+    int64_t bytes = 0;
+    double blocked_seconds = 0;
   };
 
   ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options);
   void BuildFragments();
   torch::Tensor ReadPiece(int piece) const;
   void WritePiece(int piece, const torch::Tensor& values);
-  // int8: the shared chunk scales of `fragment`'s buckets from every rank's maxima.
-  absl::Status ExchangeScales(Fragment& fragment);
+  // int8: starts the all-gather of every rank's chunk maxima of `fragment`'s
+  // buckets; FinishScales waits for it and sets the shared chunk scales.
+  void StartScales(Fragment& fragment);
+  absl::Status FinishScales(Fragment& fragment);
+  // Encodes (compressed wires) and starts every bucket's all-reduce.
+  void SendBuckets(Fragment& fragment);
   void Merge(Fragment& fragment);
   std::vector<Bucket*> AllBuckets();
   std::vector<const Bucket*> AllBuckets() const;
@@ -163,8 +184,6 @@ class ParameterAveraging {
   std::vector<ParameterPiece> pieces_;
   std::vector<Fragment> fragments_;
   std::vector<int> launched_;  // fragments in flight, launch order
-  int64_t launched_bytes_ = 0;
-  double blocked_seconds_ = 0;
   AveragingRoundStats stats_;
   std::chrono::steady_clock::time_point last_round_end_;
 };

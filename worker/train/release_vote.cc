@@ -2,31 +2,9 @@
 
 #include <cmath>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace herd {
-namespace {
-
-// Status payloads that tell a boundary from a failure (all are ABORTED, so
-// code that knows none of them treats them as the end of the generation).
-constexpr char kBoundaryPayload[] = "herd.dev/release";
-constexpr char kSelf[] = "self";
-constexpr char kAll[] = "all";
-constexpr char kPeer[] = "peer";
-constexpr char kReform[] = "reform";
-
-bool HasPayload(const absl::Status& status, const char* value) {
-  auto payload = status.GetPayload(kBoundaryPayload);
-  return payload.has_value() && *payload == value;
-}
-
-absl::Status WithPayload(absl::Status status, const char* value) {
-  status.SetPayload(kBoundaryPayload, absl::Cord(value));
-  return status;
-}
-
-}  // namespace
 
 absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, const std::vector<int64_t>& heard_leaving,
                                               bool reform) {
@@ -55,33 +33,5 @@ absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool re
   }
   return yes > 0.5f;
 }
-
-absl::Status ReleasedStatus(int64_t step) {
-  return WithPayload(absl::AbortedError(absl::StrCat("released: left the job after committing step ", step)), kSelf);
-}
-
-absl::Status ReleasedAllStatus(int64_t step) {
-  return WithPayload(absl::AbortedError(absl::StrCat("released: every rank left the job after committing step ", step,
-                                                     ", which rank 0 checkpointed")),
-                     kAll);
-}
-
-absl::Status PeerReleasedStatus(int leavers, int64_t step) {
-  return WithPayload(
-      absl::AbortedError(absl::StrCat(leavers, leavers == 1 ? " rank" : " ranks", " left the job after step ", step,
-                                      " was committed")),
-      kPeer);
-}
-
-absl::Status ReformAtBoundaryStatus(int64_t step) {
-  return WithPayload(
-      absl::AbortedError(absl::StrCat("the job re-forms after step ", step, " was committed, so workers can join")),
-      kReform);
-}
-
-bool IsReleased(const absl::Status& status) { return HasPayload(status, kSelf) || HasPayload(status, kAll); }
-bool IsReleasedAll(const absl::Status& status) { return HasPayload(status, kAll); }
-bool IsPeerReleased(const absl::Status& status) { return HasPayload(status, kPeer); }
-bool IsReformAtBoundary(const absl::Status& status) { return HasPayload(status, kReform); }
 
 }  // namespace herd

@@ -11,18 +11,20 @@
 // float per rank, plus the re-form count, on the control communicator) and
 // all of them see the same union after the same step:
 // - when any rank leaves, all of them end the generation right after that
-//   commit: the leavers with IsReleased (the trainer exits
-//   TRAINER_EXIT_RELEASED), the others with IsPeerReleased; they join the
+//   commit: the leavers as GenerationOutcome::kReleased (the trainer exits
+//   TRAINER_EXIT_RELEASED), the others as kPeerReleased; they join the
 //   next generation and heal from their own commit of that very step. All
 //   named leavers go at this one boundary, however many heard it;
 // - when every rank leaves (suspension, or draining every worker), nobody
 //   would keep that commit, so rank 0 first checkpoints the step and waits
 //   until the coordinator recorded it (AgreeOnCheckpoint); only then they
-//   leave, with IsReleasedAll (TRAINER_EXIT_RELEASED_ALL), and the job
+//   leave, as kReleasedAll (TRAINER_EXIT_RELEASED_ALL), and the job
 //   resumes from that checkpoint;
 // - when nobody leaves but the job is asked to re-form (idle workers wait to
-//   join it), all end with IsReformAtBoundary and join the next generation
-//   with JoinGenerationRequest.at_boundary.
+//   join it), all end as kReformed and join the next generation with
+//   JoinGenerationRequest.at_boundary.
+// The trainer decides which (Trainer::VoteOnRelease); the outcomes are in
+// worker/contract/generation_outcome.h.
 #pragma once
 
 #include <cstdint>
@@ -48,19 +50,5 @@ absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, const std::vec
 // (`recorded`, meaningful on rank 0 only): a collective, every rank learns
 // rank 0's answer.
 absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded);
-
-// What a generation ends with after committing `step`: this rank leaves;
-// every rank leaves (the step is checkpointed); `leavers` other ranks leave;
-// the job re-forms with everyone.
-absl::Status ReleasedStatus(int64_t step);
-absl::Status ReleasedAllStatus(int64_t step);
-absl::Status PeerReleasedStatus(int leavers, int64_t step);
-absl::Status ReformAtBoundaryStatus(int64_t step);
-
-// True for ReleasedStatus and ReleasedAllStatus: this trainer is done.
-bool IsReleased(const absl::Status& status);
-bool IsReleasedAll(const absl::Status& status);
-bool IsPeerReleased(const absl::Status& status);
-bool IsReformAtBoundary(const absl::Status& status);
 
 }  // namespace herd

@@ -121,6 +121,102 @@ TEST(StreamingAveraging, OverlappedRoundKeepsTheStepsTakenWhileInFlight) {
   EXPECT_TRUE(torch::allclose(next_round[0], mean + (step[0] + step[1]) / 2, 0, 1e-6)) << next_round[0];
 }
 
+// overlap_steps > 1: two fragments in flight at once, each merged after
+// its own tau steps, in launch order; each keeps every step taken since
+// its launch.
+TEST(StreamingAveraging, RoundsLandTauStepsLaterInLaunchOrder) {
+  // Rank r moves parameter i by (r + 1) * (i + 1) before launches, and by
+  // step[r] at every local step.
+  const std::vector<float> step = {0.25f, -0.5f};
+  std::vector<std::vector<torch::Tensor>> after_first(2), after_second(2);
+  std::vector<int> in_flight_between(2);
+  RunGlooRanks(2, [&](int rank, Communicator* comm) {
+    auto params = FourParams();
+    ParameterAveragingOptions options;
+    options.fragments = 2;
+    auto averaging = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    auto local_step = [&] {
+      for (auto& p : params) Assign(p, p.detach() + step[rank]);
+    };
+    for (int i = 0; i < 4; ++i) Assign(params[i], params[i].detach() + (rank + 1) * (i + 1));
+    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/true).ok());
+    local_step();
+    ASSERT_TRUE((*averaging)->Launch(1, true).ok());
+    // A fragment still in flight cannot start another round.
+    EXPECT_EQ((*averaging)->Launch(1, true).code(), absl::StatusCode::kFailedPrecondition);
+    local_step();
+    ASSERT_TRUE((*averaging)->Finish(1).ok());  // fragment 0, two steps after its launch
+    in_flight_between[rank] = (*averaging)->rounds_in_flight();
+    for (const auto& p : params) after_first[rank].push_back(p.detach().clone());
+    local_step();
+    ASSERT_TRUE((*averaging)->Finish(1).ok());  // fragment 1, two steps after its launch
+    EXPECT_FALSE((*averaging)->in_flight());
+    for (const auto& p : params) after_second[rank].push_back(p.detach().clone());
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(in_flight_between[r], 1);
+    for (int i = 0; i < 4; ++i) {
+      const float start = static_cast<float>(i);
+      const float mean_move = 1.5f * (i + 1);  // the mean of (r + 1) * (i + 1) over r = 0, 1
+      const float own_move = (r + 1) * (i + 1);
+      if (i < 2) {
+        // Fragment 0: the mean at launch, plus the two steps since; then one more local step.
+        EXPECT_TRUE(torch::allclose(after_first[r][i], T({1, 1}) * (start + mean_move + 2 * step[r]), 0, 1e-6))
+            << r << " " << i << after_first[r][i];
+        EXPECT_TRUE(torch::allclose(after_second[r][i], T({1, 1}) * (start + mean_move + 3 * step[r]), 0, 1e-6))
+            << r << " " << i;
+      } else {
+        // Fragment 1: its own values until it lands, then the mean at its launch plus two steps.
+        EXPECT_TRUE(torch::allclose(after_first[r][i], T({1, 1}) * (start + own_move + 2 * step[r]), 0, 1e-6))
+            << r << " " << i;
+        const float mean_at_launch = start + mean_move + (step[0] + step[1]) / 2;
+        EXPECT_TRUE(torch::allclose(after_second[r][i], T({1, 1}) * (mean_at_launch + 2 * step[r]), 0, 1e-6))
+            << r << " " << i << after_second[r][i];
+      }
+    }
+  }
+}
+
+// int8 with overlap_scales: the scale all-gather runs in the background and
+// Advance (or Finish) starts the data all-reduce. The round is bitwise the
+// blocking one, bytes included.
+TEST(StreamingAveraging, Int8ScalesExchangedInTheBackgroundGiveTheBlockingRound) {
+  constexpr int kWorld = 3;
+  const int64_t n = 2 * kInt8ChunkElements + 17;
+  torch::manual_seed(11);
+  const auto anchor = torch::randn({n});
+  std::vector<torch::Tensor> moved;
+  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  enum Way { kBlocking, kAdvanced, kFinishedDirectly };
+  std::vector<std::vector<torch::Tensor>> after(3, std::vector<torch::Tensor>(kWorld));
+  std::vector<std::vector<int64_t>> bytes(3, std::vector<int64_t>(kWorld));
+  for (Way way : {kBlocking, kAdvanced, kFinishedDirectly}) {
+    RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
+      std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
+      ParameterAveragingOptions options;
+      options.int8_wire = true;
+      auto averaging = ParameterAveraging::Create(params, comm, options);
+      ASSERT_TRUE(averaging.ok()) << averaging.status();
+      Assign(params[0], moved[rank]);
+      ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/way != kBlocking).ok());
+      if (way == kAdvanced) {
+        ASSERT_TRUE((*averaging)->Advance().ok());
+      }
+      ASSERT_TRUE((*averaging)->Finish().ok());
+      after[way][rank] = params[0].detach().clone();
+      bytes[way][rank] = (*averaging)->last_round().wire_bytes;
+    });
+  }
+  for (int way : {kAdvanced, kFinishedDirectly}) {
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_TRUE(torch::equal(after[way][r], after[kBlocking][r])) << way << " " << r;
+      EXPECT_EQ(bytes[way][r], bytes[kBlocking][r]) << way << " " << r;
+    }
+  }
+  EXPECT_EQ(bytes[kBlocking][0], n + Int8Chunks(n) * 4);
+}
+
 TEST(StreamingAveraging, FullRoundRefusedWhileARoundIsInFlight) {
   RunGlooRanks(1, [&](int, Communicator* comm) {
     auto averaging = ParameterAveraging::Create(FourParams(), comm, ParameterAveragingOptions{});

@@ -25,14 +25,14 @@ absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& spec) {
     config.wire_type = *wire;
   }
   config.same_host = sync.same_host_transport() == "tcp" ? SameHostTransport::kTcp : SameHostTransport::kSharedMemory;
-  if (sync.every() > 0) config.every = sync.every();  // only mode average's is defaulted, and used
+  config.every = sync.every();  // defaulted, and used, in mode average only
   config.warmup_steps = sync.warmup_steps();
   config.throughput_shares = sync.shares() == "throughput";
   if (sync.outer().kind() == "nesterov") {
     config.outer = OuterStepConfig{OuterKind::kNesterov, sync.outer().lr(), sync.outer().momentum()};
   }
   config.fragments = static_cast<int>(sync.fragments());
-  config.overlap = sync.overlap();
+  config.overlap_steps = sync.overlap_steps();
   config.shard_optimizer = sync.shard_optimizer();
   return config;
 }

@@ -21,28 +21,33 @@ struct OuterStepConfig {
 };
 enum class SameHostTransport { kSharedMemory, kTcp };
 
+// Built only by ParseSyncConfig from a defaulted spec: the defaults are the
+// spec's (common/job_spec.h:ApplySyncDefaults), set once, so no member here
+// carries one of its own.
 struct SyncConfig {
-  SyncMode mode = SyncMode::kAllReduce;
-  double first_bucket_mib = 1;
-  double bucket_cap_mib = 25;
+  SyncMode mode{};
+  double first_bucket_mib{};
+  double bucket_cap_mib{};
   DataType wire_type = DataType::kFloat32;  // sync.compression none/fp16/bf16
-  bool int8_wire = false;                   // sync.compression int8 (mode average)
-  SameHostTransport same_host = SameHostTransport::kSharedMemory;
+  bool int8_wire{};                         // sync.compression int8 (mode average)
+  SameHostTransport same_host{};
   // Mode average.
-  int64_t every = 8;         // local steps between rounds
-  int64_t warmup_steps = 0;  // all-reduce steps before the first local step
+  int64_t every{};         // local steps between rounds
+  int64_t warmup_steps{};  // all-reduce steps before the first local step
   OuterStepConfig outer;
-  int fragments = 1;     // parameter fragments, synced on staggered schedules
-  bool overlap = false;  // a round's all-reduce runs while the next step trains
+  int fragments{};         // parameter fragments, synced on staggered schedules
+  // Local steps between a round's launch and its merge (tau; sync.overlap
+  // is 1): its communication runs while they train.
+  int64_t overlap_steps{};
   // Mode allreduce: each rank keeps and steps only its shard of the
   // optimizer state (ZeRO-1, sharded_optimizer.h).
-  bool shard_optimizer = false;
+  bool shard_optimizer{};
   // sync.shares throughput: ranks' shares of a step differ, so averaging
   // rounds weight each rank's parameters by the samples it trained.
-  bool throughput_shares = false;
-  // Whether rounds sync only part of the parameters or finish a step late:
+  bool throughput_shares{};
+  // Whether rounds sync only part of the parameters or merge late:
   // replicas then agree only at full syncs (sync_strategy.h).
-  bool streaming() const { return fragments > 1 || overlap; }
+  bool streaming() const { return fragments > 1 || overlap_steps > 0; }
 };
 
 // INVALID_ARGUMENT naming the sync.* field for a value it does not know.

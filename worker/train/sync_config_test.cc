@@ -41,13 +41,18 @@ TEST(SyncConfig, ParsesStreamingAveraging) {
   auto config = ParseSyncConfig(spec);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->fragments, 4);
-  EXPECT_TRUE(config->overlap);
+  EXPECT_EQ(config->overlap_steps, 1);  // overlap: true is a merge one step later
   EXPECT_TRUE(config->int8_wire);
   EXPECT_EQ(config->wire_type, DataType::kFloat32);  // int8 is not a type the communicator sums
   EXPECT_TRUE(config->streaming());
   spec.set_fragments(1);
   spec.set_overlap(false);
   EXPECT_FALSE(ParseSyncConfig(spec)->streaming());
+  spec.set_overlap_steps(6);
+  config = ParseSyncConfig(spec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->overlap_steps, 6);
+  EXPECT_TRUE(config->streaming());
 }
 
 TEST(SyncConfig, ParsesShardOptimizer) {

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <deque>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/train/grad_clip.h"
@@ -141,11 +143,17 @@ class AveragingStrategy : public SyncStrategy {
     ++traffic->local_steps;
     ++local_steps_since_full_sync_;
     in_sync_ = false;
-    // Overlap: the round launched after the previous step lands now.
-    if (averaging_->in_flight()) {
-      if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
+    // Rounds launched overlap_steps steps ago land now; int8 rounds still
+    // exchanging scales start their data all-reduce.
+    if (auto s = averaging_->Advance(); !s.ok()) return Named(s, at);
+    if (int due = DueRounds(at.step); due > 0) {
+      if (auto s = CountRound(averaging_->Finish(due), at, traffic); !s.ok()) return s;
     }
     if (FullSyncDue(at)) {
+      if (averaging_->in_flight()) {
+        if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
+        launch_steps_.clear();
+      }
       std::vector<double> weights;
       for (int f = 0; f < averaging_->fragments(); ++f) weights.push_back(TakeWeight(f));
       if (auto s = CountRound(averaging_->Round(weights), at, traffic); !s.ok()) return s;
@@ -154,12 +162,19 @@ class AveragingStrategy : public SyncStrategy {
       return absl::OkStatus();
     }
     const int64_t phase = local_steps_since_full_sync_ % config_.every;
+    const bool overlapped = config_.overlap_steps > 0;
     for (int f = 0; f < averaging_->fragments(); ++f) {
       if (phase != FragmentPhase(f)) continue;
-      if (auto s = averaging_->Launch(f, /*keep_local_steps=*/config_.overlap, TakeWeight(f)); !s.ok()) {
+      // With two or more steps to land in, the int8 scale exchange takes
+      // the first and the data all-reduce the rest.
+      if (auto s = averaging_->Launch(f, /*keep_local_steps=*/overlapped, TakeWeight(f),
+                                      /*overlap_scales=*/config_.overlap_steps >= 2);
+          !s.ok()) {
         return Named(s, at);
       }
-      if (!config_.overlap) {
+      launch_steps_.push_back(at.step);
+      if (!overlapped) {
+        launch_steps_.clear();
         if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
       }
     }
@@ -180,6 +195,7 @@ class AveragingStrategy : public SyncStrategy {
 
   void StartFromCurrentParameters() override {
     averaging_->ResetAnchor();
+    launch_steps_.clear();
     ResetSamples();
     local_steps_since_full_sync_ = 0;
     in_sync_ = true;
@@ -191,15 +207,18 @@ class AveragingStrategy : public SyncStrategy {
         config_.fragments > 1 ? absl::StrCat(" in ", config_.fragments, " staggered fragments") : "";
     return absl::StrCat("sync average: a round every ", config_.every, " local steps", fragments, " after ",
                         config_.warmup_steps, " all-reduce steps, outer ", OuterKindName(config_.outer.kind),
-                        config_.overlap ? ", merged one step later (overlap)" : "",
+                        config_.overlap_steps > 0
+                            ? absl::StrCat(", merged ", config_.overlap_steps, " step(s) after launch (overlap_steps)")
+                            : "",
                         config_.int8_wire ? ", int8 wire with error feedback" : "");
   }
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
     return absl::StrFormat("averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, %d all-reduce "
-                           "steps, %s",
+                           "steps, %s; waited %.1f s (%.1f%%) for the network (rounds and all-reduce steps)",
                            t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps, t.allreduce_steps,
-                           RateSummary(t));
+                           RateSummary(t), t.allreduce_wait_seconds,
+                           t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
   }
 
  protected:
@@ -212,6 +231,17 @@ class AveragingStrategy : public SyncStrategy {
   }
 
  private:
+  // How many of the oldest rounds in flight were launched overlap_steps or
+  // more steps before `step`: they land now (launch_steps_ pops them).
+  int DueRounds(int64_t step) {
+    int due = 0;
+    while (!launch_steps_.empty() && step - launch_steps_.front() >= config_.overlap_steps) {
+      launch_steps_.pop_front();
+      ++due;
+    }
+    return due;
+  }
+
   // Where fragment f's rounds fall within each `every` local steps: spread
   // evenly, the last fragment at the end (with one fragment: every
   // `every` steps, as plain averaging).
@@ -264,6 +294,7 @@ class AveragingStrategy : public SyncStrategy {
   std::unique_ptr<ParameterAveraging> averaging_;
   int64_t local_steps_since_full_sync_ = 0;
   bool in_sync_ = true;
+  std::deque<int64_t> launch_steps_;  // the step of each round in flight, oldest first
   // Samples trained since each fragment's last round: this rank's, all ranks'.
   struct FragmentSamples {
     int64_t rank = 0;
@@ -328,6 +359,7 @@ absl::Status SyncStrategy::FinishGradients(bool local, int64_t step) {
 
 void SyncStrategy::Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_seconds) {
   traffic->wire_bytes += wire_bytes;
+  traffic->allreduce_wait_seconds += wait_seconds;
   last_step_.wire_bytes += wire_bytes;
   last_step_.wait_seconds += wait_seconds;
 }
@@ -335,7 +367,6 @@ void SyncStrategy::Count(SyncTraffic* traffic, int64_t wire_bytes, double wait_s
 void SyncStrategy::CountAllReduceStep(SyncTraffic* traffic) {
   ++traffic->allreduce_steps;
   const GradientSyncStats& stats = gradients_->last_stats();
-  traffic->allreduce_wait_seconds += stats.exposed_wait_seconds;
   Count(traffic, stats.wire_bytes, stats.exposed_wait_seconds);
 }
 

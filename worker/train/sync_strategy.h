@@ -4,11 +4,11 @@
 //   average:    after warmup steps of all-reduce, ranks step locally and a
 //               round averages the parameters every `every` steps and
 //               wherever replicas must agree (parameter_averaging.h).
-//               Streaming (sync.fragments > 1 or sync.overlap): fragment f
-//               of F is averaged at local steps s with
+//               Streaming (sync.fragments > 1 or sync.overlap_steps):
+//               fragment f of F is averaged at local steps s with
 //               s % every == ((f+1) * every / F) % every, counted from the
-//               last full sync; with overlap its result is merged after the
-//               next step. Replicas then agree only at full syncs: all
+//               last full sync; its result is merged overlap_steps steps
+//               later. Replicas then agree only at full syncs: all
 //               fragments averaged at once, blocking, with no round in
 //               flight, at epoch ends, evaluations, checkpoint steps, the
 //               last step and once log_interval_steps * every steps have

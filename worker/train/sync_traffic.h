@@ -17,8 +17,9 @@ struct SyncTraffic {
   int64_t samples = 0;           // samples this rank trained on
   double train_seconds = 0;      // wall time in training steps (evaluation excluded)
   int64_t allreduce_steps = 0;   // steps whose gradients were all-reduced
-  // Of train_seconds, how long the gradient all-reduce held the step up after
-  // backward (slower peers included): what synchronization cost this rank.
+  // Of train_seconds, how long synchronization held the steps up (slower
+  // peers included): the gradient all-reduce after backward, and averaging
+  // rounds' blocking parts. What synchronization cost this rank.
   double allreduce_wait_seconds = 0;
   int64_t local_steps = 0;       // steps without gradient sync (mode average)
   int64_t averaging_rounds = 0;

@@ -530,7 +530,7 @@ absl::Status Trainer::CommitPoint(bool final) {
   // job runs the same herd-trainer, which always can (trainer_main), so the
   // ranks agree; in-process tests without it keep their collective sequence.
   if (!final && !Done() && ctx_.options.leave_request) {
-    if (auto s = VoteOnRelease(); !s.ok()) return s;
+    if (auto s = VoteOnRelease(); !s.ok() || boundary_.has_value()) return s;
   }
   return CheckCoordinatorVerdict();
 }
@@ -555,7 +555,8 @@ absl::Status Trainer::VoteOnRelease() {
       return absl::OkStatus();
     }
     LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << pos_.step << ", checkpointed";
-    return ReleasedAllStatus(pos_.step);
+    boundary_ = GenerationEnd::AtBoundary(GenerationOutcome::kReleasedAll, pos_.step);
+    return absl::OkStatus();
   }
   if (leavers > 0) {
     // Every rank committed this step and saw the same set: the leavers go,
@@ -563,11 +564,14 @@ absl::Status Trainer::VoteOnRelease() {
     const bool leaving = std::count(vote->leavers.begin(), vote->leavers.end(), join_.rank()) > 0;
     LOG(INFO) << "rank " << join_.rank() << ": rank(s) " << absl::StrJoin(vote->leavers, ",") << " leave after step "
               << pos_.step << (leaving ? ", this one included" : "");
-    return leaving ? ReleasedStatus(pos_.step) : PeerReleasedStatus(leavers, pos_.step);
+    boundary_ = GenerationEnd::AtBoundary(leaving ? GenerationOutcome::kReleased : GenerationOutcome::kPeerReleased,
+                                          pos_.step, leavers);
+    return absl::OkStatus();
   }
   if (vote->reformers > 0) {
     LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << pos_.step << " so workers can join";
-    return ReformAtBoundaryStatus(pos_.step);
+    boundary_ = GenerationEnd::AtBoundary(GenerationOutcome::kReformed, pos_.step);
+    return absl::OkStatus();
   }
   return absl::OkStatus();
 }
@@ -603,21 +607,31 @@ absl::Status Trainer::SaveFinalModel() {
   return WriteFileAtomically(absl::StrCat(ctx_.options.work_dir, "/", kFinalModelFile), bytes.str());
 }
 
-absl::Status Trainer::Run() {
+GenerationEnd Trainer::Run() {
+  absl::Status status = TrainGeneration();
+  if (status.ok() && boundary_.has_value()) return *boundary_;
+  return GenerationEnd::Of(std::move(status));
+}
+
+absl::Status Trainer::TrainGeneration() {
   try {
     if (auto s = Setup(); !s.ok()) return s;
     const int64_t eval_interval = spec_.eval().interval_steps();
+    const int64_t first_step = pos_.step + 1;
     while (!Done()) {
       MarkAlive();
       if (auto s = CheckCoordinatorVerdict(); !s.ok()) return s;
       if (auto s = TrainStep(); !s.ok()) return s;
+      // With the "step N/T" line of the last step, this line's time bounds
+      // the wall time of training as a user sees it (bench/wan_bench.py).
+      if (pos_.step == first_step) LOG(INFO) << "step " << pos_.step << ": the generation's first step is done";
       if (eval_interval > 0 && pos_.step % eval_interval == 0 && pos_.samples_in_epoch != 0) {
         if (auto s = RunEval(); !s.ok()) return s;
       }
       // The last step is a commit point too, so its report (and log line)
       // marks the end of training before the final evaluation starts.
       if (sync_->CommitDue(Boundary(), last_commit_step_, spec_.log_interval_steps())) {
-        if (auto s = CommitPoint(false); !s.ok()) return s;
+        if (auto s = CommitPoint(false); !s.ok() || boundary_.has_value()) return s;
       }
     }
     if (ctx_.eval_metrics.empty() || pos_.samples_in_epoch != 0) {

@@ -5,10 +5,12 @@
 //
 // Run() starts by healing: the ranks pick the newest commit any of them
 // holds and its holder broadcasts it (healing.h); with none, the newest
-// checkpoint, else rank 0's fresh parameters. It fails with UNAVAILABLE,
-// DEADLINE_EXCEEDED or ABORTED when a collective fails and
-// FAILED_PRECONDITION when the coordinator fenced the generation: the caller
-// then joins the next generation (generation_loop.h).
+// checkpoint, else rank 0's fresh parameters. It ends with how the
+// generation ended (generation_outcome.h): completed, at a step boundary the
+// ranks voted on (release_vote.h), or failed; after a boundary other ranks
+// left at or a generation failure (a collective failed or timed out, the
+// coordinator fenced the generation) the caller joins the next generation
+// (generation_loop.h).
 #pragma once
 
 #include <torch/types.h>
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/contract/generation_outcome.h"
 #include "worker/train/communicator_replica_sum.h"
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
@@ -45,9 +48,12 @@ class Trainer {
           CommunicatorFactory communicators);
   ~Trainer();
 
-  absl::Status Run();
+  GenerationEnd Run();
 
  private:
+  // Trains until training is done, the generation ends at a step boundary
+  // (boundary_ is set, the status OK) or it fails.
+  absl::Status TrainGeneration();
   absl::Status Setup();
   absl::Status TrainStep();
   // This rank's micro-batches of the next step from the current position,
@@ -99,7 +105,8 @@ class Trainer {
   absl::Status Commit();
   // What the coordinator answered the reporter: fenced or cancelled.
   absl::Status CheckCoordinatorVerdict() const;
-  // At a commit point: ends the generation when any rank leaves here.
+  // At a commit point: ends the generation (boundary_) when any rank leaves
+  // here or the job re-forms.
   absl::Status VoteOnRelease();
   // Every rank leaves at this boundary: rank 0 checkpoints it and waits for
   // the coordinator to record it; true on every rank once it did.
@@ -137,6 +144,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;
   int64_t last_commit_step_ = 0;
+  // Set by the vote that ends this generation at a step boundary.
+  std::optional<GenerationEnd> boundary_;
 };
 
 }  // namespace herd

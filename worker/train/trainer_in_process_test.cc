@@ -282,6 +282,15 @@ INSTANTIATE_TEST_SUITE_P(
                                s->set_overlap(true);
                                s->set_compression("int8");
                              },
+                             /*resume_after_step=*/2},
+                    // Rounds landing 3 steps late, int8 scales exchanged in the background.
+                    HealCase{"int8_fragments_delayed_merge", "average", 22,
+                             [](v1::SyncSpec* s) {
+                               s->set_every(4);
+                               s->set_fragments(2);
+                               s->set_overlap_steps(3);
+                               s->set_compression("int8");
+                             },
                              /*resume_after_step=*/2}),
     [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
 

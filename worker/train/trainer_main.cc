@@ -17,6 +17,7 @@
 #include "common/auth.h"
 #include "common/rpc_options.h"
 #include "common/atomic_file.h"
+#include "worker/contract/generation_outcome.h"
 #include "worker/contract/trainer_args.h"
 #include "worker/contract/trainer_contract.h"
 #include "worker/train/checkpoint_files.h"
@@ -31,7 +32,6 @@
 #include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/liveness.h"
-#include "worker/train/release_vote.h"
 #include "worker/train/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/trainer_metrics.h"
@@ -80,23 +80,6 @@ void ExitWithParent() {
 void WriteTerminationMessage(const std::string& path, const std::string& message) {
   if (path.empty()) return;
   if (auto s = herd::WriteFileAtomically(path, message + "\n"); !s.ok()) LOG(ERROR) << s;
-}
-
-// Failures another generation would repeat end the job at once (the
-// coordinator fails it with this message) instead of spending its restart
-// budget: bad input, lost state, storage failure under on_failure: fail.
-int ExitCodeFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kUnimplemented:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kPermissionDenied:
-      return herd::kExitJobError;
-    default:
-      return 1;
-  }
 }
 
 std::chrono::milliseconds SecondsToMillis(double seconds) {
@@ -186,15 +169,18 @@ void HandOverUnrecordedCheckpoints(herd::ProgressReporter* reporter, const std::
                << records.records().rbegin()->step() << "); the worker daemon delivers them";
 }
 
-// Logs a failure, leaves it for the daemon, and gives its exit code.
+// Logs a failure, leaves it for the daemon, and gives its exit code: a
+// failure another generation would repeat ends the job at once (the
+// coordinator fails it with this message) instead of spending its restart
+// budget (GenerationOutcome::kJobFailed).
 int Fail(const herd::TrainerArgs& args, const absl::Status& status) {
   LOG(ERROR) << status;
   WriteTerminationMessage(args.termination_message_file, std::string(status.message()));
-  return ExitCodeFor(status);
+  return herd::TrainerExitCode(herd::ClassifyStatus(status));
 }
 
-// The exit after the generations ended with `status`.
-int Finish(const herd::TrainerArgs& args, const absl::Status& status, herd::TrainingContext* context,
+// The exit after the generations ended with `end`.
+int Finish(const herd::TrainerArgs& args, const herd::GenerationEnd& end, herd::TrainingContext* context,
            herd::ProgressReporter* reporter) {
   // Whatever ended training, a checkpoint write under way completes first:
   // its copy was taken, so it is written and posted, never left half done.
@@ -202,32 +188,22 @@ int Finish(const herd::TrainerArgs& args, const absl::Status& status, herd::Trai
   // Records the coordinator has not acknowledged go to the daemon, which
   // delivers them (a coordinator down as the job ends still records them).
   auto hand_over = [&] { HandOverUnrecordedCheckpoints(reporter, args.work_dir); };
-  if (herd::IsReleased(status)) {
-    // Every rank committed this step; its report rides with the exit, so the
-    // job re-forms from it even when this was rank 0.
-    if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->last_report); !s.ok()) {
-      hand_over();
-      return Fail(args, s);
-    }
-    if (!reporter->Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the last report";
+  if (!herd::WritesFinalReport(end.outcome)) {
     hand_over();
-    LOG(INFO) << status.message();
-    return herd::IsReleasedAll(status) ? herd::kExitReleasedAll : herd::kExitReleased;
-  }
-  if (!status.ok()) {
-    hand_over();
-    return Fail(args, status);
+    return Fail(args, end.error);
   }
   // The final report goes with the exit too (the daemon resends it until the
-  // coordinator acknowledges), so a coordinator down at the end loses nothing.
+  // coordinator acknowledges), so a coordinator down at the end loses
+  // nothing. A released rank's is the boundary's, which every rank
+  // committed, so the job re-forms from it even when this was rank 0.
   if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->last_report); !s.ok()) {
     hand_over();
     return Fail(args, s);
   }
   if (!reporter->Flush(std::chrono::seconds(5))) LOG(WARNING) << "the coordinator has not acknowledged the final report";
   hand_over();
-  LOG(INFO) << "training finished";
-  return 0;
+  LOG(INFO) << herd::Describe(end);
+  return herd::TrainerExitCode(end.outcome);
 }
 
 // Joins the job and trains it through its generations; returns the exit code.
@@ -270,8 +246,8 @@ int Train(const herd::TrainerArgs& args) {
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
        }});
-  const absl::Status status = herd::RunGenerations(&client, context->get(), *join, loop);
-  return Finish(args, status, context->get(), &reporter);
+  const herd::GenerationEnd end = herd::RunGenerationsToEnd(&client, context->get(), *join, loop);
+  return Finish(args, end, context->get(), &reporter);
 }
 
 }  // namespace
