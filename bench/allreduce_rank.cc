@@ -15,8 +15,10 @@
 #include "bench/file_store.h"
 #include "bench/gloo_direct.h"
 #include "bench/tcp_pump.h"
+#include "worker/comm/float16.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/shm_allreduce.h"
+#include "worker/comm/tcp_mesh_communicator.h"
 
 namespace herd::bench {
 namespace {
@@ -42,6 +44,7 @@ struct Rank {
   int rank = 0;
   std::unique_ptr<Communicator> herd;
   std::unique_ptr<Communicator> herd_shm;  // in front of `herd`
+  std::unique_ptr<Communicator> herd_tcp;  // herd's own transport; only when asked for
   std::shared_ptr<void> shm_buffer;        // in its in-place area
   std::unique_ptr<DirectGloo> direct;
   std::unique_ptr<TcpPump> pump;
@@ -69,10 +72,16 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
       return *seconds / reps;
     };
   }
-  if (variant == kHerd || variant == kHerdShm) {
-    Communicator* comm = variant == kHerd ? r.herd.get() : r.herd_shm.get();
+  if (variant == kHerd || variant == kHerdShm || variant == kHerdTcp) {
+    Communicator* comm = variant == kHerd ? r.herd.get() : variant == kHerdShm ? r.herd_shm.get() : r.herd_tcp.get();
     return [comm, data](size_t count, int reps) {
       return TimeOps(reps, [&] { return comm->AllReduce(data, count, DataType::kFloat32); });
+    };
+  }
+  if (variant == kHerdF16 || variant == kHerdTcpF16) {
+    Communicator* comm = variant == kHerdF16 ? r.herd.get() : r.herd_tcp.get();
+    return [comm, data](size_t count, int reps) {
+      return TimeOps(reps, [&] { return comm->AllReduce(data, 2 * count, DataType::kFloat16); });
     };
   }
   if (variant == kGloo || variant.rfind(kGlooSegmentPrefix, 0) == 0) {
@@ -99,7 +108,16 @@ Batch BatchOf(const std::string& variant, Rank& r, const AllreduceCaseOptions& o
 
 // One all-reduce of (rank + 1) everywhere must give world*(world+1)/2 in
 // every element; checked on a spread of elements.
-absl::StatusOr<bool> CheckSum(Rank& r, float* buffer, const Batch& batch, size_t count) {
+absl::StatusOr<bool> CheckSum(Rank& r, float* buffer, const Batch& batch, size_t count, bool half) {
+  if (half) {
+    auto* halves = reinterpret_cast<uint16_t*>(buffer);
+    std::fill(halves, halves + 2 * count, FloatToFloat16(static_cast<float>(r.rank + 1)));
+    if (auto seconds = batch(count, 1); !seconds.ok()) return seconds.status();
+    const uint16_t want = FloatToFloat16(r.world * (r.world + 1) / 2.0f);
+    const bool ok = std::count(halves, halves + 2 * count, want) == static_cast<long>(2 * count);
+    std::fill(buffer, buffer + count, 0.0f);
+    return ok;
+  }
   std::fill(buffer, buffer + count, static_cast<float>(r.rank + 1));
   if (auto seconds = batch(count, 1); !seconds.ok()) return seconds.status();
   const float want = r.world * (r.world + 1) / 2.0f;
@@ -140,6 +158,23 @@ absl::Status Connect(Rank& r, const AllreduceCaseOptions& options, const std::st
   r.herd = *std::move(herd);
   if (std::find(options.variants.begin(), options.variants.end(), kHerdShm) != options.variants.end()) {
     if (auto status = ConnectShm(r, options, store); !status.ok()) return status;
+  }
+  const auto asked = [&](const char* variant) {
+    return std::find(options.variants.begin(), options.variants.end(), variant) != options.variants.end();
+  };
+  if (asked(kHerdTcp) || asked(kHerdTcpF16)) {
+    TcpMeshOptions tcp;
+    tcp.mesh.key_prefix = "tcp/";
+    tcp.mesh.rank = r.rank;
+    tcp.mesh.world_size = r.world;
+    tcp.mesh.generation = 1;
+    tcp.mesh.listen_host = "127.0.0.1";
+    tcp.mesh.advertise_host = "127.0.0.1";
+    tcp.mesh.timeout = options.timeout;
+    tcp.timeout = options.timeout;
+    auto created = CreateTcpMeshCommunicator(*store, tcp);
+    if (!created.ok()) return created.status();
+    r.herd_tcp = *std::move(created);
   }
   int stripes = 1;
   for (const std::string& variant : options.variants) {
@@ -188,7 +223,8 @@ absl::Status RunAllreduceRank(const AllreduceCaseOptions& options, int world, in
       if (variant == kPump) {
         correct[variant] = true;
       } else {
-        auto ok = CheckSum(r, r.BufferFor(variant), batches[variant], count);
+        auto ok = CheckSum(r, r.BufferFor(variant), batches[variant], count,
+                           variant == kHerdF16 || variant == kHerdTcpF16);
         if (!ok.ok()) return ok.status();
         correct[variant] = *ok;
       }

@@ -18,6 +18,13 @@ inline constexpr char kHerd[] = "herd";
 // shared memory (sync.same_host_transport: shm) in front of Gloo, on a buffer
 // the communicator handed out (as gradient buckets are), so summed in place.
 inline constexpr char kHerdShm[] = "herd_shm";
+// herd's own member-authenticated TCP transport (tcp_mesh_communicator.h),
+// what trainers use with --data-plane=herd.
+inline constexpr char kHerdTcp[] = "herd_tcp";
+// The same two communicators summing float16 (the buffer's bytes read as
+// halves: twice the elements, the same bytes on the wire).
+inline constexpr char kHerdF16[] = "herd_f16";
+inline constexpr char kHerdTcpF16[] = "herd_tcp_f16";
 inline constexpr char kGloo[] = "gloo_ring";
 inline constexpr char kGlooChunked[] = "gloo_ring_chunked";
 inline constexpr char kGlooSegmentPrefix[] = "gloo_ring@";   // + max segment bytes

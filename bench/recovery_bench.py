@@ -21,7 +21,14 @@ Three figures, each over --reps repetitions, medians printed:
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
 
+--data-plane herd|gloo starts the workers with that `herd-worker
+--data-plane` (default: the daemon's own default, herd). The kill case also
+prints how long the survivors' new generation took to be ready (the
+trainer's "generation N ready in X s" line: communicators, member handshake
+included, and healing), the part of a re-form the data plane changes.
+
 Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin] [--cases kill,coordinator,readmit,restart]
+       [--data-plane herd|gloo]
 """
 import argparse
 import datetime
@@ -125,8 +132,25 @@ def trainer_log(cluster, worker, job):
     return os.path.join(cluster.dir, f"worker-{worker}", "jobs", job, "trainer.log")
 
 
+# Extra herd-worker flags for every cluster (--data-plane).
+WORKER_ARGS = []
+# "generation N ready in X s" of the kill case's re-formed generations.
+READY_SECONDS = []
+
+
+def ready_seconds(log_path, after_generation):
+    """Seconds each generation after `after_generation` took to be ready."""
+    found = []
+    with open(log_path) as f:
+        for line in f:
+            m = re.search(r"generation (\d+) ready in ([0-9.]+) s", line)
+            if m and int(m.group(1)) > after_generation:
+                found.append(float(m.group(2)))
+    return found
+
+
 def measure_kill(bin_dir):
-    cluster = LocalCluster(bin_dir, 3)
+    cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: WORKER_ARGS)
     try:
         job = submit(cluster)
         info = wait_world(cluster, job, 3)
@@ -138,6 +162,7 @@ def measure_kill(bin_dir):
         survivor = 0
         when, generation = first_step_after(trainer_log(cluster, survivor, job), killed, world=2,
                                             min_generation=int(info["generation"]))
+        READY_SECONDS.extend(ready_seconds(trainer_log(cluster, survivor, job), int(info["generation"])))
         return when - killed
     finally:
         cluster.herd("cancel", job) if "job" in locals() else None
@@ -145,7 +170,7 @@ def measure_kill(bin_dir):
 
 
 def measure_coordinator_and_worker(bin_dir):
-    cluster = LocalCluster(bin_dir, 3)
+    cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: WORKER_ARGS)
     try:
         job = submit(cluster)
         info = wait_world(cluster, job, 3)
@@ -168,7 +193,7 @@ def measure_coordinator_and_worker(bin_dir):
 
 
 def measure_readmit(bin_dir):
-    cluster = LocalCluster(bin_dir, 3)
+    cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: WORKER_ARGS)
     try:
         job = submit(cluster)
         info = wait_world(cluster, job, 3)
@@ -199,7 +224,7 @@ def measure_restart(bin_dir):
     # Restarted trainers resume from a checkpoint, so every rank must see
     # rank 0's: one checkpoint root for all, as shared storage would be.
     root = tempfile.mkdtemp(prefix="herd-bench-checkpoints-")
-    cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: [f"--checkpoint-root={root}"])
+    cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: [f"--checkpoint-root={root}", *WORKER_ARGS])
     try:
         # New trainers load the job context (the dataset) again: 100,000
         # samples (2,083 steps an epoch) keep that part of a restart small,
@@ -238,7 +263,11 @@ def main():
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     parser.add_argument("--cases", default="kill,coordinator,readmit,restart",
                         help="comma-separated: kill, coordinator, readmit, restart")
+    parser.add_argument("--data-plane", choices=["herd", "gloo"], default=None,
+                        help="herd-worker --data-plane for every worker (default: the daemon's default)")
     args = parser.parse_args()
+    if args.data_plane:
+        WORKER_ARGS.append(f"--data-plane={args.data_plane}")
     cases = args.cases.split(",")
     unknown = set(cases) - {"kill", "coordinator", "readmit", "restart"}
     if unknown:
@@ -265,7 +294,8 @@ def main():
     median = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     result = {"kill_to_resumed_s": median(kills), "coordinator_and_worker_to_resumed_s": median(coordinators),
               "return_to_readmitted_s": median(readmits), "whole_restart_to_resumed_s": median(restarts),
-              "kills": kills, "coordinator_kills": coordinators, "readmits": readmits, "restarts": restarts, "lease_s": LEASE, "reps": args.reps}
+              "kills": kills, "coordinator_kills": coordinators, "readmits": readmits, "restarts": restarts, "lease_s": LEASE, "reps": args.reps,
+              "data_plane": args.data_plane or "default", "reform_ready_s": READY_SECONDS}
     for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 3 s)"),
                               ("coordinator and worker killed -> resumed", "coordinator_and_worker_to_resumed_s",
                                " (target <= 10 s)"),
@@ -274,6 +304,8 @@ def main():
                                " (target <= 10 s)")):
         if result[key] is not None:
             print(f"median {name} {result[key]:.2f} s{target}")
+    if READY_SECONDS:
+        print(f"re-formed generations ready in (s): {', '.join(f'{x:.3f}' for x in READY_SECONDS)}")
     print(json.dumps(result))
 
 

@@ -1,7 +1,7 @@
 // Training across hosts: each worker daemon in its own network namespace of a
 // testbed (tests/testbed), the coordinator on the bridge, so every rank has a
-// different address and gradients cross the bridge over Gloo TCP (no shared
-// memory). The equivalence contract of training_test holds there, and on a
+// different address and gradients cross the bridge over herd's
+// member-authenticated TCP transport (no shared memory). The equivalence contract of training_test holds there, and on a
 // link that drops 2% of its packets.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -55,7 +55,7 @@ class MultiHost : public ::testing::Test {
 
   // Runs the W=kHosts job at kBatch and the W=1 job at kHosts*kBatch, and
   // checks the contract: replicas bitwise equal, the W=1 result within the
-  // bound training_test uses, every rank on its own host over Gloo TCP.
+  // bound training_test uses, every rank on its own host over TCP.
   void ExpectEquivalence() {
     const std::string many = cluster_->Submit(MlpJob(kHosts, kBatch));
     auto job = cluster_->WaitForState(many, {"SUCCEEDED", "FAILED"}, seconds(300));
@@ -75,8 +75,8 @@ class MultiHost : public ::testing::Test {
     std::vector<std::map<std::string, torch::Tensor>> ranks;
     for (int i = 0; i < kHosts; ++i) {
       const std::string log = ReadFile(cluster_->job_dir(i, many) + "/trainer.log");
-      // Different addresses: gradients went over Gloo TCP, not shared memory.
-      EXPECT_TRUE(SumsOverGlooTcp(log)) << "worker " << i << ":\n" << log;
+      // Different addresses: gradients went over herd's TCP mesh, not shared memory.
+      EXPECT_TRUE(SumsOverHerdTcp(log)) << "worker " << i << ":\n" << log;
       ranks.push_back(LoadFinalModel(cluster_->job_dir(i, many)));
     }
     int single = -1;
@@ -105,14 +105,15 @@ class MultiHost : public ::testing::Test {
     EXPECT_GT(moved, 1e-3);
   }
 
-  // The trainer's setup line ends "N gradient buckets over BACKEND": "gloo"
-  // is TCP, "gloo+shm" would be shared memory.
-  static bool SumsOverGlooTcp(const std::string& log) {
+  // The trainer's setup line ends "N gradient buckets over BACKEND": "tcp"
+  // is herd's own TCP mesh (--data-plane=herd, the default), "tcp+shm"
+  // would be shared memory.
+  static bool SumsOverHerdTcp(const std::string& log) {
     std::istringstream lines(log);
     bool tcp = false;
     for (std::string line; std::getline(lines, line);) {
-      if (line.find("gradient buckets over gloo+shm") != std::string::npos) return false;
-      const std::string suffix = "gradient buckets over gloo";
+      if (line.find("gradient buckets over tcp+shm") != std::string::npos) return false;
+      const std::string suffix = "gradient buckets over tcp";
       if (line.size() >= suffix.size() && line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0) {
         tcp = true;
       }
@@ -126,7 +127,7 @@ class MultiHost : public ::testing::Test {
   std::unique_ptr<LocalCluster> cluster_;
 };
 
-TEST_F(MultiHost, ThreeHostsOverGlooTcpMatchOneWorkerWithTheGlobalBatch) { ExpectEquivalence(); }
+TEST_F(MultiHost, ThreeHostsOverTcpMatchOneWorkerWithTheGlobalBatch) { ExpectEquivalence(); }
 
 TEST_F(MultiHost, TwoPercentLossOnOneLinkTrainsToTheSameResult) {
   ASSERT_TRUE(bed_->SetLoss(1, 2).ok());

@@ -12,6 +12,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a rank waiting for higher ranks' connections checks that its
+// generation is still on (one small store call each).
+constexpr std::chrono::milliseconds kStoreCheckInterval{250};
+
 std::chrono::milliseconds Left(Clock::time_point deadline) {
   return std::max(std::chrono::milliseconds(0),
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -89,11 +93,28 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
     if (!fd.ok()) return fd.status();
     peers[peer] = std::move(*fd);
   }
-  // Higher ranks: wait for their authenticated connections.
+  // Higher ranks: wait for their authenticated connections. That wait
+  // touches only our own listener, so a generation that ended meanwhile (a
+  // member died before connecting and the coordinator formed the next one
+  // without it) would go unnoticed until the deadline: look at the store
+  // now and then, whose calls fail once the generation is over, as every
+  // rank's address lookups do in Gloo's rendezvous.
+  const std::string key_store_key = MemberKeyStoreKey(options.key_prefix);
   for (int peer = options.rank + 1; peer < options.world_size; ++peer) {
-    absl::StatusOr<UniqueFd> fd = listener->TakePeer(peer, Left(deadline));
-    if (!fd.ok()) return fd.status();
-    peers[peer] = std::move(*fd);
+    while (true) {
+      const Clock::time_point slice_end = std::min(deadline, Clock::now() + kStoreCheckInterval);
+      absl::StatusOr<UniqueFd> fd = listener->TakePeer(peer, Left(slice_end));
+      if (fd.ok()) {
+        peers[peer] = std::move(*fd);
+        break;
+      }
+      if (fd.status().code() != absl::StatusCode::kDeadlineExceeded || Clock::now() >= deadline) return fd.status();
+      std::string ignored;
+      if (absl::Status alive = store.Get(key_store_key, std::chrono::milliseconds(0), &ignored); !alive.ok()) {
+        return absl::Status(alive.code(), absl::StrCat("rank ", options.rank, " waiting for rank ", peer,
+                                                       " to connect: the generation's store says ", alive.message()));
+      }
+    }
   }
   return peers;
 }

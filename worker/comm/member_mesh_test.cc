@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -166,6 +167,45 @@ TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
   absl::MutexLock lock(&mu);
   ASSERT_EQ(rejected.size(), 1u);
   EXPECT_EQ(rejected[0].reason, RejectReason::kBadMac);
+}
+
+// The coordinator's store once the generation is over: every call fails.
+class EndingStore : public RendezvousStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    if (ended_) return Ended();
+    return inner_.Set(key, value);
+  }
+  absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
+    if (ended_) return Ended();
+    return inner_.Get(key, timeout, value);
+  }
+  void End() { ended_ = true; }
+
+ private:
+  static absl::Status Ended() { return absl::FailedPreconditionError("generation 3 is over"); }
+  InMemoryStore inner_;
+  std::atomic<bool> ended_{false};
+};
+
+TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
+  // Rank 1 never comes (it died); the coordinator ends the generation. Rank
+  // 0, waiting on its own listener, must notice through the store well
+  // before its 20 s formation timeout.
+  EndingStore store;
+  std::thread ender([&] {
+    std::string key;
+    ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(10000), &key).ok());
+    store.End();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<UniqueFd>> mesh = FormMemberMesh(store, Options(0, 2));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ender.join();
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_EQ(mesh.status().code(), absl::StatusCode::kFailedPrecondition) << mesh.status();
+  EXPECT_TRUE(absl::StrContains(mesh.status().message(), "waiting for rank 1")) << mesh.status();
+  EXPECT_LT(took, std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -13,6 +13,11 @@ namespace herd {
 
 absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers,
                                std::chrono::steady_clock::time_point deadline) {
+  return ExchangeWithPeers(transfers, deadline, nullptr);
+}
+
+absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono::steady_clock::time_point deadline,
+                               const std::function<void(const std::vector<size_t>& received)>& on_received) {
   std::vector<size_t> sent(transfers.size(), 0), received(transfers.size(), 0);
   std::vector<pollfd> polled;
   std::vector<size_t> index;
@@ -39,6 +44,7 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers,
                        transfers[i].send_bytes, " bytes, received ", received[i], " of ",
                        transfers[i].receive_bytes));
     }
+    bool arrived = false;
     for (size_t k = 0; k < polled.size(); ++k) {
       if (polled[k].revents == 0) continue;
       const size_t i = index[k];
@@ -48,6 +54,7 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers,
         if (n == 0) return absl::UnavailableError(absl::StrCat("rank ", t.rank, " closed its connection"));
         if (n > 0) {
           received[i] += static_cast<size_t>(n);
+          arrived = true;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
           return absl::UnavailableError(absl::StrCat("receiving from rank ", t.rank, ": ", std::strerror(errno)));
         }
@@ -61,6 +68,7 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers,
         }
       }
     }
+    if (arrived && on_received) on_received(received);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,5 +27,11 @@ struct PeerTransfer {
 // sends beyond `receive_bytes` stay in its socket for the next call.
 absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers,
                                std::chrono::steady_clock::time_point deadline);
+
+// The same, calling `on_received(received)` whenever bytes arrived, with
+// the bytes received so far on each transfer: the caller can work on what
+// is in (sum it) while the rest is still on its way.
+absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono::steady_clock::time_point deadline,
+                               const std::function<void(const std::vector<size_t>& received)>& on_received);
 
 }  // namespace herd

@@ -1,13 +1,16 @@
 // A Communicator over herd's own TCP connections: one member-authenticated
-// socket per pair of ranks (member_mesh.h). A skeleton for issue 30, not
-// used by trainers yet and not tuned: every collective moves each rank's
+// socket per pair of ranks (member_mesh.h). The trainers' CPU data plane
+// with --data-plane=herd (worker/train/group_communicators.h). Every
+// collective moves each rank's
 // share straight to the rank that needs it (a reduce-scatter, then an
 // all-gather, for all-reduce), so each rank sends and receives about
 // 2 (N-1)/N of a buffer, over N-1 sockets at once.
 //
 // Sums: rank r sums block r of NearEqualRanges in rank order 0, 1, ...,
 // N-1, so every rank gets the same bits; ReduceScatterLayout is
-// NearEqualRanges. float16 is not supported yet (UNIMPLEMENTED).
+// NearEqualRanges, and all-reduce and reduce-scatter add in the same order.
+// float16 and bfloat16 are summed through float, rounded to nearest even
+// after each addition (as Gloo does).
 //
 // Failure rule as for every backend (communicator.h): each op is bounded by
 // `timeout` (DEADLINE_EXCEEDED), a peer that closed its socket fails it with

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "worker/comm/bfloat16.h"
+#include "worker/comm/float16.h"
 #include "worker/comm/in_memory_store.h"
 
 namespace herd {
@@ -81,7 +82,11 @@ std::vector<char> Input(DataType type, size_t count, int rank) {
         std::memcpy(at, &v, sizeof(v));
         break;
       }
-      case DataType::kFloat16: break;
+      case DataType::kFloat16: {
+        const uint16_t v = FloatToFloat16(static_cast<float>(real(random)));
+        std::memcpy(at, &v, sizeof(v));
+        break;
+      }
     }
   }
   return out;
@@ -131,7 +136,14 @@ std::vector<char> RankOrderSum(DataType type, size_t count, int world) {
           std::memcpy(a, &x, 2);
           break;
         }
-        case DataType::kFloat16: break;
+        case DataType::kFloat16: {
+          uint16_t x, y;
+          std::memcpy(&x, a, 2);
+          std::memcpy(&y, b, 2);
+          x = FloatToFloat16(Float16ToFloat(x) + Float16ToFloat(y));
+          std::memcpy(a, &x, 2);
+          break;
+        }
       }
     }
   }
@@ -139,13 +151,14 @@ std::vector<char> RankOrderSum(DataType type, size_t count, int world) {
 }
 
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt64, DataType::kUInt8,
-                           DataType::kBFloat16};
+                           DataType::kBFloat16, DataType::kFloat16};
 
 TEST(TcpMeshCommunicator, AllReduceIsTheRankOrderSumOnEveryRankBitwise) {
+  // 300001 elements: several 1 MiB pieces for the wider types.
   constexpr int kWorld = 3;
   RunRanks(kWorld, [&](Communicator& comm) {
     for (DataType type : kTypes) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}, size_t{300001}}) {
         std::vector<char> data = Input(type, count, comm.rank());
         ASSERT_TRUE(comm.AllReduce(data.data(), count, type).ok()) << DataTypeName(type) << " " << count;
         EXPECT_EQ(data, RankOrderSum(type, count, kWorld)) << DataTypeName(type) << " " << count;
@@ -206,15 +219,24 @@ TEST(TcpMeshCommunicator, ReduceScatterBroadcastAllGatherBarrier) {
   });
 }
 
-TEST(TcpMeshCommunicator, Float16IsRefusedWithoutBreakingTheCommunicator) {
-  RunRanks(2, [&](Communicator& comm) {
-    uint16_t half[2] = {0, 0};
-    absl::Status refused = comm.AllReduce(half, 2, DataType::kFloat16);
-    EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_TRUE(absl::StrContains(refused.message(), "float16")) << refused;
-    float x = 1.0f;
-    ASSERT_TRUE(comm.AllReduce(&x, 1, DataType::kFloat32).ok());
-    EXPECT_EQ(x, 2.0f);
+TEST(TcpMeshCommunicator, ReduceScatterSumsInTheSameOrderAsAllReduce) {
+  // ZeRO-1 relies on it: the reduce-scattered shard equals the same range
+  // of a plain all-reduce, bit for bit.
+  constexpr int kWorld = 3;
+  RunRanks(kWorld, [&](Communicator& comm) {
+    for (DataType type : kTypes) {
+      const size_t count = 1001;
+      std::vector<char> reduced = Input(type, count, comm.rank());
+      std::vector<char> scattered = reduced;
+      ASSERT_TRUE(comm.AllReduce(reduced.data(), count, type).ok());
+      ASSERT_TRUE(comm.ReduceScatterInPlaceAsync(scattered.data(), count, type)->Wait().ok());
+      const ElementRange mine = comm.ReduceScatterLayout(count, type)[comm.rank()][0];
+      const size_t element = DataTypeSize(type);
+      EXPECT_EQ(std::memcmp(scattered.data() + mine.begin * element, reduced.data() + mine.begin * element,
+                            mine.size() * element),
+                0)
+          << DataTypeName(type);
+    }
   });
 }
 

@@ -59,6 +59,10 @@ void AddFlags(CLI::App* app, TrainerArgs* args) {
       ->check(text);
   app->add_option("--collective-timeout-seconds", args->collective_timeout_seconds,
                   "timeout of every collective (default: the job's collective_timeout_seconds)");
+  app->add_option("--data-plane", args->data_plane,
+                  "transport of the CPU collectives: herd (connections proven members of the generation) or gloo")
+      ->check(CLI::IsMember({"herd", "gloo"}))
+      ->capture_default_str();
   app->set_version_flag("--version", std::string("herd-trainer ") + kVersion);
 }
 
@@ -72,7 +76,7 @@ std::string FormatDouble(double value) {
 auto Fields(const TrainerArgs& a) {
   return std::tie(a.action, a.output, a.coordinator, a.job, a.worker_id, a.work_dir, a.device, a.gpu, a.token_file,
                   a.insecure_no_auth, a.tls_ca, a.tls_cert, a.tls_key, a.termination_message_file, a.alive_file,
-                  a.join_timeout_seconds, a.checkpoint_root, a.collective_timeout_seconds);
+                  a.join_timeout_seconds, a.checkpoint_root, a.collective_timeout_seconds, a.data_plane);
 }
 
 }  // namespace
@@ -106,6 +110,7 @@ std::vector<std::string> ToArgv(const TrainerArgs& args) {
   if (args.collective_timeout_seconds != defaults.collective_timeout_seconds) {
     argv.push_back(absl::StrCat("--collective-timeout-seconds=", FormatDouble(args.collective_timeout_seconds)));
   }
+  if (args.data_plane != defaults.data_plane) argv.push_back(absl::StrCat("--data-plane=", args.data_plane));
   return argv;
 }
 

@@ -38,6 +38,9 @@ struct TrainerArgs {
   double join_timeout_seconds = 300;
   std::string checkpoint_root;  // empty: $HERD_CHECKPOINT_ROOT
   double collective_timeout_seconds = 0;  // 0: the job's collective_timeout_seconds
+  // The CPU collectives' transport: "herd" (member-authenticated TCP) or
+  // "gloo" (herd-worker --data-plane).
+  std::string data_plane = "herd";
 };
 
 bool operator==(const TrainerArgs& a, const TrainerArgs& b);

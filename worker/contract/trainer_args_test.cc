@@ -47,6 +47,7 @@ TEST(TrainerArgsTest, EveryFieldRoundTrips) {
   args.join_timeout_seconds = 0.1;  // not exact in binary: must come back bit for bit
   args.checkpoint_root = "/shared/ckpt with space";
   args.collective_timeout_seconds = 12.5;
+  args.data_plane = "gloo";
   auto parsed = Parse(ToArgv(args));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, args);
@@ -124,6 +125,15 @@ TEST(TrainerArgsTest, UnknownDeviceIsNamed) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_THAT(parsed.status().message(), HasSubstr("--device"));
   EXPECT_THAT(parsed.status().message(), HasSubstr("tpu"));
+}
+
+TEST(TrainerArgsTest, UnknownDataPlaneIsNamed) {
+  TrainerArgs args = Required();
+  args.data_plane = "udp";
+  auto parsed = Parse(ToArgv(args));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("--data-plane"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("udp"));
 }
 
 TEST(TrainerArgsTest, ControlCharacterInTextIsNamed) {

@@ -21,6 +21,7 @@ std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const s
   args.termination_message_file = TerminationMessagePath(job_dir);
   args.alive_file = TrainerAlivePath(job_dir);
   args.checkpoint_root = command.checkpoint_root;
+  args.data_plane = command.data_plane;
   std::vector<std::string> argv = {command.trainer_binary};
   for (std::string& flag : ToArgv(args)) argv.push_back(std::move(flag));
   return argv;

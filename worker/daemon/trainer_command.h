@@ -21,6 +21,7 @@ struct TrainerCommand {
   TlsOptions tls;
   // Checkpoint storage shared by all workers of the cluster.
   std::string checkpoint_root;
+  std::string data_plane = "herd";  // herd, gloo (--data-plane)
 };
 
 // argv for one job's trainer (argv[0] is the trainer binary). `gpu` is

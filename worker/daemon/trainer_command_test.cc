@@ -6,6 +6,7 @@
 namespace herd::worker {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 
 TEST(TrainerCommandTest, CpuWithToken) {
@@ -36,6 +37,16 @@ TEST(TrainerCommandTest, CudaInsecureWithTls) {
                           "--gpu=2", "--insecure-no-auth", "--tls-ca=ca.pem", "--tls-cert=cert.pem",
                           "--tls-key=key.pem", "--termination-message-file=/d/termination-message",
                           "--alive-file=/d/trainer.alive"));
+}
+
+TEST(TrainerCommandTest, DataPlaneGlooIsPassedOn) {
+  TrainerCommand command;
+  command.trainer_binary = "t";
+  command.coordinator = "c:1";
+  command.worker_id = "w";
+  command.insecure_no_auth = true;
+  command.data_plane = "gloo";
+  EXPECT_THAT(BuildTrainerArgv(command, "j", "/d", std::nullopt), Contains("--data-plane=gloo"));
 }
 
 TEST(TrainerCommandTest, Paths) {

@@ -60,6 +60,11 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
   app.add_option("--tls-key", config.tls.key_file, "Client private key for mutual TLS");
   app.add_option("--trainer-binary", config.trainer_binary,
                  "Trainer executable (default: herd-trainer next to this program)");
+  app.add_option("--data-plane", config.data_plane,
+                 "Transport of the trainers' CPU collectives: herd (each connection proves membership of the "
+                 "generation; refusals are audited) or gloo (unauthenticated)")
+      ->check(CLI::IsMember({"herd", "gloo"}))
+      ->capture_default_str();
   app.add_option("--trainer-kill-grace-seconds", config.trainer_kill_grace_seconds,
                  "Seconds between SIGTERM and SIGKILL when stopping a trainer")
       ->check(CLI::NonNegativeNumber)

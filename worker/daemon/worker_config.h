@@ -29,6 +29,9 @@ struct WorkerConfig {
   bool insecure_no_auth = false;
   TlsOptions tls;
   std::string trainer_binary;
+  // Transport of the trainers' CPU collectives: herd (member-authenticated
+  // TCP) or gloo (unauthenticated; docs/security.md).
+  std::string data_plane = "herd";
   double trainer_kill_grace_seconds = 5;
   double trainer_stuck_seconds = 600;
   // SIGTERM drains: the trainers leave their jobs at the next step boundary,

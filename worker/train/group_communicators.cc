@@ -7,6 +7,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/shm_allreduce.h"
+#include "worker/comm/tcp_mesh_communicator.h"
 
 namespace herd {
 namespace {
@@ -22,18 +23,68 @@ bool UseSharedMemory(const v1::JoinGenerationResponse& join, const TrainingConte
   return true;
 }
 
+// How long one connection may take to prove membership; a member answers
+// in well under a millisecond, an outsider holds a handshake slot this long.
+constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenerationResponse& join,
+                                                            std::chrono::milliseconds timeout, CoordinatorLink* link,
+                                                            const DataPlaneOptions& plane) {
+  const int rank = static_cast<int>(join.rank());
+  const std::string& host = join.peers(join.rank()).address();
+  if (plane.plane == DataPlane::kGloo) {
+    GlooOptions gloo;
+    gloo.rank = rank;
+    gloo.size = static_cast<int>(join.world_size());
+    gloo.host = host;
+    gloo.timeout = timeout;
+    gloo.key_prefix = "gloo/";
+    return CreateGlooCommunicator(gloo, link->KvStore(join.generation()));
+  }
+  TcpMeshOptions tcp;
+  tcp.mesh.key_prefix = "mesh/";
+  tcp.mesh.generation = join.generation();
+  tcp.mesh.rank = rank;
+  tcp.mesh.world_size = static_cast<int>(join.world_size());
+  tcp.mesh.listen_host = host;
+  tcp.mesh.advertise_host = host;
+  tcp.mesh.timeout = timeout;
+  tcp.mesh.handshake_timeout = std::min(kHandshakeTimeout, timeout);
+  const int64_t generation = join.generation();
+  tcp.mesh.on_rejected = [on_rejected = plane.on_rejected, generation, rank](const RejectedConnection& rejected) {
+    if (on_rejected) {
+      on_rejected(rejected, generation, rank);
+    } else {
+      LOG(WARNING) << AuditLine(rejected) << "; generation " << generation << ", rank " << rank;
+    }
+  };
+  tcp.timeout = timeout;
+  // The store is the generation's: its keys (the member key among them)
+  // go when the generation ends.
+  std::shared_ptr<RendezvousStore> store = link->KvStore(join.generation());
+  return CreateTcpMeshCommunicator(*store, tcp);
+}
+
 }  // namespace
 
 absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenerationResponse& join,
                                                             const TrainingContext& context, CoordinatorLink* link) {
+  return CreateGroupCommunicatorsOn(join, context, link, DataPlaneOptions{});
+}
+
+CommunicatorFactory GroupCommunicatorsOn(DataPlaneOptions plane) {
+  return [plane = std::move(plane)](const v1::JoinGenerationResponse& join, const TrainingContext& context,
+                                    CoordinatorLink* link) {
+    return CreateGroupCommunicatorsOn(join, context, link, plane);
+  };
+}
+
+absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGenerationResponse& join,
+                                                              const TrainingContext& context, CoordinatorLink* link,
+                                                              const DataPlaneOptions& plane) {
   GroupCommunicators group;
-  GlooOptions gloo;
-  gloo.rank = static_cast<int>(join.rank());
-  gloo.size = static_cast<int>(join.world_size());
-  gloo.host = join.peers(join.rank()).address();
-  gloo.timeout = context.CollectiveTimeout();
-  gloo.key_prefix = "gloo/";
-  auto comm = CreateGlooCommunicator(gloo, link->KvStore(join.generation()));
+  const std::chrono::milliseconds timeout = context.CollectiveTimeout();
+  auto comm = CreateControl(join, timeout, link, plane);
   if (!comm.ok()) return comm.status();
   group.control = std::move(*comm);
   group.data = group.control.get();
@@ -45,11 +96,11 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenera
     size_t bytes = 0;
     for (const auto& p : context.params) bytes += p.nbytes();
     ShmAllReduceOptions shm;
-    shm.rank = gloo.rank;
-    shm.size = gloo.size;
+    shm.rank = static_cast<int>(join.rank());
+    shm.size = static_cast<int>(join.world_size());
     shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
     shm.in_place_bytes = shm.slot_bytes + 64 * context.params.size();
-    shm.timeout = gloo.timeout;
+    shm.timeout = timeout;
     shm.key_prefix = "shm/";
     auto created = CreateShmAllReduce(shm, group.control.get(), link->KvStore(join.generation()));
     if (created.ok()) {
@@ -58,15 +109,16 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenera
     } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
       return created.status();
     } else {
-      LOG(WARNING) << "shared-memory all-reduce unavailable, using Gloo over TCP: " << created.status();
+      LOG(WARNING) << "shared-memory all-reduce unavailable, using " << group.control->backend()
+                   << " over TCP: " << created.status();
     }
   }
   if (context.device.is_cuda()) {
     NcclOptions nccl;
-    nccl.rank = gloo.rank;
-    nccl.size = gloo.size;
+    nccl.rank = static_cast<int>(join.rank());
+    nccl.size = static_cast<int>(join.world_size());
     nccl.device = context.device.index();
-    nccl.timeout = gloo.timeout;
+    nccl.timeout = timeout;
     nccl.key_prefix = "nccl/";
     nccl.compute_stream = nullptr;  // LibTorch computes on the legacy default stream
     auto created = CreateNcclCommunicator(nccl, link->KvStore(join.generation()));

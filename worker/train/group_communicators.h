@@ -10,13 +10,28 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/member_listener.h"
 #include "worker/train/coordinator_link.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
 
+// Which transport carries the CPU collectives (herd-worker --data-plane, an
+// operator setting): herd's own member-authenticated TCP mesh
+// (worker/comm/tcp_mesh_communicator.h), or Gloo, whose connections cannot
+// be authenticated (docs/security.md).
+enum class DataPlane { kHerd, kGloo };
+
+struct DataPlaneOptions {
+  DataPlane plane = DataPlane::kHerd;
+  // Each connection to this rank's data-plane port that did not prove
+  // membership (herd only): it was closed, the generation goes on. Unset:
+  // logged as an audit line.
+  std::function<void(const RejectedConnection&, int64_t generation, int rank)> on_rejected;
+};
+
 struct GroupCommunicators {
-  // Gloo over CPU buffers: hashes, evaluation sums, healing, replica checks.
+  // Over CPU buffers (herd's TCP mesh or Gloo): hashes, evaluation sums, healing, replica checks.
   std::unique_ptr<Communicator> control;
   // Ranks on one host (CPU): float32 all-reduce through shared memory.
   std::unique_ptr<Communicator> shm;
@@ -29,10 +44,17 @@ struct GroupCommunicators {
 using CommunicatorFactory = std::function<absl::StatusOr<GroupCommunicators>(
     const v1::JoinGenerationResponse& join, const TrainingContext& context, CoordinatorLink* link)>;
 
-// The real trainer's choice: Gloo always; shared memory when every rank of a
-// CPU job is on one host (sync.same_host_transport shm); NCCL on cuda. All
-// bootstrap through the generation's store at the coordinator.
+// The real trainer's choice: `plane` always (the control communicator, and
+// the data one when nothing below takes it); shared memory when every rank
+// of a CPU job is on one host (sync.same_host_transport shm); NCCL on cuda.
+// All bootstrap through the generation's store at the coordinator.
+absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGenerationResponse& join,
+                                                              const TrainingContext& context, CoordinatorLink* link,
+                                                              const DataPlaneOptions& plane);
+// The same with the default DataPlaneOptions (herd's transport).
 absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenerationResponse& join,
                                                             const TrainingContext& context, CoordinatorLink* link);
+// CreateGroupCommunicatorsOn with `plane`, as a factory.
+CommunicatorFactory GroupCommunicatorsOn(DataPlaneOptions plane);
 
 }  // namespace herd

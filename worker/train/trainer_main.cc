@@ -26,6 +26,8 @@
 #include "worker/train/torch_compat.h"
 #include "worker/train/torch_errors.h"
 #include "worker/train/training_context.h"
+#include "worker/train/data_plane_audit.h"
+#include "worker/train/group_communicators.h"
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
 #include "worker/train/generation_loop.h"
@@ -238,6 +240,12 @@ int Train(const herd::TrainerArgs& args) {
                  }});
   herd::GenerationLoopOptions loop;
   loop.join_timeout = join_timeout;
+  herd::DataPlaneAudit audit(registry, args.job, args.worker_id);
+  loop.communicators = herd::GroupCommunicatorsOn(
+      {args.data_plane == "gloo" ? herd::DataPlane::kGloo : herd::DataPlane::kHerd,
+       [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
+         audit.Record(rejected, generation, rank);
+       }});
   const herd::GenerationEnd end = herd::RunGenerationsToEnd(&client, context->get(), *join, loop);
   return Finish(args, end, context->get(), &reporter);
 }
