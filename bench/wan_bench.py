@@ -86,6 +86,9 @@ VARIANTS = {
     "stream16_f32": f"{{mode: average, every: 16, fragments: 4, overlap: true, {OUTER}}}",
     # The 10 Mbit/s setting (bench/README): a round every 32 steps.
     "stream32": f"{{mode: average, every: 32, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
+    # WAN latency (issue 33): each round lands 8 steps after its launch
+    # (Streaming DiLoCo's tau), when the fragment's next round starts.
+    "stream32_t8": f"{{mode: average, every: 32, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8}}",
 }
 EVERY_STEP = ("allreduce", "ddp")
 # Real English text for char_transformer: the system's license texts.

@@ -278,10 +278,11 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
   return status;
 }
 
-absl::Status ParameterAveraging::Advance() {
+absl::Status ParameterAveraging::Advance(int count) {
   torch::NoGradGuard no_grad;
-  for (int index : launched_) {
-    Fragment& fragment = fragments_[index];
+  const size_t n = count < 0 ? launched_.size() : std::min(launched_.size(), static_cast<size_t>(count));
+  for (size_t i = 0; i < n; ++i) {
+    Fragment& fragment = fragments_[launched_[i]];
     if (!fragment.scales_work) continue;
     const auto start = std::chrono::steady_clock::now();
     if (auto s = FinishScales(fragment); !s.ok()) return s;
@@ -297,7 +298,7 @@ absl::Status ParameterAveraging::Finish(int count) {
   const size_t n = count < 0 ? launched_.size() : std::min(launched_.size(), static_cast<size_t>(count));
   // A round still exchanging its scales sends now: every rank finishes the
   // same rounds at the same boundary, so they all do.
-  absl::Status status = Advance();
+  absl::Status status = Advance(static_cast<int>(n));
   int64_t bytes = 0;
   double blocked = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -27,9 +27,9 @@
 //
 // A round's network work is one all-reduce per bucket, plus with int8 a
 // small all-gather of chunk scales before it. Launched with
-// `overlap_scales`, that all-gather runs during the next step too: Advance,
-// at the next step boundary, encodes with the scales and starts the data
-// all-reduce. So no part of a round blocks the caller on a round trip.
+// `overlap_scales`, that all-gather runs during the following steps too:
+// Advance, at a later step boundary, encodes with the scales and starts the
+// data all-reduce. So no part of a round blocks the caller on a round trip.
 #pragma once
 
 #include <torch/types.h>
@@ -106,9 +106,10 @@ class ParameterAveraging {
   // `weight` as for Round. int8: the chunk scales are exchanged first,
   // blocking, or with `overlap_scales` in the background until Advance.
   absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1, bool overlap_scales = false);
-  // Collective: for every launched round still exchanging its int8 scales,
-  // waits for them, encodes and starts its data all-reduce.
-  absl::Status Advance();
+  // Collective: for each of the `count` oldest launched rounds (all, by
+  // default) still exchanging its int8 scales, waits for them, encodes and
+  // starts its data all-reduce.
+  absl::Status Advance(int count = -1);
   // Waits for the `count` oldest launched rounds (all, by default), in
   // launch order, and merges each into its fragment (see above). Counts as
   // one round in last_round().

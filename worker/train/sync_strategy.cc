@@ -143,9 +143,11 @@ class AveragingStrategy : public SyncStrategy {
     ++traffic->local_steps;
     ++local_steps_since_full_sync_;
     in_sync_ = false;
-    // Rounds launched overlap_steps steps ago land now; int8 rounds still
-    // exchanging scales start their data all-reduce.
-    if (auto s = averaging_->Advance(); !s.ok()) return Named(s, at);
+    // int8 rounds whose scale exchange had its share of the steps start
+    // their data all-reduce; rounds launched overlap_steps steps ago land.
+    if (int advance = RoundsAtLeast(at.step, ScaleSteps()); advance > 0) {
+      if (auto s = averaging_->Advance(advance); !s.ok()) return Named(s, at);
+    }
     if (int due = DueRounds(at.step); due > 0) {
       if (auto s = CountRound(averaging_->Finish(due), at, traffic); !s.ok()) return s;
     }
@@ -231,6 +233,21 @@ class AveragingStrategy : public SyncStrategy {
   }
 
  private:
+  // How many rounds in flight were launched `steps` or more steps before
+  // `step` (the oldest ones).
+  int RoundsAtLeast(int64_t step, int64_t steps) const {
+    int n = 0;
+    for (int64_t launched : launch_steps_) {
+      if (step - launched < steps) break;
+      ++n;
+    }
+    return n;
+  }
+  // The steps an int8 round's scale all-gather runs before its data
+  // all-reduce starts: a third of overlap_steps (one message hop of the
+  // round's three), at least one.
+  int64_t ScaleSteps() const { return std::max<int64_t>(1, config_.overlap_steps / 3); }
+
   // How many of the oldest rounds in flight were launched overlap_steps or
   // more steps before `step`: they land now (launch_steps_ pops them).
   int DueRounds(int64_t step) {
