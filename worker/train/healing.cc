@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 
 namespace herd {
 namespace {
@@ -80,14 +81,32 @@ absl::StatusOr<HealSource> ChooseHealSource(Communicator* comm, int64_t generati
   return chosen;
 }
 
+absl::Status CheckHealBytes(const std::string& bytes, const std::string& sha256_hex, int source) {
+  const std::string got = Sha256Hex(bytes);
+  if (got == sha256_hex) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("heal transfer from rank ", source, ": ", bytes.size(),
+                                             " bytes with SHA-256 ", got, ", the source sent ", sha256_hex,
+                                             " (corrupted in transit)"));
+}
+
 absl::Status BroadcastFiles(Communicator* comm, int source, std::map<std::string, std::string>* files) {
   std::string bytes;
-  if (comm->rank() == source) bytes = EncodeFiles(*files);
-  uint64_t size = bytes.size();
-  if (auto s = comm->Broadcast(&size, sizeof(size), source); !s.ok()) return s;
-  bytes.resize(size);
-  if (auto s = comm->Broadcast(bytes.data(), size, source); !s.ok()) return s;
+  // The header: the payload's size and its SHA-256 (64 hex digits).
+  struct Header {
+    uint64_t size = 0;
+    char sha256[64] = {};
+  } header;
+  if (comm->rank() == source) {
+    bytes = EncodeFiles(*files);
+    header.size = bytes.size();
+    const std::string digest = Sha256Hex(bytes);
+    std::memcpy(header.sha256, digest.data(), sizeof(header.sha256));
+  }
+  if (auto s = comm->Broadcast(&header, sizeof(header), source); !s.ok()) return s;
+  bytes.resize(header.size);
+  if (auto s = comm->Broadcast(bytes.data(), header.size, source); !s.ok()) return s;
   if (comm->rank() == source) return absl::OkStatus();
+  if (auto s = CheckHealBytes(bytes, std::string(header.sha256, sizeof(header.sha256)), source); !s.ok()) return s;
   auto decoded = DecodeFiles(bytes);
   if (!decoded.ok()) return decoded.status();
   *files = std::move(*decoded);

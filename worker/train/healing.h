@@ -41,7 +41,14 @@ struct HealSource {
 // may differ (sync mode average keeps it local), so it restores its own.
 absl::StatusOr<HealSource> ChooseHealSource(Communicator* comm, int64_t generation, int64_t step);
 
-// Collective: `source` broadcasts `*files`; the other ranks receive them into it.
+// Collective: `source` broadcasts `*files`; the other ranks receive them into
+// it. The transfer is checked end to end: the source sends the SHA-256 of
+// the bytes first, and a receiver whose bytes do not match fails with
+// UNAVAILABLE (a failed transfer: the generation re-forms and heals again).
 absl::Status BroadcastFiles(Communicator* comm, int source, std::map<std::string, std::string>* files);
+
+// The heal transfer's check: OK when `bytes` hash to `sha256_hex`, else
+// UNAVAILABLE naming the source rank and both digests.
+absl::Status CheckHealBytes(const std::string& bytes, const std::string& sha256_hex, int source);
 
 }  // namespace herd

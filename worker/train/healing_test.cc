@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "common/sha256.h"
 #include "worker/comm/gloo_test_ranks.h"
 
 namespace herd {
@@ -34,6 +35,22 @@ TEST(EncodeFiles, RoundTripsAndRejectsTruncation) {
 // Rank 1 is a joiner with nothing; rank 0 committed step 20 of generation 2,
 // rank 2 finished step 30 of generation 2 (its peers failed before that
 // commit). The newest commit wins and reaches every rank, the joiner too.
+// A heal transfer is checked end to end: bytes that do not hash to what
+// the source sent fail as a transfer failure (UNAVAILABLE, so the
+// generation re-forms and heals again), naming the source.
+TEST(Healing, CorruptedHealBytesAreRefused) {
+  const std::string bytes = EncodeFiles({{"model.pt", "weights"}, {"position.txt", "step 7"}});
+  const std::string digest = Sha256Hex(bytes);
+  EXPECT_TRUE(CheckHealBytes(bytes, digest, 2).ok());
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x01;
+  const absl::Status corrupt = CheckHealBytes(flipped, digest, 2);
+  EXPECT_EQ(corrupt.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(corrupt.message().find("from rank 2"), std::string::npos) << corrupt;
+  EXPECT_NE(corrupt.message().find(digest), std::string::npos) << corrupt;
+  EXPECT_EQ(CheckHealBytes(bytes.substr(1), digest, 0).code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(Healing, NewestCommitIsChosenAndBroadcast) {
   const std::vector<Held> held = {State(2, 20, "old"), Held{}, State(2, 30, "new")};
   std::mutex mu;

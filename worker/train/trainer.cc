@@ -261,11 +261,7 @@ absl::Status Trainer::TrainStep() {
   // Mode average after warmup: no gradient sync, each rank steps on the
   // mean loss of its own samples, and rounds average the parameters.
   const bool local = sync_->LocalStep(pos_.step);
-  if (ctx_.ledger != nullptr) {
-    std::vector<int64_t> ids;
-    for (const auto& micro : micros) ids.insert(ids.end(), micro.begin(), micro.end());
-    ctx_.ledger->Step(join_.generation(), pos_.step, pos_.epoch, ids);
-  }
+  RecordInLedger(micros);
   StepTimer timer;  // for metrics: a few clock reads per micro-batch
   StepStats stats;
   // skip_step holds the step's losses until the step is kept.
@@ -310,13 +306,23 @@ absl::Status Trainer::TrainStep() {
   ctx_.window.compute_seconds += stats.compute_seconds;
   ctx_.window.wait_seconds += wait_seconds;
   ++ctx_.window.steps;
-  if (pos_.samples_in_epoch >= ctx_.train->size()) {
-    ++pos_.epoch;
-    pos_.samples_in_epoch = 0;
-    if (auto s = RunEval(); !s.ok()) return s;
-  }
+  if (auto s = EndEpochIfDone(); !s.ok()) return s;
   ObserveStep(stats);
   return absl::OkStatus();
+}
+
+void Trainer::RecordInLedger(const std::vector<std::vector<int64_t>>& micro_batches) {
+  if (ctx_.ledger == nullptr) return;
+  std::vector<int64_t> ids;
+  for (const auto& micro : micro_batches) ids.insert(ids.end(), micro.begin(), micro.end());
+  ctx_.ledger->Step(join_.generation(), pos_.step, pos_.epoch, ids);
+}
+
+absl::Status Trainer::EndEpochIfDone() {
+  if (pos_.samples_in_epoch < ctx_.train->size()) return absl::OkStatus();
+  ++pos_.epoch;
+  pos_.samples_in_epoch = 0;
+  return RunEval();
 }
 
 void Trainer::KeepOrDropStep(const ProgressWindow& step_losses) {

@@ -59,6 +59,11 @@ class Trainer {
   // This rank's micro-batches of the next step from the current position,
   // by the generation's shares.
   StepPlan NextMicroBatches() const;
+  // The step's sample ids into the sample ledger, where one is kept.
+  void RecordInLedger(const std::vector<std::vector<int64_t>>& micro_batches);
+  // After a step: the next epoch starts (with its evaluation) when this one's
+  // samples are all used.
+  absl::Status EndEpochIfDone();
   // One micro-batch's forward and backward, its loss scaled by `share`.
   // Its loss goes into `losses` (the progress window, or the step's own
   // under on_nonfinite: skip_step).
