@@ -167,17 +167,17 @@ class AveragingStrategy : public SyncStrategy {
     const bool overlapped = config_.overlap_steps > 0;
     for (int f = 0; f < averaging_->fragments(); ++f) {
       if (phase != FragmentPhase(f)) continue;
-      // With two or more steps to land in, the int8 scale exchange takes
-      // the first and the data all-reduce the rest.
+      // With two or more steps to land in, the int8 scale exchange runs
+      // in the background for ScaleSteps() of them (Advance above).
       if (auto s = averaging_->Launch(f, /*keep_local_steps=*/overlapped, TakeWeight(f),
                                       /*overlap_scales=*/config_.overlap_steps >= 2);
           !s.ok()) {
         return Named(s, at);
       }
-      launch_steps_.push_back(at.step);
-      if (!overlapped) {
-        launch_steps_.clear();
-        if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
+      if (overlapped) {
+        launch_steps_.push_back(at.step);
+      } else if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) {
+        return s;
       }
     }
     // One fragment synced without overlap is a full sync.
