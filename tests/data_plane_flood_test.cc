@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <atomic>
 #include <cstring>

@@ -6,7 +6,6 @@
 // sample trained exactly once per epoch.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <torch/types.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -26,7 +25,7 @@ using std::chrono::seconds;
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
 // The largest absolute difference between two models' tensors.
-double MaxDifference(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
+double MaxDifference(const SavedModel& a, const SavedModel& b) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (const auto& [name, value] : a) {
@@ -34,7 +33,7 @@ double MaxDifference(const std::map<std::string, torch::Tensor>& a, const std::m
       ADD_FAILURE() << "missing " << name;
       continue;
     }
-    worst = std::max(worst, (value - b.at(name)).abs().max().item<double>());
+    worst = std::max(worst, MaxAbsDifference(value, b.at(name)));
   }
   return worst;
 }
@@ -64,7 +63,7 @@ TEST(GlobalBatch, OneTwoAndThreeWorkersTrainTheSameSteps) {
   ClusterOptions options;
   options.workers = 3;
   LocalCluster cluster(options);
-  std::map<int, std::map<std::string, torch::Tensor>> models;
+  std::map<int, SavedModel> models;
   // 3 x 16; 2 x 24 (micro-batches of 16 and 8); 1 x 48 (three of 16).
   for (int workers : {3, 2, 1}) {
     const std::string id = cluster.Submit(GlobalBatchJob(workers));

@@ -4,7 +4,6 @@
 // member-authenticated TCP transport (no shared memory). The equivalence contract of training_test holds there, and on a
 // link that drops 2% of its packets.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <filesystem>
 #include <sstream>
@@ -12,7 +11,6 @@
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
 #include "tests/testbed/testbed.h"
-#include "worker/models/model.h"
 
 namespace herd::testing {
 namespace {
@@ -72,7 +70,7 @@ class MultiHost : public ::testing::Test {
     for (const auto& w : workers.value("workers", nlohmann::json::array())) addresses.insert(w.value("address", ""));
     for (const auto& host : bed_->hosts()) EXPECT_EQ(addresses.count(host.address), 1u) << workers.dump(2);
 
-    std::vector<std::map<std::string, torch::Tensor>> ranks;
+    std::vector<SavedModel> ranks;
     for (int i = 0; i < kHosts; ++i) {
       const std::string log = ReadFile(cluster_->job_dir(i, many) + "/trainer.log");
       // Different addresses: gradients went over herd's TCP mesh, not shared memory.
@@ -90,17 +88,13 @@ class MultiHost : public ::testing::Test {
     for (int i = 1; i < kHosts; ++i) EXPECT_TRUE(DifferingTensors(ranks[0], ranks[i]).empty()) << "rank of worker " << i;
     double max_diff = 0;
     for (const auto& [name, value] : ranks[0]) {
-      max_diff = std::max(max_diff, (value - alone.at(name)).abs().max().item<double>());
+      max_diff = std::max(max_diff, MaxAbsDifference(value, alone.at(name)));
     }
     EXPECT_LE(max_diff, 1e-5);
     // Training moved the parameters, so the comparison is not vacuous.
-    v1::ModelSpec spec;
-    spec.set_name("mlp");
-    auto initial = CreateModel(spec, ModelInputInfo{{784}, 10}, 42);
-    ASSERT_TRUE(initial.ok()) << initial.status();
     double moved = 0;
-    for (const auto& [name, value] : (*initial)->NamedParameters()) {
-      moved = std::max(moved, (value - ranks[0].at(name)).abs().max().item<double>());
+    for (const auto& [name, value] : InitialParameters("mlp", {784}, 10, 42)) {
+      moved = std::max(moved, MaxAbsDifference(value, ranks[0].at(name)));
     }
     EXPECT_GT(moved, 1e-3);
   }

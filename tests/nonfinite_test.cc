@@ -6,38 +6,15 @@
 // their replicas bitwise before they succeed). A model with nothing to
 // train fails at once, saying so.
 #include <gtest/gtest.h>
-#include <torch/script.h>
-#include <torch/torch.h>
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/scripted_models.h"
 
 namespace herd::testing {
 namespace {
 
 using std::chrono::seconds;
-
-// A TorchScript model whose forward(x, y) returns its loss, and an infinite
-// one on its third call: step 3's only micro-batch on every rank (training
-// calls it once per step; evaluation only after the last step).
-std::string BadThirdBatchModel(const std::string& dir, bool trainable = true) {
-  torch::jit::Module module("BadThirdBatch");
-  torch::manual_seed(5);
-  module.register_parameter("w", (torch::randn({16, 4}) * 0.1).set_requires_grad(trainable), /*is_buffer=*/false);
-  module.register_attribute("calls", c10::IntType::get(), int64_t{0});
-  module.define(R"JIT(
-def forward(self, x, y):
-    self.calls += 1
-    logits = torch.matmul(x.flatten(1), self.w)
-    loss = -torch.log_softmax(logits, 1).gather(1, y.unsqueeze(1)).mean()
-    if self.calls == 3:
-        loss = loss * float("inf")
-    return loss
-)JIT");
-  const std::string path = dir + (trainable ? "/bad-third-batch.pt" : "/frozen.pt");
-  module.save(path);
-  return path;
-}
 
 std::string Job(const std::string& model, const std::string& on_nonfinite) {
   return "model: " + model +
@@ -67,7 +44,7 @@ TEST(NonFinite, DivergingJobFailsNamingTheStepAndTheValue) {
 
 TEST(NonFinite, BadBatchFailsTheJobByDefaultNamingItsStep) {
   LocalCluster cluster;
-  const std::string model = BadThirdBatchModel(cluster.root());
+  const std::string model = WriteBadThirdBatchModel(cluster.root());
   const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", ""));
   auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
   ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();
@@ -76,7 +53,7 @@ TEST(NonFinite, BadBatchFailsTheJobByDefaultNamingItsStep) {
 
 TEST(NonFinite, SkipStepDropsTheBadStepOnEveryRankAndTrainsOn) {
   LocalCluster cluster;
-  const std::string model = BadThirdBatchModel(cluster.root());
+  const std::string model = WriteBadThirdBatchModel(cluster.root());
   const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", "skip_step"));
   auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster.Logs();
@@ -97,7 +74,7 @@ TEST(NonFinite, SkipStepDropsTheBadStepOnEveryRankAndTrainsOn) {
 // the restart budget on retries that would fail alike.
 TEST(BadModel, LossThatNeedsNoGradFailsTheJobAtOnceNamingWhy) {
   LocalCluster cluster;
-  const std::string model = BadThirdBatchModel(cluster.root(), /*trainable=*/false);
+  const std::string model = WriteBadThirdBatchModel(cluster.root(), /*trainable=*/false);
   const std::string id = cluster.Submit(Job("{name: torchscript, path: " + model + "}", ""));
   auto job = cluster.WaitForState(id, {"FAILED", "SUCCEEDED"}, seconds(180));
   ASSERT_EQ(job.value("state", ""), "FAILED") << job.dump(2) << cluster.Logs();

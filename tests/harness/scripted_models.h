@@ -1,0 +1,16 @@
+// TorchScript model files the tests submit as `model: {name: torchscript}`.
+// No LibTorch in this header (see final_model.h for why).
+#pragma once
+
+#include <string>
+
+namespace herd::testing {
+
+// Writes, under `dir`, a TorchScript model whose forward(x, y) returns its
+// loss for 16 features and 4 classes, and an infinite loss on its third
+// call (in training, step 3's only micro-batch on every rank; evaluation
+// runs only after the last step). With trainable false its one parameter
+// does not require grad, so it has nothing to train. Returns the path.
+std::string WriteBadThirdBatchModel(const std::string& dir, bool trainable = true);
+
+}  // namespace herd::testing
