@@ -51,7 +51,9 @@ universe=${universe% + }
 targets="${HERD_CUDA_TARGETS:-rdeps($universe, @libtorch//:libtorch + @cuda//:nccl)}"
 echo "cuda build: HERD_LIBTORCH=$HERD_LIBTORCH HERD_CUDA=${HERD_CUDA:-} ${HERD_NCCL_ROOT:+HERD_NCCL_ROOT=$HERD_NCCL_ROOT}"
 # The query runs with the same environment, so @libtorch and @cuda are the CUDA ones.
-list=$(bazel_cuda query "kind('cc_(binary|test|library)', $targets)" --noshow_progress | grep '^//') || {
+# Manual targets (the precompiled-header builders in third_party) are built
+# only as what other targets need.
+list=$(bazel_cuda query "kind('cc_(binary|test|library)', $targets) except attr(tags, manual, $targets)" --noshow_progress | grep '^//') || {
   echo "cuda build: the target query failed" >&2
   exit 1
 }
