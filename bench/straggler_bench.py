@@ -7,13 +7,13 @@ speed by duty-cycling its process with SIGSTOP/SIGCONT from this script
 fewer than W + 1 cores every worker is duty-cycled, the others at
 --fast-fraction and the slow one at --fast-fraction x --fraction, so that
 together they need at most about cores - 0.5 cores: the machine acts as W
-slower cores instead of W processes fighting over too few (see bench/README). Same model,
-per-worker batch, optimizer, one intra-op thread per worker, data and timing
-as bench/compare_ddp.py, whose helpers run each side: herd on a real local
-coordinator + W worker daemons (the slowed process is worker-(W-1)'s trainer,
-found with pgrep by its coordinator, job and worker id), DDP with the
-compare_ddp peer (the slowed process is one rank, found as a child of the
-peer's launcher). samples/s is wall time over the timed steps only (herd:
+slower cores instead of W processes fighting over too few (see bench/README).
+Same model, per-worker batch, optimizer, one intra-op thread per worker, data
+and timing as bench/compare_ddp.py, whose helpers run each side: herd on a
+real local coordinator + W worker daemons (worker-i's trainer found with pgrep
+by its coordinator, job and worker id; the slow one is worker-(W-1)'s), DDP
+with the compare_ddp peer (its ranks are the launcher's children, in start
+order; the slow one is the last). samples/s is wall time over the timed steps only (herd:
 rank 0's commit-point log lines; DDP: between barriers).
 
 Figures, each measured in this run, for each side:
@@ -28,8 +28,8 @@ of the global batch follows its measured rate); DDP always has equal shares.
 
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
-Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 512] [--fraction 0.5]
-                                [--fast-fraction auto] [--period 0.02] [--reps 1]
+Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
+                                [--fast-fraction auto] [--period 0.01] [--reps 1]
                                 [--model mlp] [--shares throughput|equal] [--bin-dir bazel-bin]
 """
 import argparse
@@ -227,7 +227,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100, help="timed steps (a multiple of --warmup)")
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch", type=int, default=512,
+    p.add_argument("--batch", type=int, default=1024,
                    help="per worker: large enough that a step spans several duty-cycle periods")
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--fraction", type=float, default=0.5,
@@ -236,7 +236,7 @@ def main():
     p.add_argument("--fast-fraction", type=float,
                    help="the other workers' running fraction (default: 1 with at least W + 1 cores, else "
                         "(cores - 0.5) / (W - 1 + --fraction))")
-    p.add_argument("--period", type=float, default=0.02, help="duty cycle period, seconds")
+    p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
     p.add_argument("--model", default="mlp", help="a bench/compare_ddp.py model")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
