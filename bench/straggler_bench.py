@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """herd and PyTorch DDP with one slow worker, in one run (issue 31).
 
-W workers (default 3), one of them slowed to about --fraction of its speed by
-duty-cycling its process with SIGSTOP/SIGCONT from this script
-(bench/duty_cycle.py; no cgroups, no knob in the product). Same model,
-per-worker batch, optimizer, one intra-op thread per worker, data and timing
-as bench/compare_ddp.py, whose helpers run each side: herd on a real local
-coordinator + W worker daemons (the slowed process is worker-(W-1)'s trainer,
-found with pgrep by its coordinator, job and worker id), DDP with the
-compare_ddp peer (the slowed process is one rank, found as a child of the
-peer's launcher). samples/s is wall time over the timed steps only (herd:
+W workers (default 3), one of them slowed to about --fraction of the others'
+speed by duty-cycling its process with SIGSTOP/SIGCONT from this script
+(bench/duty_cycle.py; no cgroups, no knob in the product). On a machine with
+fewer than W + 1 cores every worker is duty-cycled, the others at
+--fast-fraction and the slow one at --fast-fraction x --fraction, so that
+together they need at most about cores - 0.5 cores: the machine acts as W
+slower cores instead of W processes fighting over too few (see bench/README).
+Same model, per-worker batch, optimizer, one intra-op thread per worker, data
+and timing as bench/compare_ddp.py, whose helpers run each side: herd on a
+real local coordinator + W worker daemons (worker-i's trainer found with pgrep
+by its coordinator, job and worker id; the slow one is worker-(W-1)'s), DDP
+with the compare_ddp peer (its ranks are the launcher's children, in start
+order; the slow one is the last). samples/s is wall time over the timed steps only (herd:
 rank 0's commit-point log lines; DDP: between barriers).
 
 Figures, each measured in this run, for each side:
-- solo: one worker alone, unslowed (fast) and slowed (slow);
+- solo: one worker alone at the fast fraction (fast) and at the slow one (slow);
 - sum of solo rates: (W-1) x fast + slow, what W such workers could do if
   none waited for another;
 - slowed W: W workers, one slowed.
@@ -24,7 +28,8 @@ of the global batch follows its measured rate); DDP always has equal shares.
 
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
-Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--fraction 0.5] [--reps 1]
+Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
+                                [--fast-fraction auto] [--period 0.01] [--reps 1]
                                 [--model mlp] [--shares throughput|equal] [--bin-dir bazel-bin]
 """
 import argparse
@@ -32,6 +37,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -106,32 +112,65 @@ def seconds_of_day(unix):
     return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec + unix % 1
 
 
-def herd_run(cluster, world, args, slow_worker=None):
-    """samples/s of one herd job on `world` workers; `slow_worker` (a worker-id regex) names whose trainer
-    to slow. Returns (samples/s, the DutyCycle or None)."""
+def cycle_all(pids_by_rank, fractions, period):
+    """One DutyCycle per process, each at its fraction; a fraction of 1 runs it unslowed (no signals)."""
+    return [DutyCycle(pid, fractions[i], period).start() for i, pid in enumerate(pids_by_rank)]
+
+
+def stop_all(cycles):
+    for cycle in cycles:
+        cycle.stop()
+
+
+REPLAN = re.compile(r"step (\d+): batch shares re-planned .* -> \[([0-9, ]+)\]")
+WAITED = re.compile(r"waited [0-9.]+ s \(([0-9.]+)%\) for the all-reduce")
+
+
+def herd_notes(cluster, job, world):
+    """From the trainers' logs: each re-plan of the shares (rank 0), and each rank's share of its training
+    time spent waiting for the all-reduce: where a W-worker run loses time against the sum of solo rates."""
+    replans, waits = [], []
+    for i in range(world):
+        path = os.path.join(cluster.dir, f"worker-{i}", "jobs", job, "trainer.log")
+        with open(path) as f:
+            for line in f:
+                if m := REPLAN.search(line):
+                    replans.append(f"step {m.group(1)} [{m.group(2)}]")
+                if m := WAITED.search(line):
+                    waits.append(f"{float(m.group(1)):.0f}%")
+    return (f"  shares {' '.join(replans) or 'never re-planned'};" if world > 1 else "") + \
+        (f" all-reduce wait {'/'.join(waits)}" if world > 1 else "")
+
+
+def herd_run(cluster, world, args, fractions):
+    """samples/s of one herd job on `world` workers, worker-i's trainer duty-cycled at fractions[i].
+    Returns (samples/s, [DutyCycle], notes)."""
     old = set(trainer_jobs(cluster, "worker-[0-9]+").values())  # trainers of earlier jobs may still be exiting
     thread, box = in_background(run_herd, cluster, args.model, world, args)
-    cycle = job = None
+    cycles = []
+    job = None
     try:
-        if slow_worker is not None:
-            def find():
-                new = {pid: j for pid, j in trainer_jobs(cluster, slow_worker).items() if j not in old}
-                return next(iter(new.items()), None)
-            pid, job = wait_for(find, thread, f"a trainer on {slow_worker}")
-            cycle = DutyCycle(pid, args.fraction, args.period).start()
+        def find():
+            new = {pid: j for pid, j in trainer_jobs(cluster, "worker-[0-9]+").items() if j not in old}
+            return new if len(new) == world else None
+        found = wait_for(find, thread, f"{world} trainers")
+        job = next(iter(found.values()))
+        by_worker = {}
+        for i in range(world):
+            by_worker[i] = next(pid for pid in trainer_jobs(cluster, f"worker-{i}") if pid in found)
+        cycles = cycle_all([by_worker[i] for i in range(world)], fractions, args.period)
         sps, _ = result_of(thread, box)
     finally:
-        if cycle:
-            cycle.stop()
-    if cycle:
-        # The slowdown must cover the timed steps: it began before rank 0 logged the first of them.
-        for log in glob.glob(os.path.join(cluster.dir, "worker-*", "jobs", job, "trainer.log")):
-            times = step_times(log)
-            if args.warmup in times:
-                lead = (times[args.warmup] - seconds_of_day(cycle.started_at)) % 86400
-                if lead > 43200:
-                    raise RuntimeError(f"herd: the slowdown began {86400 - lead:.2f} s after the timed steps")
-    return sps, cycle
+        stop_all(cycles)
+    # The slowdown must cover the timed steps: it began before rank 0 logged the first of them.
+    began = max(c.started_at for c in cycles)
+    for log in glob.glob(os.path.join(cluster.dir, "worker-*", "jobs", job, "trainer.log")):
+        times = step_times(log)
+        if args.warmup in times:
+            lead = (times[args.warmup] - seconds_of_day(began)) % 86400
+            if lead > 43200:
+                raise RuntimeError(f"herd: the slowdown began {86400 - lead:.2f} s after the timed steps")
+    return sps, cycles, herd_notes(cluster, job, world)
 
 
 def children(parent, pattern):
@@ -144,34 +183,43 @@ def start_time(pid):
         return int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
 
 
-def ddp_run(world, args, slow=False):
-    """samples/s of one DDP run on `world` ranks; with `slow`, the last rank started is slowed."""
+def ddp_run(world, args, fractions):
+    """samples/s of one DDP run on `world` ranks, the i-th rank started duty-cycled at fractions[i]
+    (so the last one started gets the last fraction). Returns (samples/s, [DutyCycle])."""
     thread, box = in_background(run_ddp, args.model, world, args)
-    cycle = None
+    cycles = []
     script = os.path.basename(ddp_command(args.model, args.torchscript)[0])
     try:
-        if slow:
-            launcher = wait_for(lambda: children(os.getpid(), script), thread, "the DDP launcher")[0]
+        launcher = wait_for(lambda: children(os.getpid(), script), thread, "the DDP launcher")[0]
 
-            def ranks():
-                pids = children(launcher, "spawn_main")
-                return pids if len(pids) == world else None
-            pid = max(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time)
-            cycle = DutyCycle(pid, args.fraction, args.period).start()
+        def ranks():
+            pids = children(launcher, "spawn_main")
+            return pids if len(pids) == world else None
+        cycles = cycle_all(sorted(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time), fractions,
+                           args.period)
         sps, _ = result_of(thread, box)
         finished = time.time()
     finally:
-        if cycle:
-            cycle.stop()
-    if cycle:
-        timed = args.steps * args.batch * world / sps  # the timed window's length
-        if cycle.started_at > finished - timed:
-            raise RuntimeError("DDP: the slowdown began after the timed steps")
-    return sps, cycle
+        stop_all(cycles)
+    timed = args.steps * args.batch * world / sps  # the timed window's length
+    if max(c.started_at for c in cycles) > finished - timed:
+        raise RuntimeError("DDP: the slowdown began after the timed steps")
+    return sps, cycles, ""
 
 
-def describe(cycle):
-    return f"  (stopped {100 * cycle.stopped_fraction():.0f}% of {cycle.cycles} cycles)" if cycle else ""
+def describe(cycles):
+    """What the duty cycles really achieved: each process's running share (1 - stopped) and cycles."""
+    return "  (ran " + ", ".join(f"{1 - c.stopped_fraction():.2f}" + (f" of {c.cycles}" if c.cycles else "")
+                                 for c in cycles) + ")"
+
+
+def default_fast_fraction(cores, world, slow_ratio):
+    """The unslowed workers' running fraction: 1 with a spare core (cores >= W + 1), else the largest f with
+    (W - 1) f + slow_ratio f <= cores - 0.5, so W throttled workers fit in the cores with headroom for the
+    coordinator, the daemons and this script."""
+    if cores >= world + 1:
+        return 1.0
+    return min(1.0, (cores - 0.5) / (world - 1 + slow_ratio))
 
 
 def main():
@@ -179,20 +227,31 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100, help="timed steps (a multiple of --warmup)")
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--batch", type=int, default=64, help="per worker")
+    p.add_argument("--batch", type=int, default=1024,
+                   help="per worker: large enough that a step spans several duty-cycle periods")
     p.add_argument("--world", type=int, default=3)
-    p.add_argument("--fraction", type=float, default=0.5, help="the slowed worker's running fraction")
-    p.add_argument("--period", type=float, default=0.04, help="duty cycle period, seconds")
+    p.add_argument("--fraction", type=float, default=0.5,
+                   help="the slowed worker's speed relative to the others (its running fraction is this x "
+                        "--fast-fraction)")
+    p.add_argument("--fast-fraction", type=float,
+                   help="the other workers' running fraction (default: 1 with at least W + 1 cores, else "
+                        "(cores - 0.5) / (W - 1 + --fraction))")
+    p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
     p.add_argument("--model", default="mlp", help="a bench/compare_ddp.py model")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
                    help="herd's sync.shares (DDP's shares are always equal)")
+    p.add_argument("--sides", default="herd,ddp", help="which sides to run (the summary needs both)")
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
     args = p.parse_args()
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
     if not 0 < args.fraction < 1:
         p.error("--fraction must be in (0, 1)")
+    if args.fast_fraction is None:
+        args.fast_fraction = default_fast_fraction(os.cpu_count(), args.world, args.fraction)
+    if not 0 < args.fast_fraction <= 1:
+        p.error(f"--fast-fraction must be in (0, 1], got {args.fast_fraction}")
     if args.world < 2:
         p.error("--world must be at least 2")
     if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
@@ -202,47 +261,50 @@ def main():
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \
         if args.model == "torchscript" else None
     W = args.world
+    fast, slow = args.fast_fraction, args.fast_fraction * args.fraction
     began = time.time()
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, {args.model}, batch {args.batch}/worker, {args.warmup} warmup + {args.steps} "
-          f"timed steps, W={W}, one worker duty-cycled at {args.fraction} of {1000 * args.period:.0f} ms, "
+          f"timed steps, W={W}, workers run {fast:.3f} and the slow one {slow:.3f} of every "
+          f"{1000 * args.period:.0f} ms (demand {(W - 1) * fast + slow:.2f} cores), "
           f"{args.reps} reps, herd sync.shares {args.shares}", flush=True)
     runs = {}  # (side, case) -> [samples/s]
 
-    def record(side, case, sps, cycle):
+    def record(side, case, sps, cycles, notes):
         runs.setdefault((side, case), []).append(sps)
-        print(f"rep {rep} {side:4s} {case:9s} {sps:9.1f} samples/s{describe(cycle)}", flush=True)
+        print(f"rep {rep} {side:4s} {case:9s} {sps:9.1f} samples/s{describe(cycles)}  load "
+              f"{os.getloadavg()[0]:.2f}{notes}", flush=True)
 
     cluster = LocalCluster(bin_dir, W)
     try:
         for rep in range(args.reps):
-            for side in (["herd", "ddp"] if rep % 2 == 0 else ["ddp", "herd"]):  # neither side always first
-                if side == "herd":
-                    record(side, "solo", *herd_run(cluster, 1, args))
-                    record(side, "solo slow", *herd_run(cluster, 1, args, slow_worker="worker-[0-9]+"))
-                    record(side, f"W={W} slow", *herd_run(cluster, W, args, slow_worker=f"worker-{W - 1}"))
-                else:
-                    record(side, "solo", *ddp_run(1, args))
-                    record(side, "solo slow", *ddp_run(1, args, slow=True))
-                    record(side, f"W={W} slow", *ddp_run(W, args, slow=True))
+            order = ["herd", "ddp"] if rep % 2 == 0 else ["ddp", "herd"]  # neither side always first
+            for side in [s for s in order if s in args.sides.split(",")]:
+                run = (lambda world, fr: herd_run(cluster, world, args, fr)) if side == "herd" else \
+                    (lambda world, fr: ddp_run(world, args, fr))
+                record(side, "solo", *run(1, [fast]))
+                record(side, "solo slow", *run(1, [slow]))
+                record(side, f"W={W} slow", *run(W, [fast] * (W - 1) + [slow]))
     finally:
         cluster.stop()
 
+    if set(args.sides.split(",")) != {"herd", "ddp"}:
+        return
     summary = {}
     print(f"\n{'side':4s} {'solo':>9s} {'solo slow':>9s} {'sum solo':>9s} {f'W={W} slow':>9s} "
           f"{'/sum solo':>9s} {'/W x slow':>9s}")
     for side in ("herd", "ddp"):
-        fast = statistics.median(runs[(side, "solo")])
-        slow = statistics.median(runs[(side, "solo slow")])
+        solo = statistics.median(runs[(side, "solo")])
+        solo_slow = statistics.median(runs[(side, "solo slow")])
         together = statistics.median(runs[(side, f"W={W} slow")])
-        total = (W - 1) * fast + slow
-        summary[side] = {"solo_samples_per_s": round(fast, 1), "solo_slow_samples_per_s": round(slow, 1),
+        total = (W - 1) * solo + solo_slow
+        summary[side] = {"solo_samples_per_s": round(solo, 1), "solo_slow_samples_per_s": round(solo_slow, 1),
                          "sum_of_solo_samples_per_s": round(total, 1),
                          "slowed_world_samples_per_s": round(together, 1),
                          "ratio_to_sum_of_solo": round(together / total, 3),
-                         "ratio_to_world_x_slowest": round(together / (W * slow), 3)}
-        print(f"{side:4s} {fast:9.1f} {slow:9.1f} {total:9.1f} {together:9.1f} {together / total:9.3f} "
-              f"{together / (W * slow):9.3f}")
+                         "ratio_to_world_x_slowest": round(together / (W * solo_slow), 3)}
+        print(f"{side:4s} {solo:9.1f} {solo_slow:9.1f} {total:9.1f} {together:9.1f} {together / total:9.3f} "
+              f"{together / (W * solo_slow):9.3f}")
     herd_ratio = summary["herd"]["ratio_to_sum_of_solo"]
     print(f"herd/sum of solo {herd_ratio:.3f} (target >= 0.9: {'met' if herd_ratio >= 0.9 else 'missed'}); "
           f"DDP/sum of solo {summary['ddp']['ratio_to_sum_of_solo']:.3f}; "
@@ -250,7 +312,8 @@ def main():
           f", DDP {summary['ddp']['solo_slow_samples_per_s'] / summary['ddp']['solo_samples_per_s']:.2f}; "
           f"{time.time() - began:.0f} s, load {os.getloadavg()[0]:.1f}")
     print(json.dumps({"benchmark": "straggler", "model": args.model, "batch": args.batch, "steps": args.steps,
-                      "warmup": args.warmup, "world": W, "fraction": args.fraction, "shares": args.shares, "period_s": args.period,
+                      "warmup": args.warmup, "world": W, "fraction": args.fraction, "fast_fraction": fast,
+                      "slow_fraction": slow, "shares": args.shares, "period_s": args.period,
                       "reps": args.reps, "cores": os.cpu_count(), "herd_target_met": herd_ratio >= 0.9,
                       "results": summary, "runs": {f"{s} {c}": v for (s, c), v in runs.items()}}))
 

@@ -91,6 +91,8 @@ absl::Status Trainer::Setup() {
   // Every generation starts from equal shares: its members' rates are not
   // known yet, and a fixed start keeps sync.shares equal reproducible.
   shares_ = EqualShares(per_step, static_cast<int>(join_.world_size()));
+  previous_interval_.clear();
+  first_step_ = pos_.step + 1;
   if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
   total_steps_ = TotalSteps();
   // optimizer.scale_lr follows this generation's world size.
@@ -303,9 +305,11 @@ absl::Status Trainer::TrainStep() {
   // rounds after it included) split into the sync's wait and the rest.
   const double wait_seconds = sync_->last_step().wait_seconds;
   stats.compute_seconds = std::max(0.0, wall_seconds - wait_seconds);
-  ctx_.window.compute_seconds += stats.compute_seconds;
-  ctx_.window.wait_seconds += wait_seconds;
-  ++ctx_.window.steps;
+  if (pos_.step != first_step_) {
+    ctx_.window.compute_seconds += stats.compute_seconds;
+    ctx_.window.wait_seconds += wait_seconds;
+    ++ctx_.window.steps;
+  }
   if (auto s = EndEpochIfDone(); !s.ok()) return s;
   ObserveStep(stats);
   return absl::OkStatus();
@@ -471,7 +475,14 @@ absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
 
 void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
   if (!ctx_.sync.throughput_shares) return;
-  std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times);
+  std::vector<std::optional<ShareMeasurement>> measured(times.size());
+  for (size_t r = 0; r < times.size() && r < shares_.size(); ++r) {
+    if (times[r].steps > 0) {
+      measured[r] = ShareMeasurement{shares_[r], times[r].compute_seconds / static_cast<double>(times[r].steps)};
+    }
+  }
+  std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times, previous_interval_);
+  previous_interval_ = std::move(measured);
   if (!planned.has_value()) return;
   if (join_.rank() == 0) {
     LOG(INFO) << "step " << pos_.step << ": batch shares re-planned from the ranks' rates: ["

@@ -28,6 +28,7 @@
 #include "worker/train/coordinator_link.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
+#include "worker/train/batch_shares.h"
 #include "worker/train/sampler.h"
 #include "worker/train/straggler.h"
 #include "worker/train/sync_strategy.h"
@@ -146,6 +147,12 @@ class Trainer {
 
   // Samples of each rank per step this generation (batch_shares.h).
   std::vector<int64_t> shares_;
+  // Each rank's share and compute per step over the previous log interval:
+  // with this one's, a second point to fit a fixed cost per step from.
+  std::vector<std::optional<ShareMeasurement>> previous_interval_;
+  // The generation's first step (allocations, lazy initialization) is no
+  // measure of a rank's speed: left out of the straggler window.
+  int64_t first_step_ = 0;
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;
   int64_t last_commit_step_ = 0;
