@@ -245,14 +245,20 @@ restart_budget: 1
     // A generation starts from the step committed when the last one died,
     // which can be past any step this test saw (the trainers commit every 5
     // steps, fast): wait until this generation has trained 10 steps past
-    // its own start, so its trainers are running when they are killed.
+    // its own start, so its trainers are running when they are killed, and
+    // until a checkpoint is recorded: a loss of every trainer resumes from
+    // one (with none yet, it fails the job at once, a different case).
     auto started =
         WaitForJob(cluster, id, [&](const auto& j) { return Field(j, "generation") >= round + 1; }, seconds(120));
     ASSERT_EQ(Field(started, "generation"), round + 1) << started.dump(2) << cluster.Logs();
     const int64_t start_step = Field(started, "step");
     auto job = WaitForJob(
         cluster, id,
-        [&](const auto& j) { return Field(j, "generation") != round + 1 || Field(j, "step") >= start_step + 10; },
+        [&](const auto& j) {
+          return Field(j, "generation") != round + 1 ||
+                 (Field(j, "step") >= start_step + 10 &&
+                  !cluster.HerdJson({"checkpoints", id}).value("checkpoints", nlohmann::json::array()).empty());
+        },
         seconds(120));
     ASSERT_EQ(Field(job, "generation"), round + 1) << job.dump(2) << cluster.Logs();
     ASSERT_GE(Field(job, "step"), start_step + 10) << job.dump(2) << cluster.Logs();
