@@ -13,6 +13,17 @@ std::vector<int64_t> EqualShares(int64_t total, int world) {
   return shares;
 }
 
+std::vector<std::optional<ShareMeasurement>> MeasureShares(const std::vector<int64_t>& shares,
+                                                           const std::vector<RankStepTimes>& times) {
+  std::vector<std::optional<ShareMeasurement>> measured(times.size());
+  for (size_t r = 0; r < times.size() && r < shares.size(); ++r) {
+    const RankStepTimes& t = times[r];
+    if (shares[r] <= 0 || t.steps <= 0 || !(t.compute_seconds > 0) || !std::isfinite(t.compute_seconds)) continue;
+    measured[r] = ShareMeasurement{shares[r], t.compute_seconds / static_cast<double>(t.steps)};
+  }
+  return measured;
+}
+
 StepTimeModel FitStepTime(const ShareMeasurement& latest, const std::optional<ShareMeasurement>& earlier) {
   const double s2 = static_cast<double>(latest.share);
   const double t2 = latest.compute_seconds_per_step;
@@ -101,14 +112,11 @@ std::optional<std::vector<int64_t>> PlanThroughputShares(const std::vector<int64
   if (world < 2 || times.size() != world) return std::nullopt;
   const int64_t total = std::accumulate(current.begin(), current.end(), int64_t{0});
   if (total < static_cast<int64_t>(world)) return std::nullopt;
+  const std::vector<std::optional<ShareMeasurement>> latest = MeasureShares(current, times);
   std::vector<StepTimeModel> models(world);
   for (size_t r = 0; r < world; ++r) {
-    const RankStepTimes& t = times[r];
-    if (current[r] <= 0 || t.steps <= 0 || !(t.compute_seconds > 0) || !std::isfinite(t.compute_seconds)) {
-      return std::nullopt;
-    }
-    const ShareMeasurement latest{current[r], t.compute_seconds / static_cast<double>(t.steps)};
-    models[r] = FitStepTime(latest, r < earlier.size() ? earlier[r] : std::nullopt);
+    if (!latest[r].has_value()) return std::nullopt;
+    models[r] = FitStepTime(*latest[r], r < earlier.size() ? earlier[r] : std::nullopt);
   }
   std::vector<int64_t> proposed = RoundShares(total, IdealShares(total, models));
   if (proposed == current) return std::nullopt;

@@ -33,6 +33,12 @@ struct ShareMeasurement {
   double compute_seconds_per_step = 0;
 };
 
+// Each rank's measurement at its share `shares[r]` over an interval: nullopt
+// for a rank without a valid one (no share, no steps, no finite positive
+// compute time) or beyond either vector.
+std::vector<std::optional<ShareMeasurement>> MeasureShares(const std::vector<int64_t>& shares,
+                                                           const std::vector<RankStepTimes>& times);
+
 // A rank's compute seconds per step as a function of its share:
 // fixed_seconds + per_sample_seconds * share. The fixed part is what a step
 // costs whatever its size (the optimizer's update, the sync's own work, the

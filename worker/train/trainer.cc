@@ -475,14 +475,8 @@ absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
 
 void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
   if (!ctx_.sync.throughput_shares) return;
-  std::vector<std::optional<ShareMeasurement>> measured(times.size());
-  for (size_t r = 0; r < times.size() && r < shares_.size(); ++r) {
-    if (times[r].steps > 0) {
-      measured[r] = ShareMeasurement{shares_[r], times[r].compute_seconds / static_cast<double>(times[r].steps)};
-    }
-  }
   std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times, previous_interval_);
-  previous_interval_ = std::move(measured);
+  previous_interval_ = MeasureShares(shares_, times);
   if (!planned.has_value()) return;
   if (join_.rank() == 0) {
     LOG(INFO) << "step " << pos_.step << ": batch shares re-planned from the ranks' rates: ["
