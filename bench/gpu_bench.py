@@ -90,6 +90,10 @@ SPEED_TARGET, MEMORY_TARGET = 1.1, 1.05  # issue 28: herd >= 1.1x eager's sample
 PARAMETERS = re.compile(r" with (\d+) parameters")
 MEMORY_METRIC = "herd_train_device_memory_peak_bytes"
 METRIC_LINE = re.compile(r"^" + MEMORY_METRIC + r"\{([^}]*)\}\s+(\S+)", re.M)
+# The trainer's host seconds per phase (clock reads around kernel launches, not GPU time): against the run's
+# wall time they say whether herd's step loop is bound by its host thread or by the GPU.
+HOST_COUNTERS = ("steps", "forward_seconds", "backward_seconds", "optimizer_seconds", "compute_seconds")
+COUNTER_LINE = re.compile(r"^herd_train_(" + "|".join(HOST_COUNTERS) + r")_total\{([^}]*)\}\s+(\S+)", re.M)
 # Any series of the trainer's: the scrape reached the trainer's metrics even where the memory one is absent.
 STEPS_LINE = re.compile(r"^herd_train_steps_total\{([^}]*)\}", re.M)
 JOB_LABEL = re.compile(r'job="([^"]*)"')
@@ -112,6 +116,7 @@ class MemoryWatcher(threading.Thread):
         self.interval = interval
         self.peaks = {}
         self.scraped = set()  # jobs whose trainer metrics a scrape saw
+        self.counters = {}  # job -> {counter: largest value seen}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -130,6 +135,11 @@ class MemoryWatcher(threading.Thread):
                 job = JOB_LABEL.search(labels)
                 if job:
                     self.peaks[job.group(1)] = max(self.peaks.get(job.group(1), 0.0), float(value))
+            for name, labels, value in COUNTER_LINE.findall(text):
+                job = JOB_LABEL.search(labels)
+                if job:
+                    seen = self.counters.setdefault(job.group(1), {})
+                    seen[name] = max(seen.get(name, 0.0), float(value))
 
     def run(self):
         while not self.stopping.wait(self.interval):
@@ -138,6 +148,13 @@ class MemoryWatcher(threading.Thread):
     def peak(self, job):
         with self.lock:
             return self.peaks.get(job)
+
+    def host_seconds_per_step(self, job):
+        """{phase: host seconds per step} over the whole job (warmup included), or None."""
+        with self.lock:
+            seen = dict(self.counters.get(job, {}))
+        steps = seen.pop("steps", 0)
+        return {k.replace("_seconds", ""): round(v / steps, 6) for k, v in seen.items()} if steps else None
 
     def saw(self, job):
         with self.lock:
@@ -274,7 +291,7 @@ class Bench:
         watcher.scrape()
         return {"samples_per_s": self.steps(shape) * shape["batch"] / seconds, "seconds": seconds,
                 "loss": info.get("loss"), "parameters": int(m.group(1)), "job": job,
-                "peak_bytes": watcher.peak(job)}
+                "peak_bytes": watcher.peak(job), "host_seconds_per_step": watcher.host_seconds_per_step(job)}
 
     def run_torch(self, peer, side, shape, precision, data):
         a = self.args
@@ -306,6 +323,7 @@ def summarize(cells, watcher, device):
                 for r in runs:
                     r["peak_bytes"] = watcher.peak(r["job"]) if watcher else None
                 # Whether /metrics showed every run's trainer: n/a memory then means the metric is absent.
+                row["herd_host_seconds_per_step"] = runs[-1].get("host_seconds_per_step") if runs else None
                 row["herd_metrics_scraped"] = bool(runs) and watcher is not None and all(
                     watcher.saw(r["job"]) for r in runs)
             row[f"{side}_samples_per_s_runs"] = [round(r["samples_per_s"], 1) for r in runs]

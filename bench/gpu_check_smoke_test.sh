@@ -17,7 +17,13 @@ TMPDIR=${TEST_TMPDIR:-${TMPDIR:-/tmp}} OUT="$OUT" HERD_GPU_CHECK_DEVICE=cpu HERD
   bash "$RUNFILES/scripts/gpu_check.sh" "$BUNDLE" > "$OUT/stdout" 2>&1 || status=$?
 cat "$OUT/stdout"
 
-/usr/bin/python3 - "$OUT/gpu_check/gpu_check.json" "$status" <<'EOF'
+# What comes back from a device machine's $OUT (at most 8 files): the summary, the bench's log, one archive.
+ls "$OUT"
+tar -tzf "$OUT/gpu_check.tgz" | grep -qx 'gpu_check/nccl_test.log'
+tar -tzf "$OUT/gpu_check.tgz" | grep -qx 'gpu_check/gpu_bench.json'
+test -s "$OUT/gpu_bench.log"
+
+/usr/bin/python3 - "$OUT/gpu_check.json" "$status" <<'EOF'
 import json, sys
 
 summary = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])

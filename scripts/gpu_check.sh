@@ -18,9 +18,11 @@
 #      fp32 and bf16, within the time left (--budget-s).
 # Prints each part's output as it goes, then ONE JSON line: each part's
 # pass/fail and figures, the GPU's name (nvidia-smi), the total seconds.
-# Writes the parts' outputs, logs and that summary (gpu_check.json) under
-# $OUT when it is set (the device tool brings $OUT back), else under a
-# temporary folder named at the end. Exit status 0 when every part passed.
+# Writes the parts' outputs, logs and that summary (gpu_check.json) under a
+# temporary folder named at the start; when $OUT is set (the device tool
+# brings back at most 8 files from it), $OUT gets gpu_check.json,
+# gpu_bench.log and gpu_check.tgz (the whole folder) instead.
+# Exit status 0 when every part passed.
 #
 # Environment:
 #   HERD_GPU_CHECK_DEVICE=cpu   a dry run on a CPU build (bazel-bin as bin/):
@@ -123,4 +125,11 @@ rm -rf "$WORK"
   > "$RESULTS/gpu_check.json"
 rc=$?
 cat "$RESULTS/gpu_check.json"
+# The device tool brings back at most 8 files from $OUT: there, the summary,
+# the bench's log and one archive of everything else.
+if [[ -n "${OUT:-}" ]]; then
+  tar -C "$OUT" -czf "$OUT/gpu_check.tgz" gpu_check
+  cp "$RESULTS/gpu_check.json" "$RESULTS/gpu_bench.log" "$OUT/" 2>/dev/null
+  rm -rf "$RESULTS"
+fi
 exit $rc

@@ -105,7 +105,7 @@ def gpu_bench(results):
         rows.append({k: r.get(k) for k in (
             "shape", "precision", "herd_samples_per_s", "eager_samples_per_s", "ddp_samples_per_s", "herd_vs_eager",
             "herd_vs_ddp", "herd_peak_bytes", "eager_peak_bytes", "memory_vs_eager", "meets_speed_target",
-            "meets_memory_target", "herd_metrics_scraped")} | {"runs": len(r.get("herd_samples_per_s_runs", [])),
+            "meets_memory_target", "herd_metrics_scraped", "herd_host_seconds_per_step")} | {"runs": len(r.get("herd_samples_per_s_runs", [])),
                                         "errors": len(r.get("errors", []))})
     part.update(complete=report.get("complete"), seconds=report.get("seconds"), torch=report.get("torch"),
                 threads=report.get("threads"), results=rows)
