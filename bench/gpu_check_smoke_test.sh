@@ -34,6 +34,9 @@ assert summary["device"] == "cpu"
 assert parts["nccl_smoke"]["status"] == "skipped", parts["nccl_smoke"]
 assert parts["nccl_communicator_test"]["status"] == "passed", parts["nccl_communicator_test"]
 assert parts["nccl_communicator_test"]["passed"] >= 1 and parts["nccl_communicator_test"]["failed"] == 0
+# The fused CUDA optimizer's test has nothing to run without CUDA: every case skips.
+assert parts["fused_optimizer_test"]["status"] == "skipped", parts["fused_optimizer_test"]
+assert parts["fused_optimizer_test"]["skipped"] >= 8 and parts["fused_optimizer_test"]["failed"] == 0
 job = parts["herd_job"]
 assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
 bench = parts["gpu_bench"]

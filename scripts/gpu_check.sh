@@ -7,11 +7,13 @@
 # BUNDLE_DIR is what scripts/gpu_bundle.sh packs: bin/ in bazel-bin's layout
 # (coordinator/herd-coordinator, worker/daemon/herd-worker,
 # worker/train/herd-trainer, client/herd, worker/comm/nccl_smoke,
-# worker/comm/nccl_communicator_test) and lib/, the shared libraries herd's
+# worker/comm/nccl_communicator_test, worker/train/fused_optimizer_test) and lib/, the shared libraries herd's
 # processes need (LD_LIBRARY_PATH for them only, never for Python).
 # Parts, each bounded by `timeout` so one hang cannot eat the others' time:
 #   1. nccl_smoke --world=1 (its JSON line);
 #   2. nccl_communicator_test (gtest; passed / skipped / failed);
+#   2b. fused_optimizer_test (gtest: the fused CUDA optimizer step against
+#      LibTorch's optimizers);
 #   3. a herd job end to end on the device (scripts/gpu_job_check.py: a local
 #      coordinator, one worker, the CLI, a small mlp job that must SUCCEED);
 #   4. bench/gpu_bench.py: herd against PyTorch eager and DDP, every shape,
@@ -96,6 +98,14 @@ herd_env bounded 120 "$BIN/worker/comm/nccl_communicator_test" --gtest_output="j
 echo $? > "$RESULTS/nccl_test.rc"
 echo $(( SECONDS - start )) > "$RESULTS/nccl_test.seconds"
 grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$RESULTS/nccl_test.log" | head -20
+
+echo "== 2b. fused_optimizer_test"
+start=$SECONDS
+herd_env bounded 60 "$BIN/worker/train/fused_optimizer_test" --gtest_output="json:$RESULTS/fused_optimizer_test.json" \
+  > "$RESULTS/fused_optimizer_test.log" 2>&1
+echo $? > "$RESULTS/fused_optimizer_test.rc"
+echo $(( SECONDS - start )) > "$RESULTS/fused_optimizer_test.seconds"
+grep -E '^\[  (PASSED|SKIPPED|FAILED) |Failure|max difference' "$RESULTS/fused_optimizer_test.log" | head -20
 
 echo "== 3. a herd job on $DEVICE"
 TMPDIR="$WORK/tmp" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \

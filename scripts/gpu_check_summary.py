@@ -58,11 +58,12 @@ def nccl_smoke(results):
     return dict(part, status="passed" if code == 0 and out.get("ok") else "failed")
 
 
-def nccl_test(results):
-    code = rc(results, "nccl_test")
-    part = {"rc": code, "seconds": int(read(results, "nccl_test.seconds", "0") or 0)}
+def gtest(results, name):
+    """A gtest binary's part from NAME.rc, NAME.seconds and its JSON report NAME.json."""
+    code = rc(results, name)
+    part = {"rc": code, "seconds": int(read(results, name + ".seconds", "0") or 0)}
     try:
-        report = json.loads(read(results, "nccl_test.json", ""))
+        report = json.loads(read(results, name + ".json", ""))
     except ValueError:
         return dict(part, status="failed", error="timed out" if timed_out(code) else "no gtest JSON report")
     passed, skipped, failed = 0, [], []
@@ -117,7 +118,8 @@ def gpu_bench(results):
 
 def main():
     results, device, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    parts = {"nccl_smoke": nccl_smoke(results), "nccl_communicator_test": nccl_test(results),
+    parts = {"nccl_smoke": nccl_smoke(results), "nccl_communicator_test": gtest(results, "nccl_test"),
+             "fused_optimizer_test": gtest(results, "fused_optimizer_test"),
              "herd_job": herd_job(results), "gpu_bench": gpu_bench(results)}
     allowed = {"passed"} if device == "cuda" else {"passed", "skipped"}
     ok = all(p["status"] in allowed for p in parts.values())

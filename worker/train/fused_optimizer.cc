@@ -73,7 +73,7 @@ torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t
     cached.value = 0;
   }
   if (cached.value != step) cached.count.fill_(static_cast<double>(step));  // a device fill, no host sync
-  cached.value = step + 1;  // what the kernel leaves it at
+  cached.value = step + 1;  // what the increment before the kernel leaves it at
   return cached.count;
 }
 
@@ -112,6 +112,10 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
           visit(AdamState<torch::optim::AdamParamState>(optimizer, p));
         }
       }
+      // The kernels read the count of the update they make (1 on the first,
+      // for its bias correction) and do not increment it: PyTorch adds 1
+      // before calling them, and so does this, in one multi-tensor kernel.
+      torch::_foreach_add_(steps, 1);
       if (adamw) {
         const auto& o = static_cast<torch::optim::AdamWOptions&>(options);
         FusedAdamStep(true, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),

@@ -26,8 +26,9 @@ class FusedOptimizerStep {
 
  private:
   // Adam's step count as the fused kernels want it: a float tensor on the
-  // device, which they increment. Refilled from the state's int64 count
-  // when that changed behind its back (a restore or heal).
+  // device, holding the updates taken before this one; Step adds 1 before
+  // the kernel reads it. Refilled from the state's int64 count when that
+  // changed behind its back (a restore or heal).
   struct DeviceStep {
     torch::Tensor count;
     int64_t value = -1;

@@ -6,6 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 
 namespace herd {
@@ -16,20 +18,25 @@ using torch::optim::AdamWParamState;
 using torch::optim::OptimizerParamState;
 using torch::optim::SGDParamState;
 
-// Copies into `to`'s buffer when it fits, else allocates a copy: on the
-// host when `on_host` (pinned for a CUDA tensor, so the copy is a DMA that
-// Capture waits for once), else on `from`'s device.
-void CopyTensor(const torch::Tensor& from, torch::Tensor* to, bool on_host = false) {
+// Where a copy goes: the host (Capture of a host snapshot), a given device
+// (Apply: the parameter's), or unset: `from`'s own device.
+using Destination = std::optional<torch::Device>;
+const Destination kHost = torch::Device(torch::kCPU);
+
+// Copies into `to`'s buffer when it fits, else allocates a copy on
+// `destination`. Device to host lands in pinned memory, so the copy is a
+// DMA that Capture waits for once.
+void CopyTensor(const torch::Tensor& from, torch::Tensor* to, Destination destination = std::nullopt) {
   if (!from.defined()) {
     *to = torch::Tensor();
     return;
   }
-  const torch::Device device = on_host ? torch::Device(torch::kCPU) : from.device();
-  const bool from_device = on_host && !from.device().is_cpu();
+  const torch::Device device = destination.value_or(from.device());
+  const bool to_host_from_device = device.is_cpu() && !from.device().is_cpu();
   if (!to->defined() || to->sizes() != from.sizes() || to->dtype() != from.dtype() || to->device() != device) {
-    *to = torch::empty(from.sizes(), from.options().device(device).pinned_memory(from_device));
+    *to = torch::empty(from.sizes(), from.options().device(device).pinned_memory(to_host_from_device));
   }
-  to->copy_(from, /*non_blocking=*/from_device);
+  to->copy_(from, /*non_blocking=*/to_host_from_device);
 }
 
 template <typename State>
@@ -40,23 +47,23 @@ State* ReuseOrMake(std::unique_ptr<OptimizerParamState>* slot) {
 }
 
 template <typename AdamState>
-void CopyAdam(const AdamState& from, std::unique_ptr<OptimizerParamState>* slot, bool on_host) {
+void CopyAdam(const AdamState& from, std::unique_ptr<OptimizerParamState>* slot, Destination destination) {
   AdamState* to = ReuseOrMake<AdamState>(slot);
   to->step(from.step());
-  CopyTensor(from.exp_avg(), &to->exp_avg(), on_host);
-  CopyTensor(from.exp_avg_sq(), &to->exp_avg_sq(), on_host);
-  CopyTensor(from.max_exp_avg_sq(), &to->max_exp_avg_sq(), on_host);
+  CopyTensor(from.exp_avg(), &to->exp_avg(), destination);
+  CopyTensor(from.exp_avg_sq(), &to->exp_avg_sq(), destination);
+  CopyTensor(from.max_exp_avg_sq(), &to->max_exp_avg_sq(), destination);
 }
 
 // A deep copy of one parameter's optimizer state into `slot`.
 absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<OptimizerParamState>* slot,
-                            bool on_host = false) {
+                            Destination destination) {
   if (const auto* sgd = dynamic_cast<const SGDParamState*>(&from)) {
-    CopyTensor(sgd->momentum_buffer(), &ReuseOrMake<SGDParamState>(slot)->momentum_buffer(), on_host);
+    CopyTensor(sgd->momentum_buffer(), &ReuseOrMake<SGDParamState>(slot)->momentum_buffer(), destination);
   } else if (const auto* adamw = dynamic_cast<const AdamWParamState*>(&from)) {
-    CopyAdam(*adamw, slot, on_host);
+    CopyAdam(*adamw, slot, destination);
   } else if (const auto* adam = dynamic_cast<const AdamParamState*>(&from)) {
-    CopyAdam(*adam, slot, on_host);
+    CopyAdam(*adam, slot, destination);
   } else {
     return absl::UnimplementedError("in-memory snapshot: unsupported optimizer state");
   }
@@ -72,26 +79,33 @@ absl::Status StateSnapshot::Capture(Model* model, torch::optim::Optimizer* optim
   const std::vector<torch::Tensor> params = model->Parameters();
   params_.resize(params.size());
   optimizer_.resize(params.size());
+  const Destination destination = on_host_ ? kHost : std::nullopt;
   bool device_copies = false;
   for (size_t i = 0; i < params.size(); ++i) {
     device_copies |= on_host_ && params[i].is_cuda();
-    CopyTensor(params[i], &params_[i], on_host_);
+    CopyTensor(params[i], &params_[i], destination);
     auto it = optimizer->state().find(OptimizerStateKey(params[i]));
     if (it == optimizer->state().end()) {
       optimizer_[i].reset();
-    } else if (auto s = CopyParamState(*it->second, &optimizer_[i], on_host_); !s.ok()) {
+    } else if (auto s = CopyParamState(*it->second, &optimizer_[i], destination); !s.ok()) {
       params_.clear();
       return s;
     }
   }
   const std::vector<torch::Tensor> buffers = model->Buffers();
   buffers_.resize(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) CopyTensor(buffers[i], &buffers_[i], on_host_);
+  for (size_t i = 0; i < buffers.size(); ++i) CopyTensor(buffers[i], &buffers_[i], destination);
   rng_ = at::detail::getDefaultCPUGenerator().get_state();
   outer_.resize(outer_state.size());
-  for (size_t i = 0; i < outer_state.size(); ++i) CopyTensor(outer_state[i], &outer_[i], on_host_);
+  for (size_t i = 0; i < outer_state.size(); ++i) {
+    device_copies |= on_host_ && outer_state[i].defined() && outer_state[i].is_cuda();
+    CopyTensor(outer_state[i], &outer_[i], destination);
+  }
   rank_.resize(rank_state.size());
-  for (size_t i = 0; i < rank_state.size(); ++i) CopyTensor(rank_state[i], &rank_[i], on_host_);
+  for (size_t i = 0; i < rank_state.size(); ++i) {
+    device_copies |= on_host_ && rank_state[i].defined() && rank_state[i].is_cuda();
+    CopyTensor(rank_state[i], &rank_[i], destination);
+  }
   position_ = position;
   if (on_host_) {
     param_names_.clear();
@@ -134,16 +148,24 @@ absl::Status StateSnapshot::Apply(Model* model, torch::optim::Optimizer* optimiz
     params[i].copy_(params_[i]);
     if (optimizer_[i] == nullptr) continue;
     std::unique_ptr<OptimizerParamState> copy;
-    if (auto s = CopyParamState(*optimizer_[i], &copy); !s.ok()) return s;
+    // On the parameter's device: a host snapshot's state goes back to the GPU.
+    if (auto s = CopyParamState(*optimizer_[i], &copy, params[i].device()); !s.ok()) return s;
     optimizer->state()[OptimizerStateKey(params[i])] = std::move(copy);
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng_);
+  // Fresh copies on the model's device, wherever the snapshot lives.
+  const Destination device = params.empty() ? std::nullopt : Destination(params.front().device());
+  auto copied = [&](const torch::Tensor& t) {
+    torch::Tensor copy;
+    CopyTensor(t, &copy, device);
+    return copy;
+  };
   outer_state->clear();
-  for (const auto& t : outer_) outer_state->push_back(t.clone());
+  for (const auto& t : outer_) outer_state->push_back(copied(t));
   if (rank_state != nullptr) {
     rank_state->clear();
-    for (const auto& t : rank_) rank_state->push_back(t.clone());
+    for (const auto& t : rank_) rank_state->push_back(copied(t));
   }
   *position = position_;
   return absl::OkStatus();

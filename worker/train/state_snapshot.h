@@ -26,9 +26,10 @@ namespace herd {
 class StateSnapshot {
  public:
   // `on_host`: copies go to host memory whatever the model's device (pinned
-  // buffers and one device sync for CUDA tensors), for a checkpoint written
-  // from the copy off the step loop (checkpoint_writer.h); else each copy
-  // stays on its tensor's device, as the commit healing restores from.
+  // buffers and one device sync for CUDA tensors): for a checkpoint written
+  // from the copy off the step loop (checkpoint_writer.h), and for a CUDA
+  // trainer's commit (CommittedState). Else each copy stays on its tensor's
+  // device. Apply puts everything back on the model's device either way.
   explicit StateSnapshot(bool on_host = false) : on_host_(on_host) {}
 
   // UNIMPLEMENTED for an optimizer whose state it cannot copy (sgd, adam and
@@ -65,7 +66,11 @@ class StateSnapshot {
   TrainingPosition position_;
 };
 
-// What a trainer keeps across generations: its last commit.
+// What a trainer keeps across generations: its last commit. A CUDA
+// trainer keeps it in pinned host memory (TrainingContext::Create): a second
+// copy of parameters and optimizer state on the GPU would cost the memory
+// a model needs (eager PyTorch keeps none), while the copy out costs one DMA
+// per commit point, where the step loop reads the loss anyway.
 struct CommittedState {
   int64_t generation = -1;  // the generation that committed it (or healed into it)
   int64_t step = -1;

@@ -38,33 +38,44 @@ void Step(Training& s, int seed) {
 
 // A snapshot applied to a freshly built model and optimizer continues exactly
 // like the original: parameters and optimizer state (momentum, Adam moments
-// and step count) were copied, not aliased.
-class SnapshotTest : public ::testing::TestWithParam<std::string> {};
+// and step count) were copied, not aliased. Both kinds: kept on the model's
+// device (a CPU trainer's commit) and on the host (a CUDA trainer's commit,
+// a checkpoint's copy), whose Apply copies back onto the model's device.
+class SnapshotTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(SnapshotTest, AppliedSnapshotContinuesBitwiseLikeTheOriginal) {
-  Training original = Make(GetParam());
+  const auto [optimizer_name, on_host] = GetParam();
+  Training original = Make(optimizer_name);
   for (int i = 0; i < 3; ++i) Step(original, i);
-  StateSnapshot snapshot;
-  ASSERT_TRUE(snapshot.Capture(original.model.get(), original.optimizer.get(), {3, 0, 96}, {}).ok());
+  StateSnapshot snapshot(on_host);
+  const std::vector<torch::Tensor> outer_state = {torch::full({3}, 7.0)};
+  ASSERT_TRUE(snapshot.Capture(original.model.get(), original.optimizer.get(), {3, 0, 96}, outer_state).ok());
   // The original moves on; the snapshot must not follow it.
   for (int i = 3; i < 5; ++i) Step(original, i);
 
-  Training restored = Make(GetParam());
+  Training restored = Make(optimizer_name);
   Step(restored, 99);  // some other state to overwrite
   TrainingPosition position;
   std::vector<torch::Tensor> outer;
   ASSERT_TRUE(snapshot.Apply(restored.model.get(), restored.optimizer.get(), &position, &outer).ok());
   EXPECT_EQ(position.step, 3);
   EXPECT_EQ(position.samples_in_epoch, 96);
+  ASSERT_EQ(outer.size(), 1u);
+  EXPECT_TRUE(torch::equal(outer[0], outer_state[0]));
+  outer[0].fill_(0);  // a copy the caller owns, not the snapshot's
+  std::vector<torch::Tensor> again;
+  ASSERT_TRUE(snapshot.Apply(restored.model.get(), restored.optimizer.get(), &position, &again).ok());
+  EXPECT_TRUE(torch::equal(again[0], outer_state[0]));
   for (int i = 3; i < 5; ++i) Step(restored, i);
 
   auto a = original.model->Parameters();
   auto b = restored.model->Parameters();
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << GetParam() << " parameter " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << optimizer_name << " parameter " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, SnapshotTest, ::testing::Values("sgd", "adam", "adamw"));
+INSTANTIATE_TEST_SUITE_P(Optimizers, SnapshotTest,
+                         ::testing::Combine(::testing::Values("sgd", "adam", "adamw"), ::testing::Bool()));
 
 TEST(StateSnapshot, RecapturingReusesBuffersButHoldsTheNewValues) {
   Training s = Make("sgd");

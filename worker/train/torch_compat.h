@@ -54,7 +54,8 @@ inline void SetCudaBf16Autocast(bool enabled) {
 // and at::_fused_adamw_ since LibTorch 2.1, at::_fused_sgd_ since 2.3. Where
 // this LibTorch lacks one, its k-flag is false and its call returns false
 // without touching anything. Arguments are PyTorch's, in its order; `steps`
-// are float scalars on the device, which the kernel increments.
+// are float scalars on the device holding the number of this update (1 on
+// the first): the kernel reads them and does not increment them.
 extern const bool kHaveFusedAdam;
 extern const bool kHaveFusedSgd;
 bool FusedAdamStep(bool adamw, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,

@@ -222,14 +222,42 @@ StepPlan Trainer::NextMicroBatches() const {
                                 spec_.batch_size());
 }
 
-void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
-                              ProgressWindow* losses) {
-  Batch batch = ctx_.train->Get(indices);
+Batch Trainer::TakeBatch(const std::vector<int64_t>& indices) {
+  Batch batch = ctx_.prefetcher != nullptr ? ctx_.prefetcher->Take(indices) : ctx_.train->Get(indices);
   if (ctx_.device.is_cuda()) {
-    // Pinned host memory lets the copy run asynchronously to the GPU.
+    // Pinned host memory (the prefetcher's already is) lets the copy run
+    // asynchronously to the GPU, on the step's stream.
     batch.inputs = batch.inputs.pin_memory().to(ctx_.device, /*non_blocking=*/true);
     batch.targets = batch.targets.pin_memory().to(ctx_.device, /*non_blocking=*/true);
   }
+  return batch;
+}
+
+void Trainer::PrefetchNextStep(int64_t step_samples) {
+  if (ctx_.prefetcher == nullptr) return;
+  // Where this step leaves training (TrainStep, EndEpochIfDone), unless a
+  // commit point changes the plan: then the prefetched batches are a miss.
+  const int64_t step = pos_.step + 1;
+  int64_t epoch = pos_.epoch;
+  int64_t in_epoch = pos_.samples_in_epoch + step_samples;
+  if (in_epoch >= ctx_.train->size()) {
+    ++epoch;
+    in_epoch = 0;
+  }
+  if (spec_.max_steps() > 0 && step >= spec_.max_steps()) return;
+  if (spec_.epochs() > 0 && epoch >= spec_.epochs()) return;
+  StepPlan next =
+      ctx_.sampler->PlanStep(epoch, in_epoch, shares_, static_cast<int>(join_.rank()), spec_.batch_size());
+  // Only what TrainStep will take: it skips empty micro-batches unless the forward is a collective.
+  std::vector<std::vector<int64_t>> taken;
+  for (auto& micro : next.micro_batches) {
+    if (!micro.empty() || collective_forward_) taken.push_back(std::move(micro));
+  }
+  ctx_.prefetcher->Prefetch(taken);
+}
+
+void Trainer::ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer, StepStats* stats,
+                              ProgressWindow* losses) {
   timer->Lap();  // loading the batch is neither forward nor backward
   std::unique_lock<std::mutex> compute;
   if (ctx_.options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options.compute_mutex);
@@ -243,12 +271,19 @@ void Trainer::ForwardBackward(const std::vector<int64_t>& indices, double share,
         "its loss does not require grad: no parameter has requires_grad set, or forward detaches the graph; "
         "there is nothing to train");
   }
-  (out.loss * share).backward();
+  // A share of 1 (one rank, one micro-batch) would be two more kernels per
+  // step, a multiply and its backward, for bitwise the same gradients.
+  if (share == 1.0) {
+    out.loss.backward();
+  } else {
+    (out.loss * share).backward();
+  }
   stats->backward_seconds += timer->Lap();
-  stats->local_samples += static_cast<int64_t>(indices.size());
+  stats->local_samples += rows;
   // Summed and checked on the device, read at the next report: no host sync per step.
-  losses->loss_sum.add_(out.loss.detach().to(torch::kFloat64), static_cast<double>(indices.size()));
-  losses->loss_count += static_cast<int64_t>(indices.size());
+  // (float64 += float32 * rows: promoted in the one kernel, no separate cast.)
+  losses->loss_sum.add_(out.loss.detach(), static_cast<double>(rows));
+  losses->loss_count += rows;
   if (ctx_.on_nonfinite == NonFinitePolicy::kFail) {
     ctx_.window.nonfinite.Observe(out.loss, pos_.step + 1, NonFiniteWatch::kLoss);
   }
@@ -277,9 +312,13 @@ absl::Status Trainer::TrainStep() {
     // A short last step leaves some ranks idle, unless the forward is a
     // collective: then they run it on no rows.
     if (indices.empty() && !collective_forward_) continue;
+    const Batch batch = TakeBatch(indices);
+    // The next step's batches are gathered while this one computes.
+    if (m + 1 == micros.size()) PrefetchNextStep(global);
     // Scaled so that summing gradients over ranks yields the global-batch
     // mean; a local step takes the mean over this rank's samples instead.
-    ForwardBackward(indices, static_cast<double>(indices.size()) / static_cast<double>(local ? mine : global), &timer,
+    const auto rows = static_cast<int64_t>(indices.size());
+    ForwardBackward(batch, rows, static_cast<double>(rows) / static_cast<double>(local ? mine : global), &timer,
                     &stats, may_skip ? &step_losses : &ctx_.window);
   }
   if (!replica_sum_->status().ok()) return replica_sum_->status();

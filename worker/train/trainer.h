@@ -65,10 +65,16 @@ class Trainer {
   // After a step: the next epoch starts (with its evaluation) when this one's
   // samples are all used.
   absl::Status EndEpochIfDone();
-  // One micro-batch's forward and backward, its loss scaled by `share`.
-  // Its loss goes into `losses` (the progress window, or the step's own
-  // under on_nonfinite: skip_step).
-  void ForwardBackward(const std::vector<int64_t>& indices, double share, StepTimer* timer, StepStats* stats,
+  // The micro-batch at `indices`, on the model's device: prefetched where
+  // the context has a prefetcher (batch_prefetcher.h), else gathered here.
+  Batch TakeBatch(const std::vector<int64_t>& indices);
+  // Queues the next step's batches with the prefetcher, planned from where
+  // this step (of `step_samples` samples over all ranks) leaves training.
+  void PrefetchNextStep(int64_t step_samples);
+  // One micro-batch's forward and backward on `batch` (`rows` samples), its
+  // loss scaled by `share`. Its loss goes into `losses` (the progress
+  // window, or the step's own under on_nonfinite: skip_step).
+  void ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer, StepStats* stats,
                        ProgressWindow* losses);
   // After the update: the step's losses join the window unless the ranks
   // dropped the step (skip_step: counted and warned), and the gradient norm

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -80,6 +81,8 @@ struct RankOutcome {
   int64_t epoch = -1;
   torch::Tensor params;
   std::vector<torch::Tensor> buffers;  // the model's (batch norm's running statistics)
+  int64_t prefetch_hits = 0;  // batches the prefetcher had ready (0 without one)
+  int64_t prefetch_misses = 0;
 };
 
 class InProcessJob {
@@ -92,6 +95,8 @@ class InProcessJob {
   }
 
   InProcessCoordinator& coordinator() { return coordinator_; }
+  // TrainerOptions::prefetch_batches for every rank (unset: a CPU trainer gathers in the step).
+  void PrefetchBatches(bool on) { prefetch_batches_ = on; }
   std::filesystem::path checkpoint_root() const { return root_ / "checkpoints"; }
 
   // Runs every worker's trainer to its end; the outcomes by worker id.
@@ -158,6 +163,7 @@ class InProcessJob {
     options.work_dir = (root_ / worker_id).string();
     options.checkpoint_root = (root_ / "checkpoints").string();
     options.compute_mutex = &ComputeMutex();
+    options.prefetch_batches = prefetch_batches_;
     std::filesystem::create_directories(options.work_dir);
     auto context = TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, nullptr,
                                            ledger->get(), &reporter);
@@ -173,6 +179,10 @@ class InProcessJob {
     outcome.epoch = (*context)->position.epoch;
     outcome.params = FlattenParameters((*context)->params);
     for (const auto& buffer : (*context)->model->Buffers()) outcome.buffers.push_back(buffer.clone());
+    if ((*context)->prefetcher != nullptr) {
+      outcome.prefetch_hits = (*context)->prefetcher->hits();
+      outcome.prefetch_misses = (*context)->prefetcher->misses();
+    }
     return outcome;
   }
 
@@ -181,6 +191,7 @@ class InProcessJob {
   std::vector<std::string> workers_;
   std::vector<Fault> faults_;
   std::filesystem::path root_;
+  std::optional<bool> prefetch_batches_;
 };
 
 // Every sample of each of the job's epochs exactly once in the history that
@@ -262,6 +273,35 @@ TEST_P(HealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
   EXPECT_GT(replay.generation_start_step.at(2), GetParam().resume_after_step);
   EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(faulty.coordinator(), 1));
   EXPECT_GT(replay.rolled_back_records, 0) << "the fault came after the last step: nothing was re-run";
+}
+
+// Batches gathered ahead on the prefetcher's thread (a CUDA trainer's
+// default) train bitwise like batches gathered in the step, also across a
+// failed generation, whose rollback makes the prefetched plan a miss.
+TEST(InProcessTrainers, PrefetchedBatchesTrainBitwiseLikeBatchesGatheredInTheStep) {
+  const v1::JobSpec spec = Spec("allreduce");
+  InProcessJob gathered(spec, {"w0", "w1"}, {});
+  auto reference = gathered.Run();
+  InProcessJob prefetched(spec, {"w0", "w1"}, {});
+  prefetched.PrefetchBatches(true);
+  auto clean = prefetched.Run();
+  InProcessJob healed(spec, {"w0", "w1"}, {CollectiveFailure(1, 40, {"w0", "w1"})});
+  healed.PrefetchBatches(true);
+  auto outcomes = healed.Run();
+  for (const auto& id : {"w0", "w1"}) {
+    ASSERT_TRUE(reference[id].status.ok()) << id << ": " << reference[id].status;
+    EXPECT_EQ(reference[id].prefetch_hits + reference[id].prefetch_misses, 0) << "a CPU trainer prefetched by default";
+    ASSERT_TRUE(clean[id].status.ok()) << id << ": " << clean[id].status;
+    EXPECT_TRUE(torch::equal(clean[id].params, reference[id].params)) << id;
+    // Every step after the first took a prefetched batch (the first has nothing queued before it).
+    EXPECT_EQ(clean[id].prefetch_misses, 1) << id;
+    EXPECT_EQ(clean[id].prefetch_hits, clean[id].step - 1) << id;
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id << " ends elsewhere";
+    EXPECT_GT(outcomes[id].prefetch_hits, 0) << id;
+  }
+  EXPECT_EQ(healed.coordinator().generation(), 2);
+  ExpectEverySampleOnce(healed.LedgerContents(), spec.epochs());
 }
 
 INSTANTIATE_TEST_SUITE_P(

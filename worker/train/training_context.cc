@@ -90,6 +90,11 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   if (!optimizer.ok()) return optimizer.status();
   context->optimizer = std::move(*optimizer);
   context->sampler = std::make_unique<EpochSampler>(context->train->size(), seed);
+  context->committed.snapshot = StateSnapshot(/*on_host=*/context->device.is_cuda());
+  if (context->options.prefetch_batches.value_or(context->device.is_cuda())) {
+    context->prefetcher = std::make_unique<BatchPrefetcher>(context->train.get(), /*pin=*/context->device.is_cuda(),
+                                                            context->device);
+  }
   context->window.Reset(context->device, std::chrono::steady_clock::now());
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

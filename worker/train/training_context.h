@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "worker/contract/trainer_contract.h"
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
+#include "worker/train/batch_prefetcher.h"
 #include "worker/train/checkpoint_writer.h"
 #include "worker/train/host_reads.h"
 #include "worker/train/nonfinite_watch.h"
@@ -62,6 +64,10 @@ struct TrainerOptions {
   // Tests: runs on the checkpoint writer's thread before each write
   // (checkpoint_writer.h), to hold a write in flight.
   std::function<void(int64_t step)> checkpoint_before_write;
+  // Whether the next step's batches are gathered on a thread of their own
+  // (batch_prefetcher.h). Unset: on CUDA devices only, where the gather is
+  // host work the GPU would wait for; a CPU trainer's cores train instead.
+  std::optional<bool> prefetch_batches;
 };
 
 // Since the last commit point: what the next progress report averages.
@@ -116,6 +122,9 @@ struct TrainingContext {
   std::vector<torch::Tensor> params;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<EpochSampler> sampler;
+  // Null where batches are gathered in the step (TrainerOptions::prefetch_batches).
+  // After `train`, which it reads: destroyed first.
+  std::unique_ptr<BatchPrefetcher> prefetcher;
 
   // Where the last step left training.
   TrainingPosition position;
