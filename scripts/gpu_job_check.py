@@ -3,7 +3,9 @@
 coordinator, one worker daemon (`--device=DEVICE`) and the `herd` CLI, all
 from BIN_DIR (bazel-bin's layout), run a small mlp job on synthetic data
 (`device: DEVICE`). Passes when the job SUCCEEDED, its loss is a finite
-number and the worker wrote the trained model (model-final.pt).
+number and the worker wrote the trained model (model-final.pt), and (on
+cuda) when a second job whose first step needs 262 GB of activations FAILED
+at once with a reason naming out of memory and the training step.
 
 Prints one JSON line: ok, job, state, loss, seconds, samples_per_s (rank 0's
 last progress line) and, on failure, the error. Exit status 0 ok, 1 not.
@@ -31,6 +33,27 @@ def spec(device, steps):
             "dataset: {kind: synthetic, synthetic_samples: 8192, synthetic_features: 784, synthetic_classes: 10}\n"
             f"batch_size: 64\nmax_steps: {steps}\noptimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
             f"log_interval_steps: 20\neval: {{max_samples: 512}}\ndevice: {device}\nseed: 1\n")
+
+
+def oom_spec(device):
+    # One step's first activation is 1,000,000 x 65,536 floats (262 GB): more than any GPU holds. The
+    # parameters (1.7 M) and the data set (16 features a sample) are small, so the failure is the step's.
+    return (f"name: gpu-check-oom\nmodel: {{name: mlp, hidden: [65536]}}\n"
+            "dataset: {kind: synthetic, synthetic_samples: 1000000, synthetic_features: 16, synthetic_classes: 10}\n"
+            f"batch_size: 1000000\nmax_steps: 3\noptimizer: {{name: sgd, lr: 0.05}}\n"
+            f"log_interval_steps: 1\neval: {{max_samples: 16}}\ndevice: {device}\nseed: 1\n")
+
+
+def check_oom(cluster, device, timeout):
+    """A job whose step cannot fit in GPU memory must FAIL at once, its reason naming out of memory and the step
+    (issue 28: never a silent retry loop). Returns the part of the JSON line."""
+    try:
+        job, info = cluster.run_job(oom_spec(device), timeout=timeout)
+        return {"ok": False, "error": f"job {job} {info['state']}: a 262 GB activation did not fail it"}
+    except RuntimeError as e:
+        reason = str(e)
+    ok = "FAILED" in reason and "out of memory" in reason.lower() and "training step" in reason
+    return {"ok": ok, "reason": reason[:600]} if ok else {"ok": False, "error": reason[:1500]}
 
 
 def main():
@@ -63,6 +86,12 @@ def main():
             result["error"] = f"loss {result['loss']!r} is not a finite number"
         elif not os.path.isfile(os.path.join(job_dir, "model-final.pt")):
             result["error"] = f"no model-final.pt in {job_dir}"
+        elif a.device == "cuda":
+            # The CPU dry run skips it: a CPU allocation that large is refused or overcommitted by the OS.
+            result["oom"] = check_oom(cluster, a.device, a.timeout)
+            result["ok"] = result["oom"]["ok"]
+            if not result["ok"]:
+                result["error"] = "out-of-memory job: " + result["oom"].get("error", "")
         else:
             result["ok"] = True
     except Exception as e:  # noqa: BLE001 - reported in the JSON line

@@ -465,6 +465,10 @@ absl::Status Trainer::RunEval() {
   if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   EvalOptions options;
   options.max_samples = spec_.eval().max_samples();
+  // Never larger than a training micro-batch: a model that trains in memory
+  // must evaluate in it too (on a GPU, a 4x eval batch of a transformer's
+  // activations was the job's memory peak).
+  options.batch_size = std::min<int64_t>(options.batch_size, spec_.batch_size());
   options.compute_mutex = ctx_.options.compute_mutex;
   auto metrics = Evaluate(ctx_.model.get(), *ctx_.eval, comm_, options);
   if (!metrics.ok()) return metrics.status();
