@@ -151,12 +151,15 @@ class CheckSummaryTest(unittest.TestCase):
         gtest = {"testsuites": [{"name": "NcclCommunicatorTest", "testsuite": [
             {"name": "AllReduce", "result": "COMPLETED"},
             {"name": "MultiGpu", "result": "SKIPPED"}]}]}
+        fused = {"testsuites": [{"name": "Optimizers/FusedOptimizerTest", "testsuite": [
+            {"name": "MatchesLibTorchsOptimizerStepByStep/adamw", "result": "COMPLETED"}]}]}
         bench = {"complete": True, "seconds": 100, "results": [{"shape": "mlp4096_b256", "precision": "fp32",
                                                                  "herd_samples_per_s_runs": [1, 2], "errors": []}]}
         return {"nvidia-smi.txt": "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n",
                 "nccl_smoke.json": '{"ok":true,"world":1,"device":"NVIDIA H100","nccl_version":22809,'
                                    '"checks":[{"name":"a","ok":true,"ms":3}]}\n', "nccl_smoke.rc": "0",
                 "nccl_test.json": json.dumps(gtest), "nccl_test.rc": "0",
+                "fused_optimizer_test.json": json.dumps(fused), "fused_optimizer_test.rc": "0",
                 "herd_job.json": '{"ok": true, "state": "SUCCEEDED", "loss": 0.5, "logs": "/tmp/x"}\n',
                 "herd_job.rc": "0", "gpu_bench.json": json.dumps(bench), "gpu_bench.rc": "0"}
 
@@ -168,7 +171,17 @@ class CheckSummaryTest(unittest.TestCase):
         self.assertEqual(s["parts"]["nccl_communicator_test"]["passed"], 1)
         self.assertEqual(s["parts"]["nccl_communicator_test"]["skipped"], 1)
         self.assertEqual(s["parts"]["nccl_smoke"]["checks_ok"], 1)
+        self.assertEqual(s["parts"]["fused_optimizer_test"]["passed"], 1)
         self.assertEqual(s["parts"]["gpu_bench"]["results"][0]["runs"], 2)
+
+    def test_fused_optimizer_cases_that_all_skip_fail_a_cuda_check_not_a_cpu_dry_run(self):
+        files = self.passing()
+        files["fused_optimizer_test.json"] = json.dumps({"testsuites": [{"name": "Optimizers/FusedOptimizerTest",
+                                                                          "testsuite": [{"name": "x", "result": "SKIPPED"}]}]})
+        rc, s = self.summarize(files)
+        self.assertEqual((rc, s["parts"]["fused_optimizer_test"]["status"]), (1, "skipped"))
+        rc, s = self.summarize(files, device="cpu")
+        self.assertEqual((rc, s["ok"]), (0, True))
 
     def test_a_skipped_nccl_smoke_fails_a_cuda_check_not_a_cpu_dry_run(self):
         files = self.passing()

@@ -19,8 +19,10 @@ cat "$OUT/stdout"
 
 # What comes back from a device machine's $OUT (at most 8 files): the summary, the bench's log, one archive.
 ls "$OUT"
-tar -tzf "$OUT/gpu_check.tgz" | grep -qx 'gpu_check/nccl_test.log'
-tar -tzf "$OUT/gpu_check.tgz" | grep -qx 'gpu_check/gpu_bench.json'
+archived=$(tar -tzf "$OUT/gpu_check.tgz")  # (grep -q on a pipe would cut tar off: SIGPIPE under pipefail)
+grep -qx 'gpu_check/nccl_test.log' <<< "$archived"
+grep -qx 'gpu_check/fused_optimizer_test.json' <<< "$archived"
+grep -qx 'gpu_check/gpu_bench.json' <<< "$archived"
 test -s "$OUT/gpu_bench.log"
 
 /usr/bin/python3 - "$OUT/gpu_check.json" "$status" <<'EOF'

@@ -172,6 +172,7 @@ TEST(JobSpecValidate, NamesTheBadField) {
          s->mutable_sync()->set_fragments(5);
        }},
       {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
+      {"bf16_autocast", [](v1::JobSpec* s) { s->set_bf16_autocast(true); }},  // a cpu job
       {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
       {"schedule.name", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("linear_decay"); }},
       {"schedule.d_model", [](v1::JobSpec* s) {
