@@ -91,21 +91,20 @@ echo $? > "$RESULTS/nccl_smoke.rc"
 echo $(( SECONDS - start )) > "$RESULTS/nccl_smoke.seconds"
 tail -1 "$RESULTS/nccl_smoke.json"
 
+# gtest_part NAME SECONDS BINARY: a gtest binary's run as the summary reads it (NAME.json, .log, .rc, .seconds).
+gtest_part() {
+  local name=$1 seconds=$2 binary=$3 start=$SECONDS
+  herd_env bounded "$seconds" "$binary" --gtest_output="json:$RESULTS/$name.json" > "$RESULTS/$name.log" 2>&1
+  echo $? > "$RESULTS/$name.rc"
+  echo $(( SECONDS - start )) > "$RESULTS/$name.seconds"
+  grep -E '^\[  (PASSED|SKIPPED|FAILED) |Failure|max difference' "$RESULTS/$name.log" | head -20
+}
+
 echo "== 2. nccl_communicator_test"
-start=$SECONDS
-herd_env bounded 120 "$BIN/worker/comm/nccl_communicator_test" --gtest_output="json:$RESULTS/nccl_test.json" \
-  > "$RESULTS/nccl_test.log" 2>&1
-echo $? > "$RESULTS/nccl_test.rc"
-echo $(( SECONDS - start )) > "$RESULTS/nccl_test.seconds"
-grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$RESULTS/nccl_test.log" | head -20
+gtest_part nccl_test 120 "$BIN/worker/comm/nccl_communicator_test"
 
 echo "== 2b. fused_optimizer_test"
-start=$SECONDS
-herd_env bounded 60 "$BIN/worker/train/fused_optimizer_test" --gtest_output="json:$RESULTS/fused_optimizer_test.json" \
-  > "$RESULTS/fused_optimizer_test.log" 2>&1
-echo $? > "$RESULTS/fused_optimizer_test.rc"
-echo $(( SECONDS - start )) > "$RESULTS/fused_optimizer_test.seconds"
-grep -E '^\[  (PASSED|SKIPPED|FAILED) |Failure|max difference' "$RESULTS/fused_optimizer_test.log" | head -20
+gtest_part fused_optimizer_test 60 "$BIN/worker/train/fused_optimizer_test"
 
 echo "== 3. a herd job on $DEVICE"
 TMPDIR="$WORK/tmp" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \

@@ -40,64 +40,64 @@ void SetGradients(std::vector<torch::Tensor>& params, int step) {
   for (auto& p : params) p.mutable_grad() = torch::randn_like(p);
 }
 
-class FusedOptimizerTest : public ::testing::TestWithParam<Case> {};
+// The same parameters under LibTorch's optimizer (reference) and the fused
+// step (fused), stepped on the same gradients.
+class FusedOptimizerTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    if (!GetParam().fused_available) GTEST_SKIP() << "this LibTorch has no fused kernel for " << GetParam().name;
+    const torch::Device device(torch::kCUDA, 0);
+    reference_ = Parameters(device);
+    fused_ = Parameters(device);
+    reference_optimizer_ = GetParam().make(reference_);
+    fused_optimizer_ = GetParam().make(fused_);
+  }
+
+  // One step of both on gradients drawn from `seed`; false if the fused path was not taken.
+  bool StepBoth(int seed) {
+    SetGradients(reference_, seed);
+    SetGradients(fused_, seed);
+    reference_optimizer_->step();
+    return fused_step_.Step(*fused_optimizer_);
+  }
+
+  // Same arithmetic, other kernels: equal up to float rounding.
+  void ExpectClose(const std::string& when) {
+    for (size_t i = 0; i < reference_.size(); ++i) {
+      ASSERT_TRUE(fused_[i].isfinite().all().item<bool>()) << when << " parameter " << i;
+      EXPECT_TRUE(torch::allclose(fused_[i], reference_[i], /*rtol=*/1e-5, /*atol=*/1e-6))
+          << GetParam().name << " " << when << " parameter " << i << ": max difference "
+          << (fused_[i] - reference_[i]).abs().max().item<double>();
+    }
+  }
+
+  std::vector<torch::Tensor> reference_;
+  std::vector<torch::Tensor> fused_;
+  std::unique_ptr<torch::optim::Optimizer> reference_optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> fused_optimizer_;
+  FusedOptimizerStep fused_step_;
+};
 
 TEST_P(FusedOptimizerTest, MatchesLibTorchsOptimizerStepByStep) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  if (!GetParam().fused_available) GTEST_SKIP() << "this LibTorch has no fused kernel for " << GetParam().name;
-  const torch::Device device(torch::kCUDA, 0);
-  std::vector<torch::Tensor> reference = Parameters(device);
-  std::vector<torch::Tensor> fused = Parameters(device);
-  auto reference_optimizer = GetParam().make(reference);
-  auto fused_optimizer = GetParam().make(fused);
-  FusedOptimizerStep fused_step;
   for (int step = 0; step < 5; ++step) {
-    SetGradients(reference, step);
-    SetGradients(fused, step);
-    reference_optimizer->step();
-    ASSERT_TRUE(fused_step.Step(*fused_optimizer)) << "the fused path was not taken";
-    for (size_t i = 0; i < reference.size(); ++i) {
-      ASSERT_TRUE(fused[i].isfinite().all().item<bool>()) << "step " << step << " parameter " << i;
-      // Same arithmetic, other kernels: equal up to float rounding.
-      EXPECT_TRUE(torch::allclose(fused[i], reference[i], /*rtol=*/1e-5, /*atol=*/1e-6))
-          << GetParam().name << " step " << step << " parameter " << i << ": max difference "
-          << (fused[i] - reference[i]).abs().max().item<double>();
-    }
+    ASSERT_TRUE(StepBoth(step)) << "the fused path was not taken";
+    ExpectClose("step " + std::to_string(step));
   }
 }
 
 TEST_P(FusedOptimizerTest, AStepCountRestoredBehindItsBackIsPickedUp) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  if (!GetParam().fused_available) GTEST_SKIP() << "this LibTorch has no fused kernel for " << GetParam().name;
-  const torch::Device device(torch::kCUDA, 0);
-  std::vector<torch::Tensor> reference = Parameters(device);
-  std::vector<torch::Tensor> fused = Parameters(device);
-  auto reference_optimizer = GetParam().make(reference);
-  auto fused_optimizer = GetParam().make(fused);
-  FusedOptimizerStep fused_step;
-  for (int step = 0; step < 3; ++step) {
-    SetGradients(reference, step);
-    SetGradients(fused, step);
-    reference_optimizer->step();
-    ASSERT_TRUE(fused_step.Step(*fused_optimizer));
-  }
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(StepBoth(step));
   // A restore (heal, checkpoint) sets both optimizers' counts back to 1, as
   // if loading an older state; the fused step must use the restored count.
-  for (auto* optimizer : {reference_optimizer.get(), fused_optimizer.get()}) {
+  for (auto* optimizer : {reference_optimizer_.get(), fused_optimizer_.get()}) {
     for (auto& [key, state] : optimizer->state()) {
       if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) adamw->step(1);
       if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state.get())) adam->step(1);
     }
   }
-  SetGradients(reference, 9);
-  SetGradients(fused, 9);
-  reference_optimizer->step();
-  ASSERT_TRUE(fused_step.Step(*fused_optimizer));
-  for (size_t i = 0; i < reference.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(fused[i], reference[i], 1e-5, 1e-6))
-        << GetParam().name << " parameter " << i << ": max difference "
-        << (fused[i] - reference[i]).abs().max().item<double>();
-  }
+  ASSERT_TRUE(StepBoth(9));
+  ExpectClose("after the restore");
 }
 
 INSTANTIATE_TEST_SUITE_P(
