@@ -30,7 +30,8 @@ Prints one line per run, a summary and a final JSON line (medians of --reps).
 
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
                                 [--fast-fraction auto] [--period 0.01] [--reps 1]
-                                [--model mlp] [--shares throughput|equal] [--bin-dir bazel-bin]
+                                [--model mlp] [--shares throughput|equal] [--sides herd,ddp]
+                                [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3]
 """
 import argparse
 import datetime
@@ -47,6 +48,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_ddp  # noqa: E402
 from compare_ddp import (DDP_MODEL, SIZED_MLP, LocalCluster, build, ddp_command, make_torchscript,  # noqa: E402
                          run_ddp, run_herd, step_times)
 from duty_cycle import DutyCycle  # noqa: E402
@@ -123,23 +125,37 @@ def stop_all(cycles):
 
 
 REPLAN = re.compile(r"step (\d+): batch shares re-planned .* -> \[([0-9, ]+)\]")
-WAITED = re.compile(r"waited [0-9.]+ s \(([0-9.]+)%\) for the all-reduce")
+# Rank 0's line at each commit point (straggler.h, DescribeStepTimes).
+SPLIT = re.compile(r"step (\d+): compute/wait per step and samples per step of each rank since the last commit: (.*)")
+RANK_SPLIT = re.compile(r"rank (\d+) ([0-9.]+)/([0-9.]+) s")
 
 
-def herd_notes(cluster, job, world):
-    """From the trainers' logs: each re-plan of the shares (rank 0), and each rank's share of its training
-    time spent waiting for the all-reduce: where a W-worker run loses time against the sum of solo rates."""
-    replans, waits = [], []
+def rank0_lines(cluster, job, world):
+    """The lines of all trainers' logs of `job`: the ones matched here only rank 0 writes, and which worker
+    holds rank 0 is the coordinator's choice."""
     for i in range(world):
-        path = os.path.join(cluster.dir, f"worker-{i}", "jobs", job, "trainer.log")
-        with open(path) as f:
-            for line in f:
-                if m := REPLAN.search(line):
-                    replans.append(f"step {m.group(1)} [{m.group(2)}]")
-                if m := WAITED.search(line):
-                    waits.append(f"{float(m.group(1)):.0f}%")
-    return (f"  shares {' '.join(replans) or 'never re-planned'};" if world > 1 else "") + \
-        (f" all-reduce wait {'/'.join(waits)}" if world > 1 else "")
+        with open(os.path.join(cluster.dir, f"worker-{i}", "jobs", job, "trainer.log")) as f:
+            yield from f
+
+
+def herd_notes(cluster, job, world, warmup):
+    """From rank 0's log: each re-plan of the shares, and each rank's share of the timed steps (the
+    intervals after the warmup's) spent waiting for the all-reduce: where a W-worker run loses time
+    against the sum of solo rates. (The trainers' own final wait figures include the warmup's steps,
+    which run on equal shares, so they overstate what the timed steps waited.)"""
+    if world < 2:
+        return ""
+    replans = []
+    compute, wait = [0.0] * world, [0.0] * world
+    for line in rank0_lines(cluster, job, world):
+        if m := REPLAN.search(line):
+            replans.append(f"step {m.group(1)} [{m.group(2)}]")
+        if (m := SPLIT.search(line)) and int(m.group(1)) > warmup:
+            for rank, c, w in RANK_SPLIT.findall(m.group(2)):
+                compute[int(rank)] += float(c)
+                wait[int(rank)] += float(w)
+    waits = "/".join(f"{100 * w / (c + w):.0f}%" if c + w > 0 else "-" for c, w in zip(compute, wait))
+    return f"  shares {' '.join(replans) or 'never re-planned'}; timed steps' all-reduce wait {waits}"
 
 
 def herd_run(cluster, world, args, fractions):
@@ -170,7 +186,7 @@ def herd_run(cluster, world, args, fractions):
             lead = (times[args.warmup] - seconds_of_day(began)) % 86400
             if lead > 43200:
                 raise RuntimeError(f"herd: the slowdown began {86400 - lead:.2f} s after the timed steps")
-    return sps, cycles, herd_notes(cluster, job, world)
+    return sps, cycles, herd_notes(cluster, job, world, args.warmup)
 
 
 def children(parent, pattern):
@@ -243,6 +259,10 @@ def main():
                    help="herd's sync.shares (DDP's shares are always equal)")
     p.add_argument("--sides", default="herd,ddp", help="which sides to run (the summary needs both)")
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
+    p.add_argument("--lib-dir", help="shared libraries for herd's processes only (LD_LIBRARY_PATH), e.g. a "
+                                     "GPU bundle's lib/ (scripts/gpu_bundle.sh)")
+    p.add_argument("--python", default=compare_ddp.DDP_PYTHON,
+                   help="the Python with torch that runs the DDP side")
     args = p.parse_args()
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
@@ -257,6 +277,12 @@ def main():
     if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
         p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
     args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
+    compare_ddp.DDP_PYTHON = args.python  # run_ddp reads it at each run
+    env = None
+    if args.lib_dir:
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.path.realpath(args.lib_dir) + (
+            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     bin_dir = args.bin_dir or build()
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \
         if args.model == "torchscript" else None
@@ -275,7 +301,7 @@ def main():
         print(f"rep {rep} {side:4s} {case:9s} {sps:9.1f} samples/s{describe(cycles)}  load "
               f"{os.getloadavg()[0]:.2f}{notes}", flush=True)
 
-    cluster = LocalCluster(bin_dir, W)
+    cluster = LocalCluster(bin_dir, W, env=env)
     try:
         for rep in range(args.reps):
             order = ["herd", "ddp"] if rep % 2 == 0 else ["ddp", "herd"]  # neither side always first

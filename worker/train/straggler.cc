@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace herd {
 
 std::optional<StragglerSummary> FindStraggler(const std::vector<RankStepTimes>& ranks) {
@@ -38,6 +41,22 @@ std::optional<StragglerSummary> FindStraggler(const std::vector<RankStepTimes>& 
   if (!(summary.step_seconds > 0)) return std::nullopt;
   summary.holdback_fraction = std::clamp(summary.others_wait_seconds_per_step / summary.step_seconds, 0.0, 1.0);
   return summary;
+}
+
+std::string DescribeStepTimes(const std::vector<RankStepTimes>& ranks, const std::vector<int64_t>& shares) {
+  std::string out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankStepTimes& t = ranks[r];
+    absl::StrAppend(&out, r == 0 ? "" : ", ", "rank ", r, " ");
+    if (t.steps <= 0) {
+      absl::StrAppend(&out, "-");
+    } else {
+      const double steps = static_cast<double>(t.steps);
+      absl::StrAppend(&out, absl::StrFormat("%.3f/%.3f s", t.compute_seconds / steps, t.wait_seconds / steps));
+    }
+    if (r < shares.size()) absl::StrAppend(&out, " (", shares[r], ")");
+  }
+  return out;
 }
 
 }  // namespace herd

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace herd {
@@ -43,5 +44,12 @@ struct StragglerSummary {
 // meaningful answer: fewer than 2 ranks, a rank without steps, a negative or
 // non-finite time, or no step time at all.
 std::optional<StragglerSummary> FindStraggler(const std::vector<RankStepTimes>& ranks);
+
+// One log line's worth: each rank's compute and wait seconds per step over
+// the interval, and its samples per step (`shares`, where given), e.g.
+// "rank 0 1.482/0.022 s (4997), rank 1 ...". A rank without steps reads "-".
+// Rank 0 logs it at each commit point, so the split behind a re-plan, and
+// the waits of a run's timed steps alone, can be read off the log.
+std::string DescribeStepTimes(const std::vector<RankStepTimes>& ranks, const std::vector<int64_t>& shares);
 
 }  // namespace herd

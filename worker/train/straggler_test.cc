@@ -68,5 +68,12 @@ TEST(FindStraggler, HoldbackFractionStaysWithinOne) {
   EXPECT_DOUBLE_EQ(s->holdback_fraction, 1.0);
 }
 
+TEST(DescribeStepTimes, EachRanksComputeAndWaitPerStepAndItsShare) {
+  EXPECT_EQ(DescribeStepTimes({{14.82, 0.22, 10}, {7.0, 0.5, 5}, {0, 0, 0}}, {4997, 4992, 2299}),
+            "rank 0 1.482/0.022 s (4997), rank 1 1.400/0.100 s (4992), rank 2 - (2299)");
+  EXPECT_EQ(DescribeStepTimes({{1, 2, 1}}, {}), "rank 0 1.000/2.000 s");
+  EXPECT_EQ(DescribeStepTimes({}, {}), "");
+}
+
 }  // namespace
 }  // namespace herd

@@ -30,6 +30,7 @@
 #include "worker/train/checkpoint_files.h"
 #include "worker/train/torch_errors.h"
 #include "worker/train/checkpoint_writer.h"
+#include "worker/train/training_position.h"
 #include "worker/train/training_state.h"
 
 namespace herd {
@@ -202,11 +203,7 @@ int64_t Trainer::TotalSteps() const {
   return total;
 }
 
-bool Trainer::Done() const {
-  if (spec_.max_steps() > 0 && pos_.step >= spec_.max_steps()) return true;
-  if (spec_.epochs() > 0 && pos_.epoch >= spec_.epochs()) return true;
-  return false;
-}
+bool Trainer::Done() const { return DoneAt(pos_, spec_.max_steps(), spec_.epochs()); }
 
 void Trainer::ZeroGrads() {
   // Undefined rather than zero: the next backward allocates fresh gradients
@@ -235,19 +232,12 @@ Batch Trainer::TakeBatch(const std::vector<int64_t>& indices) {
 
 void Trainer::PrefetchNextStep(int64_t step_samples) {
   if (ctx_.prefetcher == nullptr) return;
-  // Where this step leaves training (TrainStep, EndEpochIfDone), unless a
-  // commit point changes the plan: then the prefetched batches are a miss.
-  const int64_t step = pos_.step + 1;
-  int64_t epoch = pos_.epoch;
-  int64_t in_epoch = pos_.samples_in_epoch + step_samples;
-  if (in_epoch >= ctx_.train->size()) {
-    ++epoch;
-    in_epoch = 0;
-  }
-  if (spec_.max_steps() > 0 && step >= spec_.max_steps()) return;
-  if (spec_.epochs() > 0 && epoch >= spec_.epochs()) return;
-  StepPlan next =
-      ctx_.sampler->PlanStep(epoch, in_epoch, shares_, static_cast<int>(join_.rank()), spec_.batch_size());
+  // Where this step leaves training (TrainStep advances by the same rule),
+  // unless a commit point changes the plan: then the prefetched batches are a miss.
+  const TrainingPosition after = AdvancedByStep(pos_, step_samples, ctx_.train->size());
+  if (DoneAt(after, spec_.max_steps(), spec_.epochs())) return;
+  StepPlan next = ctx_.sampler->PlanStep(after.epoch, after.samples_in_epoch, shares_, static_cast<int>(join_.rank()),
+                                         spec_.batch_size());
   // Only what TrainStep will take: it skips empty micro-batches unless the forward is a collective.
   std::vector<std::vector<int64_t>> taken;
   for (auto& micro : next.micro_batches) {
@@ -335,9 +325,10 @@ absl::Status Trainer::TrainStep() {
   ctx_.traffic.samples += mine;
   ctx_.window.samples += global;
   ctx_.global_samples += global;
-  pos_.samples_in_epoch += global;
-  ++pos_.step;
-  if (auto s = sync_->AfterStep(local, Boundary(mine, global), &ctx_.traffic); !s.ok()) return s;
+  const int64_t epoch_before = pos_.epoch;
+  pos_ = AdvancedByStep(pos_, global, ctx_.train->size());
+  const bool epoch_end = pos_.epoch != epoch_before;
+  if (auto s = sync_->AfterStep(local, Boundary(mine, global, epoch_end), &ctx_.traffic); !s.ok()) return s;
   const double wall_seconds = timer.Total();
   ctx_.traffic.train_seconds += wall_seconds;
   // Straggler detection (straggler.h): this step's wall time (averaging
@@ -349,7 +340,9 @@ absl::Status Trainer::TrainStep() {
     ctx_.window.wait_seconds += wait_seconds;
     ++ctx_.window.steps;
   }
-  if (auto s = EndEpochIfDone(); !s.ok()) return s;
+  if (epoch_end) {
+    if (auto s = RunEval(); !s.ok()) return s;
+  }
   ObserveStep(stats);
   return absl::OkStatus();
 }
@@ -359,13 +352,6 @@ void Trainer::RecordInLedger(const std::vector<std::vector<int64_t>>& micro_batc
   std::vector<int64_t> ids;
   for (const auto& micro : micro_batches) ids.insert(ids.end(), micro.begin(), micro.end());
   ctx_.ledger->Step(join_.generation(), pos_.step, pos_.epoch, ids);
-}
-
-absl::Status Trainer::EndEpochIfDone() {
-  if (pos_.samples_in_epoch < ctx_.train->size()) return absl::OkStatus();
-  ++pos_.epoch;
-  pos_.samples_in_epoch = 0;
-  return RunEval();
 }
 
 void Trainer::KeepOrDropStep(const ProgressWindow& step_losses) {
@@ -431,12 +417,12 @@ absl::Status Trainer::CloseProgressWindow(bool final) {
   return absl::OkStatus();
 }
 
-StepBoundary Trainer::Boundary(int64_t rank_samples, int64_t step_samples) const {
+StepBoundary Trainer::Boundary(int64_t rank_samples, int64_t step_samples, bool epoch_end) const {
   StepBoundary at;
   at.rank_samples = rank_samples;
   at.step_samples = step_samples;
   at.step = pos_.step;
-  at.epoch_end = pos_.samples_in_epoch >= ctx_.train->size();
+  at.epoch_end = epoch_end;
   const int64_t eval_interval = spec_.eval().interval_steps();
   at.eval_due = eval_interval > 0 && pos_.step % eval_interval == 0;
   const int64_t checkpoint_interval = spec_.checkpoint().interval_steps();
@@ -540,6 +526,10 @@ absl::Status Trainer::CommitPoint(bool final) {
     auto gathered = GatherAtCommit();
     if (!gathered.ok()) return gathered.status();
     straggler = FindStraggler(*gathered);
+    if (join_.rank() == 0) {
+      LOG(INFO) << "step " << pos_.step << ": compute/wait per step and samples per step of each rank since the "
+                << "last commit: " << DescribeStepTimes(*gathered, shares_);
+    }
     ReplanShares(*gathered);
   }
   last_commit_step_ = pos_.step;

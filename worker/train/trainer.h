@@ -62,9 +62,6 @@ class Trainer {
   StepPlan NextMicroBatches() const;
   // The step's sample ids into the sample ledger, where one is kept.
   void RecordInLedger(const std::vector<std::vector<int64_t>>& micro_batches);
-  // After a step: the next epoch starts (with its evaluation) when this one's
-  // samples are all used.
-  absl::Status EndEpochIfDone();
   // The micro-batch at `indices`, on the model's device: prefetched where
   // the context has a prefetcher (batch_prefetcher.h), else gathered here.
   Batch TakeBatch(const std::vector<int64_t>& indices);
@@ -128,8 +125,8 @@ class Trainer {
   void ZeroGrads();
   // Where the step just taken left training (for rounds and commits).
   // `rank_samples` and `step_samples`: the step's samples, this rank's and
-  // all ranks'.
-  StepBoundary Boundary(int64_t rank_samples = 0, int64_t step_samples = 0) const;
+  // all ranks'; `epoch_end`: the step used up its epoch.
+  StepBoundary Boundary(int64_t rank_samples = 0, int64_t step_samples = 0, bool epoch_end = false) const;
   // Makes the model's buffers identical on all ranks (rank 0's), where
   // each rank updates them from its own batch (norm: batch).
   absl::Status AgreeOnBuffers();

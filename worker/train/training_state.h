@@ -11,14 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "worker/models/model.h"
+#include "worker/train/training_position.h"
 
 namespace herd {
-
-struct TrainingPosition {
-  int64_t step = 0;
-  int64_t epoch = 0;
-  int64_t samples_in_epoch = 0;
-};
 
 // File name -> contents, ready for WriteCheckpointFolder. `outer_state` is
 // the parameter-averaging outer optimizer's state (empty when none).
