@@ -13,67 +13,7 @@ std::vector<int64_t> EqualShares(int64_t total, int world) {
   return shares;
 }
 
-std::vector<std::optional<ShareMeasurement>> MeasureShares(const std::vector<int64_t>& shares,
-                                                           const std::vector<RankStepTimes>& times) {
-  std::vector<std::optional<ShareMeasurement>> measured(times.size());
-  for (size_t r = 0; r < times.size() && r < shares.size(); ++r) {
-    const RankStepTimes& t = times[r];
-    if (shares[r] <= 0 || t.steps <= 0 || !(t.compute_seconds > 0) || !std::isfinite(t.compute_seconds)) continue;
-    measured[r] = ShareMeasurement{shares[r], t.compute_seconds / static_cast<double>(t.steps)};
-  }
-  return measured;
-}
-
-StepTimeModel FitStepTime(const ShareMeasurement& latest, const std::optional<ShareMeasurement>& earlier) {
-  const double s2 = static_cast<double>(latest.share);
-  const double t2 = latest.compute_seconds_per_step;
-  const StepTimeModel proportional{0.0, t2 / s2};
-  if (!earlier.has_value() || earlier->share <= 0 || !(earlier->compute_seconds_per_step > 0) ||
-      !std::isfinite(earlier->compute_seconds_per_step)) {
-    return proportional;
-  }
-  const double s1 = static_cast<double>(earlier->share);
-  if (std::abs(s2 - s1) < kMinFitShareSpread * std::max(s1, s2)) return proportional;
-  const double slope = (t2 - earlier->compute_seconds_per_step) / (s2 - s1);
-  const double fixed = t2 - slope * s2;
-  if (!(slope > 0) || fixed < 0) return proportional;
-  return {fixed, slope};
-}
-
 namespace {
-
-// The compute seconds a step would take: the slowest rank's.
-double PredictedStepSeconds(const std::vector<int64_t>& shares, const std::vector<StepTimeModel>& models) {
-  double worst = 0;
-  for (size_t r = 0; r < shares.size(); ++r) worst = std::max(worst, models[r].At(static_cast<double>(shares[r])));
-  return worst;
-}
-
-// Real-valued shares, each at least 1, summing to `total`, that give every
-// rank above the minimum the same predicted time: the time is found by
-// bisection (the summed shares grow with it).
-std::vector<double> IdealShares(int64_t total, const std::vector<StepTimeModel>& models) {
-  auto shares_at = [&](double seconds, double* sum) {
-    std::vector<double> shares(models.size());
-    *sum = 0;
-    for (size_t r = 0; r < models.size(); ++r) {
-      shares[r] = std::max(1.0, (seconds - models[r].fixed_seconds) / models[r].per_sample_seconds);
-      *sum += shares[r];
-    }
-    return shares;
-  };
-  double lo = 0;
-  double hi = 0;
-  for (const StepTimeModel& m : models) hi = std::max(hi, m.At(static_cast<double>(total)));
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    double sum = 0;
-    shares_at(mid, &sum);
-    (sum < static_cast<double>(total) ? lo : hi) = mid;
-  }
-  double sum = 0;
-  return shares_at(hi, &sum);
-}
 
 // Whole shares from ideal ones: floors (at least 1), then one more to the
 // largest remainders (lower rank first on ties) until they sum to `total`.
@@ -91,8 +31,8 @@ std::vector<int64_t> RoundShares(int64_t total, const std::vector<double>& ideal
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
   for (size_t i = 0; given < total; i = (i + 1) % world, ++given) ++shares[order[i]];
-  // Floors above the total (only from the bisection's last bit): take back
-  // from the smallest remainders first, never below 1.
+  // Floors of 1 above the total (tiny shares): take back from the smallest
+  // remainders first, never below 1.
   for (size_t i = world; given > total && i-- > 0;) {
     if (shares[order[i]] > 1) {
       --shares[order[i]];
@@ -102,28 +42,47 @@ std::vector<int64_t> RoundShares(int64_t total, const std::vector<double>& ideal
   return shares;
 }
 
+// A step's time relative to the others' under ranks as fast as `targets`
+// say: the slowest rank's share over its target fraction.
+double RelativeStepTime(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
+  double worst = 0;
+  for (size_t r = 0; r < shares.size(); ++r) worst = std::max(worst, static_cast<double>(shares[r]) / targets[r]);
+  return worst;
+}
+
 }  // namespace
 
-std::optional<std::vector<int64_t>> PlanThroughputShares(const std::vector<int64_t>& current,
-                                                         const std::vector<RankStepTimes>& times,
-                                                         const std::vector<std::optional<ShareMeasurement>>& earlier,
-                                                         double min_gain) {
+SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times,
+                               const std::vector<double>& previous_targets, double min_gain) {
+  SharePlan plan{previous_targets, std::nullopt};
   const size_t world = current.size();
-  if (world < 2 || times.size() != world) return std::nullopt;
+  if (world < 2 || times.size() != world) return plan;
   const int64_t total = std::accumulate(current.begin(), current.end(), int64_t{0});
-  if (total < static_cast<int64_t>(world)) return std::nullopt;
-  const std::vector<std::optional<ShareMeasurement>> latest = MeasureShares(current, times);
-  std::vector<StepTimeModel> models(world);
+  if (total < static_cast<int64_t>(world)) return plan;
+  std::vector<double> rates(world);
+  double rate_sum = 0;
   for (size_t r = 0; r < world; ++r) {
-    if (!latest[r].has_value()) return std::nullopt;
-    models[r] = FitStepTime(*latest[r], r < earlier.size() ? earlier[r] : std::nullopt);
+    const RankStepTimes& t = times[r];
+    if (current[r] <= 0 || t.steps <= 0 || !(t.compute_seconds > 0) || !std::isfinite(t.compute_seconds)) {
+      return plan;
+    }
+    rates[r] = static_cast<double>(current[r]) * static_cast<double>(t.steps) / t.compute_seconds;
+    rate_sum += rates[r];
   }
-  std::vector<int64_t> proposed = RoundShares(total, IdealShares(total, models));
-  if (proposed == current) return std::nullopt;
-  if (PredictedStepSeconds(proposed, models) > (1 - min_gain) * PredictedStepSeconds(current, models)) {
-    return std::nullopt;
+  const bool smooth = previous_targets.size() == world;
+  std::vector<double> targets(world);
+  for (size_t r = 0; r < world; ++r) {
+    const double latest = rates[r] / rate_sum;
+    targets[r] = smooth ? kShareTargetSmoothing * latest + (1 - kShareTargetSmoothing) * previous_targets[r] : latest;
   }
-  return proposed;
+  plan.targets = targets;
+  std::vector<double> ideal(world);
+  for (size_t r = 0; r < world; ++r) ideal[r] = targets[r] * static_cast<double>(total);
+  std::vector<int64_t> proposed = RoundShares(total, ideal);
+  if (proposed == current) return plan;
+  if (RelativeStepTime(proposed, targets) > (1 - min_gain) * RelativeStepTime(current, targets)) return plan;
+  plan.shares = std::move(proposed);
+  return plan;
 }
 
 }  // namespace herd

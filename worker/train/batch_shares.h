@@ -21,57 +21,44 @@ namespace herd {
 // total % world ranks one more. Empty for world <= 0.
 std::vector<int64_t> EqualShares(int64_t total, int world);
 
-// A re-plan is taken only when it cuts the predicted compute time of a step
-// by at least this fraction: measurement noise must not make shares flap.
-// 5% flapped on a loaded 2-core machine (bench/README.md, issue 31): two
-// identical workers' shares swung by 15% at every commit point.
-inline constexpr double kMinShareReplanGain = 0.1;
+// How a re-plan is found, and why this way (measured in bench/README.md,
+// "One slow worker"):
+// - From one log interval, each rank's rate at its share is share / compute
+//   seconds per step; the proportional target gives each rank the fraction
+//   rate / sum of rates of the step. A step's fixed cost (the optimizer, the
+//   sync's copies) makes that an under-correction, but repeating it is a
+//   fixed-point iteration whose only fixed point is equal compute times: each
+//   re-plan leaves (fixed part / step time) of the previous imbalance.
+// - Only ratios within one interval are used, so a change of speed that hits
+//   all ranks alike (the machine's other load, clock changes) moves nothing.
+//   An earlier planner fitted a fixed cost per rank from two intervals; such
+//   changes between intervals made those fits, and the shares, swing.
+// - The targets are smoothed over intervals (kShareTargetSmoothing): one
+//   interval's noise moves the shares only part of the way.
+// - A re-plan is taken only when it cuts the step time predicted from the
+//   smoothed targets by at least min_gain, so shares settle instead of
+//   following every sample of noise.
+inline constexpr double kShareTargetSmoothing = 0.5;  // weight of the newest interval
+inline constexpr double kMinShareReplanGain = 0.03;
 
-// One rank's compute seconds per step at one share, over a log interval.
-struct ShareMeasurement {
-  int64_t share = 0;
-  double compute_seconds_per_step = 0;
+struct SharePlan {
+  // The smoothed fraction of the step each rank should train, summing to 1:
+  // pass it back as `previous_targets` at the next commit point. Empty when
+  // no rank had anything to measure yet.
+  std::vector<double> targets;
+  // The new shares: same sum, at least 1 sample per rank, rounded by
+  // largest remainder (lower rank first on ties). nullopt: keep `current`.
+  std::optional<std::vector<int64_t>> shares;
 };
 
-// Each rank's measurement at its share `shares[r]` over an interval: nullopt
-// for a rank without a valid one (no share, no steps, no finite positive
-// compute time) or beyond either vector.
-std::vector<std::optional<ShareMeasurement>> MeasureShares(const std::vector<int64_t>& shares,
-                                                           const std::vector<RankStepTimes>& times);
-
-// A rank's compute seconds per step as a function of its share:
-// fixed_seconds + per_sample_seconds * share. The fixed part is what a step
-// costs whatever its size (the optimizer's update, the sync's own work, the
-// step's bookkeeping): shares proportional to rates, which ignore it, leave
-// the rank with the largest fixed part (the slow one) the slowest.
-struct StepTimeModel {
-  double fixed_seconds = 0;
-  double per_sample_seconds = 0;
-  double At(double share) const { return fixed_seconds + per_sample_seconds * share; }
-};
-
-// Two measurements whose shares differ by at least this fraction of the
-// larger fit both parameters; closer ones are mostly noise.
-inline constexpr double kMinFitShareSpread = 0.1;
-
-// The line through `earlier` and `latest` when their shares are far enough
-// apart and it has a positive slope and no negative fixed part; else time
-// proportional to the share through `latest` (fixed_seconds 0). `latest`
-// must have a positive share and time.
-StepTimeModel FitStepTime(const ShareMeasurement& latest, const std::optional<ShareMeasurement>& earlier);
-
-// New shares that give every rank the same predicted compute time per step
-// under its StepTimeModel (fitted from this log interval's `times`, measured
-// at `current`, and, where given, `earlier`: each rank's measurement of the
-// interval before, at the shares it had then), with the same sum, at least 1
-// sample per rank, rounded by largest remainder (lower rank first on ties).
-// Without `earlier`, shares are proportional to the measured rates. Repeated
-// at each commit point, the plan converges on equal compute times even when
-// a step has a fixed cost. nullopt (keep `current`) when a rank has no valid
-// measurement, the sum is below the number of ranks, or the predicted step
-// time (the slowest rank's) does not improve by min_gain.
-std::optional<std::vector<int64_t>> PlanThroughputShares(
-    const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times,
-    const std::vector<std::optional<ShareMeasurement>>& earlier = {}, double min_gain = kMinShareReplanGain);
+// The plan at a commit point from each rank's `times` over the log interval
+// at shares `current`, and the targets of the commit point before (empty at
+// a generation's first). Keeps the shares, and the previous targets, when a
+// rank has no valid measurement (no steps, or compute time not finite and
+// positive), the sizes differ, there are fewer than 2 ranks or the sum is
+// below the number of ranks.
+SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times,
+                               const std::vector<double>& previous_targets = {},
+                               double min_gain = kMinShareReplanGain);
 
 }  // namespace herd

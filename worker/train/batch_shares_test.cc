@@ -32,127 +32,155 @@ TEST(EqualSharesTest, SplitsEvenlyLowerRanksTakeTheRemainder) {
 TEST(ThroughputSharesTest, AHalfSpeedRankGetsHalfTheShareAndTheSumIsKept) {
   const std::vector<int64_t> equal = EqualShares(96, 3);
   const std::vector<double> rates = {100, 100, 50};
-  const auto planned = PlanThroughputShares(equal, Measure(equal, rates));
-  ASSERT_TRUE(planned.has_value());
-  EXPECT_EQ(Sum(*planned), 96);
+  const SharePlan plan = PlanThroughputShares(equal, Measure(equal, rates));
+  ASSERT_TRUE(plan.shares.has_value());
+  EXPECT_EQ(Sum(*plan.shares), 96);
   // 96 * (0.4, 0.4, 0.2) = 38.4, 38.4, 19.2: floors, then the largest remainder (rank 0 on the tie).
-  EXPECT_EQ(*planned, (std::vector<int64_t>{39, 38, 19}));
+  EXPECT_EQ(*plan.shares, (std::vector<int64_t>{39, 38, 19}));
+  ASSERT_EQ(plan.targets.size(), 3u);
+  EXPECT_NEAR(plan.targets[2], 0.2, 1e-12);
   // Measured again at the new shares, nothing changes: no flapping.
-  EXPECT_FALSE(PlanThroughputShares(*planned, Measure(*planned, rates)).has_value());
+  const SharePlan again = PlanThroughputShares(*plan.shares, Measure(*plan.shares, rates), plan.targets);
+  EXPECT_FALSE(again.shares.has_value());
 }
 
 TEST(ThroughputSharesTest, SmallDifferencesKeepTheShares) {
   const std::vector<int64_t> equal = EqualShares(96, 3);
-  // 5% slower: a re-plan would gain 2%, less than kMinShareReplanGain.
-  EXPECT_FALSE(PlanThroughputShares(equal, Measure(equal, {100, 100, 95})).has_value());
-  // The same ranks 30% slower do re-plan.
-  EXPECT_TRUE(PlanThroughputShares(equal, Measure(equal, {100, 100, 70})).has_value());
+  // 5% slower: the best re-plan, [33, 32, 31], would gain 2%, less than kMinShareReplanGain.
+  EXPECT_FALSE(PlanThroughputShares(equal, Measure(equal, {100, 100, 95})).shares.has_value());
+  // The same rank 30% slower does re-plan.
+  EXPECT_TRUE(PlanThroughputShares(equal, Measure(equal, {100, 100, 70})).shares.has_value());
 }
 
 TEST(ThroughputSharesTest, EveryRankKeepsAtLeastOneSample) {
   const std::vector<int64_t> equal = EqualShares(8, 4);
-  const auto planned = PlanThroughputShares(equal, Measure(equal, {1e6, 1e6, 1e6, 1}));
-  ASSERT_TRUE(planned.has_value());
-  EXPECT_EQ(Sum(*planned), 8);
-  for (int64_t share : *planned) EXPECT_GE(share, 1);
-  EXPECT_EQ((*planned)[3], 1);
+  const SharePlan plan = PlanThroughputShares(equal, Measure(equal, {1e6, 1e6, 1e6, 1}));
+  ASSERT_TRUE(plan.shares.has_value());
+  EXPECT_EQ(Sum(*plan.shares), 8);
+  for (int64_t share : *plan.shares) EXPECT_GE(share, 1);
+  EXPECT_EQ((*plan.shares)[3], 1);
 }
 
-TEST(ThroughputSharesTest, FollowsARankThatRecovers) {
+TEST(ThroughputSharesTest, FollowsARankThatRecoversInSmoothedSteps) {
   const std::vector<int64_t> skewed = {40, 40, 16};
-  // All three now run at the same rate: back towards equal shares.
-  const auto planned = PlanThroughputShares(skewed, Measure(skewed, {100, 100, 100}));
-  ASSERT_TRUE(planned.has_value());
-  EXPECT_EQ(*planned, (std::vector<int64_t>{32, 32, 32}));
+  const std::vector<double> rates = {100, 100, 100};  // all three now run at the same rate
+  // Without history (a generation's first plan) straight to equal shares.
+  EXPECT_EQ(*PlanThroughputShares(skewed, Measure(skewed, rates)).shares, (std::vector<int64_t>{32, 32, 32}));
+  // With the targets that made these shares, half of the way: (0.4 + 1/3) / 2 and (1/6 + 1/3) / 2 of 96.
+  const std::vector<double> before = {40.0 / 96, 40.0 / 96, 16.0 / 96};
+  const SharePlan first = PlanThroughputShares(skewed, Measure(skewed, rates), before);
+  ASSERT_TRUE(first.shares.has_value());
+  EXPECT_EQ(*first.shares, (std::vector<int64_t>{36, 36, 24}));
+  // And on from there until it gets there.
+  std::vector<int64_t> shares = *first.shares;
+  std::vector<double> targets = first.targets;
+  for (int i = 0; i < 10; ++i) {
+    SharePlan next = PlanThroughputShares(shares, Measure(shares, rates), targets);
+    targets = next.targets;
+    if (next.shares.has_value()) shares = *next.shares;
+  }
+  for (int64_t share : shares) EXPECT_NEAR(static_cast<double>(share), 32, 1);
 }
 
 // What ranks whose compute per step is fixed + per_sample * share measure.
-std::vector<RankStepTimes> MeasureLinear(const std::vector<int64_t>& shares, const std::vector<StepTimeModel>& ranks,
-                                         int64_t steps = 10) {
+struct LinearRank {
+  double fixed_seconds;
+  double per_sample_seconds;
+  double At(int64_t share) const { return fixed_seconds + per_sample_seconds * static_cast<double>(share); }
+};
+
+std::vector<RankStepTimes> MeasureLinear(const std::vector<int64_t>& shares, const std::vector<LinearRank>& ranks,
+                                         double speed = 1, int64_t steps = 10) {
   std::vector<RankStepTimes> times;
   for (size_t r = 0; r < shares.size(); ++r) {
-    times.push_back({ranks[r].At(static_cast<double>(shares[r])) * static_cast<double>(steps), 0.0, steps});
+    times.push_back({ranks[r].At(shares[r]) * static_cast<double>(steps) / speed, 0.0, steps});
   }
   return times;
 }
 
-std::vector<std::optional<ShareMeasurement>> Earlier(const std::vector<int64_t>& shares,
-                                                     const std::vector<StepTimeModel>& ranks) {
-  std::vector<std::optional<ShareMeasurement>> earlier;
-  for (size_t r = 0; r < shares.size(); ++r) {
-    earlier.push_back(ShareMeasurement{shares[r], ranks[r].At(static_cast<double>(shares[r]))});
-  }
-  return earlier;
-}
-
-double Slowest(const std::vector<int64_t>& shares, const std::vector<StepTimeModel>& ranks) {
+double Slowest(const std::vector<int64_t>& shares, const std::vector<LinearRank>& ranks) {
   double worst = 0;
-  for (size_t r = 0; r < shares.size(); ++r) worst = std::max(worst, ranks[r].At(static_cast<double>(shares[r])));
+  for (size_t r = 0; r < shares.size(); ++r) worst = std::max(worst, ranks[r].At(shares[r]));
   return worst;
 }
 
-TEST(FitStepTimeTest, TwoSharesFarEnoughApartGiveTheLine) {
-  const StepTimeModel fit = FitStepTime({40, 0.05}, ShareMeasurement{32, 0.042});
-  EXPECT_NEAR(fit.fixed_seconds, 0.01, 1e-12);
-  EXPECT_NEAR(fit.per_sample_seconds, 0.001, 1e-12);
-}
-
-TEST(FitStepTimeTest, OtherwiseTimeIsProportionalToTheShare) {
-  const StepTimeModel proportional{0.0, 0.05 / 40};
-  auto same = [&](const StepTimeModel& m) {
-    EXPECT_EQ(m.fixed_seconds, proportional.fixed_seconds);
-    EXPECT_DOUBLE_EQ(m.per_sample_seconds, proportional.per_sample_seconds);
-  };
-  same(FitStepTime({40, 0.05}, std::nullopt));
-  same(FitStepTime({40, 0.05}, ShareMeasurement{38, 0.048}));  // 5% apart: mostly noise
-  same(FitStepTime({40, 0.05}, ShareMeasurement{32, 0.06}));   // slower with fewer samples
-  same(FitStepTime({40, 0.05}, ShareMeasurement{32, 0.02}));   // a negative fixed part
-  same(FitStepTime({40, 0.05}, ShareMeasurement{0, 0.02}));    // no share
-  same(FitStepTime({40, 0.05}, ShareMeasurement{32, std::numeric_limits<double>::infinity()}));
-}
-
 // Ranks with a fixed cost per step, the last at half speed in both parts (a
-// duty-cycled process): proportional shares leave it the slowest; with the
-// interval before as a second measurement, the next re-plan equalizes.
-TEST(ThroughputSharesTest, AFixedCostPerStepIsFittedFromTwoIntervals) {
-  const std::vector<StepTimeModel> ranks = {{0.01, 0.001}, {0.01, 0.001}, {0.02, 0.002}};
-  const std::vector<int64_t> equal = EqualShares(96, 3);
-  const auto first = PlanThroughputShares(equal, MeasureLinear(equal, ranks));
-  ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(*first, (std::vector<int64_t>{39, 38, 19}));  // proportional to the rates measured at equal shares
-  // The slow rank still takes 0.058 s against the others' 0.049 and 0.048.
-  EXPECT_NEAR(Slowest(*first, ranks), 0.058, 1e-9);
-  // From that interval alone (proportional again) the re-plan overshoots less but still leaves the slow
-  // rank the slowest: 16 samples at 0.052 s.
-  const auto proportional = PlanThroughputShares(*first, MeasureLinear(*first, ranks));
-  ASSERT_TRUE(proportional.has_value());
-  EXPECT_EQ(*proportional, (std::vector<int64_t>{40, 40, 16}));
-  EXPECT_NEAR(Slowest(*proportional, ranks), 0.052, 1e-9);
-  // With the equal-shares interval as the earlier measurement, the fit finds the fixed parts.
-  const auto second = PlanThroughputShares(*first, MeasureLinear(*first, ranks), Earlier(equal, ranks));
-  ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(std::accumulate(second->begin(), second->end(), int64_t{0}), 96);
-  // The exact optimum is 40.4, 40.4, 15.2 samples at 0.0504 s.
-  EXPECT_EQ(*second, (std::vector<int64_t>{41, 40, 15}));
-  EXPECT_NEAR(Slowest(*second, ranks), 0.051, 1e-9);
-  // And there it stays.
-  EXPECT_FALSE(
-      PlanThroughputShares(*second, MeasureLinear(*second, ranks), Earlier(*first, ranks)).has_value());
+// duty-cycled process). Proportional shares under-correct for the fixed
+// cost; re-planned at each commit point they converge on equal compute times.
+TEST(ThroughputSharesTest, ConvergesOnEqualComputeTimesDespiteAFixedCostPerStep) {
+  const std::vector<LinearRank> ranks = {{0.05, 0.001}, {0.05, 0.001}, {0.1, 0.002}};
+  std::vector<int64_t> shares = EqualShares(960, 3);
+  const SharePlan first = PlanThroughputShares(shares, MeasureLinear(shares, ranks));
+  ASSERT_TRUE(first.shares.has_value());
+  EXPECT_EQ(*first.shares, (std::vector<int64_t>{384, 384, 192}));  // proportional to the rates at equal shares
+  // The slow rank then takes 0.484 s against the others' 0.434.
+  EXPECT_NEAR(Slowest(*first.shares, ranks), 0.484, 1e-9);
+  shares = *first.shares;
+  std::vector<double> targets = first.targets;
+  int replans = 0;
+  for (int i = 0; i < 20; ++i) {
+    SharePlan next = PlanThroughputShares(shares, MeasureLinear(shares, ranks), targets);
+    targets = next.targets;
+    if (next.shares.has_value()) {
+      shares = *next.shares;
+      ++replans;
+    }
+  }
+  EXPECT_EQ(Sum(shares), 960);
+  EXPECT_GE(replans, 1);
+  // The optimum: 394, 394, 172 samples at 0.444 s. Within the 3% hysteresis of it.
+  EXPECT_LT(Slowest(shares, ranks), 0.444 * 1.03);
+  EXPECT_LT(Slowest(shares, ranks), Slowest(*first.shares, ranks));
+  // Settled: the next interval changes nothing.
+  EXPECT_FALSE(PlanThroughputShares(shares, MeasureLinear(shares, ranks), targets).shares.has_value());
 }
 
-TEST(ThroughputSharesTest, NoValidMeasurementNoPlan) {
+TEST(ThroughputSharesTest, ASpeedChangeCommonToAllRanksMovesNothing) {
+  const std::vector<double> rates = {100, 100, 50};
+  const std::vector<int64_t> shares = {384, 384, 192};
+  const SharePlan settled = PlanThroughputShares(shares, Measure(shares, rates));
+  EXPECT_FALSE(settled.shares.has_value());
+  // The whole machine 40% slower, or 2x faster, in the next interval: same ratios, same targets.
+  for (double speed : {0.6, 2.0}) {
+    const std::vector<double> scaled = {100 * speed, 100 * speed, 50 * speed};
+    const SharePlan next = PlanThroughputShares(shares, Measure(shares, scaled), settled.targets);
+    EXPECT_FALSE(next.shares.has_value()) << speed;
+    for (size_t r = 0; r < 3; ++r) EXPECT_NEAR(next.targets[r], settled.targets[r], 1e-12);
+  }
+}
+
+TEST(ThroughputSharesTest, OneNoisyIntervalMovesTheSharesOnlyPartWay) {
+  const std::vector<int64_t> shares = {400, 400, 200};
+  const std::vector<double> targets = {0.4, 0.4, 0.2};
+  // Rank 1 looks 25% slower for one interval: its raw target falls from 0.4 to 1/3 (of 80 + 100 + 50 ...).
+  const std::vector<double> noisy = {100, 75, 50};
+  const SharePlan raw = PlanThroughputShares(shares, Measure(shares, noisy));
+  const SharePlan smoothed = PlanThroughputShares(shares, Measure(shares, noisy), targets);
+  ASSERT_TRUE(raw.shares.has_value());
+  ASSERT_TRUE(smoothed.shares.has_value());
+  EXPECT_EQ(*raw.shares, (std::vector<int64_t>{445, 333, 222}));       // 1000 * (100, 75, 50) / 225
+  EXPECT_EQ(*smoothed.shares, (std::vector<int64_t>{422, 367, 211}));  // half of the way there
+}
+
+TEST(ThroughputSharesTest, NoValidMeasurementNoPlanAndTheTargetsAreKept) {
   const std::vector<int64_t> equal = EqualShares(96, 3);
+  const std::vector<double> before = {0.5, 0.3, 0.2};
+  auto keeps = [&](const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times) {
+    const SharePlan plan = PlanThroughputShares(current, times, before);
+    EXPECT_FALSE(plan.shares.has_value());
+    EXPECT_EQ(plan.targets, before);
+  };
   auto times = Measure(equal, {100, 100, 50});
   times[1].steps = 0;
-  EXPECT_FALSE(PlanThroughputShares(equal, times).has_value());
+  keeps(equal, times);
   times = Measure(equal, {100, 100, 50});
   times[2].compute_seconds = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_FALSE(PlanThroughputShares(equal, times).has_value());
+  keeps(equal, times);
   times[2].compute_seconds = -1;
-  EXPECT_FALSE(PlanThroughputShares(equal, times).has_value());
-  EXPECT_FALSE(PlanThroughputShares(equal, Measure({32, 32}, {100, 100})).has_value());  // sizes differ
-  EXPECT_FALSE(PlanThroughputShares({96}, Measure({96}, {100})).has_value());              // one rank
-  EXPECT_FALSE(PlanThroughputShares({1, 1, 0}, Measure({1, 1, 1}, {100, 100, 1})).has_value());  // sum < world
+  keeps(equal, times);
+  keeps(equal, Measure({32, 32}, {100, 100}));                 // sizes differ
+  keeps({96}, Measure({96}, {100}));                            // one rank
+  keeps({1, 1, 0}, Measure({1, 1, 1}, {100, 100, 1}));          // sum < world
 }
 
 }  // namespace

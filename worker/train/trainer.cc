@@ -92,7 +92,7 @@ absl::Status Trainer::Setup() {
   // Every generation starts from equal shares: its members' rates are not
   // known yet, and a fixed start keeps sync.shares equal reproducible.
   shares_ = EqualShares(per_step, static_cast<int>(join_.world_size()));
-  previous_interval_.clear();
+  share_targets_.clear();
   first_step_ = pos_.step + 1;
   if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
   total_steps_ = TotalSteps();
@@ -504,14 +504,15 @@ absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
 
 void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
   if (!ctx_.sync.throughput_shares) return;
-  std::optional<std::vector<int64_t>> planned = PlanThroughputShares(shares_, times, previous_interval_);
-  previous_interval_ = MeasureShares(shares_, times);
-  if (!planned.has_value()) return;
+  SharePlan plan = PlanThroughputShares(shares_, times, share_targets_);
+  share_targets_ = std::move(plan.targets);
+  if (!plan.shares.has_value()) return;
   if (join_.rank() == 0) {
     LOG(INFO) << "step " << pos_.step << ": batch shares re-planned from the ranks' rates: ["
-              << absl::StrJoin(shares_, ", ") << "] -> [" << absl::StrJoin(*planned, ", ") << "] samples per step";
+              << absl::StrJoin(shares_, ", ") << "] -> [" << absl::StrJoin(*plan.shares, ", ")
+              << "] samples per step";
   }
-  shares_ = std::move(*planned);
+  shares_ = std::move(*plan.shares);
   if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
 }
 

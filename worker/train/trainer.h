@@ -150,9 +150,9 @@ class Trainer {
 
   // Samples of each rank per step this generation (batch_shares.h).
   std::vector<int64_t> shares_;
-  // Each rank's share and compute per step over the previous log interval:
-  // with this one's, a second point to fit a fixed cost per step from.
-  std::vector<std::optional<ShareMeasurement>> previous_interval_;
+  // The smoothed fractions of a step the ranks' rates call for, carried from
+  // one commit point to the next (PlanThroughputShares).
+  std::vector<double> share_targets_;
   // The generation's first step (allocations, lazy initialization) is no
   // measure of a rank's speed: left out of the straggler window.
   int64_t first_step_ = 0;
