@@ -31,7 +31,7 @@ Prints one line per run, a summary and a final JSON line (medians of --reps).
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
                                 [--fast-fraction auto] [--period 0.01] [--reps 1]
                                 [--model mlp] [--shares throughput|equal] [--sides herd,ddp]
-                                [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3]
+                                [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3] [--verbose]
 """
 import argparse
 import datetime
@@ -138,7 +138,7 @@ def rank0_lines(cluster, job, world):
             yield from f
 
 
-def herd_notes(cluster, job, world, warmup):
+def herd_notes(cluster, job, world, warmup, verbose=False):
     """From rank 0's log: each re-plan of the shares, and each rank's share of the timed steps (the
     intervals after the warmup's) spent waiting for the all-reduce: where a W-worker run loses time
     against the sum of solo rates. (The trainers' own final wait figures include the warmup's steps,
@@ -150,6 +150,8 @@ def herd_notes(cluster, job, world, warmup):
     for line in rank0_lines(cluster, job, world):
         if m := REPLAN.search(line):
             replans.append(f"step {m.group(1)} [{m.group(2)}]")
+        if verbose and (SPLIT.search(line) or REPLAN.search(line)):
+            print("    rank 0:", line.strip(), flush=True)
         if (m := SPLIT.search(line)) and int(m.group(1)) > warmup:
             for rank, c, w in RANK_SPLIT.findall(m.group(2)):
                 compute[int(rank)] += float(c)
@@ -186,7 +188,7 @@ def herd_run(cluster, world, args, fractions):
             lead = (times[args.warmup] - seconds_of_day(began)) % 86400
             if lead > 43200:
                 raise RuntimeError(f"herd: the slowdown began {86400 - lead:.2f} s after the timed steps")
-    return sps, cycles, herd_notes(cluster, job, world, args.warmup)
+    return sps, cycles, herd_notes(cluster, job, world, args.warmup, args.verbose)
 
 
 def children(parent, pattern):
@@ -259,6 +261,8 @@ def main():
                    help="herd's sync.shares (DDP's shares are always equal)")
     p.add_argument("--sides", default="herd,ddp", help="which sides to run (the summary needs both)")
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
+    p.add_argument("--verbose", action="store_true",
+                   help="print rank 0's per-commit split of each rank's step time and its re-plans (herd W runs)")
     p.add_argument("--lib-dir", help="shared libraries for herd's processes only (LD_LIBRARY_PATH), e.g. a "
                                      "GPU bundle's lib/ (scripts/gpu_bundle.sh)")
     p.add_argument("--python", default=compare_ddp.DDP_PYTHON,
