@@ -36,7 +36,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DDP_SCRIPT = os.path.join(ROOT, "..", "shared", "bench", "ddp_baseline.py")
+# The shared DDP peer; HERD_DDP_BASELINE names it where it lies elsewhere
+# (scripts/straggler_on_device.sh on a machine without ../shared).
+DDP_SCRIPT = os.environ.get("HERD_DDP_BASELINE") or os.path.join(ROOT, "..", "shared", "bench", "ddp_baseline.py")
 DDP_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
 DATA = "/usr/share/datasets/fashion-mnist"
 DDP_MODEL = {"mnist_cnn": "cnn", "mlp": "mlp"}  # the shared peer's names
