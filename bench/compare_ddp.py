@@ -78,6 +78,17 @@ def build():
                           text=True).stdout.strip()
 
 
+def env_with_libs(lib_dir):
+    """The environment for herd's processes with `lib_dir` first on LD_LIBRARY_PATH (a GPU bundle's lib/);
+    None (inherit) without one. Never for Python: the bundle's libraries are herd's."""
+    if not lib_dir:
+        return None
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.realpath(lib_dir) + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

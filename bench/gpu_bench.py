@@ -65,7 +65,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import LocalCluster, step_times  # noqa: E402
+from compare_ddp import LocalCluster, env_with_libs, step_times  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "gpu_bench_peer.py")
@@ -424,11 +424,7 @@ def main():
     args = parse_args()
     started = time.time()
     workdir = tempfile.mkdtemp(prefix="herd-gpu-bench-")
-    env = None
-    if args.lib_dir:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.path.realpath(args.lib_dir) + (
-            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env = env_with_libs(args.lib_dir)
     bench = Bench(args, workdir)
     peer = PeerProcess(args.python, args.device, args.threads, os.path.join(workdir, "peer.log"), args.run_timeout)
     cluster = watcher = None

@@ -49,8 +49,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_ddp  # noqa: E402
-from compare_ddp import (DDP_MODEL, SIZED_MLP, LocalCluster, build, ddp_command, make_torchscript,  # noqa: E402
-                         run_ddp, run_herd, step_times)
+from compare_ddp import (DDP_MODEL, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
+                         make_torchscript, run_ddp, run_herd, step_times)
 from duty_cycle import DutyCycle  # noqa: E402
 from recovery_bench import pids_of  # noqa: E402
 
@@ -282,11 +282,7 @@ def main():
         p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
     args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
     compare_ddp.DDP_PYTHON = args.python  # run_ddp reads it at each run
-    env = None
-    if args.lib_dir:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.path.realpath(args.lib_dir) + (
-            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env = env_with_libs(args.lib_dir)
     bin_dir = args.bin_dir or build()
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \
         if args.model == "torchscript" else None
