@@ -223,6 +223,11 @@ TEST(Straggler, ThroughputSharesShrinkTheSlowWorkersShareAndKeepEverySampleOnce)
   }  // worker-2's trainer runs freely again
   ASSERT_EQ(shares.size(), 3u) << cluster.Logs();
   EXPECT_EQ(shares[0] + shares[1] + shares[2], 48) << "the step's size changed";
+  // What the re-plans were made from: rank 0's split of every rank's step at each commit point.
+  static const std::regex split(
+      R"(compute/wait per step and samples per step of each rank since the last commit: )"
+      R"(rank 0 [0-9.]+/[0-9.]+ s \([0-9]+\), rank 1 [0-9.]+/[0-9.]+ s \([0-9]+\), rank 2 [0-9.]+/[0-9.]+ s \([0-9]+\))");
+  EXPECT_TRUE(std::regex_search(cluster.Logs(), split)) << cluster.Logs();
   EXPECT_LT(shares[slowed_rank], 16) << cluster.Logs();
   for (int64_t r = 0; r < 3; ++r) {
     if (r != slowed_rank) {
