@@ -272,7 +272,8 @@ def run_herd(cluster, model, world, args):
 
 
 def run_ddp(model, world, args):
-    out = subprocess.run([DDP_PYTHON, *ddp_command(model, args.torchscript), "--world", str(world),
+    python = getattr(args, "python", None) or DDP_PYTHON  # straggler_bench --python
+    out = subprocess.run([python, *ddp_command(model, args.torchscript), "--world", str(world),
                           "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
                           "--threads", "1", "--port", str(free_port())], capture_output=True, text=True)
     if out.returncode != 0:

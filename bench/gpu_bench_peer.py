@@ -44,6 +44,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import char_transformer_torch as ct  # noqa: E402
 import resnet_small_torch as rs  # noqa: E402
+from synthetic_images import write_image_set  # noqa: E402
 
 
 def log(*args):
@@ -76,25 +77,8 @@ def read_idx(path):
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
-def write_idx(path, array):
-    with open(path, "wb") as f:
-        f.write(bytes([0, 0, 0x08, array.ndim]))
-        for d in array.shape:
-            f.write(int(d).to_bytes(4, "big"))
-        f.write(np.ascontiguousarray(array, dtype=np.uint8).tobytes())
-
-
 def write_images(req):
-    rng = np.random.default_rng(req["seed"])
-    templates = rng.integers(0, 256, size=(10, 28, 28))
-    os.makedirs(req["path"], exist_ok=True)
-    for split, count in (("train", req["train"]), ("t10k", req["test"])):
-        labels = np.arange(count) % 10  # every class present: herd counts classes from the largest label
-        rng.shuffle(labels)
-        noise = rng.integers(-64, 65, size=(count, 28, 28))
-        images = np.clip(templates[labels] + noise, 0, 255)
-        write_idx(os.path.join(req["path"], f"{split}-images-idx3-ubyte"), images)
-        write_idx(os.path.join(req["path"], f"{split}-labels-idx1-ubyte"), labels)
+    write_image_set(req["path"], req["train"], req["test"], req["seed"])
     return {"ok": True}
 
 

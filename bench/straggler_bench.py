@@ -48,8 +48,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_ddp  # noqa: E402
-from compare_ddp import (DDP_MODEL, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
+from compare_ddp import (DDP_MODEL, DDP_PYTHON, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
                          make_torchscript, run_ddp, run_herd, step_times)
 from duty_cycle import DutyCycle  # noqa: E402
 from recovery_bench import pids_of  # noqa: E402
@@ -265,7 +264,7 @@ def main():
                    help="print rank 0's per-commit split of each rank's step time and its re-plans (herd W runs)")
     p.add_argument("--lib-dir", help="shared libraries for herd's processes only (LD_LIBRARY_PATH), e.g. a "
                                      "GPU bundle's lib/ (scripts/gpu_bundle.sh)")
-    p.add_argument("--python", default=compare_ddp.DDP_PYTHON,
+    p.add_argument("--python", default=DDP_PYTHON,
                    help="the Python with torch that runs the DDP side")
     args = p.parse_args()
     if args.steps % args.warmup:
@@ -281,7 +280,6 @@ def main():
     if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
         p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
     args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
-    compare_ddp.DDP_PYTHON = args.python  # run_ddp reads it at each run
     env = env_with_libs(args.lib_dir)
     bin_dir = args.bin_dir or build()
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \

@@ -8,7 +8,7 @@
 #
 # What the machine may lack, it makes up:
 # - Fashion-MNIST at /usr/share/datasets/fashion-mnist (both sides read it
-#   there): a synthetic set of its shape (bench/synthetic_fashion_mnist.py),
+#   there): a synthetic set of its shape (bench/synthetic_images.py),
 #   same cost per step, so the samples/s figures hold; accuracy does not.
 # - the shared DDP peer (../shared/bench/ddp_baseline.py): HERD_DDP_BASELINE
 #   names it, else shared/bench/ddp_baseline.py in this checkout is used, else
@@ -31,7 +31,7 @@ LOG=${LOG:-/dev/null}
   DATA=/usr/share/datasets/fashion-mnist
   if [[ ! -e "$DATA/train-images-idx3-ubyte.gz" ]]; then
     echo "# no Fashion-MNIST at $DATA: a synthetic set of its shape (samples/s hold, accuracy does not)"
-    "$PYTHON" bench/synthetic_fashion_mnist.py "$DATA" || exit 1
+    "$PYTHON" bench/synthetic_images.py --gzip "$DATA" || exit 1
   fi
   SIDES=()
   if [[ -z "${HERD_DDP_BASELINE:-}" && ! -e ../shared/bench/ddp_baseline.py ]]; then
