@@ -1,8 +1,9 @@
 // Training across hosts: each worker daemon in its own network namespace of a
 // testbed (tests/testbed), the coordinator on the bridge, so every rank has a
 // different address and gradients cross the bridge over herd's
-// member-authenticated TCP transport (no shared memory). The equivalence contract of training_test holds there, and on a
-// link that drops 2% of its packets.
+// member-authenticated TCP transport (no shared memory). The equivalence
+// contract of training_test holds there bitwise, and on a link that drops 2%
+// of its packets.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,11 +22,13 @@ constexpr int kHosts = 3;
 constexpr int kBatch = 16;
 constexpr int kSteps = 20;
 
-std::string MlpJob(int workers, int batch) {
+// `global_batch` 0: workers x batch.
+std::string MlpJob(int workers, int batch, int global_batch = 0) {
   return "model: mlp\n"
          "dataset: {kind: synthetic}\n"
-         "batch_size: " + std::to_string(batch) + "\n"
-         "max_steps: " + std::to_string(kSteps) + "\n"
+         "batch_size: " + std::to_string(batch) + "\n" +
+         (global_batch > 0 ? "global_batch_size: " + std::to_string(global_batch) + "\n" : "") +
+         "max_steps: " + std::to_string(kSteps) + "\n" +
          "optimizer: {name: sgd, lr: 0.05}\n"
          "eval: {max_samples: 256}\n"
          "seed: 42\n"
@@ -51,15 +54,21 @@ class MultiHost : public ::testing::Test {
     cluster_ = std::make_unique<LocalCluster>(cluster);
   }
 
-  // Runs the W=kHosts job at kBatch and the W=1 job at kHosts*kBatch, and
-  // checks the contract: replicas bitwise equal, the W=1 result within the
-  // bound training_test uses, every rank on its own host over TCP.
+  // Runs the W=kHosts job at kBatch and, as the reference, the W=1 job with
+  // the same global batch in kHosts micro-batches of kBatch, and checks the
+  // contract: replicas bitwise equal, every rank on its own host over TCP,
+  // and the W=1 result bitwise equal too. Both sum the same micro-batches'
+  // gradients in the same order (rank order over TCP, accumulation order
+  // alone), so equality is exact. (Against one batch of kHosts*kBatch
+  // rows the sums are split differently: float rounding, which a ReLU can
+  // turn into a kink taken on one side only. On an AVX-512 machine that put
+  // 5e-5 between the two at step 14 of 20.)
   void ExpectEquivalence() {
     const std::string many = cluster_->Submit(MlpJob(kHosts, kBatch));
     auto job = cluster_->WaitForState(many, {"SUCCEEDED", "FAILED"}, seconds(300));
     ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster_->Logs();
     EXPECT_EQ(job.value("step", 0), kSteps);
-    const std::string one = cluster_->Submit(MlpJob(1, kHosts * kBatch));
+    const std::string one = cluster_->Submit(MlpJob(1, kBatch, kHosts * kBatch));
     auto alone_job = cluster_->WaitForState(one, {"SUCCEEDED", "FAILED"}, seconds(300));
     ASSERT_EQ(alone_job.value("state", ""), "SUCCEEDED") << alone_job.dump(2) << cluster_->Logs();
     EXPECT_EQ(alone_job.value("step", 0), kSteps);
@@ -90,7 +99,7 @@ class MultiHost : public ::testing::Test {
     for (const auto& [name, value] : ranks[0]) {
       max_diff = std::max(max_diff, MaxAbsDifference(value, alone.at(name)));
     }
-    EXPECT_LE(max_diff, 1e-5);
+    EXPECT_TRUE(DifferingTensors(ranks[0], alone).empty()) << "largest difference from one worker: " << max_diff;
     // Training moved the parameters, so the comparison is not vacuous.
     double moved = 0;
     for (const auto& [name, value] : InitialParameters("mlp", {784}, 10, 42)) {
