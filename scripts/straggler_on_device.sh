@@ -11,8 +11,8 @@
 #   there): a synthetic set of its shape (bench/synthetic_images.py),
 #   same cost per step, so the samples/s figures hold; accuracy does not.
 # - the shared DDP peer (../shared/bench/ddp_baseline.py): HERD_DDP_BASELINE
-#   names it, else shared/bench/ddp_baseline.py in this checkout is used, else
-#   only herd's side runs.
+#   names it, else the bundle's copy (BUNDLE/peer, scripts/gpu_bundle.sh) is
+#   used, else only herd's side runs.
 #
 # Usage: scripts/straggler_on_device.sh BUNDLE [straggler_bench.py flags]
 #   e.g. scripts/straggler_on_device.sh .gpu-bundle --batch 2048 --steps 60 --reps 2
@@ -35,8 +35,8 @@ LOG=${LOG:-/dev/null}
   fi
   SIDES=()
   if [[ -z "${HERD_DDP_BASELINE:-}" && ! -e ../shared/bench/ddp_baseline.py ]]; then
-    if [[ -e shared/bench/ddp_baseline.py ]]; then
-      export HERD_DDP_BASELINE="$PWD/shared/bench/ddp_baseline.py"
+    if [[ -e "$BUNDLE/peer/ddp_baseline.py" ]]; then
+      export HERD_DDP_BASELINE="$(realpath "$BUNDLE/peer/ddp_baseline.py")"
     else
       echo "# no shared DDP peer here (HERD_DDP_BASELINE): herd's side only"
       SIDES=(--sides herd)
