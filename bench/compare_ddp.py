@@ -89,6 +89,19 @@ def env_with_libs(lib_dir):
     return env
 
 
+def share_trainers_openblas_kernels(bin_dir, lib_dir=None):
+    """Puts the OpenBLAS kernels herd's trainers run on (herd-trainer --probe-openblas) in OPENBLAS_CORETYPE for
+    every process this bench starts, the DDP side's included: a trainer forces better kernels where OpenBLAS takes
+    the CPU for a generic core (worker/train/openblas_kernels.h), and a peer left on those would be no peer.
+    Returns their name ("": not OpenBLAS, e.g. a GPU machine's LibTorch)."""
+    out = subprocess.run([os.path.join(bin_dir, "worker", "train", "herd-trainer"), "--probe-openblas"],
+                         capture_output=True, text=True, env=env_with_libs(lib_dir), check=True).stdout
+    core = out.strip().partition("openblas_core")[2].strip()
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    return core
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -295,6 +308,7 @@ def main():
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
     bin_dir = args.bin_dir or build()
+    openblas = share_trainers_openblas_kernels(bin_dir)
     models = args.models.split(",")
     for model in models:
         if model not in DDP_MODEL and model not in SIZED_MLP and model != "torchscript":
@@ -303,7 +317,8 @@ def main():
     worlds = [int(w) for w in args.worlds.split(",")]
     samples = {}  # (model, world, side) -> [samples/s]
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, "
-          f"batch {args.batch}/worker, {args.warmup} warmup + {args.steps} timed steps, {args.reps} reps")
+          f"batch {args.batch}/worker, {args.warmup} warmup + {args.steps} timed steps, {args.reps} reps, "
+          f"OpenBLAS kernels {openblas or 'n/a'} (both sides)")
     for world in worlds:
         cluster = LocalCluster(bin_dir, world)
         try:

@@ -7,7 +7,7 @@ whole machine without, and prints the top symbols and the share of idle CPU
 (`swapper`). That is how the bucket-layout and page-fault costs in
 bench/README.md were found.
 
-Usage: bench/profile_trainer.py [--model mlp] [--world 2] [--steps 600] [--seconds 8]
+Usage: bench/profile_trainer.py [--model mlp] [--world 2] [--batch 64] [--steps 600] [--seconds 8]
 Needs: perf (Debian linux-perf), binaries built (scripts/bazel.sh build ...).
 """
 import argparse
@@ -25,6 +25,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="mlp")
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64, help="per worker")
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--bin-dir", default=None, help="herd binaries (default: bazel-bin)")
@@ -32,7 +33,7 @@ def main():
     bin_dir = args.bin_dir or compare_ddp.build()
     cluster = compare_ddp.LocalCluster(bin_dir, args.world)
     try:
-        spec = (f"model: {args.model}\ndataset: {{kind: idx, path: {compare_ddp.DATA}}}\nbatch_size: 64\n"
+        spec = (f"model: {args.model}\ndataset: {{kind: idx, path: {compare_ddp.DATA}}}\nbatch_size: {args.batch}\n"
                 f"max_steps: {args.steps}\noptimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\nthreads: 1\n"
                 f"log_interval_steps: 10\neval: {{max_samples: 256}}\nmin_workers: {args.world}\n"
                 f"max_workers: {args.world}\nseed: 1\n")

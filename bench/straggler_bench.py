@@ -49,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_ddp import (DDP_MODEL, DDP_PYTHON, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
+                         share_trainers_openblas_kernels,
                          make_torchscript, run_ddp, run_herd, step_times)
 from duty_cycle import DutyCycle  # noqa: E402
 from recovery_bench import pids_of  # noqa: E402
@@ -280,8 +281,9 @@ def main():
     if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
         p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
     args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
-    env = env_with_libs(args.lib_dir)
     bin_dir = args.bin_dir or build()
+    openblas = share_trainers_openblas_kernels(bin_dir, args.lib_dir)
+    env = env_with_libs(args.lib_dir)
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) \
         if args.model == "torchscript" else None
     W = args.world
@@ -291,7 +293,8 @@ def main():
           f"{os.getloadavg()[0]:.1f}, {args.model}, batch {args.batch}/worker, {args.warmup} warmup + {args.steps} "
           f"timed steps, W={W}, workers run {fast:.3f} and the slow one {slow:.3f} of every "
           f"{1000 * args.period:.0f} ms (demand {(W - 1) * fast + slow:.2f} cores), "
-          f"{args.reps} reps, herd sync.shares {args.shares}", flush=True)
+          f"{args.reps} reps, herd sync.shares {args.shares}, OpenBLAS kernels {openblas or 'n/a'} (both sides)",
+          flush=True)
     runs = {}  # (side, case) -> [samples/s]
 
     def record(side, case, sps, cycles, notes):

@@ -67,7 +67,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from averaging_bench import SUMMARY  # noqa: E402
-from compare_ddp import DATA, DDP_PYTHON, LocalCluster, free_port  # noqa: E402
+from compare_ddp import DATA, DDP_PYTHON, LocalCluster, free_port, share_trainers_openblas_kernels  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTS = 3
@@ -315,6 +315,7 @@ def main():
             p.error(f"--variant: expected NAME={{sync spec}}, got {v!r}")
         VARIANTS[name] = sync
     bin_dir = os.path.realpath(args.bin_dir)
+    share_trainers_openblas_kernels(bin_dir)
     links, models, variants = args.links.split(","), args.models.split(","), args.variants.split(",")
     if not 0 <= args.delay_ms <= 10000:
         p.error(f"--delay-ms: {args.delay_ms} is not in 0..10000")

@@ -10,6 +10,7 @@
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
+#include "worker/train/openblas_kernels.h"
 
 namespace herd::testing {
 namespace {
@@ -72,6 +73,14 @@ TEST(Training, TwoWorkersMatchOneWorkerWithTheGlobalBatch) {
   EXPECT_GT(moved, 1e-3);
   // The trainers compared all parameters with an all-gather before finishing.
   EXPECT_NE(ReadFile(cluster.job_dir(1, two) + "/trainer.log").find("replicas verified bitwise"), std::string::npos);
+  // Their matrix products ran on the best OpenBLAS kernels this CPU allows,
+  // not on the generic ones OpenBLAS gives a CPU it does not know: this
+  // process loads the same OpenBLAS and says which it detected.
+  const OpenBlasKernels here = InspectOpenBlasKernels();
+  if (!here.loaded.empty()) {
+    const std::string expected = "OpenBLAS kernels: " + here.better.value_or(here.loaded);
+    EXPECT_NE(ReadFile(cluster.job_dir(0, two) + "/trainer.log").find(expected), std::string::npos) << expected;
+  }
 }
 
 std::string AdamJob(bool shard) {

@@ -120,8 +120,12 @@ absl::StatusOr<TrainerArgs> ParseArgv(int argc, const char* const* argv) {
     args.action = TrainerArgs::Action::kProbeDevices;
     return args;
   }
+  if (argc == 2 && std::string(argv[1]) == kProbeOpenBlasFlag) {
+    args.action = TrainerArgs::Action::kProbeOpenBlas;
+    return args;
+  }
   CLI::App app{"herd-trainer: runs one job's training steps (started by herd-worker, not by hand; "
-               "--probe-devices alone prints how many GPUs it sees)"};
+               "--probe-devices alone prints how many GPUs it sees, --probe-openblas which OpenBLAS kernels it trains on)"};
   AddFlags(&app, &args);
   try {
     app.parse(argc, argv);

@@ -14,11 +14,15 @@ namespace herd {
 // `herd-trainer --probe-devices` alone prints "cuda_devices N" and exits
 // (worker/daemon/device_probe.h asks it before the daemon registers).
 constexpr char kProbeDevicesFlag[] = "--probe-devices";
+// `herd-trainer --probe-openblas` alone prints "openblas_core NAME" (the
+// OpenBLAS kernels trainers here run on, worker/train/openblas_kernels.h;
+// empty without OpenBLAS) and exits: benches give the DDP side the same.
+constexpr char kProbeOpenBlasFlag[] = "--probe-openblas";
 
 struct TrainerArgs {
-  // What the command line asks for: training, the device probe, or only
+  // What the command line asks for: training, a probe, or only
   // printing `output` (--help, --version) and exiting 0.
-  enum class Action { kTrain, kProbeDevices, kPrintAndExit };
+  enum class Action { kTrain, kProbeDevices, kProbeOpenBlas, kPrintAndExit };
   Action action = Action::kTrain;
   std::string output;  // kPrintAndExit: the help text or version line
 

@@ -30,6 +30,7 @@
 #include "worker/train/group_communicators.h"
 #include "worker/train/metrics_snapshot.h"
 #include "worker/train/metrics_snapshot_writer.h"
+#include "worker/train/openblas_kernels.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/liveness.h"
 #include "worker/train/sample_ledger.h"
@@ -258,15 +259,22 @@ int main(int argc, char** argv) {
   switch (args->action) {
     case herd::TrainerArgs::Action::kProbeDevices:
       return PrintCudaDevices();
+    case herd::TrainerArgs::Action::kProbeOpenBlas:
+      std::cout << "openblas_core " << herd::TrainerOpenBlasCore() << "\n" << std::flush;
+      return 0;
     case herd::TrainerArgs::Action::kPrintAndExit:
       std::cout << args->output << std::flush;
       return 0;
     case herd::TrainerArgs::Action::kTrain:
       break;
   }
+  // Before anything else runs: the process starts over (same PID) when its
+  // OpenBLAS runs generic kernels on a CPU that can do far better.
+  herd::ReexecWithBetterOpenBlasKernels(argv);
   KeepFreedMemoryInProcess();
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  LOG(INFO) << herd::DescribeOpenBlasKernels();
   ExitWithParent();
   return Train(*args);
 }
