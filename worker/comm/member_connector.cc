@@ -147,6 +147,7 @@ absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& o) {
   const SteadyTime deadline = std::chrono::steady_clock::now() + o.timeout;
   std::string last_error = "not tried";
   auto backoff = std::chrono::milliseconds(5);
+  SteadyTime next_check = std::chrono::steady_clock::now() + o.still_wanted_interval;
   while (true) {
     Attempt attempt = TryOnce(o, where, deadline, &last_error);
     if (attempt.result) return std::move(*attempt.result);
@@ -154,6 +155,14 @@ absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& o) {
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("no member handshake with ", where, " within ",
                                                       o.timeout.count(), " ms; last: ", last_error));
+    }
+    if (o.still_wanted && now >= next_check) {
+      if (absl::Status wanted = o.still_wanted(); !wanted.ok()) {
+        return absl::Status(wanted.code(),
+                            absl::StrCat("no member handshake with ", where, ": ", wanted.message(), " (last: ",
+                                         last_error, ")"));
+      }
+      next_check = now + o.still_wanted_interval;
     }
     // Retry backoff while the listener is not up yet (not a wait for an event).
     std::this_thread::sleep_for(std::min<SteadyTime::duration>(backoff, deadline - now));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,12 @@ struct MemberConnectOptions {
   int port = 0;
   // Bounds everything: connect retries and the handshake.
   std::chrono::milliseconds timeout{30000};
+  // Asked between retries, at most every `still_wanted_interval`: a non-OK
+  // status ends the retries with it. A peer that died before it listened
+  // never will, and its generation's end is the event that says so (the
+  // mesh asks the generation's store), not the timeout.
+  std::function<absl::Status()> still_wanted;
+  std::chrono::milliseconds still_wanted_interval{250};
 };
 
 // The authenticated socket (blocking mode, TCP_NODELAY): the next byte on it
@@ -31,6 +38,7 @@ struct MemberConnectOptions {
 //    refused us (closed after our proof); the message names the reason
 //    (RejectReasonName) for the audit line;
 //  - INVALID_ARGUMENT: bad options.
+//  - still_wanted's status, once it is not OK.
 // Refused or reset connections, and a listener closing before its challenge
 // (too busy), are retried with a short backoff until the timeout.
 absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& options);

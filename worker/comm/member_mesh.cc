@@ -16,6 +16,17 @@ using Clock = std::chrono::steady_clock;
 // generation is still on (one small store call each).
 constexpr std::chrono::milliseconds kStoreCheckInterval{250};
 
+// Dialing a lower rank and waiting for a higher one both touch only
+// sockets, so a generation that ended meanwhile (a member died before it
+// listened or connected, and the coordinator formed the next generation
+// without it) would go unnoticed until the deadline. The store says so: its
+// calls fail once the generation is over, as every rank's address lookups
+// do in Gloo's rendezvous. One small store call.
+absl::Status GenerationStillOn(RendezvousStore& store, const std::string& key_prefix) {
+  std::string ignored;
+  return store.Get(MemberKeyStoreKey(key_prefix), std::chrono::milliseconds(0), &ignored);
+}
+
 std::chrono::milliseconds Left(Clock::time_point deadline) {
   return std::max(std::chrono::milliseconds(0),
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
@@ -89,17 +100,18 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
     connect.peer_rank = peer;
     if (absl::Status split = SplitHostPort(address, &connect.host, &connect.port); !split.ok()) return split;
     connect.timeout = Left(deadline);
+    connect.still_wanted = [&]() -> absl::Status {
+      absl::Status alive = GenerationStillOn(store, options.key_prefix);
+      if (alive.ok()) return alive;
+      return absl::Status(alive.code(), absl::StrCat("rank ", options.rank, " stopped dialing: the generation's store says ",
+                                                     alive.message()));
+    };
+    connect.still_wanted_interval = kStoreCheckInterval;
     absl::StatusOr<UniqueFd> fd = ConnectToMember(connect);
     if (!fd.ok()) return fd.status();
     peers[peer] = std::move(*fd);
   }
-  // Higher ranks: wait for their authenticated connections. That wait
-  // touches only our own listener, so a generation that ended meanwhile (a
-  // member died before connecting and the coordinator formed the next one
-  // without it) would go unnoticed until the deadline: look at the store
-  // now and then, whose calls fail once the generation is over, as every
-  // rank's address lookups do in Gloo's rendezvous.
-  const std::string key_store_key = MemberKeyStoreKey(options.key_prefix);
+  // Higher ranks: wait for their authenticated connections.
   for (int peer = options.rank + 1; peer < options.world_size; ++peer) {
     while (true) {
       const Clock::time_point slice_end = std::min(deadline, Clock::now() + kStoreCheckInterval);
@@ -109,8 +121,7 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
         break;
       }
       if (fd.status().code() != absl::StatusCode::kDeadlineExceeded || Clock::now() >= deadline) return fd.status();
-      std::string ignored;
-      if (absl::Status alive = store.Get(key_store_key, std::chrono::milliseconds(0), &ignored); !alive.ok()) {
+      if (absl::Status alive = GenerationStillOn(store, options.key_prefix); !alive.ok()) {
         return absl::Status(alive.code(), absl::StrCat("rank ", options.rank, " waiting for rank ", peer,
                                                        " to connect: the generation's store says ", alive.message()));
       }

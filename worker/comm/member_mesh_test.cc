@@ -14,7 +14,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
 #include "worker/comm/in_memory_store.h"
+#include "worker/comm/member_key_exchange.h"
 #include "worker/comm/member_socket.h"
 
 namespace herd {
@@ -177,15 +179,18 @@ class EndingStore : public RendezvousStore {
     return inner_.Set(key, value);
   }
   absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
+    if (key == MemberKeyStoreKey("job/3/")) ++key_reads_;
     if (ended_) return Ended();
     return inner_.Get(key, timeout, value);
   }
   void End() { ended_ = true; }
+  int key_reads() const { return key_reads_; }
 
  private:
   static absl::Status Ended() { return absl::FailedPreconditionError("generation 3 is over"); }
   InMemoryStore inner_;
   std::atomic<bool> ended_{false};
+  std::atomic<int> key_reads_{0};
 };
 
 TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
@@ -205,6 +210,44 @@ TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
   ASSERT_FALSE(mesh.ok());
   EXPECT_EQ(mesh.status().code(), absl::StatusCode::kFailedPrecondition) << mesh.status();
   EXPECT_TRUE(absl::StrContains(mesh.status().message(), "waiting for rank 1")) << mesh.status();
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
+TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
+  // Rank 0 published its key and address, then died: nothing listens there
+  // any more, so rank 1's dial is refused and retried. The coordinator ends
+  // the generation; rank 1 must notice through the store well before its
+  // 20 s formation timeout.
+  EndingStore store;
+  ASSERT_TRUE(ShareMemberKey(store, "job/3/", 0, milliseconds(1000)).ok());
+  int closed_port = 0;
+  {
+    UniqueFd s(socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t length = sizeof(a);
+    ASSERT_EQ(getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &length), 0);
+    closed_port = ntohs(a.sin_port);
+  }  // bound, never listening, now closed: connects are refused
+  ASSERT_TRUE(store.Set(MemberAddressStoreKey("job/3/", 0), absl::StrCat("127.0.0.1:", closed_port)).ok());
+  std::atomic<bool> returned{false};
+  std::thread ender([&] {
+    // Rank 1 reads the key once to join, then again at each check between
+    // refused dials: end the generation once it is dialing.
+    while (store.key_reads() < 2 && !returned) std::this_thread::sleep_for(milliseconds(5));
+    store.End();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<UniqueFd>> mesh = FormMemberMesh(store, Options(1, 2));
+  const auto took = std::chrono::steady_clock::now() - start;
+  returned = true;
+  ender.join();
+  ASSERT_FALSE(mesh.ok());
+  EXPECT_EQ(mesh.status().code(), absl::StatusCode::kFailedPrecondition) << mesh.status();
+  EXPECT_TRUE(absl::StrContains(mesh.status().message(), "rank 0 at 127.0.0.1")) << mesh.status();
+  EXPECT_TRUE(absl::StrContains(mesh.status().message(), "generation 3 is over")) << mesh.status();
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
