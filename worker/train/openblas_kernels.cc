@@ -77,7 +77,10 @@ OpenBlasKernels InspectOpenBlasKernels() {
   auto core_name = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   if (core_name == nullptr) return kernels;
   kernels.loaded = core_name();
-  if (EnvOrNull(kCoreTypeEnv) == nullptr) kernels.better = BetterOpenBlasCore(kernels.loaded, CpuFlags(ReadCpuInfo()));
+  // /proc/cpuinfo is read only when OpenBLAS's choice may be replaced.
+  if (EnvOrNull(kCoreTypeEnv) == nullptr && WithoutAvx(kernels.loaded)) {
+    kernels.better = BetterOpenBlasCore(kernels.loaded, CpuFlags(ReadCpuInfo()));
+  }
   return kernels;
 }
 
