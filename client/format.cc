@@ -288,7 +288,25 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     // Values hold names, reasons, paths and eval keys from users and workers.
     absl::StrAppend(&text, label, ":", std::string(width - label.size() + 2, ' '), EscapeControlChars(value), "\n");
   }
+  if (std::string ranks = RanksTable(job); !ranks.empty()) {
+    absl::StrAppend(&text, "\nRanks, per step over the log interval before step ", job.straggler().step(),
+                    " (SHARE: samples of each step, now):\n", ranks);
+  }
   return text;
+}
+
+std::string RanksTable(const v1::JobInfo& job) {
+  if (!ShowsStraggler(job) || job.ranks_size() != job.world_size()) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (int rank = 0; rank < job.ranks_size(); ++rank) {
+    const v1::RankInterval& r = job.ranks(rank);
+    std::string share = absl::StrCat(r.batch_share());
+    if (r.batch_share() != r.samples_per_step()) absl::StrAppend(&share, " (was ", r.samples_per_step(), ")");
+    rows.push_back({absl::StrCat(rank), r.worker_id(), FormatStepTime(r.compute_seconds_per_step()),
+                    FormatStepTime(r.wait_seconds_per_step()), share,
+                    rank == job.straggler().rank() ? "slowest" : ""});
+  }
+  return FormatTable({"RANK", "WORKER", "COMPUTE", "WAIT", "SHARE", ""}, rows);
 }
 
 }  // namespace herd::client

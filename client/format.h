@@ -53,7 +53,14 @@ std::string JobsTable(const std::vector<v1::JobInfo>& jobs, double now);
 std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now);
 std::string CheckpointsTable(const std::vector<v1::CheckpointInfo>& checkpoints, double now);
 
-// A readable multi-line block for `herd status`.
+// A readable multi-line block for `herd status`; with 2+ ranks, RanksTable
+// below it.
 std::string JobDetail(const v1::JobInfo& job, double now);
+
+// Each rank of a running job over its last log interval (JobInfo.ranks):
+// compute and wait per step, its batch share now (and the one it ran on, if a
+// re-plan changed it), and which rank is the slowest. "" when FormatStraggler
+// shows nothing or the ranks do not match the world size.
+std::string RanksTable(const v1::JobInfo& job);
 
 }  // namespace herd::client

@@ -197,6 +197,39 @@ v1::Straggler Rank2Straggler() {
   return straggler;
 }
 
+TEST(FormatTest, DetailListsEveryRank) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  job.set_world_size(3);
+  *job.mutable_straggler() = Rank2Straggler();
+  job.mutable_straggler()->set_step(180);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("RANK")));  // no ranks reported
+  const struct {
+    const char* worker;
+    double compute, wait;
+    int samples, share;
+  } ranks[] = {{"worker-0", 0.020, 0.021, 64, 80}, {"worker-1", 0.018, 0.023, 64, 76}, {"worker\x1b-2", 0.041, 0.0004, 64, 36}};
+  for (const auto& r : ranks) {
+    v1::RankInterval* rank = job.add_ranks();
+    rank->set_worker_id(r.worker);
+    rank->set_compute_seconds_per_step(r.compute);
+    rank->set_wait_seconds_per_step(r.wait);
+    rank->set_samples_per_step(r.samples);
+    rank->set_batch_share(r.share);
+  }
+  EXPECT_EQ(RanksTable(job),
+            "RANK  WORKER        COMPUTE  WAIT    SHARE\n"
+            "0     worker-0      20 ms    21 ms   80 (was 64)\n"
+            "1     worker-1      18 ms    23 ms   76 (was 64)\n"
+            "2     worker\\x1b-2  41 ms    0.4 ms  36 (was 64)  slowest\n");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("\nRanks, per step over the log interval before step 180"));
+  job.mutable_ranks(1)->set_samples_per_step(76);  // no re-plan: no "was"
+  EXPECT_THAT(RanksTable(job), HasSubstr("\n1     worker-1      18 ms    23 ms   76\n"));
+  job.mutable_ranks()->RemoveLast();  // not every rank: nothing
+  EXPECT_EQ(RanksTable(job), "");
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("RANK")));
+}
+
 TEST(FormatTest, DetailNamesTheSlowestRank) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

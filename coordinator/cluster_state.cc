@@ -200,8 +200,8 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_warning(report.checkpoint_warning());
   info.set_learning_rate(report.learning_rate());
-  // The newest interval's slowest rank replaces the last (none with one
-  // rank). Not saved in the state database: it is refreshed every log
+  // The newest interval's slowest rank and ranks replace the last (none
+  // with one rank). Not saved in the state database: it is refreshed every log
   // interval. The trainer knows ranks; the members name their workers.
   const std::vector<std::string>& members = job.generation.members;
   if (report.has_straggler() && report.straggler().rank() >= 0 &&
@@ -210,6 +210,11 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
     info.mutable_straggler()->set_worker_id(members[report.straggler().rank()]);
   } else {
     info.clear_straggler();
+  }
+  info.clear_ranks();
+  if (report.ranks_size() == static_cast<int>(members.size())) {
+    *info.mutable_ranks() = report.ranks();
+    for (int rank = 0; rank < info.ranks_size(); ++rank) info.mutable_ranks(rank)->set_worker_id(members[rank]);
   }
 }
 

@@ -697,6 +697,38 @@ TEST_F(ClusterStateTest, ProgressCarriesTheStragglerNamedByItsMember) {
   EXPECT_FALSE(Job("j").info.has_straggler());
 }
 
+// The newest report's ranks replace the last, each named by its member; a
+// report without them (or not listing every member) clears them.
+TEST_F(ClusterStateTest, ProgressCarriesEveryRankNamedByItsMember) {
+  StartTwoWorkerJob();
+  v1::ReportProgressRequest report;
+  report.set_job_id("j");
+  report.set_generation(1);
+  report.set_rank(0);
+  report.set_step(10);
+  for (int share : {90, 38}) {
+    v1::RankInterval* rank = report.add_ranks();
+    rank->set_samples_per_step(64);
+    rank->set_batch_share(share);
+  }
+  ChangeSet changes;
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  ASSERT_EQ(Job("j").info.ranks_size(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(Job("j").info.ranks(rank).worker_id(), Job("j").generation.members.at(rank));
+  }
+  EXPECT_EQ(Job("j").info.ranks(1).batch_share(), 38);
+  report.add_ranks();
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_EQ(Job("j").info.ranks_size(), 0);
+  report.mutable_ranks()->RemoveLast();
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_EQ(Job("j").info.ranks_size(), 2);
+  report.clear_ranks();
+  ApplyProgress(state_, report, clock_.Now(), &changes);
+  EXPECT_EQ(Job("j").info.ranks_size(), 0);
+}
+
 TEST_F(ClusterStateTest, CheckpointRetentionDropsOldest) {
   auto checkpoint = [](int step) {
     v1::CheckpointInfo info;

@@ -546,7 +546,7 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1:
     return status;
   }
   const auto world_size = static_cast<int64_t>(state_.jobs.at(request.job_id()).generation.members.size());
-  if (auto status = ValidateStragglerInWorld(request, world_size); !status.ok()) return status;
+  if (auto status = ValidateRanksInWorld(request, world_size); !status.ok()) return status;
   const double now = clock_->Now();
   ChangeSet changes;
   v1::ReportProgressResponse response;

@@ -142,13 +142,36 @@ absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
       return Invalid("straggler.worker_id", "must be empty: the coordinator fills it in from the members");
     }
   }
+  for (int i = 0; i < report.ranks_size(); ++i) {
+    const v1::RankInterval& rank = report.ranks(i);
+    const std::string prefix = absl::StrCat("ranks[", i, "].");
+    if (auto status = FiniteNonNegative(prefix + "compute_seconds_per_step", rank.compute_seconds_per_step());
+        !status.ok()) {
+      return status;
+    }
+    if (auto status = FiniteNonNegative(prefix + "wait_seconds_per_step", rank.wait_seconds_per_step());
+        !status.ok()) {
+      return status;
+    }
+    if (auto status = NonNegative(prefix + "samples_per_step", rank.samples_per_step()); !status.ok()) return status;
+    if (auto status = NonNegative(prefix + "batch_share", rank.batch_share()); !status.ok()) return status;
+    if (!rank.worker_id().empty()) {
+      return Invalid(prefix + "worker_id", "must be empty: the coordinator fills it in from the members");
+    }
+  }
   return absl::OkStatus();
 }
 
-absl::Status ValidateStragglerInWorld(const v1::ReportProgressRequest& report, int64_t world_size) {
-  if (!report.has_straggler() || report.straggler().rank() < world_size) return absl::OkStatus();
-  return Invalid("straggler.rank",
-                 absl::StrCat("must be below the world size ", world_size, ", got ", report.straggler().rank()));
+absl::Status ValidateRanksInWorld(const v1::ReportProgressRequest& report, int64_t world_size) {
+  if (report.has_straggler() && report.straggler().rank() >= world_size) {
+    return Invalid("straggler.rank",
+                   absl::StrCat("must be below the world size ", world_size, ", got ", report.straggler().rank()));
+  }
+  if (report.ranks_size() != 0 && report.ranks_size() != world_size) {
+    return Invalid("ranks", absl::StrCat("must list every rank of the world (", world_size, ") or none, got ",
+                                         report.ranks_size()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateCheckpointRecord(const v1::CommitCheckpointRequest& record) {

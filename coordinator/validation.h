@@ -36,8 +36,9 @@ absl::Status ValidateCheckpointPath(const std::string& path);
 absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report);
 
 // INVALID_ARGUMENT unless the report's straggler, if any, names a rank below
-// `world_size` (the members of the generation it reports on).
-absl::Status ValidateStragglerInWorld(const v1::ReportProgressRequest& report, int64_t world_size);
+// `world_size` (the members of the generation it reports on) and its ranks,
+// if any, are exactly that many.
+absl::Status ValidateRanksInWorld(const v1::ReportProgressRequest& report, int64_t world_size);
 
 // INVALID_ARGUMENT naming the first bad field of a checkpoint record (besides
 // its path, see ValidateCheckpointPath) and its value.

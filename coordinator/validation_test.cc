@@ -85,11 +85,11 @@ TEST(Validation, ProgressReportStragglers) {
   straggler->set_step_seconds(0.042);
   straggler->set_holdback_fraction(0.5);
   EXPECT_TRUE(ValidateProgressReport(report).ok()) << ValidateProgressReport(report);
-  EXPECT_TRUE(ValidateStragglerInWorld(report, 3).ok());
-  EXPECT_EQ(ValidateStragglerInWorld(report, 2).message(), "straggler.rank: must be below the world size 2, got 2");
+  EXPECT_TRUE(ValidateRanksInWorld(report, 3).ok());
+  EXPECT_EQ(ValidateRanksInWorld(report, 2).message(), "straggler.rank: must be below the world size 2, got 2");
   v1::ReportProgressRequest without = report;
   without.clear_straggler();
-  EXPECT_TRUE(ValidateStragglerInWorld(without, 1).ok());
+  EXPECT_TRUE(ValidateRanksInWorld(without, 1).ok());
 
   v1::ReportProgressRequest bad = report;
   bad.mutable_straggler()->set_rank(-1);
@@ -122,6 +122,39 @@ TEST(Validation, ProgressReportStragglers) {
   bad = report;
   bad.mutable_straggler()->set_worker_id("worker-0");
   EXPECT_EQ(ValidateProgressReport(bad).message().rfind("straggler.worker_id:", 0), 0u);
+}
+
+TEST(Validation, ProgressReportRanks) {
+  v1::ReportProgressRequest report;
+  report.set_step(10);
+  for (int i = 0; i < 3; ++i) {
+    v1::RankInterval* rank = report.add_ranks();
+    rank->set_compute_seconds_per_step(0.02 * (i + 1));
+    rank->set_wait_seconds_per_step(0.01);
+    rank->set_samples_per_step(64);
+    rank->set_batch_share(80 - 8 * i);
+  }
+  EXPECT_TRUE(ValidateProgressReport(report).ok()) << ValidateProgressReport(report);
+  EXPECT_TRUE(ValidateRanksInWorld(report, 3).ok());
+  EXPECT_EQ(ValidateRanksInWorld(report, 2).message(), "ranks: must list every rank of the world (2) or none, got 3");
+  EXPECT_EQ(ValidateRanksInWorld(report, 4).message(), "ranks: must list every rank of the world (4) or none, got 3");
+
+  v1::ReportProgressRequest bad = report;
+  bad.mutable_ranks(1)->set_wait_seconds_per_step(std::nan(""));
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "ranks[1].wait_seconds_per_step: must be a finite number >= 0, got nan");
+  bad = report;
+  bad.mutable_ranks(2)->set_compute_seconds_per_step(-1);
+  EXPECT_EQ(ValidateProgressReport(bad).message(),
+            "ranks[2].compute_seconds_per_step: must be a finite number >= 0, got -1");
+  bad = report;
+  bad.mutable_ranks(0)->set_samples_per_step(-4);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "ranks[0].samples_per_step: must be >= 0, got -4");
+  bad = report;
+  bad.mutable_ranks(0)->set_batch_share(-1);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "ranks[0].batch_share: must be >= 0, got -1");
+  bad = report;
+  bad.mutable_ranks(1)->set_worker_id("worker-7");
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("ranks[1].worker_id:", 0), 0u);
 }
 
 TEST(Validation, CheckpointRecords) {

@@ -146,6 +146,9 @@ TEST(Straggler, StatusNamesTheDutyCycledWorker) {
     EXPECT_EQ(text.find(who, at), text.find_first_not_of(' ', at + line.size())) << text;
     EXPECT_NE(text.find("/step compute vs", at), std::string::npos) << text;
     EXPECT_NE(text.find("of a step)", at), std::string::npos) << text;
+    // And the table of every rank below it marks the same one.
+    const std::regex slowest_row("\n" + std::to_string(rank) + " +" + slowed + " +[0-9.]+ m?s +[0-9.]+ m?s +[0-9]+.* slowest\n");
+    EXPECT_TRUE(std::regex_search(text, slowest_row)) << text;
   }  // worker-2's trainer runs freely again
 
   CommandResult cancel = cluster.Herd({"cancel", id});
@@ -209,19 +212,40 @@ TEST(Straggler, ThroughputSharesShrinkTheSlowWorkersShareAndKeepEverySampleOnce)
   ASSERT_GE(slowed_rank, 0) << job.dump(2);
 
   std::vector<int64_t> shares;
+  nlohmann::json ranks;  // `herd status`'s per-rank view
+  auto status_share = [&](int64_t rank) {
+    return ranks.is_array() && ranks.size() == 3 ? ranks[rank].value("batch_share", int64_t{-1}) : int64_t{-1};
+  };
   {
     DutyCycle slow(trainer[0], 0.3, milliseconds(30));
     // Polled until rank 0 re-plans with the slowed rank below an equal
-    // share, or the job ends.
+    // share, and `herd status` shows it, or the job ends.
     const auto deadline = std::chrono::steady_clock::now() + seconds(180);
     while (std::chrono::steady_clock::now() < deadline) {
       shares = LastReplannedShares(cluster.Logs());
-      if (shares.size() == 3 && shares[slowed_rank] < 16) break;
-      if (Ended(cluster.HerdJson({"status", id}))) break;
+      const nlohmann::json status = cluster.HerdJson({"status", id});
+      ranks = status.value("ranks", nlohmann::json());
+      const int64_t shown = status_share(slowed_rank);
+      if (shares.size() == 3 && shares[slowed_rank] < 16 && shown >= 0 && shown < 16) break;
+      if (Ended(status)) break;
       std::this_thread::sleep_for(milliseconds(200));
     }
   }  // worker-2's trainer runs freely again
   ASSERT_EQ(shares.size(), 3u) << cluster.Logs();
+  // `herd status` lists every rank by its worker, with the plan in force.
+  ASSERT_TRUE(ranks.is_array() && ranks.size() == 3) << ranks.dump(2);
+  int64_t shown_total = 0;
+  for (int64_t r = 0; r < 3; ++r) {
+    shown_total += status_share(r);
+    EXPECT_EQ(ranks[r].value("worker_id", ""), job["workers"][r].get<std::string>()) << ranks.dump(2);
+    EXPECT_GT(ranks[r].value("compute_seconds_per_step", 0.0), 0.0) << ranks.dump(2);
+    if (r == slowed_rank) {
+      EXPECT_LT(status_share(r), 16) << ranks.dump(2);
+    } else {
+      EXPECT_GT(status_share(r), 16) << ranks.dump(2);
+    }
+  }
+  EXPECT_EQ(shown_total, 48) << ranks.dump(2);
   EXPECT_EQ(shares[0] + shares[1] + shares[2], 48) << "the step's size changed";
   // What the re-plans were made from: rank 0's split of every rank's step at each commit point.
   static const std::regex split(

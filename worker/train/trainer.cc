@@ -523,6 +523,8 @@ absl::Status Trainer::CommitPoint(bool final) {
   // The same all-gather carries each rank's step times of the log interval
   // for straggler detection and throughput shares: no extra collective.
   std::optional<StragglerSummary> straggler;
+  std::vector<RankStepTimes> rank_times;
+  std::vector<int64_t> interval_shares;  // the shares the interval ran on
   if (comm_->size() > 1) {
     auto gathered = GatherAtCommit();
     if (!gathered.ok()) return gathered.status();
@@ -531,7 +533,9 @@ absl::Status Trainer::CommitPoint(bool final) {
       LOG(INFO) << "step " << pos_.step << ": compute/wait per step and samples per step of each rank since the "
                 << "last commit: " << DescribeStepTimes(*gathered, shares_);
     }
-    ReplanShares(*gathered);
+    rank_times = std::move(*gathered);
+    interval_shares = shares_;
+    ReplanShares(rank_times);
   }
   last_commit_step_ = pos_.step;
   // Held in memory: what the next generation heals from if this one fails.
@@ -565,6 +569,16 @@ absl::Status Trainer::CommitPoint(bool final) {
       out->set_holdback_fraction(straggler->holdback_fraction);
       out->set_step(pos_.step);
       if (ctx_.metrics != nullptr) ctx_.metrics->SetStraggler(straggler->rank, straggler->holdback_fraction);
+      // Every rank beside it (FindStraggler found the times valid).
+      for (size_t rank = 0; rank < rank_times.size(); ++rank) {
+        const RankStepTimes& times = rank_times[rank];
+        const double steps = times.steps > 0 ? static_cast<double>(times.steps) : 1.0;
+        v1::RankInterval* interval = report.add_ranks();
+        interval->set_compute_seconds_per_step(times.compute_seconds / steps);
+        interval->set_wait_seconds_per_step(times.wait_seconds / steps);
+        interval->set_samples_per_step(interval_shares[rank]);
+        interval->set_batch_share(shares_[rank]);
+      }
     }
   }
   ctx_.last_report = report;
