@@ -388,7 +388,8 @@ TEST_F(ObservabilityTest, EveryDashboardQueryReturnsData) {
         "herd_train_allreduce_wait_seconds_total", "herd_train_allreduce_bytes_total", "herd_train_loss",
         "herd_train_eval", "herd_train_world_size", "herd_train_generation", "herd_coordinator_workers_alive",
         "herd_train_last_checkpoint_timestamp_seconds", "herd_coordinator_generations_started_total",
-        "herd_train_checkpoint_failures_total", "herd_train_reform_seconds"}) {
+        "herd_train_checkpoint_failures_total", "herd_train_reform_seconds", "herd_train_straggler_holdback_ratio",
+        "herd_train_compute_seconds_total", "herd_train_batch_share_samples"}) {
     EXPECT_NE(all.find(name), std::string::npos) << "no panel queries " << name;
   }
 
