@@ -643,13 +643,19 @@ TEST_F(ClusterStateTest, FencingNamesCurrentGeneration) {
   EXPECT_EQ(CheckCurrentGeneration(state_, "x", 1).code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(ClusterStateTest, ProgressFromRankZeroOnlyAndCancelledAnswer) {
-  StartTwoWorkerJob();
+// A progress report of job "j"'s first generation.
+v1::ReportProgressRequest RankReport(int64_t rank, int64_t step) {
   v1::ReportProgressRequest report;
   report.set_job_id("j");
   report.set_generation(1);
-  report.set_rank(1);
-  report.set_step(5);
+  report.set_rank(rank);
+  report.set_step(step);
+  return report;
+}
+
+TEST_F(ClusterStateTest, ProgressFromRankZeroOnlyAndCancelledAnswer) {
+  StartTwoWorkerJob();
+  v1::ReportProgressRequest report = RankReport(1, 5);
   ChangeSet changes;
   EXPECT_FALSE(ApplyProgress(state_, report, clock_.Now(), &changes));
   EXPECT_EQ(Job("j").info.step(), 0);
@@ -674,11 +680,7 @@ TEST_F(ClusterStateTest, ProgressFromRankZeroOnlyAndCancelledAnswer) {
 // its rank; a report without one (or naming no member) clears it.
 TEST_F(ClusterStateTest, ProgressCarriesTheStragglerNamedByItsMember) {
   StartTwoWorkerJob();
-  v1::ReportProgressRequest report;
-  report.set_job_id("j");
-  report.set_generation(1);
-  report.set_rank(0);
-  report.set_step(10);
+  v1::ReportProgressRequest report = RankReport(0, 10);
   report.mutable_straggler()->set_rank(1);
   report.mutable_straggler()->set_holdback_fraction(0.4);
   ChangeSet changes;
@@ -701,11 +703,7 @@ TEST_F(ClusterStateTest, ProgressCarriesTheStragglerNamedByItsMember) {
 // report without them (or not listing every member) clears them.
 TEST_F(ClusterStateTest, ProgressCarriesEveryRankNamedByItsMember) {
   StartTwoWorkerJob();
-  v1::ReportProgressRequest report;
-  report.set_job_id("j");
-  report.set_generation(1);
-  report.set_rank(0);
-  report.set_step(10);
+  v1::ReportProgressRequest report = RankReport(0, 10);
   for (int share : {90, 38}) {
     v1::RankInterval* rank = report.add_ranks();
     rank->set_samples_per_step(64);
