@@ -74,8 +74,18 @@ TEST(Stalls, CoordinatorStoppedForThreeLeasesCostsNothing) {
 
   cluster.coordinator().Signal(SIGSTOP);
   const int64_t logged_at_stop = LastLoggedStep(ReadFile(rank0_log));
-  std::this_thread::sleep_for(seconds(3 * 3));
-  const int64_t logged_at_resume = LastLoggedStep(ReadFile(rank0_log));
+  // Stopped for three leases at least, and until rank 0 logged four more
+  // intervals (a slow machine takes longer for them; the bound is for a
+  // stalled job only).
+  const auto stopped_at = std::chrono::steady_clock::now();
+  int64_t logged_at_resume = logged_at_stop;
+  while (std::chrono::steady_clock::now() < stopped_at + seconds(120)) {
+    logged_at_resume = LastLoggedStep(ReadFile(rank0_log));
+    if (std::chrono::steady_clock::now() >= stopped_at + seconds(3 * 3) && logged_at_resume > logged_at_stop + 4 * 5) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   cluster.coordinator().Signal(SIGCONT);
   // Steps kept coming while nobody answered the reports (a report waited on
   // in the step loop would allow one interval per RPC timeout).
