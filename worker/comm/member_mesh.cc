@@ -12,8 +12,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a rank waiting for higher ranks' connections checks that its
-// generation is still on (one small store call each).
+// How often a rank dialing a lower rank, or waiting for higher ranks'
+// connections, checks that its generation is still on (GenerationStillOn).
 constexpr std::chrono::milliseconds kStoreCheckInterval{250};
 
 // Dialing a lower rank and waiting for a higher one both touch only
