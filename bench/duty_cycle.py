@@ -1,26 +1,39 @@
 """Slow a process down from outside, without cgroups: duty-cycle it with
 SIGSTOP/SIGCONT.
 
-A background thread lets the process run for `fraction` of every `period`
-seconds and holds it stopped for the rest, so a CPU-bound process runs at
-about `fraction` of its speed (less on a loaded machine, where it also loses
-part of each running window to the other load: measure the slowed rate).
-SIGSTOP stops every thread of the process (the whole thread group), so a
-multi-threaded trainer slows as a whole.
+A background thread lets the process run for part of every `period` seconds
+and holds it stopped for the rest, so a CPU-bound process runs at about
+`fraction` of its speed. SIGSTOP stops every thread of the process (the
+whole thread group), so a multi-threaded trainer slows as a whole. What
+"part" means is the `budget`:
 
-The stopped time is steered on the running totals, not per cycle: a
-controlling thread that wakes late (a loaded machine) lengthens one pause,
-and the next ones are shortened to bring the stopped share back to
-1 - fraction. The process is signalled through a pidfd, so a PID reused after
-it exits is never signalled; the thread ends by itself when the process does.
-The process is always left running (SIGCONT) when the cycle stops.
+- "cpu" (a CPU-time quota, what cgroup v2's cpu.max enforces): in each
+  period the process may use `fraction` x `period` seconds of CPU time, all
+  its threads together (its process CPU clock). It runs from the period's
+  start until it has used that, then is stopped until the period ends. A
+  process that other load kept off the CPU for part of the period catches up
+  later in it, while a core is free; so several throttled processes sharing
+  fewer cores each still get their quota as long as the quotas fit the
+  cores. Time it spends blocked (waiting for a peer) is not charged, and
+  quota left unused at a period's end is lost, as with cgroups. Use this to
+  make a machine act as several slower cores.
+- "wall": the process runs for `fraction` x `period` of wall time each
+  period, whether or not it got a core then (on a loaded machine it loses
+  part of each running window to the other load). The stopped time is
+  steered on the running totals, not per cycle: a controlling thread that
+  wakes late lengthens one pause, and the next ones are shortened to bring
+  the stopped share back to 1 - fraction.
+
+The process is signalled through a pidfd, so a PID reused after it exits is
+never signalled; the thread ends by itself when the process does. The
+process is always left running (SIGCONT) when the cycle stops.
 
 For benches and tests only (bench/straggler_bench.py): the product has no
 knob for this.
 
-    with DutyCycle(pid, fraction=0.5, period=0.04) as slow:
-        ...                      # the process runs at about half speed
-    print(slow.stopped_fraction())
+    with DutyCycle(pid, fraction=0.5, period=0.04, budget="cpu") as slow:
+        ...                      # the process runs at about half a core
+    print(slow.stopped_fraction(), slow.cpu_share())
 """
 import os
 import select
@@ -29,16 +42,34 @@ import threading
 import time
 
 
+BUDGETS = ("cpu", "wall")
+
+
+def process_cpu_clock(pid):
+    """The clock id of a process's CPU time, all threads (Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED),
+    what clock_getcpuclockid(3) returns; Python has no wrapper for it). Read from another process while it
+    runs, it lags by up to a scheduler tick (the kernel adds a running thread's current slice only for the
+    caller's own threads); once the process is stopped it is exact. A thread's own clock would not lag, but
+    Linux lets only the thread's own process read it."""
+    return (~pid << 3) | 2
+
+
 class DutyCycle:
-    def __init__(self, pid, fraction=0.5, period=0.04):
+    def __init__(self, pid, fraction=0.5, period=0.04, budget="wall"):
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
         if period <= 0:
             raise ValueError(f"period must be > 0, got {period}")
+        if budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
         self.pid = pid
         self.fraction = fraction
         self.period = period
+        self.budget = budget
         self.pidfd = os.pidfd_open(pid)  # fails at once (ProcessLookupError) if the process is gone
+        self._clock = process_cpu_clock(pid)
+        self._cpu_at_start = None  # the process's CPU time at start()
+        self._cpu_seen = None  # (its CPU time, time.time()) at the last reading: what is known once it exits
         self.running_s = 0.0  # time the process was let run, and held stopped
         self.stopped_s = 0.0
         self.cycles = 0
@@ -49,6 +80,7 @@ class DutyCycle:
 
     def start(self):
         self.started_at = time.time()
+        self._cpu_at_start = self._cpu_time()
         self._thread.start()
         return self
 
@@ -76,6 +108,25 @@ class DutyCycle:
         total = self.running_s + self.stopped_s
         return self.stopped_s / total if total else 0.0
 
+    def cpu_share(self):
+        """CPU time the process used while cycled (up to its last reading, if it exited), per wall second:
+        cores' worth; None if never read."""
+        if self.ended_at is None:
+            self._cpu_time()
+        if self._cpu_at_start is None or self._cpu_seen is None:
+            return None
+        cpu, at = self._cpu_seen
+        return (cpu - self._cpu_at_start) / (at - self.started_at) if at > self.started_at else None
+
+    def _cpu_time(self):
+        """The process's CPU time so far, seconds; None once it is gone."""
+        try:
+            cpu = time.clock_gettime(self._clock)
+        except OSError:
+            return None
+        self._cpu_seen = (cpu, time.time())
+        return cpu
+
     def _signal(self, sig):
         """False once the process is gone (or the pidfd closed)."""
         try:
@@ -94,9 +145,14 @@ class DutyCycle:
 
     def _run(self):
         if self.fraction >= 1:
-            self._done.wait()
+            while not self._exited(self.period):
+                self._cpu_time()
+            self._cpu_time()
             return
         try:
+            if self.budget == "cpu":
+                self._run_cpu_quota()
+                return
             while not self._done.is_set():
                 began = time.monotonic()
                 if not self._signal(signal.SIGCONT) or self._exited(self.fraction * self.period):
@@ -110,8 +166,55 @@ class DutyCycle:
                 exited = self._exited(min(max(target, 0.0), 4 * self.period))
                 self.stopped_s += time.monotonic() - paused
                 self.cycles += 1
+                self._cpu_time()
                 if exited:
                     break
         finally:
+            self._cpu_time()
             self._signal(signal.SIGCONT)
             self.ended_at = time.time()
+
+    def _run_cpu_quota(self):
+        """budget "cpu": run each period until the quota is used, stopped for the rest of the period. The
+        process's CPU clock lags while it runs (process_cpu_clock), so the stop lands up to a scheduler tick
+        late; what ran past the quota is read exactly once the process is stopped and charged to the next
+        periods (a period whose quota is all owed stays stopped), so the long-run share is exact. Quota left
+        unused at a period's end is lost."""
+        quota = self.fraction * self.period
+        owed = 0.0  # CPU time used past the quotas so far
+        period_end = time.monotonic()
+        while not self._done.is_set():
+            period_end = max(period_end + self.period, time.monotonic())  # no burst after a late wake-up
+            began = time.monotonic()
+            at_start = self._cpu_time()
+            allowed = quota - owed
+            if at_start is None:
+                return
+            if allowed > 0:
+                if not self._signal(signal.SIGCONT):
+                    return
+                used = 0.0
+                while True:  # a one-thread process uses at most one CPU second per wall second: sleep what is left
+                    now = time.monotonic()
+                    if used >= allowed or now >= period_end:
+                        break
+                    if self._exited(min(allowed - used, period_end - now)):
+                        return
+                    cpu = self._cpu_time()
+                    if cpu is None:
+                        return
+                    used = cpu - at_start
+            paused = time.monotonic()
+            self.running_s += paused - began
+            if paused < period_end:
+                if not self._signal(signal.SIGSTOP):
+                    return
+                exited = self._exited(period_end - time.monotonic())
+                self.stopped_s += time.monotonic() - paused
+                self.cycles += 1
+                if exited:
+                    return
+            cpu = self._cpu_time()  # exact if the process is stopped now
+            if cpu is None:
+                return
+            owed = max(0.0, (cpu - at_start) - allowed) if allowed > 0 else owed - quota

@@ -8,6 +8,10 @@ fewer than W + 1 cores every worker is duty-cycled, the others at
 --fast-fraction and the slow one at --fast-fraction x --fraction, so that
 together they need at most about cores - 0.5 cores: the machine acts as W
 slower cores instead of W processes fighting over too few (see bench/README).
+A fraction is a CPU-time quota per --period by default (--budget cpu, what
+cgroup cpu.max enforces), so a worker that another kept off a shared core
+catches up later in the period; --budget wall limits the running window's
+wall time instead.
 Same model, per-worker batch, optimizer, one intra-op thread per worker, data
 and timing as bench/compare_ddp.py, whose helpers run each side: herd on a
 real local coordinator + W worker daemons (worker-i's trainer found with pgrep
@@ -29,7 +33,7 @@ of the global batch follows its measured rate); DDP always has equal shares.
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
-                                [--fast-fraction auto] [--period 0.01] [--reps 1]
+                                [--fast-fraction auto] [--period 0.01] [--budget cpu|wall] [--reps 1]
                                 [--model mlp] [--shares throughput|equal] [--sides herd,ddp]
                                 [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3] [--verbose]
 """
@@ -51,7 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_ddp import (DDP_MODEL, DDP_PYTHON, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
                          share_trainers_openblas_kernels,
                          make_torchscript, run_ddp, run_herd, step_times)
-from duty_cycle import DutyCycle  # noqa: E402
+from duty_cycle import BUDGETS, DutyCycle  # noqa: E402
 from recovery_bench import pids_of  # noqa: E402
 
 
@@ -114,9 +118,9 @@ def seconds_of_day(unix):
     return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec + unix % 1
 
 
-def cycle_all(pids_by_rank, fractions, period):
+def cycle_all(pids_by_rank, fractions, args):
     """One DutyCycle per process, each at its fraction; a fraction of 1 runs it unslowed (no signals)."""
-    return [DutyCycle(pid, fractions[i], period).start() for i, pid in enumerate(pids_by_rank)]
+    return [DutyCycle(pid, fractions[i], args.period, args.budget).start() for i, pid in enumerate(pids_by_rank)]
 
 
 def stop_all(cycles):
@@ -176,7 +180,7 @@ def herd_run(cluster, world, args, fractions):
         by_worker = {}
         for i in range(world):
             by_worker[i] = next(pid for pid in trainer_jobs(cluster, f"worker-{i}") if pid in found)
-        cycles = cycle_all([by_worker[i] for i in range(world)], fractions, args.period)
+        cycles = cycle_all([by_worker[i] for i in range(world)], fractions, args)
         sps, _ = result_of(thread, box)
     finally:
         stop_all(cycles)
@@ -213,8 +217,7 @@ def ddp_run(world, args, fractions):
         def ranks():
             pids = children(launcher, "spawn_main")
             return pids if len(pids) == world else None
-        cycles = cycle_all(sorted(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time), fractions,
-                           args.period)
+        cycles = cycle_all(sorted(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time), fractions, args)
         sps, _ = result_of(thread, box)
         finished = time.time()
     finally:
@@ -226,9 +229,13 @@ def ddp_run(world, args, fractions):
 
 
 def describe(cycles):
-    """What the duty cycles really achieved: each process's running share (1 - stopped) and cycles."""
-    return "  (ran " + ", ".join(f"{1 - c.stopped_fraction():.2f}" + (f" of {c.cycles}" if c.cycles else "")
-                                 for c in cycles) + ")"
+    """What the duty cycles really achieved: each process's CPU time per wall second (cores' worth), running
+    share (1 - stopped) and stops."""
+    def one(c):
+        cpu = c.cpu_share()
+        return (f"cpu {cpu:.2f}" if cpu is not None else "cpu ?") + \
+            (f" ran {1 - c.stopped_fraction():.2f} of {c.cycles}" if c.cycles else "")
+    return "  (" + ", ".join(one(c) for c in cycles) + ")"
 
 
 def default_fast_fraction(cores, world, slow_ratio):
@@ -255,6 +262,10 @@ def main():
                    help="the other workers' running fraction (default: 1 with at least W + 1 cores, else "
                         "(cores - 0.5) / (W - 1 + --fraction))")
     p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
+    p.add_argument("--budget", choices=BUDGETS, default="cpu",
+                   help="what a worker's fraction limits (bench/duty_cycle.py): cpu, its CPU time in each period "
+                        "(cgroup cpu.max's quota; workers kept off a shared core catch up while one is free), or "
+                        "wall, its running window's wall time")
     p.add_argument("--model", default="mlp", help="a bench/compare_ddp.py model")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
@@ -292,7 +303,7 @@ def main():
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, {args.model}, batch {args.batch}/worker, {args.warmup} warmup + {args.steps} "
           f"timed steps, W={W}, workers run {fast:.3f} and the slow one {slow:.3f} of every "
-          f"{1000 * args.period:.0f} ms (demand {(W - 1) * fast + slow:.2f} cores), "
+          f"{1000 * args.period:.0f} ms ({args.budget} budget; demand {(W - 1) * fast + slow:.2f} cores), "
           f"{args.reps} reps, herd sync.shares {args.shares}, OpenBLAS kernels {openblas or 'n/a'} (both sides)",
           flush=True)
     runs = {}  # (side, case) -> [samples/s]
@@ -340,7 +351,7 @@ def main():
           f"{time.time() - began:.0f} s, load {os.getloadavg()[0]:.1f}")
     print(json.dumps({"benchmark": "straggler", "model": args.model, "batch": args.batch, "steps": args.steps,
                       "warmup": args.warmup, "world": W, "fraction": args.fraction, "fast_fraction": fast,
-                      "slow_fraction": slow, "shares": args.shares, "period_s": args.period,
+                      "slow_fraction": slow, "shares": args.shares, "period_s": args.period, "budget": args.budget,
                       "reps": args.reps, "cores": os.cpu_count(), "herd_target_met": herd_ratio >= 0.9,
                       "results": summary, "runs": {f"{s} {c}": v for (s, c), v in runs.items()}}))
 
