@@ -340,7 +340,12 @@ def main():
                          "sum_of_solo_samples_per_s": round(total, 1),
                          "slowed_world_samples_per_s": round(together, 1),
                          "ratio_to_sum_of_solo": round(together / total, 3),
-                         "ratio_to_world_x_slowest": round(together / (W * solo_slow), 3)}
+                         "ratio_to_world_x_slowest": round(together / (W * solo_slow), 3),
+                         # Each rep's W run against that rep's own solo runs: the machine's speed can drift
+                         # between reps, which the medians above mix.
+                         "ratio_to_sum_of_solo_by_rep": [
+                             round(w / ((W - 1) * s1 + s2), 3) for s1, s2, w in
+                             zip(runs[(side, "solo")], runs[(side, "solo slow")], runs[(side, f"W={W} slow")])]}
         print(f"{side:4s} {solo:9.1f} {solo_slow:9.1f} {total:9.1f} {together:9.1f} {together / total:9.3f} "
               f"{together / (W * solo_slow):9.3f}")
     herd_ratio = summary["herd"]["ratio_to_sum_of_solo"]
@@ -348,6 +353,8 @@ def main():
           f"DDP/sum of solo {summary['ddp']['ratio_to_sum_of_solo']:.3f}; "
           f"slow solo / solo: herd {summary['herd']['solo_slow_samples_per_s'] / summary['herd']['solo_samples_per_s']:.2f}"
           f", DDP {summary['ddp']['solo_slow_samples_per_s'] / summary['ddp']['solo_samples_per_s']:.2f}; "
+          f"each rep against its own solo runs: herd {', '.join(map(str, summary['herd']['ratio_to_sum_of_solo_by_rep']))}, "
+          f"DDP {', '.join(map(str, summary['ddp']['ratio_to_sum_of_solo_by_rep']))}; "
           f"{time.time() - began:.0f} s, load {os.getloadavg()[0]:.1f}")
     print(json.dumps({"benchmark": "straggler", "model": args.model, "batch": args.batch, "steps": args.steps,
                       "warmup": args.warmup, "world": W, "fraction": args.fraction, "fast_fraction": fast,
