@@ -50,11 +50,36 @@ double RelativeStepTime(const std::vector<int64_t>& shares, const std::vector<do
   return worst;
 }
 
+// The rank whose share over its target fraction is the largest (the lowest
+// on ties): under one interval's own targets, the one with the longest
+// compute per step.
+int BoundingRank(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
+  int bounding = 0;
+  for (size_t r = 1; r < shares.size(); ++r) {
+    if (static_cast<double>(shares[r]) / targets[r] > static_cast<double>(shares[bounding]) / targets[bounding]) {
+      bounding = static_cast<int>(r);
+    }
+  }
+  return bounding;
+}
+
+// Whether `proposed` cuts the step time under `targets` by at least `gain`.
+bool Gains(const std::vector<int64_t>& current, const std::vector<int64_t>& proposed,
+           const std::vector<double>& targets, double gain) {
+  return proposed != current && RelativeStepTime(proposed, targets) <= (1 - gain) * RelativeStepTime(current, targets);
+}
+
+std::vector<int64_t> SharesFor(int64_t total, const std::vector<double>& targets) {
+  std::vector<double> ideal(targets.size());
+  for (size_t r = 0; r < targets.size(); ++r) ideal[r] = targets[r] * static_cast<double>(total);
+  return RoundShares(total, ideal);
+}
+
 }  // namespace
 
 SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times,
-                               const std::vector<double>& previous_targets, double min_gain) {
-  SharePlan plan{previous_targets, std::nullopt};
+                               const ShareHistory& previous, double min_gain) {
+  SharePlan plan{previous, std::nullopt};
   const size_t world = current.size();
   if (world < 2 || times.size() != world) return plan;
   const int64_t total = std::accumulate(current.begin(), current.end(), int64_t{0});
@@ -69,19 +94,28 @@ SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::v
     rates[r] = static_cast<double>(current[r]) * static_cast<double>(t.steps) / t.compute_seconds;
     rate_sum += rates[r];
   }
-  const bool smooth = previous_targets.size() == world;
+  std::vector<double> latest(world);
+  for (size_t r = 0; r < world; ++r) latest[r] = rates[r] / rate_sum;
+  const bool smooth = previous.targets.size() == world;
   std::vector<double> targets(world);
   for (size_t r = 0; r < world; ++r) {
-    const double latest = rates[r] / rate_sum;
-    targets[r] = smooth ? kShareTargetSmoothing * latest + (1 - kShareTargetSmoothing) * previous_targets[r] : latest;
+    targets[r] = smooth ? kShareTargetSmoothing * latest[r] + (1 - kShareTargetSmoothing) * previous.targets[r]
+                        : latest[r];
   }
-  plan.targets = targets;
-  std::vector<double> ideal(world);
-  for (size_t r = 0; r < world; ++r) ideal[r] = targets[r] * static_cast<double>(total);
-  std::vector<int64_t> proposed = RoundShares(total, ideal);
-  if (proposed == current) return plan;
-  if (RelativeStepTime(proposed, targets) > (1 - min_gain) * RelativeStepTime(current, targets)) return plan;
-  plan.shares = std::move(proposed);
+  plan.history.targets = targets;
+
+  // What this interval alone calls for, and whether it repeats the last one.
+  const std::vector<int64_t> from_latest = SharesFor(total, latest);
+  const int bounding = BoundingRank(current, latest);
+  plan.history.bounding_rank = Gains(current, from_latest, latest, kMinPersistentReplanGain) ? bounding : -1;
+  if (plan.history.bounding_rank >= 0 && plan.history.bounding_rank == previous.bounding_rank) {
+    plan.history.targets = latest;
+    plan.shares = from_latest;
+    return plan;
+  }
+
+  std::vector<int64_t> proposed = SharesFor(total, targets);
+  if (Gains(current, proposed, targets, min_gain)) plan.shares = std::move(proposed);
   return plan;
 }
 

@@ -35,30 +35,46 @@ std::vector<int64_t> EqualShares(int64_t total, int world);
 //   changes between intervals made those fits, and the shares, swing.
 // - The targets are smoothed over intervals (kShareTargetSmoothing): one
 //   interval's noise moves the shares only part of the way.
-// - A re-plan is taken only when it cuts the step time predicted from the
+// - A re-plan is taken when it cuts the step time predicted from the
 //   smoothed targets by at least min_gain, so shares settle instead of
 //   following every sample of noise.
+// - That threshold alone kept a smaller error for good: a first plan 2-3%
+//   off, or the fixed cost's under-correction, never reached it, and the
+//   fast ranks waited that long every step (bench/README.md, "Issue 31's
+//   bench ... with CPU quotas"). Noise and such an error differ in one way:
+//   noise moves the bounding rank (the one with the longest compute per
+//   step) from interval to interval, an error keeps it. So when the same
+//   rank bounded two intervals in a row, each of which alone would have
+//   gained kMinPersistentReplanGain by re-planning, the shares are re-planned
+//   to the latest interval's own targets, and the smoothing restarts there.
 inline constexpr double kShareTargetSmoothing = 0.5;  // weight of the newest interval
 inline constexpr double kMinShareReplanGain = 0.03;
+inline constexpr double kMinPersistentReplanGain = 0.01;
+
+// What one commit point's plan hands to the next.
+struct ShareHistory {
+  // The smoothed fraction of the step each rank should train, summing to 1.
+  // Empty when no rank had anything to measure yet.
+  std::vector<double> targets;
+  // The rank that bounded the last interval's steps, when re-planning from
+  // that interval alone would have gained kMinPersistentReplanGain; else -1.
+  int bounding_rank = -1;
+};
 
 struct SharePlan {
-  // The smoothed fraction of the step each rank should train, summing to 1:
-  // pass it back as `previous_targets` at the next commit point. Empty when
-  // no rank had anything to measure yet.
-  std::vector<double> targets;
+  ShareHistory history;  // pass it back at the next commit point
   // The new shares: same sum, at least 1 sample per rank, rounded by
   // largest remainder (lower rank first on ties). nullopt: keep `current`.
   std::optional<std::vector<int64_t>> shares;
 };
 
 // The plan at a commit point from each rank's `times` over the log interval
-// at shares `current`, and the targets of the commit point before (empty at
-// a generation's first). Keeps the shares, and the previous targets, when a
-// rank has no valid measurement (no steps, or compute time not finite and
+// at shares `current`, and the history the commit point before left (empty
+// at a generation's first). Keeps the shares, and the history, when a rank
+// has no valid measurement (no steps, or compute time not finite and
 // positive), the sizes differ, there are fewer than 2 ranks or the sum is
 // below the number of ranks.
 SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times,
-                               const std::vector<double>& previous_targets = {},
-                               double min_gain = kMinShareReplanGain);
+                               const ShareHistory& previous = {}, double min_gain = kMinShareReplanGain);
 
 }  // namespace herd

@@ -92,7 +92,7 @@ absl::Status Trainer::Setup() {
   // Every generation starts from equal shares: its members' rates are not
   // known yet, and a fixed start keeps sync.shares equal reproducible.
   shares_ = EqualShares(per_step, static_cast<int>(join_.world_size()));
-  share_targets_.clear();
+  share_history_ = {};
   first_step_ = pos_.step + 1;
   if (ctx_.metrics != nullptr) ctx_.metrics->SetBatchShare(shares_[join_.rank()]);
   total_steps_ = TotalSteps();
@@ -504,8 +504,8 @@ absl::StatusOr<std::vector<RankStepTimes>> Trainer::GatherAtCommit() {
 
 void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
   if (!ctx_.sync.throughput_shares) return;
-  SharePlan plan = PlanThroughputShares(shares_, times, share_targets_);
-  share_targets_ = std::move(plan.targets);
+  SharePlan plan = PlanThroughputShares(shares_, times, share_history_);
+  share_history_ = std::move(plan.history);
   if (!plan.shares.has_value()) return;
   if (join_.rank() == 0) {
     LOG(INFO) << "step " << pos_.step << ": batch shares re-planned from the ranks' rates: ["

@@ -150,9 +150,10 @@ class Trainer {
 
   // Samples of each rank per step this generation (batch_shares.h).
   std::vector<int64_t> shares_;
-  // The smoothed fractions of a step the ranks' rates call for, carried from
-  // one commit point to the next (PlanThroughputShares).
-  std::vector<double> share_targets_;
+  // What the last commit point's plan carries to the next: the smoothed
+  // fractions of a step the ranks' rates call for, and the rank that bounded
+  // the last interval (PlanThroughputShares).
+  ShareHistory share_history_;
   // The generation's first step (allocations, lazy initialization) is no
   // measure of a rank's speed: left out of the straggler window.
   int64_t first_step_ = 0;
