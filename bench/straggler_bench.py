@@ -21,7 +21,10 @@ order; the slow one is the last). samples/s is wall time over the timed steps on
 rank 0's commit-point log lines; DDP: between barriers).
 
 Figures, each measured in this run, for each side:
-- solo: one worker alone at the fast fraction (fast) and at the slow one (slow);
+- solo: one worker alone at the fast fraction (fast) and at the slow one (slow),
+  run both before and after the W run of the same rep and averaged (unless
+  --no-bracket): this machine's speed drifts by tens of percent over minutes,
+  and bracketing cancels a steady drift;
 - sum of solo rates: (W-1) x fast + slow, what W such workers could do if
   none waited for another;
 - slowed W: W workers, one slowed.
@@ -33,7 +36,7 @@ of the global batch follows its measured rate); DDP always has equal shares.
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
-                                [--fast-fraction auto] [--period 0.01] [--budget cpu|wall] [--reps 1]
+                                [--fast-fraction auto] [--period 0.01] [--budget cpu|wall] [--reps 1] [--no-bracket]
                                 [--model mlp] [--shares throughput|equal] [--sides herd,ddp]
                                 [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3] [--verbose]
 """
@@ -238,6 +241,15 @@ def describe(cycles):
     return "  (" + ", ".join(one(c) for c in cycles) + ")"
 
 
+def rep_solo_rates(runs, side, case, bracket):
+    """Each rep's solo rate for `case`: with --bracket, the mean of the runs just before and just after that
+    rep's W run, so that a drift of the machine's speed over the rep cancels to first order."""
+    before = runs[(side, case)]
+    if not bracket:
+        return before
+    return [(b + a) / 2 for b, a in zip(before, runs[(side, f"{case} after")])]
+
+
 def default_fast_fraction(cores, world, slow_ratio):
     """The unslowed workers' running fraction: 1 with a spare core (cores >= W + 1), else the largest f with
     (W - 1) f + slow_ratio f <= cores - 0.5, so W throttled workers fit in the cores with headroom for the
@@ -271,6 +283,9 @@ def main():
     p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
                    help="herd's sync.shares (DDP's shares are always equal)")
     p.add_argument("--sides", default="herd,ddp", help="which sides to run (the summary needs both)")
+    p.add_argument("--no-bracket", dest="bracket", action="store_false",
+                   help="run each side's solo runs only before its W run, not also after it (each rep's ratio "
+                        "then compares the W run with solo runs that all came before it)")
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
     p.add_argument("--verbose", action="store_true",
                    help="print rank 0's per-commit split of each rank's step time and its re-plans (herd W runs)")
@@ -310,7 +325,7 @@ def main():
 
     def record(side, case, sps, cycles, notes):
         runs.setdefault((side, case), []).append(sps)
-        print(f"rep {rep} {side:4s} {case:9s} {sps:9.1f} samples/s{describe(cycles)}  load "
+        print(f"rep {rep} {side:4s} {case:15s} {sps:9.1f} samples/s{describe(cycles)}  load "
               f"{os.getloadavg()[0]:.2f}{notes}", flush=True)
 
     cluster = LocalCluster(bin_dir, W, env=env)
@@ -323,6 +338,9 @@ def main():
                 record(side, "solo", *run(1, [fast]))
                 record(side, "solo slow", *run(1, [slow]))
                 record(side, f"W={W} slow", *run(W, [fast] * (W - 1) + [slow]))
+                if args.bracket:  # the same solo runs again, in reverse order: linear drift cancels
+                    record(side, "solo slow after", *run(1, [slow]))
+                    record(side, "solo after", *run(1, [fast]))
     finally:
         cluster.stop()
 
@@ -332,8 +350,10 @@ def main():
     print(f"\n{'side':4s} {'solo':>9s} {'solo slow':>9s} {'sum solo':>9s} {f'W={W} slow':>9s} "
           f"{'/sum solo':>9s} {'/W x slow':>9s}")
     for side in ("herd", "ddp"):
-        solo = statistics.median(runs[(side, "solo")])
-        solo_slow = statistics.median(runs[(side, "solo slow")])
+        solos = rep_solo_rates(runs, side, "solo", args.bracket)
+        solo_slows = rep_solo_rates(runs, side, "solo slow", args.bracket)
+        solo = statistics.median(solos)
+        solo_slow = statistics.median(solo_slows)
         together = statistics.median(runs[(side, f"W={W} slow")])
         total = (W - 1) * solo + solo_slow
         summary[side] = {"solo_samples_per_s": round(solo, 1), "solo_slow_samples_per_s": round(solo_slow, 1),
@@ -345,7 +365,7 @@ def main():
                          # between reps, which the medians above mix.
                          "ratio_to_sum_of_solo_by_rep": [
                              round(w / ((W - 1) * s1 + s2), 3) for s1, s2, w in
-                             zip(runs[(side, "solo")], runs[(side, "solo slow")], runs[(side, f"W={W} slow")])]}
+                             zip(solos, solo_slows, runs[(side, f"W={W} slow")])]}
         print(f"{side:4s} {solo:9.1f} {solo_slow:9.1f} {total:9.1f} {together:9.1f} {together / total:9.3f} "
               f"{together / (W * solo_slow):9.3f}")
     herd_ratio = summary["herd"]["ratio_to_sum_of_solo"]
