@@ -143,6 +143,18 @@ class DutyCycle:
                 return True
         return self._done.is_set()
 
+    def _hold_stopped(self, began, seconds):
+        """Counts [began, now) as running, stops the process for up to `seconds` and counts that as stopped.
+        False once it should end: the process is gone, or stop() was called."""
+        paused = time.monotonic()
+        self.running_s += paused - began
+        if not self._signal(signal.SIGSTOP):
+            return False
+        exited = self._exited(seconds)
+        self.stopped_s += time.monotonic() - paused
+        self.cycles += 1
+        return not exited
+
     def _run(self):
         if self.fraction >= 1:
             while not self._exited(self.period):
@@ -157,17 +169,12 @@ class DutyCycle:
                 began = time.monotonic()
                 if not self._signal(signal.SIGCONT) or self._exited(self.fraction * self.period):
                     break
-                paused = time.monotonic()
-                self.running_s += paused - began
-                if not self._signal(signal.SIGSTOP):
-                    break
                 # Stop long enough that stopped / (running + stopped) returns to 1 - fraction.
-                target = self.running_s * (1 - self.fraction) / self.fraction - self.stopped_s
-                exited = self._exited(min(max(target, 0.0), 4 * self.period))
-                self.stopped_s += time.monotonic() - paused
-                self.cycles += 1
+                running_s = self.running_s + time.monotonic() - began
+                target = running_s * (1 - self.fraction) / self.fraction - self.stopped_s
+                held = self._hold_stopped(began, min(max(target, 0.0), 4 * self.period))
                 self._cpu_time()
-                if exited:
+                if not held:
                     break
         finally:
             self._cpu_time()
@@ -204,16 +211,11 @@ class DutyCycle:
                     if cpu is None:
                         return
                     used = cpu - at_start
-            paused = time.monotonic()
-            self.running_s += paused - began
-            if paused < period_end:
-                if not self._signal(signal.SIGSTOP):
+            if time.monotonic() < period_end:
+                if not self._hold_stopped(began, period_end - time.monotonic()):
                     return
-                exited = self._exited(period_end - time.monotonic())
-                self.stopped_s += time.monotonic() - paused
-                self.cycles += 1
-                if exited:
-                    return
+            else:
+                self.running_s += time.monotonic() - began
             cpu = self._cpu_time()  # exact if the process is stopped now
             if cpu is None:
                 return
