@@ -106,9 +106,11 @@ SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::v
 
   // What this interval alone calls for, and whether it repeats the last one.
   const std::vector<int64_t> from_latest = SharesFor(total, latest);
-  const int bounding = BoundingRank(current, latest);
-  plan.history.bounding_rank = Gains(current, from_latest, latest, kMinPersistentReplanGain) ? bounding : -1;
-  if (plan.history.bounding_rank >= 0 && plan.history.bounding_rank == previous.bounding_rank) {
+  const bool worth_it = Gains(current, from_latest, latest, kMinPersistentReplanGain);
+  plan.history.bounding_rank = worth_it ? BoundingRank(current, latest) : -1;
+  plan.history.bounding_intervals =
+      !worth_it ? 0 : plan.history.bounding_rank == previous.bounding_rank ? std::min(previous.bounding_intervals + 1, kPersistentIntervals) : 1;
+  if (plan.history.bounding_intervals >= kPersistentIntervals) {
     plan.history.targets = latest;
     plan.shares = from_latest;
     return plan;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "gtest/gtest.h"
 
@@ -183,20 +184,25 @@ int Replans(std::vector<int64_t>* shares, const std::vector<std::vector<double>>
 
 // Rank 2 trains 3% slower than its share assumes, every interval: a re-plan
 // gains 2.4%, under kMinShareReplanGain even once the smoothed targets have
-// caught up. The same rank bounding two intervals in a row re-plans at the
-// second, to what the interval measured, and then it stays.
-TEST(ThroughputSharesTest, ASmallImbalanceThatPersistsIsReplannedAtTheSecondInterval) {
+// caught up. The same rank bounding kPersistentIntervals intervals in a row
+// re-plans at the third, to what the interval measured, and then it stays.
+TEST(ThroughputSharesTest, ASmallImbalanceThatPersistsIsReplannedAtTheThirdInterval) {
+  static_assert(kPersistentIntervals == 3);
   const std::vector<double> rates = {100, 100, 48.5};
   std::vector<int64_t> shares = {400, 400, 200};
   const ShareHistory settled{{0.4, 0.4, 0.2}};
   const SharePlan first = PlanThroughputShares(shares, Measure(shares, rates), settled);
   EXPECT_FALSE(first.shares.has_value());
   EXPECT_EQ(first.history.bounding_rank, 2);
+  EXPECT_EQ(first.history.bounding_intervals, 1);
   const SharePlan second = PlanThroughputShares(shares, Measure(shares, rates), first.history);
-  ASSERT_TRUE(second.shares.has_value());
+  EXPECT_FALSE(second.shares.has_value());
+  EXPECT_EQ(second.history.bounding_intervals, 2);
+  const SharePlan third = PlanThroughputShares(shares, Measure(shares, rates), second.history);
+  ASSERT_TRUE(third.shares.has_value());
   // 1000 * (100, 100, 48.5) / 248.5 = 402.4, 402.4, 195.2.
-  EXPECT_EQ(*second.shares, (std::vector<int64_t>{403, 402, 195}));
-  EXPECT_NEAR(second.history.targets[2], 48.5 / 248.5, 1e-12);
+  EXPECT_EQ(*third.shares, (std::vector<int64_t>{403, 402, 195}));
+  EXPECT_NEAR(third.history.targets[2], 48.5 / 248.5, 1e-12);
   // Without the rule it never would: the smoothed targets approach the same 2.4% from below.
   ShareHistory history = settled;
   for (int i = 0; i < 10; ++i) {
@@ -205,7 +211,7 @@ TEST(ThroughputSharesTest, ASmallImbalanceThatPersistsIsReplannedAtTheSecondInte
     EXPECT_FALSE(plan.shares.has_value()) << i;
   }
   // From the new shares on, nothing more to gain.
-  shares = *second.shares;
+  shares = *third.shares;
   EXPECT_EQ(Replans(&shares, {rates}, 10), 0);
   EXPECT_EQ(shares, (std::vector<int64_t>{403, 402, 195}));
 }
@@ -218,22 +224,90 @@ TEST(ThroughputSharesTest, NoiseThatMovesTheBoundingRankKeepsTheShares) {
   EXPECT_EQ(shares, (std::vector<int64_t>{400, 400, 200}));
 }
 
-// The same rank 0.6% slow every interval: below kMinPersistentReplanGain,
-// not worth a change of shares.
+// Ranks whose compute per step is fixed + per sample, each interval's
+// measurement off by a factor exp(N(0, noise)) per rank, from equal shares
+// over `intervals` commit points. Returns the re-plans after the first plan
+// and the mean, over the intervals after the first, of the true imbalance:
+// 1 - mean compute / the slowest rank's compute.
+struct NoisyRun {
+  int replans = 0;
+  double imbalance = 0;
+};
+NoisyRun RunNoisy(const std::vector<LinearRank>& ranks, double noise, int intervals, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<double> normal(0, noise);
+  std::vector<int64_t> shares = EqualShares(3000, static_cast<int>(ranks.size()));
+  ShareHistory history;
+  NoisyRun run;
+  for (int i = 0; i < intervals; ++i) {
+    std::vector<RankStepTimes> times = MeasureLinear(shares, ranks);
+    for (RankStepTimes& t : times) t.compute_seconds *= std::exp(normal(random));
+    if (i > 0) {
+      double sum = 0;
+      for (size_t r = 0; r < ranks.size(); ++r) sum += ranks[r].At(shares[r]);
+      run.imbalance += 1 - sum / static_cast<double>(ranks.size()) / Slowest(shares, ranks);
+    }
+    const SharePlan plan = PlanThroughputShares(shares, times, history);
+    history = plan.history;
+    if (plan.shares.has_value()) {
+      shares = *plan.shares;
+      if (i > 0) ++run.replans;
+    }
+  }
+  run.imbalance /= intervals - 1;
+  return run;
+}
+
+// Three equally fast ranks measured with 1.5% noise per interval (the
+// 2-core machine's throttled bench, equal shares: 1-3% apart from interval
+// to interval): the shares hardly ever move. Same bounding rank twice in a
+// row with a 1% floor re-planned on about one interval in five.
+TEST(ThroughputSharesTest, NoisyIntervalsOfEqualRanksRarelyReplan) {
+  const std::vector<LinearRank> ranks(3, {0.0, 0.001});
+  int replans = 0;
+  for (uint32_t seed = 1; seed <= 10; ++seed) replans += RunNoisy(ranks, 0.015, 200, seed).replans;
+  EXPECT_LE(replans, 40) << "re-plans in 2000 intervals";
+}
+
+// One rank at half speed and a fixed cost per step, measured with 0.5%
+// noise: the fixed cost's under-correction leaves an imbalance under
+// kMinShareReplanGain that the persistent rule removes, over the whole run
+// and over a run as short as issue 31's bench (7 intervals).
+TEST(ThroughputSharesTest, NoisyIntervalsOfAPersistentImbalanceAreCorrected) {
+  const std::vector<LinearRank> ranks = {{0.1, 0.001}, {0.1, 0.001}, {0.2, 0.002}};
+  double long_runs = 0;
+  double short_runs = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) long_runs += RunNoisy(ranks, 0.005, 100, seed).imbalance / 20;
+  for (uint32_t seed = 1; seed <= 200; ++seed) short_runs += RunNoisy(ranks, 0.005, 7, seed).imbalance / 200;
+  EXPECT_LT(long_runs, 0.008);
+  EXPECT_LT(short_runs, 0.025);
+}
+
+// The same rank slow in two intervals of every three, another in the third:
+// never three in a row, so no re-plan.
+TEST(ThroughputSharesTest, TwoIntervalsInARowAreNotEnough) {
+  std::vector<int64_t> shares = {400, 400, 200};
+  EXPECT_EQ(Replans(&shares, {{100, 100, 48.5}, {100, 100, 48.5}, {97, 100, 50}}, 30), 0);
+  EXPECT_EQ(shares, (std::vector<int64_t>{400, 400, 200}));
+}
+
+// The same rank 1.5% slow every interval: a re-plan would gain 1.2%, below
+// kMinPersistentReplanGain, not worth a change of shares.
 TEST(ThroughputSharesTest, APersistentImbalanceBelowTheFloorKeepsTheShares) {
   std::vector<int64_t> shares = {400, 400, 200};
-  EXPECT_EQ(Replans(&shares, {{100, 100, 49.7}}, 10), 0);
+  EXPECT_EQ(Replans(&shares, {{100, 100, 49.25}}, 10), 0);
   EXPECT_EQ(shares, (std::vector<int64_t>{400, 400, 200}));
 }
 
 TEST(ThroughputSharesTest, NoValidMeasurementNoPlanAndTheTargetsAreKept) {
   const std::vector<int64_t> equal = EqualShares(96, 3);
-  const ShareHistory before{{0.5, 0.3, 0.2}, 2};
+  const ShareHistory before{{0.5, 0.3, 0.2}, 2, 2};
   auto keeps = [&](const std::vector<int64_t>& current, const std::vector<RankStepTimes>& times) {
     const SharePlan plan = PlanThroughputShares(current, times, before);
     EXPECT_FALSE(plan.shares.has_value());
     EXPECT_EQ(plan.history.targets, before.targets);
     EXPECT_EQ(plan.history.bounding_rank, before.bounding_rank);
+    EXPECT_EQ(plan.history.bounding_intervals, before.bounding_intervals);
   };
   auto times = Measure(equal, {100, 100, 50});
   times[1].steps = 0;
