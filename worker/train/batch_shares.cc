@@ -108,9 +108,15 @@ SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::v
   const std::vector<int64_t> from_latest = SharesFor(total, latest);
   const bool worth_it = Gains(current, from_latest, latest, kMinPersistentReplanGain);
   plan.history.bounding_rank = worth_it ? BoundingRank(current, latest) : -1;
-  plan.history.bounding_intervals =
-      !worth_it ? 0 : plan.history.bounding_rank == previous.bounding_rank ? std::min(previous.bounding_intervals + 1, kPersistentIntervals) : 1;
-  if (plan.history.bounding_intervals >= kPersistentIntervals) {
+  int& in_a_row = plan.history.bounding_intervals;
+  if (!worth_it) {
+    in_a_row = 0;
+  } else if (plan.history.bounding_rank == previous.bounding_rank) {
+    in_a_row = std::min(previous.bounding_intervals + 1, kPersistentIntervals);
+  } else {
+    in_a_row = 1;
+  }
+  if (in_a_row >= kPersistentIntervals) {
     plan.history.targets = latest;
     plan.shares = from_latest;
     return plan;
