@@ -379,6 +379,7 @@ def main():
     print(json.dumps({"benchmark": "straggler", "model": args.model, "batch": args.batch, "steps": args.steps,
                       "warmup": args.warmup, "world": W, "fraction": args.fraction, "fast_fraction": fast,
                       "slow_fraction": slow, "shares": args.shares, "period_s": args.period, "budget": args.budget,
+                      "bracket": args.bracket,
                       "reps": args.reps, "cores": os.cpu_count(), "herd_target_met": herd_ratio >= 0.9,
                       "results": summary, "runs": {f"{s} {c}": v for (s, c), v in runs.items()}}))
 

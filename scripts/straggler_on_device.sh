@@ -17,6 +17,10 @@
 #
 # Usage: scripts/straggler_on_device.sh BUNDLE [straggler_bench.py flags]
 #   e.g. scripts/straggler_on_device.sh .gpu-bundle --batch 2048 --steps 60 --reps 2
+# Each rep runs every solo case twice, before and after the W run (the
+# bench's bracketing); within a 10-minute device call, --reps 2 fits at
+# --batch 2048 where a rep took about 2.5 minutes unbracketed, else add
+# --no-bracket.
 # With $OUT set (the device tool), the output is also left in $OUT/straggler.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
