@@ -42,25 +42,25 @@ std::vector<int64_t> RoundShares(int64_t total, const std::vector<double>& ideal
   return shares;
 }
 
-// A step's time relative to the others' under ranks as fast as `targets`
-// say: the slowest rank's share over its target fraction.
-double RelativeStepTime(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
-  double worst = 0;
-  for (size_t r = 0; r < shares.size(); ++r) worst = std::max(worst, static_cast<double>(shares[r]) / targets[r]);
-  return worst;
-}
-
 // The rank whose share over its target fraction is the largest (the lowest
-// on ties): under one interval's own targets, the one with the longest
+// on ties): the one that sets the step's time under ranks as fast as
+// `targets` say; under one interval's own targets, the one with the longest
 // compute per step.
-int BoundingRank(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
-  int bounding = 0;
+size_t BoundingRank(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
+  size_t bounding = 0;
   for (size_t r = 1; r < shares.size(); ++r) {
     if (static_cast<double>(shares[r]) / targets[r] > static_cast<double>(shares[bounding]) / targets[bounding]) {
-      bounding = static_cast<int>(r);
+      bounding = r;
     }
   }
   return bounding;
+}
+
+// A step's time relative to the others' under ranks as fast as `targets`
+// say: the bounding rank's share over its target fraction.
+double RelativeStepTime(const std::vector<int64_t>& shares, const std::vector<double>& targets) {
+  const size_t bounding = BoundingRank(shares, targets);
+  return static_cast<double>(shares[bounding]) / targets[bounding];
 }
 
 // Whether `proposed` cuts the step time under `targets` by at least `gain`.
@@ -107,7 +107,7 @@ SharePlan PlanThroughputShares(const std::vector<int64_t>& current, const std::v
   // What this interval alone calls for, and whether it repeats the last one.
   const std::vector<int64_t> from_latest = SharesFor(total, latest);
   const bool worth_it = Gains(current, from_latest, latest, kMinPersistentReplanGain);
-  plan.history.bounding_rank = worth_it ? BoundingRank(current, latest) : -1;
+  plan.history.bounding_rank = worth_it ? static_cast<int>(BoundingRank(current, latest)) : -1;
   int& in_a_row = plan.history.bounding_intervals;
   if (!worth_it) {
     in_a_row = 0;
