@@ -25,4 +25,16 @@ class Backoff {
   std::chrono::milliseconds next_{0};
 };
 
+// How long to wait before retrying a coordinator that holds this worker's
+// lease: the backoff's `delay`, capped at a quarter of the lease, so that
+// several retries land before the lease runs out and a restarted coordinator
+// hears from its members in time; never below `floor` (a short lease must
+// not turn retries into a busy loop). No lease yet (0): `delay` as it is.
+inline std::chrono::milliseconds RetryDelayWithinLease(std::chrono::milliseconds delay,
+                                                       std::chrono::milliseconds lease,
+                                                       std::chrono::milliseconds floor) {
+  if (lease.count() <= 0) return delay;
+  return std::max(floor, std::min(delay, lease / 4));
+}
+
 }  // namespace herd::worker

@@ -191,9 +191,7 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
 }
 
 std::chrono::milliseconds Daemon::RetryDelay(Backoff& backoff) const {
-  const std::chrono::milliseconds next = backoff.Next();
-  if (lease_.count() <= 0) return next;
-  return std::max(options_.min_backoff, std::min(next, lease_ / 4));
+  return RetryDelayWithinLease(backoff.Next(), lease_, options_.min_backoff);
 }
 
 bool Daemon::Run() {
