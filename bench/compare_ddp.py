@@ -285,14 +285,19 @@ def run_herd(cluster, model, world, args):
 
 
 def run_ddp(model, world, args):
+    result = run_ddp_result(model, world, args)
+    return result["samples_per_s"], result["loss"]
+
+
+def run_ddp_result(model, world, args):
+    """The DDP peer's result line (bench/ddp_peer.py), as a dict."""
     python = getattr(args, "python", None) or DDP_PYTHON  # straggler_bench --python
     out = subprocess.run([python, *ddp_command(model, args.torchscript), "--world", str(world),
                           "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
                           "--threads", "1", "--port", str(free_port())], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"DDP peer failed: {out.stderr[-2000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    return result["samples_per_s"], result["loss"]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():

@@ -90,7 +90,7 @@ def train_mnist_cnn(a):
     model = CNN()
     ddp = nn.parallel.DistributedDataParallel(model)
     warmup = min(a.warmup, a.steps - 1)
-    seconds, _ = timed_steps(ddp, X, Y, a.rank, a.world, a.batch, warmup, a.steps - warmup)
+    seconds, _, _ = timed_steps(ddp, X, Y, a.rank, a.world, a.batch, warmup, a.steps - warmup)
     return seconds, (a.steps - warmup) * a.batch, a.steps * a.batch * a.world, sum(p.numel() for p in model.parameters()), {}
 
 

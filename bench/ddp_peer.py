@@ -53,7 +53,7 @@ def load_train():
 def timed_steps(ddp, X, Y, rank, world, batch, warmup, steps):
     """The shared peer's step (SGD lr 0.05 momentum 0.9 on this rank's slice of
     one seeded permutation): `warmup` untimed steps, then `steps` timed between
-    barriers. Returns (seconds, last loss)."""
+    barriers. Returns (seconds, last loss, [wall clock at their start, at their end])."""
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(1))[rank::world]
 
@@ -68,11 +68,11 @@ def timed_steps(ddp, X, Y, rank, world, batch, warmup, steps):
     for i in range(warmup):
         step(i)
     dist.barrier()
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     for i in range(steps):
         loss = step(warmup + i)
     dist.barrier()
-    return time.perf_counter() - start, float(loss)
+    return time.perf_counter() - start, float(loss), [began, time.time()]
 
 
 def run(rank, a):
@@ -82,11 +82,12 @@ def run(rank, a):
     torch.manual_seed(0)
     X, Y = load_train()
     ddp = nn.parallel.DistributedDataParallel(build_model(a.model))
-    seconds, loss = timed_steps(ddp, X, Y, rank, a.world, a.batch, a.warmup, a.steps)
+    seconds, loss, window = timed_steps(ddp, X, Y, rank, a.world, a.batch, a.warmup, a.steps)
     if rank == 0:
         print(json.dumps({"peer": "torch-ddp-gloo", "torch": torch.__version__, "model": a.model, "world": a.world,
                           "batch": a.batch, "steps": a.steps, "seconds": round(seconds, 3),
-                          "samples_per_s": round(a.steps * a.batch * a.world / seconds, 1), "loss": loss}))
+                          "samples_per_s": round(a.steps * a.batch * a.world / seconds, 1), "loss": loss,
+                          "timed_unix": window}))
     dist.destroy_process_group()
 
 

@@ -34,6 +34,15 @@ knob for this.
     with DutyCycle(pid, fraction=0.5, period=0.04, budget="cpu") as slow:
         ...                      # the process runs at about half a core
     print(slow.stopped_fraction(), slow.cpu_share())
+    print(slow.window(begin, end))  # CPU and run-queue wait between two wall times
+
+The cycle reads the process's CPU clock at least once a period and keeps
+each reading, with the time its main thread has waited on a run queue
+(runnable, no core free), so a caller can see what the process got over any
+part of the run, e.g. a bench's timed steps without its warmup. A process
+on a core of its own never waits there; several throttled processes sharing
+fewer cores do, and that wait is CPU time their quota allowed but they did
+not get.
 """
 import os
 import select
@@ -43,6 +52,17 @@ import time
 
 
 BUDGETS = ("cpu", "wall")
+
+
+def run_queue_wait(pid):
+    """Seconds the process's main thread has spent runnable but waiting for a core (the second field of
+    /proc/PID/schedstat); None once it is gone. Only the main thread: the trainers and DDP ranks compute
+    there, and their other threads, woken by every SIGSTOP/SIGCONT, would count waits that cost nothing."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def process_cpu_clock(pid):
@@ -70,6 +90,7 @@ class DutyCycle:
         self._clock = process_cpu_clock(pid)
         self._cpu_at_start = None  # the process's CPU time at start()
         self._cpu_seen = None  # (its CPU time, time.time()) at the last reading: what is known once it exits
+        self.readings = []  # (time.time(), CPU time, run-queue wait) at every reading, for window()
         self.running_s = 0.0  # time the process was let run, and held stopped
         self.stopped_s = 0.0
         self.cycles = 0
@@ -118,13 +139,24 @@ class DutyCycle:
         cpu, at = self._cpu_seen
         return (cpu - self._cpu_at_start) / (at - self.started_at) if at > self.started_at else None
 
+    def window(self, begin, end):
+        """(CPU time, main thread's run-queue wait) per wall second between the first and the last reading
+        inside [begin, end] (time.time() values); None with fewer than two readings there."""
+        inside = [r for r in self.readings if begin <= r[0] <= end and r[2] is not None]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        (t0, cpu0, queued0), (t1, cpu1, queued1) = inside[0], inside[-1]
+        return (cpu1 - cpu0) / (t1 - t0), (queued1 - queued0) / (t1 - t0)
+
     def _cpu_time(self):
         """The process's CPU time so far, seconds; None once it is gone."""
         try:
             cpu = time.clock_gettime(self._clock)
         except OSError:
             return None
-        self._cpu_seen = (cpu, time.time())
+        now = time.time()
+        self._cpu_seen = (cpu, now)
+        self.readings.append((now, cpu, run_queue_wait(self.pid)))
         return cpu
 
     def _signal(self, sig):

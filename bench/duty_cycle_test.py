@@ -61,6 +61,39 @@ class DutyCycleTest(unittest.TestCase):
         self.assertIsNotNone(cycle.cpu_share())  # from its last reading before it exited
         cycle.stop()
 
+    def test_a_window_sees_the_quota_over_its_part_of_the_run(self):
+        cycle = DutyCycle(self.busy.pid, 0.3, period=0.01, budget="cpu").start()
+        time.sleep(0.5)
+        begin = time.time()
+        time.sleep(1.0)
+        end = time.time()
+        time.sleep(0.3)
+        cycle.stop()
+        cpu, queued = cycle.window(begin, end)
+        self.assertLessEqual(cpu, 0.3 * 1.05)
+        self.assertGreater(cpu, 0.0)
+        self.assertGreaterEqual(queued, 0.0)
+        self.assertIsNone(cycle.window(end + 60, end + 61))  # no readings there
+
+    def test_a_window_shows_the_wait_for_a_shared_core(self):
+        # Three busy processes on one core: each gets at most a third of it and waits the rest runnable.
+        core = {min(os.sched_getaffinity(0))}
+        pinned = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=lambda: os.sched_setaffinity(0, core))
+                  for _ in range(2)]
+        for p in pinned:
+            self.addCleanup(p.wait)
+            self.addCleanup(p.kill)
+        os.sched_setaffinity(self.busy.pid, core)
+        cycle = DutyCycle(self.busy.pid, 1.0, period=0.01).start()  # readings only, never stopped
+        time.sleep(0.5)
+        begin = time.time()
+        time.sleep(1.5)
+        end = time.time()
+        cycle.stop()
+        cpu, queued = cycle.window(begin, end)
+        self.assertLess(cpu, 0.45)
+        self.assertGreater(queued, 0.5)
+
     def test_bad_arguments_name_what_is_wrong(self):
         for kwargs, field in (({"fraction": 0}, "fraction"), ({"fraction": 1.5}, "fraction"),
                               ({"period": 0}, "period"), ({"budget": "gpu"}, "budget")):

@@ -57,7 +57,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_ddp import (DDP_MODEL, DDP_PYTHON, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
                          share_trainers_openblas_kernels,
-                         make_torchscript, run_ddp, run_herd, step_times)
+                         make_torchscript, run_ddp_result, run_herd, step_times)
 from duty_cycle import BUDGETS, DutyCycle  # noqa: E402
 from recovery_bench import pids_of  # noqa: E402
 
@@ -169,7 +169,7 @@ def herd_notes(cluster, job, world, warmup, verbose=False):
 
 def herd_run(cluster, world, args, fractions):
     """samples/s of one herd job on `world` workers, worker-i's trainer duty-cycled at fractions[i].
-    Returns (samples/s, [DutyCycle], notes)."""
+    Returns (samples/s, [DutyCycle], notes, [wall clock at the start and the end of the timed steps])."""
     old = set(trainer_jobs(cluster, "worker-[0-9]+").values())  # trainers of earlier jobs may still be exiting
     thread, box = in_background(run_herd, cluster, args.model, world, args)
     cycles = []
@@ -189,13 +189,17 @@ def herd_run(cluster, world, args, fractions):
         stop_all(cycles)
     # The slowdown must cover the timed steps: it began before rank 0 logged the first of them.
     began = max(c.started_at for c in cycles)
+    timed = None
     for log in glob.glob(os.path.join(cluster.dir, "worker-*", "jobs", job, "trainer.log")):
         times = step_times(log)
         if args.warmup in times:
             lead = (times[args.warmup] - seconds_of_day(began)) % 86400
             if lead > 43200:
                 raise RuntimeError(f"herd: the slowdown began {86400 - lead:.2f} s after the timed steps")
-    return sps, cycles, herd_notes(cluster, job, world, args.warmup, args.verbose)
+            # Rank 0's log times (seconds of day) as wall clock, counted from when the slowdown began.
+            timed = [began + (times[step] - seconds_of_day(began)) % 86400
+                     for step in (args.warmup, args.warmup + args.steps)]
+    return sps, cycles, herd_notes(cluster, job, world, args.warmup, args.verbose), timed
 
 
 def children(parent, pattern):
@@ -210,8 +214,9 @@ def start_time(pid):
 
 def ddp_run(world, args, fractions):
     """samples/s of one DDP run on `world` ranks, the i-th rank started duty-cycled at fractions[i]
-    (so the last one started gets the last fraction). Returns (samples/s, [DutyCycle])."""
-    thread, box = in_background(run_ddp, args.model, world, args)
+    (so the last one started gets the last fraction). Returns (samples/s, [DutyCycle], "", [wall clock at the
+    start and the end of the timed steps])."""
+    thread, box = in_background(run_ddp_result, args.model, world, args)
     cycles = []
     script = os.path.basename(ddp_command(args.model, args.torchscript)[0])
     try:
@@ -221,23 +226,28 @@ def ddp_run(world, args, fractions):
             pids = children(launcher, "spawn_main")
             return pids if len(pids) == world else None
         cycles = cycle_all(sorted(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time), fractions, args)
-        sps, _ = result_of(thread, box)
+        result = result_of(thread, box)
         finished = time.time()
     finally:
         stop_all(cycles)
-    timed = args.steps * args.batch * world / sps  # the timed window's length
-    if max(c.started_at for c in cycles) > finished - timed:
+    # Rank 0's wall clock at the start and the end of the timed steps (bench/ddp_peer.py). The shared
+    # baseline script (the mlp and mnist_cnn peer) reports their length only: then they are taken to end
+    # when the peer did, which puts its teardown inside the window.
+    timed = result.get("timed_unix") or [finished - result["seconds"], finished]
+    if max(c.started_at for c in cycles) > timed[0]:
         raise RuntimeError("DDP: the slowdown began after the timed steps")
-    return sps, cycles, ""
+    return result["samples_per_s"], cycles, "", timed
 
 
-def describe(cycles):
-    """What the duty cycles really achieved: each process's CPU time per wall second (cores' worth), running
-    share (1 - stopped) and stops."""
+def describe(cycles, timed):
+    """What the duty cycles really achieved, for each process: over the timed steps, its CPU time per wall
+    second (cores' worth) and the share of wall time its main thread waited for a core while it could run
+    (a worker with a core of its own never waits); over the whole cycled time (warmup included), its running
+    share (1 - stopped share) and stops."""
     def one(c):
-        cpu = c.cpu_share()
-        return (f"cpu {cpu:.2f}" if cpu is not None else "cpu ?") + \
-            (f" ran {1 - c.stopped_fraction():.2f} of {c.cycles}" if c.cycles else "")
+        got = c.window(*timed) if timed else None
+        text = f"cpu {got[0]:.2f} queued {got[1]:.2f}" if got else "cpu ?"
+        return text + (f" ran {1 - c.stopped_fraction():.2f} of {c.cycles}" if c.cycles else "")
     return "  (" + ", ".join(one(c) for c in cycles) + ")"
 
 
@@ -323,9 +333,9 @@ def main():
           flush=True)
     runs = {}  # (side, case) -> [samples/s]
 
-    def record(side, case, sps, cycles, notes):
+    def record(side, case, sps, cycles, notes, timed):
         runs.setdefault((side, case), []).append(sps)
-        print(f"rep {rep} {side:4s} {case:15s} {sps:9.1f} samples/s{describe(cycles)}  load "
+        print(f"rep {rep} {side:4s} {case:15s} {sps:9.1f} samples/s{describe(cycles, timed)}  load "
               f"{os.getloadavg()[0]:.2f}{notes}", flush=True)
 
     cluster = LocalCluster(bin_dir, W, env=env)
