@@ -10,7 +10,7 @@ namespace herd {
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Seconds since the Unix epoch.
+  // Seconds since the Unix epoch (MonotonicClock: since an arbitrary zero).
   virtual double Now() const = 0;
 };
 
@@ -20,6 +20,15 @@ class SystemClock : public Clock {
     return std::chrono::duration<double>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
+  }
+};
+
+// For deadlines: never jumps with the wall clock, but its zero is arbitrary,
+// so only differences of its readings mean anything.
+class MonotonicClock : public Clock {
+ public:
+  double Now() const override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   }
 };
 

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "worker/comm/ending_store.h"
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/member_key_exchange.h"
 #include "worker/comm/member_socket.h"
@@ -171,28 +172,6 @@ TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
   EXPECT_EQ(rejected[0].reason, RejectReason::kBadMac);
 }
 
-// The coordinator's store once the generation is over: every call fails.
-class EndingStore : public RendezvousStore {
- public:
-  absl::Status Set(const std::string& key, const std::string& value) override {
-    if (ended_) return Ended();
-    return inner_.Set(key, value);
-  }
-  absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
-    if (key == MemberKeyStoreKey("job/3/")) ++key_reads_;
-    if (ended_) return Ended();
-    return inner_.Get(key, timeout, value);
-  }
-  void End() { ended_ = true; }
-  int key_reads() const { return key_reads_; }
-
- private:
-  static absl::Status Ended() { return absl::FailedPreconditionError("generation 3 is over"); }
-  InMemoryStore inner_;
-  std::atomic<bool> ended_{false};
-  std::atomic<int> key_reads_{0};
-};
-
 TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
   // Rank 1 never comes (it died); the coordinator ends the generation. Rank
   // 0, waiting on its own listener, must notice through the store well
@@ -236,7 +215,7 @@ TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
   std::thread ender([&] {
     // Rank 1 reads the key once to join, then again at each check between
     // refused dials: end the generation once it is dialing.
-    while (store.key_reads() < 2 && !returned) std::this_thread::sleep_for(milliseconds(5));
+    while (store.reads(MemberKeyStoreKey("job/3/")) < 2 && !returned) std::this_thread::sleep_for(milliseconds(5));
     store.End();
   });
   const auto start = std::chrono::steady_clock::now();
@@ -247,7 +226,7 @@ TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
   ASSERT_FALSE(mesh.ok());
   EXPECT_EQ(mesh.status().code(), absl::StatusCode::kFailedPrecondition) << mesh.status();
   EXPECT_TRUE(absl::StrContains(mesh.status().message(), "rank 0 at 127.0.0.1")) << mesh.status();
-  EXPECT_TRUE(absl::StrContains(mesh.status().message(), "generation 3 is over")) << mesh.status();
+  EXPECT_TRUE(absl::StrContains(mesh.status().message(), EndingStore::kEndedMessage)) << mesh.status();
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 

@@ -1,5 +1,6 @@
 #include "worker/comm/nccl_checks.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/comm/bfloat16.h"
+#include "worker/comm/ending_store.h"
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/nccl_device.h"
@@ -524,6 +526,40 @@ absl::Status CheckMissingPeerTimesOutSetup() {
   });
 }
 
+absl::Status CheckEndedGenerationStopsSetup() {
+  // Rank 1 never joins (it died); the coordinator ends the generation while
+  // rank 0 waits in setup. Rank 0 must notice through the store, long before
+  // its 20 s timeout.
+  constexpr milliseconds kTimeout(20000);
+  return WithinLimit(milliseconds(30000), [=]() -> absl::Status {
+    auto store = std::make_shared<EndingStore>();
+    const NcclOptions options = OptionsFor(0, 2, kTimeout);
+    std::atomic<bool> returned{false};
+    std::thread ender([&] {
+      // Rank 0 reads the id's key only from inside the setup wait.
+      while (store->reads(NcclUniqueIdKey(options.key_prefix)) < 1 && !returned) {
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+      store->End();
+    });
+    const Clock::time_point start = Clock::now();
+    const absl::Status status = CreateNcclCommunicator(options, store).status();
+    const milliseconds took = Since(start);
+    returned = true;
+    ender.join();
+    absl::Status checked = ExpectCode(status, absl::StatusCode::kFailedPrecondition, "setup after the generation ended");
+    if (checked.ok()) {
+      checked = Expect(absl::StrContains(status.message(), EndingStore::kEndedMessage),
+                       absl::StrCat("the error does not say the generation ended: ", status.message()));
+    }
+    if (checked.ok()) {
+      checked = Expect(took < milliseconds(5000), absl::StrCat("setup stopped after ", took.count(),
+                                                               " ms, not within 5 s of the generation's end"));
+    }
+    return checked;
+  });
+}
+
 // The failure checks keep timeouts above NCCL's setup time on one GPU
 // (which also runs under the timeout) and stalls well above the timeouts.
 absl::Status CheckHungOpTimesOut() {
@@ -621,6 +657,7 @@ std::vector<NcclCheck> AllNcclChecks(int world) {
   checks.push_back({"bad_argument_breaks", CheckBadArgumentBreaks});
   checks.push_back({"missing_unique_id_times_out", CheckMissingUniqueIdTimesOut});
   checks.push_back({"missing_peer_times_out_setup", CheckMissingPeerTimesOutSetup});
+  checks.push_back({"ended_generation_stops_setup", CheckEndedGenerationStopsSetup});
   // These leave a stalled stream and an aborted communicator behind.
   checks.push_back({"hung_op_times_out", CheckHungOpTimesOut});
   checks.push_back({"watchdog_breaks_without_wait", CheckWatchdogBreaksWithoutWait});

@@ -42,6 +42,9 @@ absl::Status CheckBadArgumentBreaks();
 absl::Status CheckMissingUniqueIdTimesOut();
 // Rank 0 of 2 with no rank 1: setup gives up with DEADLINE_EXCEEDED.
 absl::Status CheckMissingPeerTimesOutSetup();
+// The same, but the generation ends while rank 0 waits: setup stops with the
+// store's error within seconds, not at its 20 s timeout.
+absl::Status CheckEndedGenerationStopsSetup();
 // An op held back past the timeout (a stalled compute stream plays the hung
 // peer): Wait() returns DEADLINE_EXCEEDED long before the GPU gets to it,
 // pending ops share the error, later ops are ABORTED, destruction is bounded.

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -325,7 +326,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(const NcclO
       absl::StrCat("rank ", options.rank, " of ", options.size, ", CUDA device ", options.device);
   absl::StatusOr<ncclUniqueId> id = nccl_internal::ExchangeUniqueId(options, *store, name);
   if (!id.ok()) return id.status();
-  absl::StatusOr<ncclComm_t> comm = nccl_internal::InitNcclComm(options, *id, name);
+  // The id's key is in the generation's store from here on; reading it
+  // fails once the coordinator has ended the generation (a peer died before
+  // it joined), which ends this rank's wait for that peer.
+  const std::string id_key = NcclUniqueIdKey(options.key_prefix);
+  absl::StatusOr<ncclComm_t> comm = nccl_internal::InitNcclComm(options, *id, name, [&store, &id_key] {
+    std::string ignored;
+    absl::Status on = store->Get(id_key, std::chrono::milliseconds(0), &ignored);
+    if (on.ok()) return on;
+    return absl::Status(on.code(), absl::StrCat("the generation's store says ", on.message()));
+  });
   if (!comm.ok()) return comm.status();
 
   auto state = std::make_shared<NcclCommState>(*comm, options.device, options.timeout, name);

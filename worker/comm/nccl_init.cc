@@ -1,11 +1,10 @@
 #include "worker/comm/nccl_init.h"
 
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/nccl_status.h"
+#include "worker/comm/setup_wait.h"
 
 namespace herd {
 namespace nccl_internal {
@@ -38,27 +37,38 @@ absl::StatusOr<ncclUniqueId> ExchangeUniqueId(const NcclOptions& options, Rendez
   return id;
 }
 
-absl::StatusOr<ncclComm_t> InitNcclComm(const NcclOptions& options, const ncclUniqueId& id, const std::string& name) {
+absl::StatusOr<ncclComm_t> InitNcclComm(const NcclOptions& options, const ncclUniqueId& id, const std::string& name,
+                                        std::function<absl::Status()> still_wanted) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   // Non-blocking, so neither setup nor any later call can block past herd's
-  // timeout. (NCCL_COMM_BLOCKING=1 in the environment overrides this.)
+  // timeout or outlive the generation. (NCCL_COMM_BLOCKING=1 in the
+  // environment overrides this.)
   config.blocking = 0;
   const std::string what = absl::StrCat("nccl (", name, "): communicator setup");
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
 
   ncclComm_t comm = nullptr;
   ncclUniqueId id_copy = id;  // NCCL takes it by value
   ncclResult_t state = ncclCommInitRankConfig(&comm, options.size, id_copy, options.rank, &config);
-  while (state == ncclInProgress && comm != nullptr) {
-    if (std::chrono::steady_clock::now() >= deadline) {
+  if (state == ncclInProgress && comm != nullptr) {
+    SetupWaitOptions wait;
+    wait.timeout = options.timeout;
+    const absl::Status waited = WaitForSetup(
+        wait, SystemSetupWaitHooks(
+                  [&]() -> absl::StatusOr<bool> {
+                    ncclResult_t async = ncclSuccess;
+                    state = ncclCommGetAsyncError(comm, &async);
+                    if (state == ncclSuccess) state = async;
+                    return state != ncclInProgress;
+                  },
+                  std::move(still_wanted)));
+    if (!waited.ok()) {
       ncclCommAbort(comm);
-      return absl::DeadlineExceededError(absl::StrCat(what, " did not finish within ", options.timeout.count(),
-                                                      " ms: a peer did not join, or NCCL cannot reach it"));
+      if (waited.code() == absl::StatusCode::kDeadlineExceeded) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, " ", waited.message(), ": a peer did not join, or NCCL cannot reach it"));
+      }
+      return absl::Status(waited.code(), absl::StrCat(what, " stopped: ", waited.message()));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ncclResult_t async = ncclSuccess;
-    state = ncclCommGetAsyncError(comm, &async);
-    if (state == ncclSuccess) state = async;
   }
   if (state != ncclSuccess) {
     absl::Status status = state == ncclInProgress

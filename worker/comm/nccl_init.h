@@ -5,6 +5,7 @@
 
 #include <nccl.h>
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,10 +20,12 @@ namespace nccl_internal {
 absl::StatusOr<ncclUniqueId> ExchangeUniqueId(const NcclOptions& options, RendezvousStore& store,
                                               const std::string& name);
 
-// Sets up the communicator on the current CUDA device. DEADLINE_EXCEEDED
-// (after aborting the half-built communicator) when the peers do not all
-// join within the timeout.
-absl::StatusOr<ncclComm_t> InitNcclComm(const NcclOptions& options, const ncclUniqueId& id, const std::string& name);
+// Sets up the communicator on the current CUDA device, aborting the
+// half-built communicator when the peers do not all join within the timeout
+// (DEADLINE_EXCEEDED) or when `still_wanted`, asked every 250 ms, says the
+// generation is over (its status).
+absl::StatusOr<ncclComm_t> InitNcclComm(const NcclOptions& options, const ncclUniqueId& id, const std::string& name,
+                                        std::function<absl::Status()> still_wanted);
 
 }  // namespace nccl_internal
 }  // namespace herd

@@ -1,0 +1,41 @@
+#include "worker/comm/setup_wait.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace herd {
+
+absl::Status WaitForSetup(const SetupWaitOptions& options, const SetupWaitHooks& hooks) {
+  const auto seconds = [](std::chrono::milliseconds ms) { return std::chrono::duration<double>(ms).count(); };
+  const double started = hooks.clock->Now();
+  const double deadline = started + seconds(options.timeout);
+  double next_check = started + seconds(options.still_wanted_interval);
+  while (true) {
+    absl::StatusOr<bool> done = hooks.poll();
+    if (!done.ok()) return done.status();
+    if (*done) return absl::OkStatus();
+    const double now = hooks.clock->Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("did not finish within ", options.timeout.count(), " ms"));
+    }
+    if (hooks.still_wanted && now >= next_check) {
+      if (absl::Status wanted = hooks.still_wanted(); !wanted.ok()) return wanted;
+      next_check = now + seconds(options.still_wanted_interval);
+    }
+    hooks.sleep(options.poll_interval);
+  }
+}
+
+SetupWaitHooks SystemSetupWaitHooks(std::function<absl::StatusOr<bool>()> poll,
+                                    std::function<absl::Status()> still_wanted) {
+  static const MonotonicClock clock;
+  SetupWaitHooks hooks;
+  hooks.poll = std::move(poll);
+  hooks.still_wanted = std::move(still_wanted);
+  hooks.sleep = [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); };
+  hooks.clock = &clock;
+  return hooks;
+}
+
+}  // namespace herd
