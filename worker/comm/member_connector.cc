@@ -4,14 +4,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/member_socket.h"
+#include "worker/comm/setup_wait.h"
 
 namespace herd {
 namespace {
@@ -146,28 +145,26 @@ absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& o) {
   const std::string where = absl::StrCat("rank ", o.peer_rank, " at ", o.host, ":", o.port);
   const SteadyTime deadline = std::chrono::steady_clock::now() + o.timeout;
   std::string last_error = "not tried";
-  auto backoff = std::chrono::milliseconds(5);
-  SteadyTime next_check = std::chrono::steady_clock::now() + o.still_wanted_interval;
-  while (true) {
-    Attempt attempt = TryOnce(o, where, deadline, &last_error);
-    if (attempt.result) return std::move(*attempt.result);
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("no member handshake with ", where, " within ",
-                                                      o.timeout.count(), " ms; last: ", last_error));
-    }
-    if (o.still_wanted && now >= next_check) {
-      if (absl::Status wanted = o.still_wanted(); !wanted.ok()) {
-        return absl::Status(wanted.code(),
-                            absl::StrCat("no member handshake with ", where, ": ", wanted.message(), " (last: ",
-                                         last_error, ")"));
-      }
-      next_check = now + o.still_wanted_interval;
-    }
-    // Retry backoff while the listener is not up yet (not a wait for an event).
-    std::this_thread::sleep_for(std::min<SteadyTime::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  std::optional<absl::StatusOr<UniqueFd>> result;
+  SetupWaitOptions wait;
+  wait.timeout = o.timeout;
+  // Retry backoff while the listener is not up yet (not a wait for an event).
+  wait.poll_interval = std::chrono::milliseconds(5);
+  wait.max_poll_interval = std::chrono::milliseconds(200);
+  wait.still_wanted_interval = o.still_wanted_interval;
+  const absl::Status waited = WaitForSetup(wait, SystemSetupWaitHooks(
+                                                     [&]() -> absl::StatusOr<bool> {
+                                                       result = TryOnce(o, where, deadline, &last_error).result;
+                                                       return result.has_value();
+                                                     },
+                                                     o.still_wanted));
+  if (result) return std::move(*result);
+  if (waited.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat("no member handshake with ", where, " within ", o.timeout.count(),
+                                                    " ms; last: ", last_error));
   }
+  return absl::Status(waited.code(), absl::StrCat("no member handshake with ", where, ": ", waited.message(),
+                                                  " (last: ", last_error, ")"));
 }
 
 }  // namespace herd

@@ -1,5 +1,6 @@
 #include "worker/comm/setup_wait.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@ absl::Status WaitForSetup(const SetupWaitOptions& options, const SetupWaitHooks&
   const double started = hooks.clock->Now();
   const double deadline = started + seconds(options.timeout);
   double next_check = started + seconds(options.still_wanted_interval);
+  std::chrono::milliseconds pause = options.poll_interval;
   while (true) {
     absl::StatusOr<bool> done = hooks.poll();
     if (!done.ok()) return done.status();
@@ -23,7 +25,11 @@ absl::Status WaitForSetup(const SetupWaitOptions& options, const SetupWaitHooks&
       if (absl::Status wanted = hooks.still_wanted(); !wanted.ok()) return wanted;
       next_check = now + seconds(options.still_wanted_interval);
     }
-    hooks.sleep(options.poll_interval);
+    // Rounded up: a pause cut short of the deadline would only cost one more poll.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        std::chrono::duration<double>(deadline - hooks.clock->Now()));
+    hooks.sleep(std::clamp(pause, std::chrono::milliseconds(1), std::max(left, std::chrono::milliseconds(1))));
+    pause = std::min(pause * 2, std::max(options.max_poll_interval, options.poll_interval));
   }
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/strings/match.h"
 
 namespace herd {
@@ -87,6 +90,24 @@ TEST(SetupWaitTest, TheStoreIsAskedAtMostOncePerInterval) {
   // 10 s at one check per 250 ms (plus a poll interval's drift each time).
   EXPECT_LE(setup.wanted_calls, 40);
   EXPECT_GE(setup.wanted_calls, 38);
+}
+
+TEST(SetupWaitTest, PausesDoubleUpToTheirCapAndNeverPassTheDeadline) {
+  FakeSetup setup;
+  SetupWaitHooks hooks = setup.Hooks(/*with_still_wanted=*/false);
+  std::vector<int64_t> pauses;
+  hooks.sleep = [&](std::chrono::milliseconds ms) {
+    pauses.push_back(ms.count());
+    setup.clock.Advance(ms.count() / 1000.0);
+  };
+  SetupWaitOptions options = Options(1000);
+  options.poll_interval = std::chrono::milliseconds(5);
+  options.max_poll_interval = std::chrono::milliseconds(200);
+  EXPECT_EQ(WaitForSetup(options, hooks).code(), absl::StatusCode::kDeadlineExceeded);
+  // 5+10+20+40+80+160 = 315 ms, then 200 ms pauses, the last one cut at 1 s.
+  const std::vector<int64_t> expected = {5, 10, 20, 40, 80, 160, 200, 200, 200, 85};
+  EXPECT_EQ(pauses, expected);
+  EXPECT_NEAR(setup.clock.Now(), 1.0, 1e-6);
 }
 
 }  // namespace
