@@ -6,9 +6,8 @@ speed by duty-cycling its process with SIGSTOP/SIGCONT from this script
 (bench/duty_cycle.py; no cgroups, no knob in the product). On a machine with
 fewer than W + 1 cores every worker is duty-cycled, the others at
 --fast-fraction and the slow one at --fast-fraction x --fraction, so that
-together they need at most cores - 0.5 cores, or half the cores when there
-are more workers than cores: the machine acts as W slower cores instead of
-W processes fighting over too few (see bench/README).
+together they need at most about cores - 0.5 cores: the machine acts as W
+slower cores instead of W processes fighting over too few (see bench/README).
 A fraction is a CPU-time quota per --period by default (--budget cpu, what
 cgroup cpu.max enforces), so a worker that another kept off a shared core
 catches up later in the period; --budget wall limits the running window's
@@ -262,16 +261,12 @@ def rep_solo_rates(runs, side, case, bracket):
 
 
 def default_fast_fraction(cores, world, slow_ratio):
-    """The unslowed workers' running fraction: 1 with a spare core (cores >= W + 1). With a core per worker
-    but none spare, the largest f with (W - 1) f + slow_ratio f <= cores - 0.5 (headroom for the coordinator,
-    the daemons and this script). With more workers than cores, the largest f with a demand of at most half
-    the cores: throttled workers that must share cores wait for one whenever their running windows meet,
-    which workers on cores of their own (and the solo runs) never do; on 2 cores with W=3, demands of 1.5,
-    1.25 and 1.0 cores left the W run's workers queued 16%, 12% and 6% of the timed steps (bench/README)."""
+    """The unslowed workers' running fraction: 1 with a spare core (cores >= W + 1), else the largest f with
+    (W - 1) f + slow_ratio f <= cores - 0.5, so W throttled workers fit in the cores with headroom for the
+    coordinator, the daemons and this script."""
     if cores >= world + 1:
         return 1.0
-    budget = cores - 0.5 if world <= cores else cores / 2
-    return min(1.0, budget / (world - 1 + slow_ratio))
+    return min(1.0, (cores - 0.5) / (world - 1 + slow_ratio))
 
 
 def main():
@@ -286,8 +281,8 @@ def main():
                    help="the slowed worker's speed relative to the others (its running fraction is this x "
                         "--fast-fraction)")
     p.add_argument("--fast-fraction", type=float,
-                   help="the other workers' running fraction (default: 1 with at least W + 1 cores; with W "
-                        "cores (cores - 0.5) / (W - 1 + --fraction); with fewer (cores / 2) / (W - 1 + --fraction))")
+                   help="the other workers' running fraction (default: 1 with at least W + 1 cores, else "
+                        "(cores - 0.5) / (W - 1 + --fraction))")
     p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
     p.add_argument("--budget", choices=BUDGETS, default="cpu",
                    help="what a worker's fraction limits (bench/duty_cycle.py): cpu, its CPU time in each period "
