@@ -49,4 +49,9 @@ RangeLayout NearEqualRanges(size_t count, int size) {
   return layout;
 }
 
+absl::Status GenerationStillOn(RendezvousStore& store, const std::string& key) {
+  std::string ignored;
+  return store.Get(key, std::chrono::milliseconds(0), &ignored);
+}
+
 }  // namespace herd

@@ -138,4 +138,11 @@ class RendezvousStore {
   virtual absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) = 0;
 };
 
+// OK while the store's generation is still on: reads `key`, one this
+// generation has already written, without waiting. The coordinator's store
+// fails every call for a generation it has ended (a member died and the next
+// generation formed without it), so a rank waiting on sockets or on NCCL's
+// setup learns of it here, with one small store call.
+absl::Status GenerationStillOn(RendezvousStore& store, const std::string& key);
+
 }  // namespace herd

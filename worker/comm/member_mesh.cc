@@ -17,15 +17,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kStoreCheckInterval{250};
 
 // Dialing a lower rank and waiting for a higher one both touch only
-// sockets, so a generation that ended meanwhile (a member died before it
-// listened or connected, and the coordinator formed the next generation
-// without it) would go unnoticed until the deadline. The store says so: its
-// calls fail once the generation is over, as every rank's address lookups
-// do in Gloo's rendezvous. One small store call.
-absl::Status GenerationStillOn(RendezvousStore& store, const std::string& key_prefix) {
-  std::string ignored;
-  return store.Get(MemberKeyStoreKey(key_prefix), std::chrono::milliseconds(0), &ignored);
-}
+// sockets, so a generation that ended meanwhile would go unnoticed until the
+// deadline: both ask the store (GenerationStillOn) about this generation's
+// member key.
 
 std::chrono::milliseconds Left(Clock::time_point deadline) {
   return std::max(std::chrono::milliseconds(0),
@@ -101,7 +95,7 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
     if (absl::Status split = SplitHostPort(address, &connect.host, &connect.port); !split.ok()) return split;
     connect.timeout = Left(deadline);
     connect.still_wanted = [&]() -> absl::Status {
-      absl::Status alive = GenerationStillOn(store, options.key_prefix);
+      absl::Status alive = GenerationStillOn(store, MemberKeyStoreKey(options.key_prefix));
       if (alive.ok()) return alive;
       return absl::Status(alive.code(), absl::StrCat("rank ", options.rank, " stopped dialing: the generation's store says ",
                                                      alive.message()));
@@ -121,7 +115,7 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
         break;
       }
       if (fd.status().code() != absl::StatusCode::kDeadlineExceeded || Clock::now() >= deadline) return fd.status();
-      if (absl::Status alive = GenerationStillOn(store, options.key_prefix); !alive.ok()) {
+      if (absl::Status alive = GenerationStillOn(store, MemberKeyStoreKey(options.key_prefix)); !alive.ok()) {
         return absl::Status(alive.code(), absl::StrCat("rank ", options.rank, " waiting for rank ", peer,
                                                        " to connect: the generation's store says ", alive.message()));
       }

@@ -5,7 +5,6 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -331,8 +330,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(const NcclO
   // it joined), which ends this rank's wait for that peer.
   const std::string id_key = NcclUniqueIdKey(options.key_prefix);
   absl::StatusOr<ncclComm_t> comm = nccl_internal::InitNcclComm(options, *id, name, [&store, &id_key] {
-    std::string ignored;
-    absl::Status on = store->Get(id_key, std::chrono::milliseconds(0), &ignored);
+    absl::Status on = GenerationStillOn(*store, id_key);
     if (on.ok()) return on;
     return absl::Status(on.code(), absl::StrCat("the generation's store says ", on.message()));
   });
