@@ -17,6 +17,16 @@ whole thread group), so a multi-threaded trainer slows as a whole. What
   cores. Time it spends blocked (waiting for a peer) is not charged, and
   quota left unused at a period's end is lost, as with cgroups. Use this to
   make a machine act as several slower cores.
+- "deadline": the kernel enforces the quota: the process's main thread gets
+  SCHED_DEADLINE with `fraction` x `period` of runtime every `period`
+  (sched_setattr; needs CAP_SYS_NICE). No signals, no controlling thread on
+  the process's path, and a thread woken after it blocked starts a fresh
+  budget at once rather than at a fixed period's boundary. Only the main
+  thread is held (the trainers and DDP ranks compute there; the kernel's
+  admission test counts every deadline thread's reservation, idle or not):
+  its other threads run unthrottled, which the process's CPU clock shows.
+  The kernel refuses reservations that would take more than 95% of the
+  cores. Threads the main thread creates start as ordinary threads.
 - "wall": the process runs for `fraction` x `period` of wall time each
   period, whether or not it got a core then (on a loaded machine it loses
   part of each running window to the other load). The stopped time is
@@ -44,14 +54,17 @@ on a core of its own never waits there; several throttled processes sharing
 fewer cores do, and that wait is CPU time their quota allowed but they did
 not get.
 """
+import ctypes
+import errno
 import os
 import select
+import struct
 import signal
 import threading
 import time
 
 
-BUDGETS = ("cpu", "wall")
+BUDGETS = ("cpu", "deadline", "wall")
 
 
 def run_queue_wait(pid):
@@ -72,6 +85,29 @@ def process_cpu_clock(pid):
     caller's own threads); once the process is stopped it is exact. A thread's own clock would not lag, but
     Linux lets only the thread's own process read it."""
     return (~pid << 3) | 2
+
+
+SYS_SCHED_SETATTR = 314  # x86_64; Python has no wrapper for sched_setattr(2)
+SCHED_OTHER, SCHED_DEADLINE = 0, 6
+SCHED_FLAG_RESET_ON_FORK = 1
+
+
+def set_scheduling(tid, policy, runtime_s=0.0, period_s=0.0):
+    """sched_setattr(2) on one thread: SCHED_DEADLINE with runtime_s of every period_s (deadline = period), or
+    back to SCHED_OTHER. Raises OSError naming what the kernel refused."""
+    flags = SCHED_FLAG_RESET_ON_FORK if policy == SCHED_DEADLINE else 0
+    # struct sched_attr: size, policy, flags, nice, priority, runtime, deadline, period (ns)
+    attr = struct.pack("IIQiIQQQ", 48, policy, flags, 0, 0, int(runtime_s * 1e9), int(period_s * 1e9),
+                       int(period_s * 1e9))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(SYS_SCHED_SETATTR, tid, ctypes.create_string_buffer(attr, len(attr)), 0) != 0:
+        code = ctypes.get_errno()
+        why = {errno.EPERM: "needs CAP_SYS_NICE (run as root, or use the cpu budget)",
+               errno.EBUSY: "the kernel's admission test refused it: deadline reservations may take at most "
+                            "95% of the cores (kernel.sched_rt_runtime_us)"}.get(code, os.strerror(code))
+        raise OSError(code, f"SCHED_DEADLINE {runtime_s * 1e3:.2f} ms of every {period_s * 1e3:.2f} ms for "
+                            f"thread {tid}: {why}" if policy == SCHED_DEADLINE else
+                            f"SCHED_OTHER for thread {tid}: {why}")
 
 
 class DutyCycle:
@@ -100,10 +136,15 @@ class DutyCycle:
         self._thread = threading.Thread(target=self._run, name=f"duty-cycle-{pid}", daemon=True)
 
     def start(self):
+        if self._deadline():
+            set_scheduling(self.pid, SCHED_DEADLINE, self.fraction * self.period, self.period)
         self.started_at = time.time()
         self._cpu_at_start = self._cpu_time()
         self._thread.start()
         return self
+
+    def _deadline(self):
+        return self.budget == "deadline" and self.fraction < 1
 
     def stop(self):
         """Ends the cycle and leaves the process running; returns self."""
@@ -111,6 +152,12 @@ class DutyCycle:
         if self._thread.is_alive():
             self._thread.join()
         self._signal(signal.SIGCONT)
+        if self._deadline():
+            try:
+                if not select.select([self.pidfd], [], [], 0)[0]:  # still running
+                    set_scheduling(self.pid, SCHED_OTHER)
+            except (OSError, ValueError):
+                pass  # exited since, or stopped before
         if self.ended_at is None:
             self.ended_at = time.time()
         try:
@@ -188,8 +235,8 @@ class DutyCycle:
         return not exited
 
     def _run(self):
-        if self.fraction >= 1:
-            while not self._exited(self.period):
+        if self.fraction >= 1 or self.budget == "deadline":  # readings only: the kernel holds a deadline thread
+            while not self._exited(max(self.period, 0.05)):
                 self._cpu_time()
             self._cpu_time()
             return

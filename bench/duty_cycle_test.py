@@ -5,6 +5,7 @@ only give a throttled process less than its quota, never more).
 
 Run: bazel test //bench:duty_cycle_test, or python3 bench/duty_cycle_test.py
 """
+import errno
 import os
 import subprocess
 import sys
@@ -44,6 +45,18 @@ class DutyCycleTest(unittest.TestCase):
         cycle = self.cycled("wall", 0.3)
         self.assertLessEqual(cycle.cpu_share(), 0.3 * 1.03 + 0.01)
         self.assertGreater(cycle.cycles, 0)
+
+    def test_a_deadline_budget_is_held_by_the_kernel_and_undone_at_stop(self):
+        try:
+            cycle = self.cycled("deadline", 0.3)
+        except OSError as e:
+            if e.errno == errno.EPERM:
+                self.skipTest(f"no CAP_SYS_NICE here: {e}")
+            raise
+        self.assertLessEqual(cycle.cpu_share(), 0.3 * 1.03)
+        self.assertGreater(cycle.cpu_share(), 0.0)
+        self.assertEqual(cycle.cycles, 0)  # no signals
+        self.assertEqual(os.sched_getscheduler(self.busy.pid), os.SCHED_OTHER)
 
     def test_the_process_is_left_running_when_the_cycle_stops(self):
         for budget in ("cpu", "wall"):

@@ -10,7 +10,9 @@ together they need at most about cores - 0.5 cores: the machine acts as W
 slower cores instead of W processes fighting over too few (see bench/README).
 A fraction is a CPU-time quota per --period by default (--budget cpu, what
 cgroup cpu.max enforces), so a worker that another kept off a shared core
-catches up later in the period; --budget wall limits the running window's
+catches up later in the period; --budget deadline has the kernel hold each
+process's main thread to the same share (SCHED_DEADLINE: no signals, no
+controlling thread; needs root); --budget wall limits the running window's
 wall time instead.
 Same model, per-worker batch, optimizer, one intra-op thread per worker, data
 and timing as bench/compare_ddp.py, whose helpers run each side: herd on a
@@ -36,7 +38,7 @@ of the global batch follows its measured rate); DDP always has equal shares.
 Prints one line per run, a summary and a final JSON line (medians of --reps).
 
 Usage: bench/straggler_bench.py [--steps 100] [--warmup 10] [--batch 1024] [--fraction 0.5]
-                                [--fast-fraction auto] [--period 0.01] [--budget cpu|wall] [--reps 1] [--no-bracket]
+                                [--fast-fraction auto] [--period 0.01] [--budget cpu|deadline|wall] [--reps 1] [--no-bracket]
                                 [--model mlp] [--shares throughput|equal] [--sides herd,ddp]
                                 [--bin-dir bazel-bin] [--lib-dir BUNDLE/lib] [--python /usr/bin/python3] [--verbose]
 """
@@ -246,7 +248,9 @@ def describe(cycles, timed):
     share (1 - stopped share) and stops."""
     def one(c):
         got = c.window(*timed) if timed else None
-        text = f"cpu {got[0]:.2f} queued {got[1]:.2f}" if got else "cpu ?"
+        # A deadline thread's run-queue wait includes the time the kernel holds it throttled: not shown.
+        queued = f" queued {got[1]:.2f}" if got and c.budget != "deadline" else ""
+        text = f"cpu {got[0]:.2f}{queued}" if got else "cpu ?"
         return text + (f" ran {1 - c.stopped_fraction():.2f} of {c.cycles}" if c.cycles else "")
     return "  (" + ", ".join(one(c) for c in cycles) + ")"
 
@@ -286,8 +290,9 @@ def main():
     p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
     p.add_argument("--budget", choices=BUDGETS, default="cpu",
                    help="what a worker's fraction limits (bench/duty_cycle.py): cpu, its CPU time in each period "
-                        "(cgroup cpu.max's quota; workers kept off a shared core catch up while one is free), or "
-                        "wall, its running window's wall time")
+                        "(cgroup cpu.max's quota; workers kept off a shared core catch up while one is free), "
+                        "deadline, the same share of its main thread held by the kernel (SCHED_DEADLINE, root), "
+                        "or wall, its running window's wall time")
     p.add_argument("--model", default="mlp", help="a bench/compare_ddp.py model")
     p.add_argument("--reps", type=int, default=1)
     p.add_argument("--shares", choices=["throughput", "equal"], default="throughput",
