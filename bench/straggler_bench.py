@@ -244,11 +244,11 @@ def ddp_run(world, args, fractions):
 def describe(cycles, timed):
     """What the duty cycles really achieved, for each process: over the timed steps, its CPU time per wall
     second (cores' worth) and the share of wall time its main thread waited for a core while it could run
-    (a worker with a core of its own never waits); over the whole cycled time (warmup included), its running
-    share (1 - stopped share) and stops."""
+    (a worker with a core of its own never waits; not shown with the deadline budget, where it includes the
+    time the kernel holds the thread); over the whole cycled time (warmup included), its running share
+    (1 - stopped share) and stops (none with the deadline budget)."""
     def one(c):
         got = c.window(*timed) if timed else None
-        # A deadline thread's run-queue wait includes the time the kernel holds it throttled: not shown.
         queued = f" queued {got[1]:.2f}" if got and c.budget != "deadline" else ""
         text = f"cpu {got[0]:.2f}{queued}" if got else "cpu ?"
         return text + (f" ran {1 - c.stopped_fraction():.2f} of {c.cycles}" if c.cycles else "")
