@@ -50,8 +50,8 @@ class DutyCycleTest(unittest.TestCase):
         try:
             cycle = self.cycled("deadline", 0.3)
         except OSError as e:
-            if e.errno == errno.EPERM:
-                self.skipTest(f"no CAP_SYS_NICE here: {e}")
+            if e.errno in (errno.EPERM, errno.ENOSYS):  # no CAP_SYS_NICE, or a sandbox without the call
+                self.skipTest(f"SCHED_DEADLINE not open to this process: {e}")
             raise
         self.assertLessEqual(cycle.cpu_share(), 0.3 * 1.03)
         self.assertGreater(cycle.cpu_share(), 0.0)
