@@ -57,6 +57,7 @@ not get.
 import ctypes
 import errno
 import os
+import platform
 import select
 import struct
 import signal
@@ -87,7 +88,7 @@ def process_cpu_clock(pid):
     return (~pid << 3) | 2
 
 
-SYS_SCHED_SETATTR = 314  # x86_64; Python has no wrapper for sched_setattr(2)
+SYS_SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}  # Python has no wrapper for sched_setattr(2)
 SCHED_OTHER, SCHED_DEADLINE = 0, 6
 SCHED_FLAG_RESET_ON_FORK = 1
 
@@ -99,8 +100,11 @@ def set_scheduling(tid, policy, runtime_s=0.0, period_s=0.0):
     # struct sched_attr: size, policy, flags, nice, priority, runtime, deadline, period (ns)
     attr = struct.pack("IIQiIQQQ", 48, policy, flags, 0, 0, int(runtime_s * 1e9), int(period_s * 1e9),
                        int(period_s * 1e9))
+    number = SYS_SCHED_SETATTR.get(platform.machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, f"sched_setattr: no syscall number known for {platform.machine()}")
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(SYS_SCHED_SETATTR, tid, ctypes.create_string_buffer(attr, len(attr)), 0) != 0:
+    if libc.syscall(number, tid, ctypes.create_string_buffer(attr, len(attr)), 0) != 0:
         code = ctypes.get_errno()
         why = {errno.EPERM: "needs CAP_SYS_NICE (run as root, or use the cpu budget)",
                errno.EBUSY: "the kernel's admission test refused it: deadline reservations may take at most "
@@ -236,7 +240,7 @@ class DutyCycle:
 
     def _run(self):
         if self.fraction >= 1 or self.budget == "deadline":  # readings only: the kernel holds a deadline thread
-            while not self._exited(max(self.period, 0.05)):
+            while not self._exited(self.period):
                 self._cpu_time()
             self._cpu_time()
             return
