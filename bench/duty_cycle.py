@@ -109,9 +109,9 @@ def set_scheduling(tid, policy, runtime_s=0.0, period_s=0.0):
         why = {errno.EPERM: "needs CAP_SYS_NICE (run as root, or use the cpu budget)",
                errno.EBUSY: "the kernel's admission test refused it: deadline reservations may take at most "
                             "95% of the cores (kernel.sched_rt_runtime_us)"}.get(code, os.strerror(code))
-        raise OSError(code, f"SCHED_DEADLINE {runtime_s * 1e3:.2f} ms of every {period_s * 1e3:.2f} ms for "
-                            f"thread {tid}: {why}" if policy == SCHED_DEADLINE else
-                            f"SCHED_OTHER for thread {tid}: {why}")
+        what = (f"SCHED_DEADLINE {runtime_s * 1e3:.2f} ms of every {period_s * 1e3:.2f} ms"
+                if policy == SCHED_DEADLINE else "SCHED_OTHER")
+        raise OSError(code, f"{what} for thread {tid}: {why}")
 
 
 class DutyCycle:

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from duty_cycle import DutyCycle  # noqa: E402
+from duty_cycle import SCHED_DEADLINE, DutyCycle, set_scheduling  # noqa: E402
 
 BUSY = "import time\nwhile True: pass\n"
 
@@ -57,6 +57,12 @@ class DutyCycleTest(unittest.TestCase):
         self.assertGreater(cycle.cpu_share(), 0.0)
         self.assertEqual(cycle.cycles, 0)  # no signals
         self.assertEqual(os.sched_getscheduler(self.busy.pid), os.SCHED_OTHER)
+
+    def test_a_refused_reservation_names_the_thread_and_the_request(self):
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()  # its PID now names no thread
+        with self.assertRaisesRegex(OSError, rf"SCHED_DEADLINE 3.00 ms of every 10.00 ms for thread {gone.pid}: "):
+            set_scheduling(gone.pid, SCHED_DEADLINE, 0.003, 0.01)
 
     def test_the_process_is_left_running_when_the_cycle_stops(self):
         for budget in ("cpu", "wall"):
