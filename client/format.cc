@@ -233,6 +233,21 @@ std::string FormatStragglerShort(const v1::JobInfo& job) {
                       "/step", absl::StrFormat(" (%.0f%%)", 100 * s.holdback_fraction()));
 }
 
+std::string FormatOverlap(const v1::JobInfo& job) {
+  if (!job.has_sync_state() || job.sync_state().overlap_steps() <= 0) return "";
+  const v1::SyncState& sync = job.sync_state();
+  std::string text = absl::StrCat("rounds merge ", sync.overlap_steps(), " local step(s) after launch");
+  if (sync.overlap_auto()) {
+    absl::StrAppend(&text, " (overlap_steps auto");
+    if (sync.step_seconds() > 0) {
+      absl::StrAppend(&text, ": a round takes ", FormatStepTime(sync.round_seconds()), " in flight, a step ",
+                      FormatStepTime(sync.step_seconds()));
+    }
+    absl::StrAppend(&text, ")");
+  }
+  return text;
+}
+
 std::string JobDetail(const v1::JobInfo& job, double now) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"ID", job.id()});
@@ -260,6 +275,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
                                          job.spec().optimizer().scale_lr(), job.world_size()));
   }
   lines.push_back({"Learning rate", lr});
+  if (std::string overlap = FormatOverlap(job); !overlap.empty()) lines.push_back({"Overlap", overlap});
   lines.push_back({"Eval", job.eval().empty() ? "-" : FormatEval(job.eval())});
   if (job.has_spec()) {
     const v1::JobSpec& spec = job.spec();

@@ -40,6 +40,9 @@ std::string FormatStepTime(double seconds);
 // meaningful to show: fewer than 2 ranks, no measurement, or the job is not
 // running.
 std::string FormatStraggler(const v1::JobInfo& job);
+// "rounds merge 13 local step(s) after launch (overlap_steps auto: a round
+// takes 902 ms in flight, a step 71.3 ms)"; "" without overlapped rounds.
+std::string FormatOverlap(const v1::JobInfo& job);
 // The short form for `herd watch`: "slowest rank 2 (worker-2) +21 ms/step
 // (48%)"; "" as above.
 std::string FormatStragglerShort(const v1::JobInfo& job);

@@ -254,6 +254,20 @@ TEST(FormatTest, StepTimes) {
   EXPECT_EQ(FormatStepTime(12.34), "12.3 s");
 }
 
+TEST(FormatTest, DetailShowsTauAndWhatAutoChoseItFrom) {
+  v1::JobInfo job;
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Overlap:")));
+  job.mutable_sync_state()->set_overlap_steps(4);
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("Overlap:"));
+  EXPECT_EQ(FormatOverlap(job), "rounds merge 4 local step(s) after launch");
+  job.mutable_sync_state()->set_overlap_auto(true);
+  job.mutable_sync_state()->set_overlap_steps(13);
+  job.mutable_sync_state()->set_round_seconds(0.9);
+  job.mutable_sync_state()->set_step_seconds(0.0713);
+  EXPECT_EQ(FormatOverlap(job), "rounds merge 13 local step(s) after launch (overlap_steps auto: a round takes " +
+                                    FormatStepTime(0.9) + " in flight, a step " + FormatStepTime(0.0713) + ")");
+}
+
 TEST(FormatTest, DetailShowsTheCoordinatorsStorageTrouble) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

@@ -395,6 +395,12 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     return Bad("sync.overlap", absl::StrCat("is overlap_steps: 1, but sync.overlap_steps is ", sync.overlap_steps(),
                                             ": set only sync.overlap_steps"));
   }
+  if (sync.overlap_steps_auto()) {
+    if (sync.mode() != "average") return Bad("sync.overlap_steps", "auto needs sync.mode average");
+    if (sync.overlap() || sync.overlap_steps() > 0) {
+      return Bad("sync.overlap_steps", "is auto, but sync.overlap or a number is set too: set only one");
+    }
+  }
   if (sync.mode() == "average" && sync.overlap_steps() > sync.every()) {
     return Bad("sync.overlap_steps", absl::StrCat("must be at most sync.every (", sync.every(), "), got ",
                                                   sync.overlap_steps(), ": a fragment's round is merged before its next one"));

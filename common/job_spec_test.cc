@@ -65,6 +65,45 @@ TEST(JobSpecYaml, WrongTypeIsNamed) {
   EXPECT_NE(spec.status().message().find("batch_size: expected an integer"), std::string::npos) << spec.status();
 }
 
+TEST(JobSpecYaml, OverlapStepsTakesAutoOrANumber) {
+  auto automatic = ParseJobSpecYaml(std::string(kGoodYaml) + "sync: {mode: average, every: 16, overlap_steps: auto}\n");
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_TRUE(automatic->sync().overlap_steps_auto());
+  EXPECT_EQ(automatic->sync().overlap_steps(), 0);
+  ApplyJobDefaults(&*automatic);
+  EXPECT_TRUE(ValidateJobSpec(*automatic).ok()) << ValidateJobSpec(*automatic);
+
+  auto number = ParseJobSpecYaml("model: mlp\nsync: {mode: average, overlap_steps: 4}\n");
+  ASSERT_TRUE(number.ok()) << number.status();
+  EXPECT_FALSE(number->sync().overlap_steps_auto());
+  EXPECT_EQ(number->sync().overlap_steps(), 4);
+
+  auto word = ParseJobSpecYaml("model: mlp\nsync: {mode: average, overlap_steps: fast}\n");
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("sync.overlap_steps: expected an integer or auto, got 'fast'"),
+            std::string::npos)
+      << word.status();
+  // Only a field with an `_auto` sibling takes auto.
+  auto every = ParseJobSpecYaml("model: mlp\nsync: {mode: average, every: auto}\n");
+  ASSERT_FALSE(every.ok());
+  EXPECT_NE(every.status().message().find("sync.every: expected an integer, got 'auto'"), std::string::npos)
+      << every.status();
+}
+
+TEST(JobSpecValidate, OverlapStepsAutoNeedsAverageAndNoOtherOverlap) {
+  auto allreduce = ParseJobSpecYaml(std::string(kGoodYaml) + "sync: {overlap_steps: auto}\n");
+  ASSERT_TRUE(allreduce.ok());
+  ApplyJobDefaults(&*allreduce);
+  EXPECT_NE(ValidateJobSpec(*allreduce).message().find("sync.overlap_steps: auto needs sync.mode average"),
+            std::string::npos)
+      << ValidateJobSpec(*allreduce);
+  auto both = ParseJobSpecYaml(std::string(kGoodYaml) + "sync: {mode: average, overlap: true, overlap_steps: auto}\n");
+  ASSERT_TRUE(both.ok());
+  ApplyJobDefaults(&*both);
+  EXPECT_NE(ValidateJobSpec(*both).message().find("sync.overlap_steps: is auto, but sync.overlap"), std::string::npos)
+      << ValidateJobSpec(*both);
+}
+
 TEST(JobSpecYaml, MalformedYamlIsRejected) {
   auto spec = ParseJobSpecYaml("model: [unclosed\n");
   ASSERT_FALSE(spec.ok());

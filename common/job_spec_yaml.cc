@@ -91,7 +91,15 @@ absl::Status FillField(const YAML::Node& value, const std::string& path, const F
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_INT64: {
-      auto v = Scalar<int64_t>(value, path, "an integer");
+      // `field: auto` where the message has a bool `<field>_auto`: the
+      // value is chosen at run time (sync.overlap_steps).
+      const FieldDescriptor* automatic = msg->GetDescriptor()->FindFieldByName(field->name() + "_auto");
+      if (automatic != nullptr && automatic->cpp_type() == FieldDescriptor::CPPTYPE_BOOL && value.IsScalar() &&
+          value.Scalar() == "auto") {
+        refl->SetBool(msg, automatic, true);
+        return absl::OkStatus();
+      }
+      auto v = Scalar<int64_t>(value, path, automatic != nullptr ? "an integer or auto" : "an integer");
       if (!v.ok()) return v.status();
       refl->SetInt64(msg, field, *v);
       return absl::OkStatus();

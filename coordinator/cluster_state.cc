@@ -200,6 +200,13 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_warning(report.checkpoint_warning());
   info.set_learning_rate(report.learning_rate());
+  if (report.rank() == 0) {
+    if (report.has_sync_state()) {
+      *info.mutable_sync_state() = report.sync_state();
+    } else {
+      info.clear_sync_state();
+    }
+  }
   // The newest interval's slowest rank and ranks replace the last (none
   // with one rank). Not saved in the state database: it is refreshed every log
   // interval. The trainer knows ranks; the members name their workers.

@@ -12,7 +12,7 @@ namespace herd {
 struct CollectiveQueue::State {
   struct Entry {
     std::string what;
-    Op op;
+    TimedOp op;
     uint64_t sequence = 0;
     std::shared_ptr<PendingWork> work;
   };
@@ -53,6 +53,14 @@ class CollectiveQueue::PendingWork : public Work {
  public:
   explicit PendingWork(std::weak_ptr<State> state) : state_(std::move(state)) {}
 
+  WorkTimes times() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return times_;
+  }
+
+  // Before the op runs (queue thread or inline caller): its times so far.
+  WorkTimes& running_times() { return running_times_; }
+
   absl::Status Wait() override {
     if (!Done()) {
       if (std::shared_ptr<State> state = state_.lock()) state->RunInlineIfNext(this);
@@ -71,6 +79,8 @@ class CollectiveQueue::PendingWork : public Work {
     {
       std::lock_guard<std::mutex> lock(mu_);
       status_ = std::move(status);
+      running_times_.finished = std::chrono::steady_clock::now();
+      times_ = running_times_;
       done_ = true;
     }
     finished_.notify_all();
@@ -82,6 +92,10 @@ class CollectiveQueue::PendingWork : public Work {
   std::condition_variable finished_;
   bool done_ = false;
   absl::Status status_;
+  // Written only by whoever runs the op (one thread at a time, handed over
+  // under the queue's mutex), published to times_ at Complete.
+  WorkTimes running_times_;
+  WorkTimes times_;
 };
 
 void CollectiveQueue::State::Execute(Entry& entry) {
@@ -92,8 +106,9 @@ void CollectiveQueue::State::Execute(Entry& entry) {
     broken = !first_error.ok();
     if (broken) status = BrokenError();
   }
-  if (!broken) status = entry.op(entry.sequence);
   std::shared_ptr<PendingWork> work = std::move(entry.work);
+  work->running_times().started = std::chrono::steady_clock::now();
+  if (!broken) status = entry.op(entry.sequence, work->running_times());
   entry = Entry();  // drop the op and what it captured
   {
     // Completing under mu makes "running == 0" imply "completed" for
@@ -136,7 +151,12 @@ CollectiveQueue::CollectiveQueue(int threads) : state_(std::make_shared<State>(t
 CollectiveQueue::~CollectiveQueue() { Shutdown(); }
 
 std::shared_ptr<Work> CollectiveQueue::Submit(std::string what, Op op) {
+  return Submit(std::move(what), TimedOp([op = std::move(op)](uint64_t sequence, WorkTimes&) { return op(sequence); }));
+}
+
+std::shared_ptr<Work> CollectiveQueue::Submit(std::string what, TimedOp op) {
   auto work = std::make_shared<PendingWork>(state_);
+  work->running_times().queued = std::chrono::steady_clock::now();
   absl::Status rejected;
   {
     std::lock_guard<std::mutex> lock(state_->mu);

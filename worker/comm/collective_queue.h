@@ -26,6 +26,10 @@ class CollectiveQueue {
   // Receives the op's issue sequence number (0, 1, ...), the same on every
   // rank, which backends use to tag messages.
   using Op = std::function<absl::Status(uint64_t sequence)>;
+  // An op that also records what only it knows into its WorkTimes (the
+  // first hop's end, the TCP window); the queue sets queued, started and
+  // finished for every op.
+  using TimedOp = std::function<absl::Status(uint64_t sequence, WorkTimes& times)>;
 
   // Up to `threads` ops may run at once; they still start in issue order.
   explicit CollectiveQueue(int threads = 1);
@@ -35,6 +39,7 @@ class CollectiveQueue {
 
   // Queues `op`. `what` names the op in errors. Safe from any thread.
   std::shared_ptr<Work> Submit(std::string what, Op op);
+  std::shared_ptr<Work> Submit(std::string what, TimedOp op);
 
   // Fails the ops that have not started with ABORTED and waits for the
   // running ones (each bounded by its own timeout). Idempotent.

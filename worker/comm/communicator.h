@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,23 @@ using RangeLayout = std::vector<std::vector<ElementRange>>;
 // most one element, none empty unless count < size.
 RangeLayout NearEqualRanges(size_t count, int size);
 
+// When one collective ran, for the averaging round timeline: issued, began
+// on the communicator's thread, finished its first hop (an all-reduce's
+// reduce-scatter: this rank's ranges summed) and finished; what a caller
+// needs to tell time on the wire from time queued or waited. With the
+// data plane's TCP window when the op began (the smallest over peers) and
+// the largest smoothed round-trip time, so a burst that starts in slow
+// start shows. Zero (the clock's epoch) where a backend does not know.
+struct WorkTimes {
+  using Time = std::chrono::steady_clock::time_point;
+  Time queued;
+  Time started;
+  Time first_hop;
+  Time finished;
+  int64_t window_bytes = 0;
+  double rtt_seconds = 0;
+};
+
 // Handle to an operation in flight. Collectives run in issue order on the
 // communicator's own thread(s) and each carries the communicator's timeout,
 // so Wait() returns within that timeout even when a peer hangs or dies.
@@ -53,6 +71,8 @@ class Work {
   virtual absl::Status Wait() = 0;
   // Non-blocking: has the op finished (successfully or not)?
   virtual bool Done() const = 0;
+  // The op's times so far (complete once Done()); all zero where unknown.
+  virtual WorkTimes times() const { return {}; }
 };
 
 class Communicator {

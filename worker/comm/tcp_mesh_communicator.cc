@@ -11,6 +11,8 @@
 #include "worker/comm/float_sum.h"
 #include "worker/comm/member_socket.h"
 #include "worker/comm/peer_exchange.h"
+#include "worker/comm/pipelined_all_reduce.h"
+#include "worker/comm/tcp_path.h"
 
 namespace herd {
 namespace {
@@ -53,6 +55,8 @@ class RefusedWork : public Work {
 // All-reduce piece size: 1 MiB measured best of 1 MiB, 4 MiB and whole buffers
 // on loopback (bench/README.md).
 constexpr size_t kPieceBytes = size_t{1} << 20;
+// How many pieces' reduce-scatter data go out before the first all-gather.
+constexpr size_t kLookaheadPieces = 4;
 
 class TcpMeshCommunicator : public Communicator {
  public:
@@ -66,22 +70,22 @@ class TcpMeshCommunicator : public Communicator {
   std::string backend() const override { return "tcp"; }
 
   std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
-    return queue_.Submit("all-reduce", [this, data = static_cast<char*>(data), count, type](uint64_t) {
-      const auto deadline = Deadline();  // one timeout for the whole op
-      const size_t element = DataTypeSize(type);
-      // Large buffers go in pieces, so what is summed was just received and
-      // is still in cache (bench/README.md). Every element is still the
-      // rank-order sum, whichever piece or rank sums it: the bits do not change.
-      const size_t piece = std::max<size_t>(1, kPieceBytes / element);
-      for (size_t begin = 0; begin < count || begin == 0; begin += piece) {
-        const size_t n = std::min(piece, count - begin);
-        if (absl::Status status = AllReducePiece(data + begin * element, n, type, deadline); !status.ok()) {
-          return status;
-        }
-        if (count == 0) break;
-      }
-      return absl::OkStatus();
-    });
+    return queue_.Submit("all-reduce", CollectiveQueue::TimedOp([this, data = static_cast<char*>(data), count,
+                                                                 type](uint64_t, WorkTimes& times) {
+      ReadPathInto(times);
+      PipelinedAllReduceArgs args;
+      args.rank = rank_;
+      args.size = size_;
+      for (const UniqueFd& fd : peers_) args.peer_fds.push_back(fd.get());
+      args.element_bytes = DataTypeSize(type);
+      // Pieces keep what is summed in cache (it was just received); the
+      // pipeline keeps them from waiting on each other's round trips.
+      args.piece_elements = std::max<size_t>(1, kPieceBytes / args.element_bytes);
+      args.lookahead = kLookaheadPieces;
+      args.sum = [type](char* acc, const char* add, size_t n) { SumInto(type, acc, add, n); };
+      args.deadline = Deadline();  // one timeout for the whole op
+      return PipelinedAllReduce(data, count, args, scratch_, &times);
+    }));
   }
 
   std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
@@ -166,6 +170,19 @@ class TcpMeshCommunicator : public Communicator {
  private:
   std::chrono::steady_clock::time_point Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
 
+  // The smallest congestion window and the largest RTT over the peers'
+  // sockets as this op starts.
+  void ReadPathInto(WorkTimes& times) const {
+    for (const UniqueFd& fd : peers_) {
+      if (!fd.valid()) continue;
+      const TcpPath path = ReadTcpPath(fd.get());
+      if (times.window_bytes == 0 || (path.window_bytes > 0 && path.window_bytes < times.window_bytes)) {
+        times.window_bytes = path.window_bytes;
+      }
+      times.rtt_seconds = std::max(times.rtt_seconds, path.rtt_seconds);
+    }
+  }
+
   // Sums over ranks, in rank order, `count` elements whose rank-r
   // contribution is at contribution(r), into contribution(0)'s own buffer
   // (which must be writable): no buffer is allocated or copied for the sum.
@@ -177,24 +194,6 @@ class TcpMeshCommunicator : public Communicator {
 
   // Receive space for one peer's bytes, not zero-filled (it is overwritten).
   static std::unique_ptr<char[]> Scratch(size_t bytes) { return std::unique_ptr<char[]>(new char[bytes]); }
-
-  // Reduce-scatter then all-gather of `count` elements at `data`.
-  absl::Status AllReducePiece(char* data, size_t count, DataType type,
-                              std::chrono::steady_clock::time_point deadline) {
-    const size_t element = DataTypeSize(type);
-    const RangeLayout ranges = NearEqualRanges(count, size_);
-    if (absl::Status status = SumMyRange(data, ranges, type, deadline); !status.ok()) return status;
-    // All-gather the sums: my range to everyone, theirs from each.
-    const ElementRange& mine = ranges[rank_][0];
-    std::vector<PeerTransfer> transfers;
-    for (int peer = 0; peer < size_; ++peer) {
-      if (peer == rank_) continue;
-      const ElementRange& theirs = ranges[peer][0];
-      transfers.push_back({peer, peers_[peer].get(), data + mine.begin * element, mine.size() * element,
-                           data + theirs.begin * element, theirs.size() * element});
-    }
-    return ExchangeWithPeers(transfers, deadline);
-  }
 
   // The reduce-scatter step: each peer's copy of my range comes to me, and
   // I sum it in rank order into my range of `data`, element by element as
@@ -249,14 +248,15 @@ class TcpMeshCommunicator : public Communicator {
   const int size_;
   const std::chrono::milliseconds timeout_;
   const std::vector<UniqueFd> peers_;
-  std::vector<std::vector<char>> scratch_;  // per peer; used on the queue's thread only
+  std::vector<std::vector<char>> scratch_;  // per peer; used by one op at a time
   CollectiveQueue queue_;  // after peers_: destroyed (and stopped) before they close
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(RendezvousStore& store,
-                                                                        const TcpMeshOptions& options) {
+                                                                        const TcpMeshOptions& options,
+                                                                        TcpMeshSetup* setup) {
   if (options.timeout <= std::chrono::milliseconds::zero()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tcp communicator: timeout ", options.timeout.count(), " ms must be positive"));
@@ -270,6 +270,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(Rendezvo
     // once. Buffer sizes stay with the kernel's autotuning: fixing
     // SO_SNDBUF/SO_RCVBUF turns it off and measured no faster on loopback.
     SetNoDelay(fd.get());
+    std::string note;
+    const std::string in_use = UseCongestionControl(fd.get(), options.congestion_control, &note);
+    if (setup != nullptr) {
+      setup->congestion_control = in_use;
+      if (!note.empty()) setup->note = note;
+    }
   }
   return std::unique_ptr<Communicator>(new TcpMeshCommunicator(options.mesh.rank, options.mesh.world_size,
                                                                options.timeout, std::move(*peers)));

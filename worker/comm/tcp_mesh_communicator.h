@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
@@ -29,10 +30,19 @@ namespace herd {
 struct TcpMeshOptions {
   MemberMeshOptions mesh;  // rank, world size, generation, hosts, formation timeout
   std::chrono::milliseconds timeout{30000};  // per collective
+  // Each socket's congestion control (tcp_path.h); empty: the kernel's default.
+  std::string congestion_control = "bbr";
+};
+
+// What the mesh's sockets use, for the trainer's log.
+struct TcpMeshSetup {
+  std::string congestion_control;  // as the kernel reports it after the choice
+  std::string note;                // why it is not the one asked for, if it is not
 };
 
 // Forms the mesh (FormMemberMesh) and returns the communicator over it.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(RendezvousStore& store,
-                                                                        const TcpMeshOptions& options);
+                                                                        const TcpMeshOptions& options,
+                                                                        TcpMeshSetup* setup = nullptr);
 
 }  // namespace herd

@@ -7,6 +7,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/shm_allreduce.h"
+#include "absl/strings/str_cat.h"
 #include "worker/comm/tcp_mesh_communicator.h"
 
 namespace herd {
@@ -62,7 +63,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenera
   // The store is the generation's: its keys (the member key among them)
   // go when the generation ends.
   std::shared_ptr<RendezvousStore> store = link->KvStore(join.generation());
-  return CreateTcpMeshCommunicator(*store, tcp);
+  TcpMeshSetup setup;
+  auto comm = CreateTcpMeshCommunicator(*store, tcp, &setup);
+  if (comm.ok() && join.world_size() > 1) {
+    LOG(INFO) << "data plane: TCP congestion control " << setup.congestion_control
+              << (setup.note.empty() ? "" : absl::StrCat(" (", setup.note, ")"));
+  }
+  return comm;
 }
 
 }  // namespace

@@ -204,7 +204,12 @@ void ParameterAveraging::StartScales(Fragment& fragment) {
 
 absl::Status ParameterAveraging::FinishScales(Fragment& fragment) {
   std::shared_ptr<Work> work = std::move(fragment.scales_work);
-  if (auto s = work->Wait(); !s.ok()) return s;
+  const auto wait_start = std::chrono::steady_clock::now();
+  absl::Status waited = work->Wait();
+  fragment.events.blocked_seconds += Seconds(std::chrono::steady_clock::now() - wait_start);
+  fragment.events.has_scales = true;
+  fragment.events.scales = work->times();
+  if (!waited.ok()) return waited;
   const auto shared = std::get<0>(fragment.scales_all.max(0));
   int64_t at = 0;
   for (auto& bucket : fragment.buckets) {
@@ -243,6 +248,8 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
   fragment.keep_local_steps = keep_local_steps;
   fragment.works.clear();
   fragment.bytes = 0;
+  fragment.events = RoundEvents{};
+  fragment.events.launch_start = start;
   for (auto& bucket : fragment.buckets) {
     for (size_t j = 0; j < bucket.params.size(); ++j) {
       const auto p = ReadPiece(bucket.params[j]);
@@ -274,7 +281,8 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
   } else {
     SendBuckets(fragment);
   }
-  fragment.blocked_seconds = Seconds(std::chrono::steady_clock::now() - start);
+  fragment.events.launch_end = std::chrono::steady_clock::now();
+  fragment.blocked_seconds = Seconds(fragment.events.launch_end - start);
   return status;
 }
 
@@ -303,10 +311,13 @@ absl::Status ParameterAveraging::Finish(int count) {
   double blocked = 0;
   for (size_t i = 0; i < n; ++i) {
     Fragment& fragment = fragments_[launched_[i]];
+    const auto wait_start = std::chrono::steady_clock::now();
     for (auto& work : fragment.works) {
       absl::Status s = work->Wait();
       if (!s.ok() && status.ok()) status = s;
+      fragment.events.data.push_back(work->times());
     }
+    fragment.events.blocked_seconds += Seconds(std::chrono::steady_clock::now() - wait_start);
     fragment.works.clear();
     bytes += fragment.bytes;
     blocked += fragment.blocked_seconds;
@@ -314,7 +325,14 @@ absl::Status ParameterAveraging::Finish(int count) {
   std::vector<int> done(launched_.begin(), launched_.begin() + static_cast<std::ptrdiff_t>(n));
   launched_.erase(launched_.begin(), launched_.begin() + static_cast<std::ptrdiff_t>(n));
   if (!status.ok()) return status;
-  for (int index : done) Merge(fragments_[index]);
+  stats_.timelines.clear();
+  for (int index : done) {
+    Fragment& fragment = fragments_[index];
+    fragment.events.merge_start = std::chrono::steady_clock::now();
+    Merge(fragment);
+    fragment.events.merge_end = std::chrono::steady_clock::now();
+    stats_.timelines.push_back(BuildRoundTimeline(fragment.events));
+  }
   const auto end = std::chrono::steady_clock::now();
   stats_.rounds += 1;
   stats_.wire_bytes = bytes;

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/round_timeline.h"
 #include "worker/train/sync_config.h"
 
 namespace herd {
@@ -73,6 +74,8 @@ struct AveragingRoundStats {
   int64_t wire_bytes = 0;         // bytes this rank contributed to the round's collectives
   double seconds = 0;             // this round's time blocking the caller (launch and finish)
   double interval_seconds = 0;    // since the previous round ended (or the anchor was set)
+  // Where each fragment round finished by the last Finish spent its time.
+  std::vector<RoundTimeline> timelines;
 };
 
 class ParameterAveraging {
@@ -157,9 +160,11 @@ class ParameterAveraging {
     // int8, overlapped: the scale all-gather in flight (Advance finishes it).
     std::shared_ptr<Work> scales_work;
     torch::Tensor scales_mine, scales_all;
-    // The round in flight: bytes it contributed, seconds it blocked the caller.
+    // The round in flight: bytes it contributed, seconds it blocked the
+    // caller, and its events for the timeline.
     int64_t bytes = 0;
     double blocked_seconds = 0;
+    RoundEvents events;
   };
 
   ParameterAveraging(std::vector<torch::Tensor> params, Communicator* comm, ParameterAveragingOptions options);

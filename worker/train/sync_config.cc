@@ -33,6 +33,7 @@ absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& spec) {
   }
   config.fragments = static_cast<int>(sync.fragments());
   config.overlap_steps = sync.overlap_steps();
+  config.overlap_auto = sync.overlap_steps_auto();
   config.shard_optimizer = sync.shard_optimizer();
   return config;
 }

@@ -39,6 +39,9 @@ struct SyncConfig {
   // Local steps between a round's launch and its merge (tau; sync.overlap
   // is 1): its communication runs while they train.
   int64_t overlap_steps{};
+  // sync.overlap_steps: auto: tau is chosen from measured round and step
+  // times (overlap_controller.h); overlap_steps is then 0 in the spec.
+  bool overlap_auto{};
   // Mode allreduce: each rank keeps and steps only its shard of the
   // optimizer state (ZeRO-1, sharded_optimizer.h).
   bool shard_optimizer{};
@@ -47,7 +50,9 @@ struct SyncConfig {
   bool throughput_shares{};
   // Whether rounds sync only part of the parameters or merge late:
   // replicas then agree only at full syncs (sync_strategy.h).
-  bool streaming() const { return fragments > 1 || overlap_steps > 0; }
+  bool streaming() const { return fragments > 1 || overlapped(); }
+  // Whether rounds merge some steps after their launch.
+  bool overlapped() const { return overlap_steps > 0 || overlap_auto; }
 };
 
 // INVALID_ARGUMENT naming the sync.* field for a value it does not know.

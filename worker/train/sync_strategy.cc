@@ -2,11 +2,13 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/train/grad_clip.h"
+#include "worker/train/overlap_controller.h"
 #include "worker/train/parameter_averaging.h"
 #include "worker/train/sharded_optimizer.h"
 
@@ -17,6 +19,50 @@ std::string RateSummary(const SyncTraffic& t) {
   return absl::StrFormat("%d samples in %.1f s of training (%.1f samples/s)", t.samples, t.train_seconds,
                          t.SamplesPerSecond());
 }
+
+// tau before anything is measured: fixed, or with auto the spacing of the
+// fragments' launches (a round lands when the next fragment launches).
+int64_t InitialOverlapSteps(const SyncConfig& config) {
+  if (!config.overlap_auto) return config.overlap_steps;
+  return std::clamp<int64_t>(config.every / std::max(1, config.fragments), 1, std::max<int64_t>(1, config.every));
+}
+
+OverlapBounds OverlapBoundsOf(const SyncConfig& config) {
+  OverlapBounds bounds;
+  bounds.min_steps = 1;
+  bounds.max_steps = std::max<int64_t>(1, config.every);
+  return bounds;
+}
+
+// A local step's wall time, from the end of one step boundary's sync work
+// to the end of the next step: the median of the steps since the last
+// reading, so a commit or an evaluation in between does not count as a step.
+class StepClock {
+ public:
+  void Restart() { from_ = std::chrono::steady_clock::now(); }
+  // The next StepEnded does not count (nothing ran a step since).
+  void Forget() { from_ = {}; }
+  void StepEnded() {
+    const auto now = std::chrono::steady_clock::now();
+    if (from_.time_since_epoch().count() != 0) samples_.push_back(std::chrono::duration<double>(now - from_).count());
+    from_ = now;
+  }
+  // Since the last call; the previous reading when no step ended in between.
+  double MedianSeconds() {
+    if (!samples_.empty()) {
+      auto middle = samples_.begin() + static_cast<std::ptrdiff_t>(samples_.size() / 2);
+      std::nth_element(samples_.begin(), middle, samples_.end());
+      last_ = *middle;
+      samples_.clear();
+    }
+    return last_;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point from_;
+  std::vector<double> samples_;
+  double last_ = 0;
+};
 
 GradientSyncOptions GradientOptions(const SyncConfig& config) {
   GradientSyncOptions options;
@@ -134,6 +180,7 @@ class AveragingStrategy : public SyncStrategy {
       averaging_->ResetAnchor();
       ResetSamples();
       in_sync_ = true;
+      step_clock_.Restart();
       return absl::OkStatus();
     }
     for (FragmentSamples& samples : samples_) {
@@ -143,45 +190,52 @@ class AveragingStrategy : public SyncStrategy {
     ++traffic->local_steps;
     ++local_steps_since_full_sync_;
     in_sync_ = false;
+    step_clock_.StepEnded();
     // int8 rounds whose scale exchange had its share of the steps start
-    // their data all-reduce; rounds launched overlap_steps steps ago land.
-    if (int advance = RoundsAtLeast(at.step, ScaleSteps()); advance > 0) {
+    // their data all-reduce; rounds whose tau steps have passed land.
+    if (int advance = RoundsToAdvance(at.step); advance > 0) {
       if (auto s = averaging_->Advance(advance); !s.ok()) return Named(s, at);
     }
     if (int due = DueRounds(at.step); due > 0) {
-      if (auto s = CountRound(averaging_->Finish(due), at, traffic); !s.ok()) return s;
+      if (auto s = LandRounds(due, at, traffic); !s.ok()) return s;
     }
     if (FullSyncDue(at)) {
       if (averaging_->in_flight()) {
-        if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) return s;
-        launch_steps_.clear();
+        if (auto s = LandRounds(static_cast<int>(rounds_.size()), at, traffic); !s.ok()) return s;
       }
       std::vector<double> weights;
       for (int f = 0; f < averaging_->fragments(); ++f) weights.push_back(TakeWeight(f));
       if (auto s = CountRound(averaging_->Round(weights), at, traffic); !s.ok()) return s;
       local_steps_since_full_sync_ = 0;
       in_sync_ = true;
+      step_clock_.Restart();  // the full round is not a step
       return absl::OkStatus();
     }
     const int64_t phase = local_steps_since_full_sync_ % config_.every;
-    const bool overlapped = config_.overlap_steps > 0;
+    const bool overlapped = config_.overlapped();
     for (int f = 0; f < averaging_->fragments(); ++f) {
       if (phase != FragmentPhase(f)) continue;
-      // With two or more steps to land in, the int8 scale exchange runs
-      // in the background for ScaleSteps() of them (Advance above).
+      RoundInFlight round;
+      round.launch_step = at.step;
+      round.land_step = at.step + tau_;
+      // With two or more steps to land in, the int8 scale exchange runs in
+      // the background for the first third of them (RoundsToAdvance).
+      round.advance_step = at.step + std::max<int64_t>(1, tau_ / 3);
+      if (config_.overlap_auto) ShareMeasurement(round);
       if (auto s = averaging_->Launch(f, /*keep_local_steps=*/overlapped, TakeWeight(f),
-                                      /*overlap_scales=*/config_.overlap_steps >= 2);
+                                      /*overlap_scales=*/overlapped && tau_ >= 2);
           !s.ok()) {
         return Named(s, at);
       }
       if (overlapped) {
-        launch_steps_.push_back(at.step);
+        rounds_.push_back(std::move(round));
       } else if (auto s = CountRound(averaging_->Finish(), at, traffic); !s.ok()) {
         return s;
       }
     }
     // One fragment synced without overlap is a full sync.
     in_sync_ = !config_.streaming() && phase == 0;
+    step_clock_.Restart();  // the next step starts after this boundary's rounds
     return absl::OkStatus();
   }
 
@@ -197,7 +251,8 @@ class AveragingStrategy : public SyncStrategy {
 
   void StartFromCurrentParameters() override {
     averaging_->ResetAnchor();
-    launch_steps_.clear();
+    DropRounds();
+    step_clock_.Forget();
     ResetSamples();
     local_steps_since_full_sync_ = 0;
     in_sync_ = true;
@@ -207,20 +262,37 @@ class AveragingStrategy : public SyncStrategy {
   std::string Describe() const override {
     std::string fragments =
         config_.fragments > 1 ? absl::StrCat(" in ", config_.fragments, " staggered fragments") : "";
+    std::string overlap;
+    if (config_.overlap_auto) {
+      overlap = absl::StrCat(", merged tau step(s) after launch, tau chosen from measured round and step times "
+                             "(overlap_steps: auto, between 1 and ", config_.every, ", starting at ", tau_, ")");
+    } else if (config_.overlap_steps > 0) {
+      overlap = absl::StrCat(", merged ", config_.overlap_steps, " step(s) after launch (overlap_steps)");
+    }
     return absl::StrCat("sync average: a round every ", config_.every, " local steps", fragments, " after ",
-                        config_.warmup_steps, " all-reduce steps, outer ", OuterKindName(config_.outer.kind),
-                        config_.overlap_steps > 0
-                            ? absl::StrCat(", merged ", config_.overlap_steps, " step(s) after launch (overlap_steps)")
-                            : "",
+                        config_.warmup_steps, " all-reduce steps, outer ", OuterKindName(config_.outer.kind), overlap,
                         config_.int8_wire ? ", int8 wire with error feedback" : "");
   }
 
   std::string TrafficSummary(const SyncTraffic& t) const override {
-    return absl::StrFormat("averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, %d all-reduce "
-                           "steps, %s; waited %.1f s (%.1f%%) for the network (rounds and all-reduce steps)",
-                           t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps, t.allreduce_steps,
-                           RateSummary(t), t.allreduce_wait_seconds,
-                           t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
+    std::string summary = absl::StrFormat(
+        "averaging: %d rounds, %d bytes sent (%.1f bytes/sample); %d local steps, %d all-reduce "
+        "steps, %s; waited %.1f s (%.1f%%) for the network (rounds and all-reduce steps)",
+        t.averaging_rounds, t.wire_bytes, t.BytesPerSample(), t.local_steps, t.allreduce_steps, RateSummary(t),
+        t.allreduce_wait_seconds, t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
+    absl::StrAppend(&summary, "; ", t.round_phases.Describe());
+    if (config_.overlapped()) absl::StrAppend(&summary, "; overlap_steps ", tau_, config_.overlap_auto ? " (auto)" : "");
+    return summary;
+  }
+
+  SyncStatus Status() const override {
+    SyncStatus status;
+    status.overlap_steps = config_.overlapped() ? tau_ : 0;
+    status.overlap_auto = config_.overlap_auto;
+    status.round_seconds = measured_.round_seconds;
+    status.step_seconds = measured_.step_seconds;
+    status.warning = warning_;
+    return status;
   }
 
  protected:
@@ -233,30 +305,92 @@ class AveragingStrategy : public SyncStrategy {
   }
 
  private:
-  // How many rounds in flight were launched `steps` or more steps before
-  // `step` (the oldest ones).
-  int RoundsAtLeast(int64_t step, int64_t steps) const {
+  // A round launched and not yet merged.
+  struct RoundInFlight {
+    int64_t launch_step = 0;
+    int64_t land_step = 0;     // merged at this step (launch + tau at launch)
+    int64_t advance_step = 0;  // int8: its data all-reduce starts here
+    // overlap_steps auto: this rank's measurement, summed over the ranks
+    // by a collective issued just before the round's own.
+    std::vector<float> measurement;
+    std::shared_ptr<Work> measurement_work;
+  };
+
+  // How many of the oldest rounds in flight are at or past their advance
+  // step (Advance skips those already advanced).
+  int RoundsToAdvance(int64_t step) const {
     int n = 0;
-    for (int64_t launched : launch_steps_) {
-      if (step - launched < steps) break;
+    for (const RoundInFlight& round : rounds_) {
+      if (step < round.advance_step) break;
       ++n;
     }
     return n;
   }
-  // The steps an int8 round's scale all-gather runs before its data
-  // all-reduce starts: a third of overlap_steps (one message hop of the
-  // round's three), at least one.
-  int64_t ScaleSteps() const { return std::max<int64_t>(1, config_.overlap_steps / 3); }
 
-  // How many of the oldest rounds in flight were launched overlap_steps or
-  // more steps before `step`: they land now (launch_steps_ pops them).
-  int DueRounds(int64_t step) {
+  // How many of the oldest rounds in flight land at `step`: in launch
+  // order, so a round whose tau shrank waits for the one before it.
+  int DueRounds(int64_t step) const {
     int due = 0;
-    while (!launch_steps_.empty() && step - launch_steps_.front() >= config_.overlap_steps) {
-      launch_steps_.pop_front();
+    for (const RoundInFlight& round : rounds_) {
+      if (step < round.land_step) break;
       ++due;
     }
     return due;
+  }
+
+  // Merges the `count` oldest rounds in flight; with overlap_steps auto,
+  // each landed round's summed measurement then decides tau, on every rank
+  // alike.
+  absl::Status LandRounds(int count, const StepBoundary& at, SyncTraffic* traffic) {
+    if (auto s = CountRound(averaging_->Finish(count), at, traffic); !s.ok()) return s;
+    for (int i = 0; i < count && !rounds_.empty(); ++i) {
+      RoundInFlight round = std::move(rounds_.front());
+      rounds_.pop_front();
+      if (round.measurement_work == nullptr) continue;
+      // Issued before the round's own collectives, which Finish waited for.
+      if (auto s = round.measurement_work->Wait(); !s.ok()) return Named(s, at);
+      Decide(round, at);
+    }
+    return absl::OkStatus();
+  }
+
+  // overlap_steps auto: issues the sum over ranks of what this rank last
+  // measured (a round's in-flight time and blocked wait, a step's time).
+  void ShareMeasurement(RoundInFlight& round) {
+    const double world = static_cast<double>(data_->size());
+    round.measurement = {static_cast<float>(last_round_.in_flight_seconds / world),
+                         static_cast<float>(step_clock_.MedianSeconds() / world),
+                         static_cast<float>(last_round_.blocked_seconds / world),
+                         last_round_known_ ? 1.0f / static_cast<float>(world) : 0.0f};
+    round.measurement_work = data_->AllReduceAsync(round.measurement.data(), round.measurement.size(),
+                                                   DataType::kFloat32);
+  }
+
+  void Decide(const RoundInFlight& round, const StepBoundary& at) {
+    const std::vector<float>& m = round.measurement;
+    // Every rank must have finished a round before its times mean anything.
+    if (m[3] < 0.999f) return;
+    measured_ = OverlapMeasurement{m[0], m[1], m[2]};
+    const OverlapDecision decision = ChooseOverlap(tau_, measured_, OverlapBoundsOf(config_));
+    if (decision.steps != tau_) {
+      LOG(INFO) << absl::StrFormat(
+          "overlap_steps auto: %d -> %d at step %d (rounds take %.3f s in flight, a step %.4f s, the last round "
+          "blocked %.4f s)",
+          tau_, decision.steps, at.step, measured_.round_seconds, measured_.step_seconds, measured_.blocked_seconds);
+    }
+    const std::string warning = OverlapWarning(decision, measured_, OverlapBoundsOf(config_));
+    if (warning != warning_ && !warning.empty()) LOG(WARNING) << warning;
+    warning_ = warning;
+    tau_ = decision.steps;
+  }
+
+  // Forgets the rounds in flight (their collectives are finished or their
+  // communicator is gone): a full sync or a new start.
+  void DropRounds() {
+    for (RoundInFlight& round : rounds_) {
+      if (round.measurement_work != nullptr) round.measurement_work->Wait().IgnoreError();
+    }
+    rounds_.clear();
   }
 
   // Where fragment f's rounds fall within each `every` local steps: spread
@@ -297,6 +431,11 @@ class AveragingStrategy : public SyncStrategy {
   absl::Status CountRound(const absl::Status& status, const StepBoundary& at, SyncTraffic* traffic) {
     if (!status.ok()) return Named(status, at);
     const AveragingRoundStats& round = averaging_->last_round();
+    for (const RoundTimeline& timeline : round.timelines) {
+      traffic->round_phases.Add(timeline);
+      last_round_ = timeline;
+      last_round_known_ = true;
+    }
     SyncStrategy::Count(traffic, round.wire_bytes, round.seconds);
     ++traffic->averaging_rounds;
     traffic->last_round_seconds = round.seconds;
@@ -311,7 +450,13 @@ class AveragingStrategy : public SyncStrategy {
   std::unique_ptr<ParameterAveraging> averaging_;
   int64_t local_steps_since_full_sync_ = 0;
   bool in_sync_ = true;
-  std::deque<int64_t> launch_steps_;  // the step of each round in flight, oldest first
+  std::deque<RoundInFlight> rounds_;  // oldest first
+  int64_t tau_ = InitialOverlapSteps(config_);
+  StepClock step_clock_;
+  RoundTimeline last_round_;  // the newest round this rank finished
+  bool last_round_known_ = false;
+  OverlapMeasurement measured_;  // the ranks' mean, as the last decision saw it
+  std::string warning_;
   // Samples trained since each fragment's last round: this rank's, all ranks'.
   struct FragmentSamples {
     int64_t rank = 0;

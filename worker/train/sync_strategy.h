@@ -88,6 +88,15 @@ struct UpdateInputs {
   HostReads* host_reads = nullptr;
 };
 
+// What the sync is doing now, for progress reports (herd status) and metrics.
+struct SyncStatus {
+  int64_t overlap_steps = 0;  // tau now; 0: rounds merge at once (or mode allreduce)
+  bool overlap_auto = false;
+  double round_seconds = 0;   // auto: a round's in-flight time, as tau was last chosen
+  double step_seconds = 0;    // auto: a local step's time, likewise
+  std::string warning;        // e.g. the link needs more steps per round than sync.every
+};
+
 class SyncStrategy {
  public:
   virtual ~SyncStrategy();
@@ -132,6 +141,8 @@ class SyncStrategy {
   // Optimizer state of the sync itself (the outer momentum), for commits and
   // checkpoints; empty when there is none.
   virtual std::vector<torch::Tensor> OuterState() const = 0;
+
+  virtual SyncStatus Status() const { return {}; }
 
   virtual std::string Describe() const = 0;
   // The gradient buckets, for the generation's first log line.

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "worker/train/round_timeline.h"
+
 namespace herd {
 
 struct SyncTraffic {
@@ -25,6 +27,7 @@ struct SyncTraffic {
   int64_t averaging_rounds = 0;
   double last_round_seconds = 0;           // the last round's all-reduce + update
   double last_round_interval_seconds = 0;  // wall time between the last two rounds
+  RoundTotals round_phases;                // where the rounds' time went (round_timeline.h)
 
   double BytesPerSample() const { return samples > 0 ? static_cast<double>(wire_bytes) / samples : 0; }
   double SamplesPerSecond() const { return train_seconds > 0 ? samples / train_seconds : 0; }

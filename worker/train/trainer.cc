@@ -553,8 +553,19 @@ absl::Status Trainer::CommitPoint(bool final) {
   report.set_samples_per_second(ctx_.samples_per_second);
   report.set_loss(ctx_.last_loss);
   report.set_total_steps(total_steps_);
-  report.set_checkpoint_warning(ctx_.CheckpointWarning());
+  const SyncStatus sync_status = sync_->Status();
+  std::string warning = ctx_.CheckpointWarning();
+  if (!sync_status.warning.empty()) warning = warning.empty() ? sync_status.warning : warning + "; " + sync_status.warning;
+  report.set_checkpoint_warning(warning);
   report.set_learning_rate(ctx_.learning_rate);
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetOverlapSteps(sync_status.overlap_steps);
+  if (join_.rank() == 0 && sync_status.overlap_steps > 0) {
+    v1::SyncState* state = report.mutable_sync_state();
+    state->set_overlap_steps(sync_status.overlap_steps);
+    state->set_overlap_auto(sync_status.overlap_auto);
+    state->set_round_seconds(sync_status.round_seconds);
+    state->set_step_seconds(sync_status.step_seconds);
+  }
   for (const auto& [name, value] : ctx_.eval_metrics) (*report.mutable_eval())[name] = value;
   if (join_.rank() == 0) {
     LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", pos_.step, total_steps_, pos_.epoch,

@@ -121,7 +121,47 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
       batch_share_(Gauge(registry, "herd_train_batch_share_samples",
                          "This rank's samples per step: its share of the global batch (sync.shares equal, or "
                          "throughput: re-planned from the ranks' measured rates).",
-                         labels_)) {}
+                         labels_)),
+      round_phase_family_(prometheus::BuildCounter()
+                              .Name("herd_train_averaging_round_phase_seconds_total")
+                              .Help("Parameter-averaging rounds' time by phase, summed over rounds: launch, scales "
+                                    "(int8 scale all-gather), queued (behind earlier collectives), reduce_scatter, "
+                                    "all_gather, merge; in_flight (launch to the network's end) and blocked (the "
+                                    "training loop waited). Divide by herd_train_averaging_rounds_total for means.")
+                              .Register(registry)),
+      overlap_steps_(Gauge(registry, "herd_train_averaging_overlap_steps",
+                           "Local steps between an averaging round's launch and its merge (tau): "
+                           "sync.overlap_steps, or what overlap_steps auto chose; 0 when rounds merge at once.",
+                           labels_)),
+      window_bytes_(prometheus::BuildGauge()
+                        .Name("herd_train_data_plane_window_bytes")
+                        .Help("TCP data plane: the smallest congestion window (bytes) over this rank's peers as the "
+                              "last averaging round's data all-reduce started; a burst starting near the initial "
+                              "window (10 segments) starts in slow start.")
+                        .Register(registry)),
+      rtt_seconds_(prometheus::BuildGauge()
+                       .Name("herd_train_data_plane_rtt_seconds")
+                       .Help("TCP data plane: the largest smoothed round-trip time over this rank's peers as the "
+                             "last averaging round's data all-reduce started.")
+                       .Register(registry)) {
+  const std::pair<const char*, double RoundTimeline::*> phases[] = {
+      {"launch", &RoundTimeline::launch_seconds},
+      {"scales", &RoundTimeline::scales_seconds},
+      {"queued", &RoundTimeline::queued_seconds},
+      {"reduce_scatter", &RoundTimeline::reduce_scatter_seconds},
+      {"all_gather", &RoundTimeline::all_gather_seconds},
+      {"merge", &RoundTimeline::merge_seconds},
+      {"in_flight", &RoundTimeline::in_flight_seconds},
+      {"blocked", &RoundTimeline::blocked_seconds},
+  };
+  for (const auto& [name, field] : phases) {
+    Labels labels = labels_;
+    labels["phase"] = name;
+    round_phases_.push_back({field, &round_phase_family_.Add(labels), 0});
+  }
+}
+
+void TrainerMetrics::SetOverlapSteps(int64_t steps) { overlap_steps_.Set(static_cast<double>(steps)); }
 
 void TrainerMetrics::SetStraggler(int64_t rank, double holdback_fraction) {
   // Once per log interval: Add() finds the existing series.
@@ -141,6 +181,16 @@ void TrainerMetrics::ObserveSyncTraffic(const SyncTraffic& traffic) {
     averaging_rounds_.Increment(static_cast<double>(traffic.averaging_rounds - rounds_seen_));
     rounds_seen_ = traffic.averaging_rounds;
     round_interval_.Set(traffic.last_round_interval_seconds);
+    const RoundTimeline& sum = traffic.round_phases.sum;
+    for (PhaseCounter& phase : round_phases_) {
+      const double total = sum.*phase.field;
+      if (total > phase.seen) phase.counter->Increment(total - phase.seen);
+      phase.seen = total;
+    }
+    if (sum.window_bytes > 0) {
+      window_bytes_.Add(labels_).Set(static_cast<double>(sum.window_bytes));
+      rtt_seconds_.Add(labels_).Set(sum.rtt_seconds);
+    }
   }
   bytes_per_sample_.Set(traffic.BytesPerSample());
 }

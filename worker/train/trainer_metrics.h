@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "worker/train/sync_traffic.h"
 
@@ -94,6 +95,9 @@ class TrainerMetrics {
   // This rank's samples per step (sync.shares, batch_shares.h): set when a
   // generation starts and when throughput shares are re-planned.
   void SetBatchShare(int64_t samples);
+  // Mode average with overlapped rounds: tau now (sync.overlap_steps, or
+  // what auto chose).
+  void SetOverlapSteps(int64_t steps);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -129,6 +133,17 @@ class TrainerMetrics {
   prometheus::Family<prometheus::Gauge>& straggler_rank_;
   prometheus::Family<prometheus::Gauge>& straggler_holdback_;
   prometheus::Gauge& batch_share_;
+  // Averaging rounds' phases (round_timeline.h), summed over rounds.
+  prometheus::Family<prometheus::Counter>& round_phase_family_;
+  struct PhaseCounter {
+    double RoundTimeline::*field;
+    prometheus::Counter* counter;
+    double seen;
+  };
+  std::vector<PhaseCounter> round_phases_;
+  prometheus::Gauge& overlap_steps_;
+  prometheus::Family<prometheus::Gauge>& window_bytes_;
+  prometheus::Family<prometheus::Gauge>& rtt_seconds_;
   int64_t rounds_seen_ = 0;
 };
 

@@ -96,6 +96,8 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_averaging_round_interval_seconds",
       "herd_train_optimizer_state_bytes",
       "herd_train_batch_share_samples",
+      "herd_train_averaging_round_phase_seconds_total",
+      "herd_train_averaging_overlap_steps",
   };
   std::set<std::string> names;
   for (const auto& [name, family] : families) names.insert(name);
@@ -200,6 +202,44 @@ TEST(TrainerMetrics, SyncTrafficCountsRoundsAndBytesPerSample) {
   EXPECT_EQ(families.at("herd_train_averaging_rounds_total").metric.at(0).counter.value, 3);
   EXPECT_EQ(families.at("herd_train_sync_bytes_per_sample").metric.at(0).gauge.value, 25);
   EXPECT_EQ(families.at("herd_train_averaging_round_interval_seconds").metric.at(0).gauge.value, 0.7);
+}
+
+// Each phase's counter grows by what the rounds since the last call added;
+// the window and RTT gauges appear once a TCP round reported them.
+TEST(TrainerMetrics, RoundPhasesAccumulateByPhaseAndTheWindowAppearsOnceKnown) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 1, "worker-1"});
+  SyncTraffic traffic;
+  RoundTimeline round;
+  round.reduce_scatter_seconds = 0.3;
+  round.all_gather_seconds = 0.1;
+  round.blocked_seconds = 0.02;
+  traffic.round_phases.Add(round);
+  traffic.averaging_rounds = 1;
+  metrics.ObserveSyncTraffic(traffic);
+  EXPECT_EQ(ByName(registry.Collect()).count("herd_train_data_plane_window_bytes"), 0u);
+  round.window_bytes = 14480;
+  round.rtt_seconds = 0.2;
+  traffic.round_phases.Add(round);
+  traffic.averaging_rounds = 2;
+  metrics.ObserveSyncTraffic(traffic);
+  metrics.ObserveSyncTraffic(traffic);  // nothing new: nothing added
+  metrics.SetOverlapSteps(13);
+  auto families = ByName(registry.Collect());
+  std::map<std::string, double> by_phase;
+  for (const auto& metric : families["herd_train_averaging_round_phase_seconds_total"].metric) {
+    by_phase[Label(metric, "phase")] = metric.counter.value;
+    EXPECT_EQ(Label(metric, "job"), "job-1");
+  }
+  EXPECT_DOUBLE_EQ(by_phase["reduce_scatter"], 0.6);
+  EXPECT_DOUBLE_EQ(by_phase["all_gather"], 0.2);
+  EXPECT_DOUBLE_EQ(by_phase["blocked"], 0.04);
+  EXPECT_DOUBLE_EQ(by_phase["launch"], 0);
+  EXPECT_EQ(by_phase.size(), 8u);
+  ASSERT_EQ(families.count("herd_train_data_plane_window_bytes"), 1u);
+  EXPECT_EQ(families["herd_train_data_plane_window_bytes"].metric[0].gauge.value, 14480);
+  EXPECT_EQ(families["herd_train_data_plane_rtt_seconds"].metric[0].gauge.value, 0.2);
+  EXPECT_EQ(families["herd_train_averaging_overlap_steps"].metric[0].gauge.value, 13);
 }
 
 TEST(StepTimer, LapsAddUpToTheTotal) {
