@@ -142,6 +142,7 @@ ParameterAveraging::~ParameterAveraging() {
   for (auto& fragment : fragments_) {
     if (fragment.scales_work) fragment.scales_work->Wait().IgnoreError();
     for (auto& work : fragment.works) work->Wait().IgnoreError();
+    if (fragment.side_work) fragment.side_work->Wait().IgnoreError();
   }
 }
 
@@ -194,6 +195,12 @@ void ParameterAveraging::ResetAnchor() {
 void ParameterAveraging::StartScales(Fragment& fragment) {
   std::vector<torch::Tensor> maxima;
   for (auto& bucket : fragment.buckets) maxima.push_back(ChunkAbsMax(bucket.delta));
+  // The side payload rides at the end of the scale exchange.
+  if (!fragment.side_mine.empty()) {
+    maxima.push_back(torch::from_blob(fragment.side_mine.data(), {static_cast<int64_t>(fragment.side_mine.size())},
+                                      torch::kFloat)
+                         .clone());
+  }
   fragment.scales_mine = torch::cat(maxima).contiguous();
   const int64_t chunks = fragment.scales_mine.numel();
   fragment.scales_all = torch::empty({comm_->size(), chunks}, fragment.scales_mine.options());
@@ -210,6 +217,13 @@ absl::Status ParameterAveraging::FinishScales(Fragment& fragment) {
   fragment.events.has_scales = true;
   fragment.events.scales = work->times();
   if (!waited.ok()) return waited;
+  const int64_t side = static_cast<int64_t>(fragment.side_mine.size());
+  if (side > 0) {
+    const int64_t columns = fragment.scales_all.size(1);
+    auto tail = fragment.scales_all.narrow(1, columns - side, side).contiguous();
+    fragment.side_all.assign(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
+    fragment.scales_all = fragment.scales_all.narrow(1, 0, columns - side);
+  }
   const auto shared = std::get<0>(fragment.scales_all.max(0));
   int64_t at = 0;
   for (auto& bucket : fragment.buckets) {
@@ -235,9 +249,18 @@ void ParameterAveraging::SendBuckets(Fragment& fragment) {
     fragment.bytes += send.numel() * static_cast<int64_t>(DataTypeSize(wire_type_));
     fragment.works.push_back(comm_->AllReduceAsync(send.data_ptr(), static_cast<size_t>(send.numel()), wire_type_));
   }
+  // Without a scale exchange the side payload follows the data: one hop,
+  // after the round's own bytes.
+  if (!options_.int8_wire && !fragment.side_mine.empty()) {
+    const size_t bytes = fragment.side_mine.size() * sizeof(float);
+    fragment.side_all.assign(fragment.side_mine.size() * static_cast<size_t>(comm_->size()), 0.0f);
+    fragment.side_work = comm_->AllGatherAsync(fragment.side_mine.data(), bytes, fragment.side_all.data());
+    fragment.bytes += static_cast<int64_t>(bytes);
+  }
 }
 
-absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight, bool overlap_scales) {
+absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight, bool overlap_scales,
+                                        std::vector<float> side) {
   torch::NoGradGuard no_grad;
   const auto start = std::chrono::steady_clock::now();
   Fragment& fragment = fragments_.at(index);
@@ -250,6 +273,9 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
   fragment.bytes = 0;
   fragment.events = RoundEvents{};
   fragment.events.launch_start = start;
+  fragment.side_mine = std::move(side);
+  fragment.side_all.clear();
+  fragment.side_work.reset();
   for (auto& bucket : fragment.buckets) {
     for (size_t j = 0; j < bucket.params.size(); ++j) {
       const auto p = ReadPiece(bucket.params[j]);
@@ -317,6 +343,11 @@ absl::Status ParameterAveraging::Finish(int count) {
       if (!s.ok() && status.ok()) status = s;
       fragment.events.data.push_back(work->times());
     }
+    if (fragment.side_work != nullptr) {
+      absl::Status s = fragment.side_work->Wait();
+      if (!s.ok() && status.ok()) status = s;
+      fragment.side_work.reset();
+    }
     fragment.events.blocked_seconds += Seconds(std::chrono::steady_clock::now() - wait_start);
     fragment.works.clear();
     bytes += fragment.bytes;
@@ -326,12 +357,15 @@ absl::Status ParameterAveraging::Finish(int count) {
   launched_.erase(launched_.begin(), launched_.begin() + static_cast<std::ptrdiff_t>(n));
   if (!status.ok()) return status;
   stats_.timelines.clear();
+  stats_.side_payloads.clear();
   for (int index : done) {
     Fragment& fragment = fragments_[index];
     fragment.events.merge_start = std::chrono::steady_clock::now();
     Merge(fragment);
     fragment.events.merge_end = std::chrono::steady_clock::now();
     stats_.timelines.push_back(BuildRoundTimeline(fragment.events));
+    stats_.side_payloads.push_back(std::move(fragment.side_all));
+    fragment.side_all.clear();
   }
   const auto end = std::chrono::steady_clock::now();
   stats_.rounds += 1;

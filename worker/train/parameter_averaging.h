@@ -76,6 +76,10 @@ struct AveragingRoundStats {
   double interval_seconds = 0;    // since the previous round ended (or the anchor was set)
   // Where each fragment round finished by the last Finish spent its time.
   std::vector<RoundTimeline> timelines;
+  // Each finished round's side payload (see Launch), all-gathered: rank r's
+  // values at [r * n, (r + 1) * n); empty for a round launched without one.
+  // The same on every rank, in the order of `timelines`.
+  std::vector<std::vector<float>> side_payloads;
 };
 
 class ParameterAveraging {
@@ -108,7 +112,13 @@ class ParameterAveraging {
   // without, the fragment becomes the new anchor (replicas identical).
   // `weight` as for Round. int8: the chunk scales are exchanged first,
   // blocking, or with `overlap_scales` in the background until Advance.
-  absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1, bool overlap_scales = false);
+  // `side`: a few floats this rank sends with the round, all-gathered to
+  // every rank (last_round().side_payloads once it finishes): with int8
+  // they ride in the scale exchange, otherwise in one small all-gather
+  // issued after the round's data, so they add no round trip before it.
+  // Every rank must pass as many.
+  absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1, bool overlap_scales = false,
+                      std::vector<float> side = {});
   // Collective: for each of the `count` oldest launched rounds (all, by
   // default) still exchanging its int8 scales, waits for them, encodes and
   // starts its data all-reduce.
@@ -160,6 +170,9 @@ class ParameterAveraging {
     // int8, overlapped: the scale all-gather in flight (Advance finishes it).
     std::shared_ptr<Work> scales_work;
     torch::Tensor scales_mine, scales_all;
+    // The side payload: this rank's values, then every rank's.
+    std::vector<float> side_mine, side_all;
+    std::shared_ptr<Work> side_work;
     // The round in flight: bytes it contributed, seconds it blocked the
     // caller, and its events for the timeline.
     int64_t bytes = 0;

@@ -217,6 +217,53 @@ TEST(StreamingAveraging, Int8ScalesExchangedInTheBackgroundGiveTheBlockingRound)
   EXPECT_EQ(bytes[kBlocking][0], n + Int8Chunks(n) * 4);
 }
 
+// A round carries each rank's few side floats to every rank (int8: in the
+// scale exchange; otherwise after the data), and reports where its time went.
+TEST(StreamingAveraging, SidePayloadsReachEveryRankWithTheRoundAndRoundsHaveTimelines) {
+  for (bool int8 : {false, true}) {
+    std::vector<std::vector<std::vector<float>>> payloads(3);
+    std::vector<std::vector<torch::Tensor>> results(3);
+    RunGlooRanks(3, [&](int rank, Communicator* comm) {
+      auto params = FourParams();
+      ParameterAveragingOptions options;
+      options.fragments = 2;
+      options.int8_wire = int8;
+      auto averaging = ParameterAveraging::Create(params, comm, options);
+      ASSERT_TRUE(averaging.ok()) << averaging.status();
+      for (auto& p : params) Assign(p, p.detach() + (rank + 1));
+      ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/true, 1, /*overlap_scales=*/true,
+                                       {10.0f * rank, 10.0f * rank + 1})
+                      .ok());
+      ASSERT_TRUE((*averaging)->Launch(1, true, 1, true).ok());  // no payload
+      ASSERT_TRUE((*averaging)->Advance().ok());
+      ASSERT_TRUE((*averaging)->Finish().ok());
+      payloads[rank] = (*averaging)->last_round().side_payloads;
+      const auto& timelines = (*averaging)->last_round().timelines;
+      ASSERT_EQ(timelines.size(), 2u);
+      for (const RoundTimeline& t : timelines) {
+        EXPECT_GT(t.in_flight_seconds, 0);
+        EXPECT_GE(t.in_flight_seconds, t.launch_seconds);
+        EXPECT_GT(t.reduce_scatter_seconds, 0);
+        EXPECT_GT(t.merge_seconds, 0);
+        if (int8) {
+          EXPECT_GT(t.scales_seconds, 0);
+        } else {
+          EXPECT_EQ(t.scales_seconds, 0);
+        }
+      }
+      for (const auto& p : params) results[rank].push_back(p.detach().clone());
+    });
+    const std::vector<float> expected = {0, 1, 10, 11, 20, 21};
+    for (int rank = 0; rank < 3; ++rank) {
+      ASSERT_EQ(payloads[rank].size(), 2u) << "int8 " << int8;
+      EXPECT_EQ(payloads[rank][0], expected) << "int8 " << int8 << " rank " << rank;
+      EXPECT_TRUE(payloads[rank][1].empty());
+      // The payload did not disturb the round: replicas agree.
+      for (size_t i = 0; i < results[rank].size(); ++i) EXPECT_TRUE(torch::equal(results[rank][i], results[0][i]));
+    }
+  }
+}
+
 TEST(StreamingAveraging, FullRoundRefusedWhileARoundIsInFlight) {
   RunGlooRanks(1, [&](int, Communicator* comm) {
     auto averaging = ParameterAveraging::Create(FourParams(), comm, ParameterAveragingOptions{});

@@ -221,9 +221,9 @@ class AveragingStrategy : public SyncStrategy {
       // With two or more steps to land in, the int8 scale exchange runs in
       // the background for the first third of them (RoundsToAdvance).
       round.advance_step = at.step + std::max<int64_t>(1, tau_ / 3);
-      if (config_.overlap_auto) ShareMeasurement(round);
       if (auto s = averaging_->Launch(f, /*keep_local_steps=*/overlapped, TakeWeight(f),
-                                      /*overlap_scales=*/overlapped && tau_ >= 2);
+                                      /*overlap_scales=*/overlapped && tau_ >= 2,
+                                      config_.overlap_auto ? Measurement() : std::vector<float>{});
           !s.ok()) {
         return Named(s, at);
       }
@@ -310,10 +310,6 @@ class AveragingStrategy : public SyncStrategy {
     int64_t launch_step = 0;
     int64_t land_step = 0;     // merged at this step (launch + tau at launch)
     int64_t advance_step = 0;  // int8: its data all-reduce starts here
-    // overlap_steps auto: this rank's measurement, summed over the ranks
-    // by a collective issued just before the round's own.
-    std::vector<float> measurement;
-    std::shared_ptr<Work> measurement_work;
   };
 
   // How many of the oldest rounds in flight are at or past their advance
@@ -339,38 +335,41 @@ class AveragingStrategy : public SyncStrategy {
   }
 
   // Merges the `count` oldest rounds in flight; with overlap_steps auto,
-  // each landed round's summed measurement then decides tau, on every rank
-  // alike.
+  // each landed round's measurements (every rank's, all-gathered with it)
+  // then decide tau, on every rank alike.
   absl::Status LandRounds(int count, const StepBoundary& at, SyncTraffic* traffic) {
     if (auto s = CountRound(averaging_->Finish(count), at, traffic); !s.ok()) return s;
-    for (int i = 0; i < count && !rounds_.empty(); ++i) {
-      RoundInFlight round = std::move(rounds_.front());
-      rounds_.pop_front();
-      if (round.measurement_work == nullptr) continue;
-      // Issued before the round's own collectives, which Finish waited for.
-      if (auto s = round.measurement_work->Wait(); !s.ok()) return Named(s, at);
-      Decide(round, at);
+    for (int i = 0; i < count && !rounds_.empty(); ++i) rounds_.pop_front();
+    for (const std::vector<float>& gathered : averaging_->last_round().side_payloads) {
+      if (!gathered.empty()) Decide(gathered, at);
     }
     return absl::OkStatus();
   }
 
-  // overlap_steps auto: issues the sum over ranks of what this rank last
-  // measured (a round's in-flight time and blocked wait, a step's time).
-  void ShareMeasurement(RoundInFlight& round) {
-    const double world = static_cast<double>(data_->size());
-    round.measurement = {static_cast<float>(last_round_.in_flight_seconds / world),
-                         static_cast<float>(step_clock_.MedianSeconds() / world),
-                         static_cast<float>(last_round_.blocked_seconds / world),
-                         last_round_known_ ? 1.0f / static_cast<float>(world) : 0.0f};
-    round.measurement_work = data_->AllReduceAsync(round.measurement.data(), round.measurement.size(),
-                                                   DataType::kFloat32);
+  // overlap_steps auto: what this rank last measured, sent with a round:
+  // its newest round's in-flight time and blocked wait, a step's time, and
+  // whether it has finished a round at all.
+  static constexpr size_t kMeasurementFloats = 4;
+  std::vector<float> Measurement() {
+    return {static_cast<float>(last_round_.in_flight_seconds), static_cast<float>(step_clock_.MedianSeconds()),
+            static_cast<float>(last_round_.blocked_seconds), last_round_known_ ? 1.0f : 0.0f};
   }
 
-  void Decide(const RoundInFlight& round, const StepBoundary& at) {
-    const std::vector<float>& m = round.measurement;
-    // Every rank must have finished a round before its times mean anything.
-    if (m[3] < 0.999f) return;
-    measured_ = OverlapMeasurement{m[0], m[1], m[2]};
+  // The ranks' measurements as one: the slowest round and the longest wait
+  // (tau must hide the round for every rank), the mean step. The same
+  // arithmetic on the same gathered values: the same tau on every rank.
+  void Decide(const std::vector<float>& gathered, const StepBoundary& at) {
+    const size_t ranks = gathered.size() / kMeasurementFloats;
+    OverlapMeasurement m;
+    for (size_t r = 0; r < ranks; ++r) {
+      const float* v = gathered.data() + r * kMeasurementFloats;
+      // Every rank must have finished a round before the times mean anything.
+      if (v[3] < 1.0f) return;
+      m.round_seconds = std::max<double>(m.round_seconds, v[0]);
+      m.step_seconds += v[1] / static_cast<double>(ranks);
+      m.blocked_seconds = std::max<double>(m.blocked_seconds, v[2]);
+    }
+    measured_ = m;
     const OverlapDecision decision = ChooseOverlap(tau_, measured_, OverlapBoundsOf(config_));
     if (decision.steps != tau_) {
       LOG(INFO) << absl::StrFormat(
@@ -384,14 +383,9 @@ class AveragingStrategy : public SyncStrategy {
     tau_ = decision.steps;
   }
 
-  // Forgets the rounds in flight (their collectives are finished or their
-  // communicator is gone): a full sync or a new start.
-  void DropRounds() {
-    for (RoundInFlight& round : rounds_) {
-      if (round.measurement_work != nullptr) round.measurement_work->Wait().IgnoreError();
-    }
-    rounds_.clear();
-  }
+  // Forgets the rounds in flight: a new start (the parameters were
+  // restored; the averaging forgets its own rounds when its communicator goes).
+  void DropRounds() { rounds_.clear(); }
 
   // Where fragment f's rounds fall within each `every` local steps: spread
   // evenly, the last fragment at the end (with one fragment: every
