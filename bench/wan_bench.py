@@ -89,6 +89,9 @@ VARIANTS = {
     # WAN latency (issue 33): each round lands 8 steps after its launch
     # (Streaming DiLoCo's tau), when the fragment's next round starts.
     "stream32_t8": f"{{mode: average, every: 32, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8}}",
+    # tau from what the rounds measure (docs/job-spec.md, overlap_steps: auto).
+    "stream32_auto": f"{{mode: average, every: 32, fragments: 4, overlap_steps: auto, {OUTER}, compression: int8}}",
+    "stream16_auto": f"{{mode: average, every: 16, fragments: 4, overlap_steps: auto, {OUTER}, compression: int8}}",
 }
 EVERY_STEP = ("allreduce", "ddp")
 # Real English text for char_transformer: the system's license texts.

@@ -19,10 +19,15 @@ OverlapDecision ChooseOverlap(int64_t current, const OverlapMeasurement& m, cons
   d.needed_steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(need)));
   d.exposed = m.blocked_seconds > bounds.exposed_share * m.step_seconds;
   d.beyond_bound = d.needed_steps > hi;
-  if (d.exposed || d.needed_steps > current) {
-    d.steps = std::min(hi, std::max(d.needed_steps, current + 1));
+  if (d.needed_steps > current) {
+    d.steps = std::min(hi, d.needed_steps);
+  } else if (d.exposed && d.needed_steps == current) {
+    // Borderline: the measure says tau just hides it, yet the loop waited.
+    d.steps = std::min(hi, current + 1);
   } else if (d.needed_steps < current) {
-    d.steps = std::max(lo, current - 1);
+    // A quarter of the way down (at least a step): a link that got faster
+    // is followed within a few rounds, a noisy one does not swing tau.
+    d.steps = std::max(lo, current - std::max<int64_t>(1, (current - d.needed_steps) / 4));
   }
   return d;
 }

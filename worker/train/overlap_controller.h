@@ -6,10 +6,13 @@
 //
 // tau must make tau steps last longer than a round needs, with a margin:
 //   needed = ceil(round_seconds * (1 + margin) / step_seconds)
-// It grows at once (to needed, at least by one) when a round was exposed
-// (the caller blocked for more than a small share of a step) or needed is
-// above it, and shrinks by one step per decision when even tau - 1 would
-// hide the round with the margin: a smaller tau merges fresher averages.
+// It grows at once to needed when needed is above it, by one when needed
+// equals it and the round was still exposed (the caller blocked for more
+// than a small share of a step), and shrinks by a quarter of the gap (at
+// least one step) per decision when needed is below it: a smaller tau
+// merges fresher averages. A wait while
+// the round's time is well inside tau is a peer running late (local steps
+// drift apart), which a larger tau does not cure: it does not grow tau.
 // Always within [min_steps, max_steps] (max: sync.every); when needed is
 // above max_steps, the decision says so, for the job's warning.
 //

@@ -30,20 +30,29 @@ TEST(OverlapControllerTest, GrowsWhenNeededIsAboveEvenIfNothingBlockedYet) {
   EXPECT_EQ(d.steps, 13);
 }
 
-TEST(OverlapControllerTest, AnExposedRoundGrowsByAtLeastOneStep) {
-  // The measure says 8 would do, but the caller still waited: one more.
+TEST(OverlapControllerTest, AnExposedRoundAtTheBorderGrowsByOneStep) {
+  // The measure says 8 would just do, but the caller still waited: one more.
   const OverlapDecision d = ChooseOverlap(8, {0.5, 0.08, 0.05}, Bounds(32));
   EXPECT_EQ(d.needed_steps, 8);
   EXPECT_EQ(d.steps, 9);
 }
 
-TEST(OverlapControllerTest, ShrinksOneStepAtATimeWhenHiddenWithMargin) {
-  int64_t tau = 20;
+TEST(OverlapControllerTest, AWaitWhileTheRoundIsWellHiddenIsAPeerRunningLateNotTheLink) {
+  // needs 5 steps; tau 12 hides it with room to spare; a 20 ms wait is a
+  // peer that drifted behind: tau still shrinks.
+  const OverlapDecision d = ChooseOverlap(12, {0.4, 0.1, 0.02}, Bounds(32));
+  EXPECT_TRUE(d.exposed);
+  EXPECT_EQ(d.steps, 11);
+}
+
+TEST(OverlapControllerTest, ShrinksAQuarterOfTheGapPerDecisionWhenHiddenWithMargin) {
   // needs ceil(0.4 * 1.25 / 0.1) = 5
-  for (int i = 0; i < 3; ++i) tau = ChooseOverlap(tau, {0.4, 0.1, 0.0}, Bounds(32)).steps;
-  EXPECT_EQ(tau, 17);
-  for (int i = 0; i < 100; ++i) tau = ChooseOverlap(tau, {0.4, 0.1, 0.0}, Bounds(32)).steps;
-  EXPECT_EQ(tau, 5);  // and no lower: 4 steps would not cover the margin
+  std::vector<int64_t> path;
+  int64_t tau = 32;
+  for (int i = 0; i < 12; ++i) path.push_back(tau = ChooseOverlap(tau, {0.4, 0.1, 0.0}, Bounds(32)).steps);
+  // 32 - 27/4 = 26, 26 - 21/4 = 21, ... then one step at a time near it.
+  EXPECT_EQ(path, (std::vector<int64_t>{26, 21, 17, 14, 12, 11, 10, 9, 8, 7, 6, 5}));
+  EXPECT_EQ(ChooseOverlap(5, {0.4, 0.1, 0.0}, Bounds(32)).steps, 5);  // 4 would not cover the margin
 }
 
 TEST(OverlapControllerTest, KeepsWhatJustHides) {
@@ -64,7 +73,7 @@ TEST(OverlapControllerTest, StaysWithinBoundsAndSaysWhenTheBoundIsNotEnough) {
   EXPECT_EQ(fast.steps, 1);
   EXPECT_EQ(OverlapWarning(fast, {0.0001, 0.08, 0.0}, Bounds(32)), "");
   // A current value outside the bounds is brought inside.
-  EXPECT_EQ(ChooseOverlap(100, {0.0001, 0.08, 0.0}, Bounds(32)).steps, 31);
+  EXPECT_EQ(ChooseOverlap(100, {0.0001, 0.08, 0.0}, Bounds(32)).steps, 25);  // from 32: a quarter of 31
   EXPECT_EQ(ChooseOverlap(0, {0.0001, 0.08, 0.0}, Bounds(32)).steps, 1);
 }
 

@@ -34,6 +34,26 @@ OverlapBounds OverlapBoundsOf(const SyncConfig& config) {
   return bounds;
 }
 
+// The median of the last few values: one round slowed by a busy machine
+// does not move tau.
+class RecentMedian {
+ public:
+  void Add(double value) {
+    values_.push_back(value);
+    if (values_.size() > kKept) values_.erase(values_.begin());
+  }
+  double Median() const {
+    if (values_.empty()) return 0;
+    std::vector<double> sorted = values_;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[sorted.size() / 2];
+  }
+
+ private:
+  static constexpr size_t kKept = 5;
+  std::vector<double> values_;
+};
+
 // A local step's wall time, from the end of one step boundary's sync work
 // to the end of the next step: the median of the steps since the last
 // reading, so a commit or an evaluation in between does not count as a step.
@@ -340,8 +360,12 @@ class AveragingStrategy : public SyncStrategy {
   absl::Status LandRounds(int count, const StepBoundary& at, SyncTraffic* traffic) {
     if (auto s = CountRound(averaging_->Finish(count), at, traffic); !s.ok()) return s;
     for (int i = 0; i < count && !rounds_.empty(); ++i) rounds_.pop_front();
-    for (const std::vector<float>& gathered : averaging_->last_round().side_payloads) {
-      if (!gathered.empty()) Decide(gathered, at);
+    // The newest round's measurements (several land together when tau shrank).
+    const auto& payloads = averaging_->last_round().side_payloads;
+    for (auto it = payloads.rbegin(); it != payloads.rend(); ++it) {
+      if (it->empty()) continue;
+      Decide(*it, at);
+      break;
     }
     return absl::OkStatus();
   }
@@ -351,7 +375,7 @@ class AveragingStrategy : public SyncStrategy {
   // whether it has finished a round at all.
   static constexpr size_t kMeasurementFloats = 4;
   std::vector<float> Measurement() {
-    return {static_cast<float>(last_round_.in_flight_seconds), static_cast<float>(step_clock_.MedianSeconds()),
+    return {static_cast<float>(recent_in_flight_.Median()), static_cast<float>(step_clock_.MedianSeconds()),
             static_cast<float>(last_round_.blocked_seconds), last_round_known_ ? 1.0f : 0.0f};
   }
 
@@ -429,6 +453,7 @@ class AveragingStrategy : public SyncStrategy {
       traffic->round_phases.Add(timeline);
       last_round_ = timeline;
       last_round_known_ = true;
+      recent_in_flight_.Add(timeline.in_flight_seconds);
     }
     SyncStrategy::Count(traffic, round.wire_bytes, round.seconds);
     ++traffic->averaging_rounds;
@@ -448,6 +473,7 @@ class AveragingStrategy : public SyncStrategy {
   int64_t tau_ = InitialOverlapSteps(config_);
   StepClock step_clock_;
   RoundTimeline last_round_;  // the newest round this rank finished
+  RecentMedian recent_in_flight_;  // its newest rounds' in-flight times
   bool last_round_known_ = false;
   OverlapMeasurement measured_;  // the ranks' mean, as the last decision saw it
   std::string warning_;

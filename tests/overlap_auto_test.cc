@@ -1,0 +1,132 @@
+// sync.overlap_steps: auto on a testbed whose links change under a running
+// job: tau grows when the hosts' links get a long delay (and the job says
+// when even tau = sync.every cannot hide a round), and shrinks again when
+// the delay goes. Every decision is the same on every rank (their logs
+// agree), and herd status shows what tau is and why.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "tests/harness/job_watch.h"
+#include "tests/harness/local_cluster.h"
+#include "tests/harness/process.h"
+#include "tests/testbed/testbed.h"
+
+namespace herd::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr int kHosts = 3;
+constexpr int kEvery = 64;
+
+std::string AutoJob() {
+  return "model: mlp\n"
+         "dataset: {kind: synthetic}\n"
+         "batch_size: 16\n"
+         "max_steps: 1000000\n"
+         "optimizer: {name: sgd, lr: 0.05}\n"
+         "sync: {mode: average, every: " + std::to_string(kEvery) + ", fragments: 4, overlap_steps: auto}\n"
+         "log_interval_steps: 1\n"
+         "seed: 3\n"
+         "min_workers: 3\nmax_workers: 3\n";
+}
+
+bool Ended(const nlohmann::json& job) {
+  const std::string state = job.value("state", "");
+  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+}
+
+int64_t Tau(const nlohmann::json& job) {
+  if (!job.contains("sync_state")) return 0;
+  return job["sync_state"].value("overlap_steps", int64_t{0});
+}
+
+// The trainer's tau decisions, in order: "overlap_steps auto: 8 -> 15 at step 24".
+std::vector<std::string> Decisions(const std::string& log) {
+  static const std::regex line(R"(overlap_steps auto: (\d+) -> (\d+) at step (\d+))");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) out.push_back(it->str());
+  return out;
+}
+
+TEST(OverlapAuto, TauFollowsTheLinkAsItsDelayChanges) {
+  testbed::TestbedOptions options;
+  options.hosts = kHosts;
+  auto bed = testbed::Testbed::Create(options);
+  ASSERT_TRUE(bed.ok()) << bed.status();
+  ClusterOptions cluster_options;
+  cluster_options.workers = kHosts;
+  cluster_options.coordinator_host = (*bed)->root_address();
+  for (const auto& host : (*bed)->hosts()) {
+    cluster_options.worker_hosts.push_back(WorkerHost{host.address, (*bed)->ExecPrefix(host.index)});
+  }
+  auto cluster = std::make_unique<LocalCluster>(cluster_options);
+  const std::string id = cluster->Submit(AutoJob());
+
+  // Fast links: a round of a small model hides in a few steps.
+  auto job = WaitForJob(
+      *cluster, id, [](const auto& j) { return Ended(j) || Field(j, "step") >= 300; }, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster->Logs();
+  ASSERT_TRUE(job.contains("sync_state")) << job.dump(2);
+  EXPECT_TRUE(job["sync_state"].value("overlap_auto", false)) << job.dump(2);
+  const int64_t fast_tau = Tau(job);
+  ASSERT_GE(fast_tau, 1);
+  ASSERT_LT(fast_tau, kEvery / 2) << job.dump(2);
+
+  // 150 ms each way on every host's link: host to host, 300 ms one way, so
+  // a round (a reduce-scatter hop, an all-gather hop) takes 0.6 s or more.
+  for (int h = 0; h < kHosts; ++h) {
+    const absl::Status delayed = (*bed)->SetDelay(h, 150);
+    ASSERT_TRUE(delayed.ok()) << delayed;
+  }
+  const int64_t slow_tau = std::min<int64_t>(kEvery, fast_tau + 8);
+  job = WaitForJob(
+      *cluster, id, [&](const auto& j) { return Ended(j) || Tau(j) >= slow_tau; }, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster->Logs();
+  ASSERT_GE(Tau(job), slow_tau) << job.dump(2);
+  EXPECT_GT(job["sync_state"].value("round_seconds", 0.0), 0.6) << job.dump(2);
+  // Where even tau = every cannot hide the round, the job says so.
+  if (Tau(job) == kEvery) {
+    job = WaitForJob(
+        *cluster, id,
+        [&](const auto& j) { return Ended(j) || j.value("warning", "").find("the link needs") != std::string::npos; },
+        seconds(120));
+    EXPECT_NE(job.value("warning", "").find("steps per round; sync.every is 64"), std::string::npos) << job.dump(2);
+  }
+
+  // The delay goes: tau comes down again, a step per round.
+  for (int h = 0; h < kHosts; ++h) {
+    const absl::Status undelayed = (*bed)->SetDelay(h, 0);
+    ASSERT_TRUE(undelayed.ok()) << undelayed;
+  }
+  job = WaitForJob(
+      *cluster, id, [&](const auto& j) { return Ended(j) || Tau(j) <= fast_tau + 4; }, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster->Logs();
+  EXPECT_LE(Tau(job), fast_tau + 4) << job.dump(2);
+  EXPECT_EQ(job.value("warning", ""), "") << job.dump(2);
+
+  auto cancel = cluster->Herd({"cancel", id});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  job = cluster->WaitForState(id, {"CANCELLED", "FAILED", "SUCCEEDED"}, seconds(120));
+  EXPECT_EQ(job.value("state", ""), "CANCELLED") << job.dump(2);
+
+  // Every rank took the same decisions at the same steps (up to where the
+  // cancel stopped each: one may have landed a round more).
+  std::vector<std::vector<std::string>> decisions;
+  size_t common = SIZE_MAX;
+  for (int i = 0; i < kHosts; ++i) {
+    decisions.push_back(Decisions(ReadFile(cluster->job_dir(i, id) + "/trainer.log")));
+    common = std::min(common, decisions.back().size());
+  }
+  ASSERT_GE(common, 2u);  // it grew and it shrank
+  for (int i = 1; i < kHosts; ++i) {
+    EXPECT_LE(decisions[i].size(), common + 1);
+    for (size_t k = 0; k < common; ++k) EXPECT_EQ(decisions[i][k], decisions[0][k]) << "rank of worker " << i;
+  }
+  cluster.reset();  // processes stop before their hosts go
+}
+
+}  // namespace
+}  // namespace herd::testing
