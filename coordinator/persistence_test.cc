@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/sqlite_state_store.h"
 
 namespace herd::coordinator {
 namespace {
@@ -50,7 +51,7 @@ class PersistenceTest : public ::testing::Test {
 
   void Restart() {
     coordinator_.reset();
-    auto store = StateStore::Open(db_path_);
+    auto store = SqliteStateStore::Open(db_path_);
     ASSERT_TRUE(store.ok()) << store.status();
     CoordinatorOptions options;
     options.run_ticker = false;
@@ -60,7 +61,7 @@ class PersistenceTest : public ::testing::Test {
   }
 
   ClusterState Stored() {
-    auto store = StateStore::Open(db_path_);
+    auto store = SqliteStateStore::Open(db_path_);
     EXPECT_TRUE(store.ok()) << store.status();
     auto state = (*store)->Load(clock_.Now());
     EXPECT_TRUE(state.ok()) << state.status();
