@@ -8,10 +8,9 @@
 #include <cstdio>
 #include <limits>
 
-#include "coordinator/etcd/etcd_state_store.h"
-#include "coordinator/etcd/local_etcd.h"
 #include "coordinator/generations.h"
 #include "coordinator/sqlite_state_store.h"
+#include "coordinator/test_stores.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace herd::coordinator {
@@ -89,64 +88,24 @@ ClusterState SampleState(ChangeSet* changes) {
 }
 
 
-// The same tests on every store: SQLite, and etcd (one real member for the
-// suite, each test under its own key prefix).
-enum class StoreKind { kSqlite, kEtcd };
-
-std::string KindName(const ::testing::TestParamInfo<StoreKind>& info) {
-  return info.param == StoreKind::kSqlite ? "Sqlite" : "Etcd";
-}
-
+// The same tests on every store: SQLite, and a real etcd.
 class StoreTest : public ::testing::TestWithParam<StoreKind> {
  protected:
-  static void TearDownTestSuite() { etcd_.reset(); }
-
   void SetUp() override {
-    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    name_ = name_.substr(0, name_.find('/'));
-    if (GetParam() == StoreKind::kSqlite) {
-      path_ = FreshDatabasePath(name_);
-      return;
-    }
-    if (!LocalEtcd::Installed()) {
-      GTEST_SKIP() << kEtcdBinary << " is missing: install Debian's etcd-server (scripts/setup.sh does)";
-    }
-    if (etcd_ == nullptr) {
-      auto started = LocalEtcd::Start(1);
-      ASSERT_TRUE(started.ok()) << started.status();
-      etcd_ = *std::move(started);
-    }
-    prefix_ = "/test/" + name_ + "/";
-    auto client = EtcdClient::Connect(etcd_->endpoints());
-    ASSERT_TRUE(client.ok()) << client.status();
-    etcdserverpb::TxnRequest clear;
-    clear.add_success()->mutable_request_delete_range()->set_key(prefix_);
-    clear.mutable_success(0)->mutable_request_delete_range()->set_range_end(PrefixRangeEnd(prefix_));
-    ASSERT_TRUE((*client)->Txn(clear).ok());
+    if (std::string why = StoreUnavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    place_ = std::make_unique<TestStorePlace>(GetParam(), name.substr(0, name.find('/')));
   }
 
-  // A store on the same database or key prefix as every other one this
-  // test opens: a second one is what a restarted coordinator sees.
-  std::unique_ptr<StateStore> Open() {
-    if (GetParam() == StoreKind::kSqlite) {
-      auto store = SqliteStateStore::Open(path_);
-      EXPECT_TRUE(store.ok()) << store.status();
-      return store.ok() ? *std::move(store) : nullptr;
-    }
-    auto client = EtcdClient::Connect(etcd_->endpoints());
-    EXPECT_TRUE(client.ok()) << client.status();
-    return std::make_unique<EtcdStateStore>(std::shared_ptr<EtcdClient>(*std::move(client)), prefix_);
-  }
+  // A store on the same place as every other one this test opens: a second
+  // one is what a restarted coordinator sees.
+  std::unique_ptr<StateStore> Open() { return place_->Open(); }
 
-  static std::unique_ptr<LocalEtcd> etcd_;
-  std::string name_;
-  std::string path_;
-  std::string prefix_;
+  std::unique_ptr<TestStorePlace> place_;
 };
 
-std::unique_ptr<LocalEtcd> StoreTest::etcd_;
-
-INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(StoreKind::kSqlite, StoreKind::kEtcd), KindName);
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(StoreKind::kSqlite, StoreKind::kEtcd),
+                         StoreKindName);
 
 TEST_P(StoreTest, ReopenedStoreLoadsEverythingBack) {
   ChangeSet changes;
