@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <filesystem>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/private_dir.h"
@@ -64,12 +65,18 @@ absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& 
   leadership.key = *prefix + "leader";
   leadership.identity = options.identity;
   leadership.lease_seconds = options.etcd_lease_seconds;
-  leadership.on_lost = options.on_leadership_lost;
+  // Whichever tells first, the keep-alive (lease gone) or a refused write,
+  // steps down, once.
+  auto once = std::make_shared<std::once_flag>();
+  std::function<void()> step_down = [once, lost = options.on_leadership_lost] {
+    if (lost) std::call_once(*once, lost);
+  };
+  leadership.on_lost = step_down;
   LOG(INFO) << "etcd store " << *prefix << " on " << options.store << ": campaigning for " << leadership.key;
   auto leading = EtcdLeadership::Campaign(shared, leadership);
   if (!leading.ok()) return leading.status();
   auto store = std::make_unique<EtcdStateStore>(shared, *prefix);
-  store->FenceWith((*leading)->fence());
+  store->FenceWith((*leading)->fence(), step_down);
   OpenedStore opened;
   opened.store = std::move(store);
   opened.leadership = *std::move(leading);

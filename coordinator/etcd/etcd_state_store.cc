@@ -43,6 +43,7 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdStateStore::FencedTxn(etcdserverpb
   const etcdserverpb::RangeResponse& leader = response->responses(0).response_range();
   const int64_t now_created = leader.kvs_size() == 0 ? 0 : leader.kvs(0).create_revision();
   if (now_created != fence_->create_revision) {
+    if (on_refused_) on_refused_();
     return absl::FailedPreconditionError(absl::StrCat(
         "not the leader any more: write refused (leader key ", fence_->key, " created at revision ",
         fence_->create_revision, " by this coordinator is ",

@@ -22,6 +22,7 @@
 // nothing of it is applied.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,8 +43,13 @@ class EtcdStateStore : public StateStore {
   // `prefix`: every key this store writes starts with it (e.g. "/herd/").
   EtcdStateStore(std::shared_ptr<EtcdClient> client, std::string prefix, TxnLimits limits = {});
 
-  // From now on every write is fenced by `fence`.
-  void FenceWith(EtcdFence fence) { fence_ = std::move(fence); }
+  // From now on every write is fenced by `fence`; `on_refused` (if set) is
+  // called on each write the fence refuses: the caller is not the leader
+  // any more and should step down.
+  void FenceWith(EtcdFence fence, std::function<void()> on_refused = nullptr) {
+    fence_ = std::move(fence);
+    on_refused_ = std::move(on_refused);
+  }
 
   absl::StatusOr<ClusterState> Load(double now) override;
   absl::Status Save(const ClusterState& state, const ChangeSet& changes) override;
@@ -65,6 +71,7 @@ class EtcdStateStore : public StateStore {
   std::string prefix_;
   TxnLimits limits_;
   std::optional<EtcdFence> fence_;
+  std::function<void()> on_refused_;
 };
 
 }  // namespace herd::coordinator

@@ -82,7 +82,8 @@ TEST_F(LeadershipTest, ARevokedLeaderIsFencedAndTheStandbyTakesOver) {
   auto a = EtcdLeadership::Campaign(client_a, Options("coordinator-a", &a_lost));
   ASSERT_TRUE(a.ok()) << a.status();
   EtcdStateStore store_a(client_a, kPrefix);
-  store_a.FenceWith((*a)->fence());
+  int a_refusals = 0;
+  store_a.FenceWith((*a)->fence(), [&] { ++a_refusals; });
   ChangeSet changes;
   ASSERT_TRUE(store_a.Save(JobAtStep(10, &changes), changes).ok());
 
@@ -96,6 +97,7 @@ TEST_F(LeadershipTest, ARevokedLeaderIsFencedAndTheStandbyTakesOver) {
   });
   EXPECT_EQ(*EtcdLeadership::CurrentLeader(*client_a, Options("", &a_lost).key), "coordinator-a");
   EXPECT_FALSE(b_leads.HasBeenNotified());
+  EXPECT_EQ(a_refusals, 0);
 
   ASSERT_TRUE(client_a->LeaseRevoke((*a)->lease_id()).ok());
   ASSERT_TRUE(b_leads.WaitForNotificationWithTimeout(kEventTimeout));
@@ -113,6 +115,7 @@ TEST_F(LeadershipTest, ARevokedLeaderIsFencedAndTheStandbyTakesOver) {
   checkpoint.set_id("ckpt-20-aaaaaa");
   checkpoint.set_job_id("job-1");
   EXPECT_EQ(store_a.SaveCheckpoint(checkpoint, {}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a_refusals, 2);  // each refusal tells the store's owner to step down
   // It learns it from its keep-alive too, and steps down.
   EXPECT_TRUE(a_lost.WaitForNotificationWithTimeout(kEventTimeout));
 
