@@ -8,13 +8,16 @@
 // its key (the stored commit_seq column is not used).
 //
 // Writes and etcd's limits: a Save is one transaction when it fits (128
-// operations, 1 MiB of keys and values); a larger one (a 1000-worker
-// rendezvous) is split into several, worker records first and job records
-// last. A job record is the authority (a re-registering worker's BUSY/IDLE
-// is derived from the jobs, UpsertWorker), so a coordinator lost between
-// the transactions leaves at worst worker records ahead of their job, never
-// a job whose generation names records that were not written. Each
-// transaction is atomic on its own.
+// operations, 1 MiB of keys and values). A larger one (a 1000-worker
+// rendezvous: 1001 records) is still atomic: it is staged first, its
+// records packed into chunks of at most 1 MiB under P split/<batch>/<i>,
+// and committed by one small value P split/<batch>/commit written in the
+// same transaction as the last chunk (a 1000-worker schedule: one
+// transaction). Only then are the records written, 128 a transaction, and
+// the staged batch deleted. A coordinator lost (or an etcd failure) before
+// the commit leaves nothing of the Save visible; after it, records older
+// than the commit are taken from the batch by Load, which as the fenced
+// leader also writes them and deletes every staged batch.
 //
 // Fencing: with FenceWith, every transaction first compares the leader
 // key's create revision with this coordinator's token; once another
@@ -23,6 +26,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +60,10 @@ class EtcdStateStore : public StateStore {
   absl::Status SaveCheckpoint(const v1::CheckpointInfo& added,
                               const std::vector<v1::CheckpointInfo>& dropped) override;
 
+  // Tests of a coordinator lost mid-write: every write after the next
+  // `count` transactions fails (UNAVAILABLE) without reaching etcd.
+  void StopAfterTxnsForTest(int count) { txns_left_for_test_ = count; }
+
   std::string JobKey(const std::string& id) const { return prefix_ + "jobs/" + id; }
   std::string WorkerKey(const std::string& id) const { return prefix_ + "workers/" + id; }
   std::string CheckpointKey(const std::string& id) const { return prefix_ + "checkpoints/" + id; }
@@ -65,13 +73,24 @@ class EtcdStateStore : public StateStore {
   // fence refused it; a response with succeeded=false when the caller's own
   // compares did.
   absl::StatusOr<etcdserverpb::TxnResponse> FencedTxn(etcdserverpb::TxnRequest request);
-  absl::Status PutAll(std::vector<KeyValue> puts);
+  // Writes `puts` all or nothing (see the header comment).
+  absl::Status PutAtomically(std::vector<KeyValue> puts);
+  absl::Status PutBatches(const std::vector<std::vector<KeyValue>>& batches);
+  // The records committed staged Saves left unwritten, into `kvs` (by key);
+  // takes the staged keys out of `kvs`.
+  absl::Status CompleteStagedSaves(std::map<std::string, mvccpb::KeyValue>& kvs);
+  absl::Status DeleteRange(const std::string& prefix);
+
+  std::string SplitPrefix() const { return prefix_ + "split/"; }
+  std::string BatchPrefix(uint64_t batch) const;
 
   std::shared_ptr<EtcdClient> client_;
   std::string prefix_;
   TxnLimits limits_;
   std::optional<EtcdFence> fence_;
   std::function<void()> on_refused_;
+  uint64_t next_batch_;
+  int txns_left_for_test_ = -1;  // < 0: no limit
 };
 
 }  // namespace herd::coordinator
