@@ -29,8 +29,7 @@ class SqliteStateStore : public StateStore {
   // Writes the jobs and workers named in `changes` in one transaction.
   absl::Status Save(const ClusterState& state, const ChangeSet& changes) override;
   // One transaction.
-  absl::Status SaveCheckpoint(const v1::CheckpointInfo& added,
-                              const std::vector<v1::CheckpointInfo>& dropped) override;
+  absl::Status SaveCheckpoint(const v1::CheckpointInfo& added, const std::vector<v1::CheckpointInfo>& dropped) override;
 
  private:
   explicit SqliteStateStore(sqlite3* db) : db_(db) {}

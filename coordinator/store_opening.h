@@ -27,8 +27,8 @@ struct StoreOptions {
 
 struct OpenedStore {
   std::unique_ptr<StateStore> store;
-  std::unique_ptr<ExclusiveLock> lock;          // SQLite
-  std::unique_ptr<EtcdLeadership> leadership;   // etcd
+  std::unique_ptr<ExclusiveLock> lock;         // SQLite
+  std::unique_ptr<EtcdLeadership> leadership;  // etcd
 };
 
 // On etcd, blocks until this coordinator leads.

@@ -3,10 +3,10 @@
 // prefix).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "coordinator/state_store.h"
 

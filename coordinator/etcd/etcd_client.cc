@@ -13,8 +13,7 @@ namespace herd::coordinator {
 namespace {
 
 std::chrono::system_clock::time_point After(double seconds) {
-  return std::chrono::system_clock::now() +
-         std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+  return std::chrono::system_clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
 }
 
 // Failures that say "try another member": it is down, partitioned, has no
@@ -39,7 +38,7 @@ std::string PrefixRangeEnd(const std::string& prefix) {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vector<std::string>& endpoints,
-                                                                 double call_timeout_seconds) {
+                                                                double call_timeout_seconds) {
   if (endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints given");
   std::vector<Member> members;
   for (std::string endpoint : endpoints) {

@@ -1,9 +1,9 @@
 #include "coordinator/etcd/etcd_state_store.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <random>
-
-#include <glog/logging.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -58,10 +58,10 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdStateStore::FencedTxn(etcdserverpb
   const int64_t now_created = leader.kvs_size() == 0 ? 0 : leader.kvs(0).create_revision();
   if (now_created != fence_->create_revision) {
     if (on_refused_) on_refused_();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "not the leader any more: write refused (leader key ", fence_->key, " created at revision ",
-        fence_->create_revision, " by this coordinator is ",
-        now_created == 0 ? std::string("gone") : absl::StrCat("now from revision ", now_created), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("not the leader any more: write refused (leader key ", fence_->key, " created at revision ",
+                     fence_->create_revision, " by this coordinator is ",
+                     now_created == 0 ? std::string("gone") : absl::StrCat("now from revision ", now_created), ")"));
   }
   return response;
 }

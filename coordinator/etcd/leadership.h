@@ -22,9 +22,9 @@
 namespace herd::coordinator {
 
 struct LeadershipOptions {
-  std::string key;              // e.g. "/herd/leader"
-  std::string identity;         // the key's value: who leads (for people and followers)
-  int64_t lease_seconds = 5;    // etcd's minimum useful TTL is about 2 s
+  std::string key;            // e.g. "/herd/leader"
+  std::string identity;       // the key's value: who leads (for people and followers)
+  int64_t lease_seconds = 5;  // etcd's minimum useful TTL is about 2 s
   // Called once, from the keep-alive thread, when the lease is gone (expired
   // or revoked) or could not be renewed for a whole lease: stop acting as
   // the leader. Writes are refused by the fence in any case.

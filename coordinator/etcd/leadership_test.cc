@@ -150,8 +150,8 @@ TEST_F(LeadershipTest, AFrozenLeadersLeaseExpiresAndItsNextWriteIsRefused) {
 
   (*a)->StopRenewingForTest();
   const absl::Time stop_at = absl::Now() + kEventTimeout;
-  auto b = EtcdLeadership::Campaign(client_b, Options("coordinator-b", &b_lost, 2),
-                                    [&] { return absl::Now() > stop_at; });
+  auto b =
+      EtcdLeadership::Campaign(client_b, Options("coordinator-b", &b_lost, 2), [&] { return absl::Now() > stop_at; });
   ASSERT_TRUE(b.ok()) << b.status();
 
   ChangeSet later;

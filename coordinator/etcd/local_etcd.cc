@@ -59,11 +59,33 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
     etcd->members_.push_back(std::make_unique<testing::Process>(
         // setpriv: the member dies with the test process even when that
         // crashes and no destructor runs.
-        std::vector<std::string>{"/usr/bin/setpriv", "--pdeathsig", "KILL", "--", kEtcdBinary, "--name", name, "--data-dir", etcd->root_ + "/" + name,
-                                 "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-                                 "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                                 "--initial-cluster", absl::StrJoin(peers, ","), "--initial-cluster-state", "new",
-                                 "--initial-cluster-token", etcd->root_, "--logger", "zap", "--log-level", "warn"},
+        std::vector<std::string>{"/usr/bin/setpriv",
+                                 "--pdeathsig",
+                                 "KILL",
+                                 "--",
+                                 kEtcdBinary,
+                                 "--name",
+                                 name,
+                                 "--data-dir",
+                                 etcd->root_ + "/" + name,
+                                 "--listen-client-urls",
+                                 client_url,
+                                 "--advertise-client-urls",
+                                 client_url,
+                                 "--listen-peer-urls",
+                                 peer_url,
+                                 "--initial-advertise-peer-urls",
+                                 peer_url,
+                                 "--initial-cluster",
+                                 absl::StrJoin(peers, ","),
+                                 "--initial-cluster-state",
+                                 "new",
+                                 "--initial-cluster-token",
+                                 etcd->root_,
+                                 "--logger",
+                                 "zap",
+                                 "--log-level",
+                                 "warn"},
         etcd->root_ + "/" + name + ".log"));
   }
   // Ready when a write commits: every member is up and Raft has a leader.

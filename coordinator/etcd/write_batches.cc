@@ -4,8 +4,7 @@
 
 namespace herd::coordinator {
 
-absl::StatusOr<std::vector<std::vector<KeyValue>>> SplitIntoTxns(std::vector<KeyValue> puts,
-                                                                 const TxnLimits& limits) {
+absl::StatusOr<std::vector<std::vector<KeyValue>>> SplitIntoTxns(std::vector<KeyValue> puts, const TxnLimits& limits) {
   std::vector<std::vector<KeyValue>> batches;
   size_t bytes = 0;
   for (KeyValue& put : puts) {
