@@ -56,51 +56,35 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
     const std::string client_url = absl::StrCat("http://127.0.0.1:", client_ports[i]);
     const std::string peer_url = peers[i].substr(name.size() + 1);
     etcd->endpoints_.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
-    etcd->members_.push_back(std::make_unique<testing::Process>(
-        // setpriv: the member dies with the test process even when that
-        // crashes and no destructor runs.
-        std::vector<std::string>{"/usr/bin/setpriv",
-                                 "--pdeathsig",
-                                 "KILL",
-                                 "--",
-                                 kEtcdBinary,
-                                 "--name",
-                                 name,
-                                 "--data-dir",
-                                 etcd->root_ + "/" + name,
-                                 "--listen-client-urls",
-                                 client_url,
-                                 "--advertise-client-urls",
-                                 client_url,
-                                 "--listen-peer-urls",
-                                 peer_url,
-                                 "--initial-advertise-peer-urls",
-                                 peer_url,
-                                 "--initial-cluster",
-                                 absl::StrJoin(peers, ","),
-                                 "--initial-cluster-state",
-                                 "new",
-                                 "--initial-cluster-token",
-                                 etcd->root_,
-                                 "--logger",
-                                 "zap",
-                                 "--log-level",
-                                 "warn"},
-        etcd->root_ + "/" + name + ".log"));
+    // setpriv: the member dies with the test process even when that crashes
+    // and no destructor runs.
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "--", kEtcdBinary};
+    for (const std::string& flag :
+         std::vector<std::string>{"--name=" + name, "--data-dir=" + etcd->root_ + "/" + name,
+                                  "--listen-client-urls=" + client_url, "--advertise-client-urls=" + client_url,
+                                  "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                                  "--initial-cluster=" + absl::StrJoin(peers, ","), "--initial-cluster-state=new",
+                                  "--initial-cluster-token=" + etcd->root_, "--logger=zap", "--log-level=warn"}) {
+      argv.push_back(flag);
+    }
+    etcd->members_.push_back(std::make_unique<testing::Process>(std::move(argv), etcd->root_ + "/" + name + ".log"));
   }
-  // Ready when a write commits: every member is up and Raft has a leader.
-  // Each try blocks in the call; a member still starting refuses at once,
-  // so the tries are spaced by gRPC's reconnect backoff.
-  auto client = EtcdClient::Connect(etcd->endpoints_, /*call_timeout_seconds=*/2);
-  if (!client.ok()) return client.status();
+  // Ready when a write commits through every member: each is up and Raft
+  // has a leader. A member still starting refuses at once, hence the pause
+  // between rounds.
+  std::vector<std::unique_ptr<EtcdClient>> each;
+  for (const std::string& endpoint : etcd->endpoints_) {
+    auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2);
+    if (!client.ok()) return client.status();
+    each.push_back(*std::move(client));
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   absl::Status last;
   while (std::chrono::steady_clock::now() < deadline) {
-    for (const std::string& endpoint : etcd->endpoints_) {
-      auto one = EtcdClient::Connect({endpoint}, 2);
+    for (auto& client : each) {
       etcdserverpb::PutRequest put;
       put.set_key("/local-etcd/ready");
-      last = (*one)->Put(put).status();
+      last = client->Put(put).status();
       if (!last.ok()) break;
     }
     if (last.ok()) return etcd;
