@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_serving.h"
+#include "common/private_dir.h"
 
 namespace herd::coordinator {
 
@@ -17,6 +18,11 @@ std::string WithPort(const std::string& address, int port) {
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& options) {
+  // --state-dir: created before the auth file is read, as it always was.
+  if (options.store.store.empty()) {
+    if (options.store.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
+    if (auto status = CreatePrivateDir(options.store.state_dir); !status.ok()) return status;
+  }
   std::unique_ptr<Authenticator> auth = Authenticator::Disabled();
   if (!options.auth_file.empty()) {
     auto loaded = Authenticator::FromFile(options.auth_file);
