@@ -71,20 +71,17 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
   }
   // Ready when a write commits through every member: each is up and Raft
   // has a leader. A member still starting refuses at once, hence the pause
-  // between rounds.
-  std::vector<std::unique_ptr<EtcdClient>> each;
-  for (const std::string& endpoint : etcd->endpoints_) {
-    auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2);
-    if (!client.ok()) return client.status();
-    each.push_back(*std::move(client));
-  }
+  // between rounds; each round connects afresh (a channel that was refused
+  // would wait out gRPC's reconnect backoff).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   absl::Status last;
   while (std::chrono::steady_clock::now() < deadline) {
-    for (auto& client : each) {
+    for (const std::string& endpoint : etcd->endpoints_) {
+      auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2);
+      if (!client.ok()) return client.status();
       etcdserverpb::PutRequest put;
       put.set_key("/local-etcd/ready");
-      last = client->Put(put).status();
+      last = (*client)->Put(put).status();
       if (!last.ok()) break;
     }
     if (last.ok()) return etcd;
