@@ -161,6 +161,9 @@ absl::Status EtcdClient::WaitForDelete(const std::string& key, int64_t start_rev
   Member& member = members_[current_.load() % members_.size()];
   grpc::ClientContext context;
   context.set_deadline(After(wait_seconds));
+  // A member cut off from its cluster's leader ends the watch instead of
+  // keeping it open and silent (etcd's "require leader").
+  context.AddMetadata("hasleader", "true");
   auto stream = member.watch->Watch(&context);
   etcdserverpb::WatchRequest request;
   request.mutable_create_request()->set_key(key);
