@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vecto
 }
 
 template <typename Call>
-absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
+absl::Status EtcdClient::OnSomeMember(const char* what, Call call, double timeout_seconds) {
   const size_t first = current_.load();
   grpc::Status last;
   std::string tried;
@@ -74,7 +74,7 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
     const size_t index = (first + i) % members_.size();
     Member& member = members_[index];
     grpc::ClientContext context;
-    context.set_deadline(After(call_timeout_seconds_));
+    context.set_deadline(After(timeout_seconds > 0 ? timeout_seconds : call_timeout_seconds_));
     last = call(member, context);
     if (last.ok()) {
       current_.store(index);
@@ -126,24 +126,27 @@ absl::StatusOr<etcdserverpb::LeaseGrantResponse> EtcdClient::LeaseGrant(int64_t 
   return response;
 }
 
-absl::StatusOr<int64_t> EtcdClient::LeaseKeepAliveOnce(int64_t lease_id) {
+absl::StatusOr<int64_t> EtcdClient::LeaseKeepAliveOnce(int64_t lease_id, double timeout_seconds) {
   int64_t ttl = 0;
-  absl::Status status = OnSomeMember("lease keep-alive", [&](Member& member, grpc::ClientContext& context) {
-    auto stream = member.lease->LeaseKeepAlive(&context);
-    etcdserverpb::LeaseKeepAliveRequest request;
-    request.set_id(lease_id);
-    etcdserverpb::LeaseKeepAliveResponse response;
-    if (!stream->Write(request) || !stream->Read(&response)) {
-      context.TryCancel();
-      grpc::Status finished = stream->Finish();
-      return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keep-alive stream closed") : finished;
-    }
-    ttl = response.ttl();
-    stream->WritesDone();
-    context.TryCancel();
-    stream->Finish();
-    return grpc::Status::OK;
-  });
+  absl::Status status = OnSomeMember(
+      "lease keep-alive",
+      [&](Member& member, grpc::ClientContext& context) {
+        auto stream = member.lease->LeaseKeepAlive(&context);
+        etcdserverpb::LeaseKeepAliveRequest request;
+        request.set_id(lease_id);
+        etcdserverpb::LeaseKeepAliveResponse response;
+        if (!stream->Write(request) || !stream->Read(&response)) {
+          context.TryCancel();
+          grpc::Status finished = stream->Finish();
+          return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keep-alive stream closed") : finished;
+        }
+        ttl = response.ttl();
+        stream->WritesDone();
+        context.TryCancel();
+        stream->Finish();
+        return grpc::Status::OK;
+      },
+      timeout_seconds);
   if (!status.ok()) return status;
   return ttl;
 }

@@ -34,7 +34,9 @@ class EtcdClient {
 
   absl::StatusOr<etcdserverpb::LeaseGrantResponse> LeaseGrant(int64_t ttl_seconds);
   // Renews the lease once; the TTL it has again, 0 when it no longer exists.
-  absl::StatusOr<int64_t> LeaseKeepAliveOnce(int64_t lease_id);
+  // `timeout_seconds` per member (0: the client's call timeout): shorter
+  // than the lease, so a hung member leaves time to try the next one.
+  absl::StatusOr<int64_t> LeaseKeepAliveOnce(int64_t lease_id, double timeout_seconds = 0);
   absl::Status LeaseRevoke(int64_t lease_id);
 
   // Blocks until `key` is deleted at `start_revision` or later (OK), or
@@ -58,7 +60,7 @@ class EtcdClient {
   // Runs `call(member, context)` on the current member, then on each other
   // one while the failure says the member (not the request) is the problem.
   template <typename Call>
-  absl::Status OnSomeMember(const char* what, Call call);
+  absl::Status OnSomeMember(const char* what, Call call, double timeout_seconds = 0);
 
   std::vector<std::string> endpoints_;
   std::vector<Member> members_;

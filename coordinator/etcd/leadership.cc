@@ -121,7 +121,7 @@ void EtcdLeadership::RenewUntilStopped() {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) return;
     }
-    auto ttl = client_->LeaseKeepAliveOnce(lease_id_);
+    auto ttl = client_->LeaseKeepAliveOnce(lease_id_, absl::ToDoubleSeconds(period));
     if (ttl.ok() && *ttl > 0) {
       renewed = absl::Now();
       continue;
