@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "coordinator/sqlite_state_store.h"
 
 namespace herd::coordinator {
 namespace {
@@ -53,7 +54,7 @@ class CoordinatorTest : public ::testing::Test {
   // A fresh coordinator on the same database, as after a process restart.
   void Restart() {
     coordinator_.reset();
-    auto store = StateStore::Open(db_path_);
+    auto store = SqliteStateStore::Open(db_path_);
     ASSERT_TRUE(store.ok()) << store.status();
     CoordinatorOptions options;
     options.lease_seconds = 10;
@@ -65,7 +66,7 @@ class CoordinatorTest : public ::testing::Test {
 
   // What a restart would find: the database read by a second connection.
   ClusterState Stored() {
-    auto store = StateStore::Open(db_path_);
+    auto store = SqliteStateStore::Open(db_path_);
     EXPECT_TRUE(store.ok()) << store.status();
     auto state = (*store)->Load(clock_.Now());
     EXPECT_TRUE(state.ok()) << state.status();

@@ -3,7 +3,10 @@
 #include <glog/logging.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <iostream>
 
 #include "common/version.h"
@@ -11,6 +14,8 @@
 #include "coordinator/server.h"
 
 namespace {
+
+std::atomic<bool> leadership_lost{false};
 
 // Blocks the stop signals (and SIGHUP) in this thread and every thread
 // started after it, so that sigwait receives them instead of a handler.
@@ -59,7 +64,23 @@ int main(int argc, char** argv) {
                  "empty disables)")
       ->expected(0, 1)
       ->default_str("");
-  app.add_option("--state-dir", options.state_dir, "folder for coordinator.db (created if missing)")->required();
+  auto* state_dir_option = app.add_option(
+      "--state-dir", options.store.state_dir,
+      "folder for coordinator.db (created if missing): the same as --store=sqlite:DIR/coordinator.db");
+  auto* store_option = app.add_option(
+      "--store", options.store.store,
+      "where the state is kept: sqlite:PATH (a database file; one coordinator per file), or "
+      "etcd://HOST:PORT[,HOST:PORT...] (etcd's v3 API; coordinators sharing --etcd-prefix elect one leader, "
+      "the others wait as standbys and take over when its lease ends; see docs/design.md)");
+  state_dir_option->excludes(store_option);
+  app.add_option("--etcd-prefix", options.store.etcd_prefix,
+                 "with --store=etcd://: the key prefix of this coordinator's state and its leader key")
+      ->capture_default_str();
+  app.add_option("--etcd-lease-seconds", options.store.etcd_lease_seconds,
+                 "with --store=etcd://: the leader's lease; a standby takes over this long after the leader is "
+                 "lost (at least 2)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 3600));
   auto* auth_option = app.add_option(
       "--auth-file", options.auth_file,
       "principals, roles and credentials (token SHA-256s, client certificate identities); only its owner may "
@@ -95,6 +116,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("herd-coordinator ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
+  if (options.store.state_dir.empty() && options.store.store.empty()) {
+    std::cerr << "herd-coordinator: one of --state-dir or --store is required\n";
+    return 2;
+  }
+  // A coordinator that lost its etcd leadership stops: its writes are
+  // refused anyway, and its supervisor restarts it as a standby.
+  options.store.on_leadership_lost = [] {
+    leadership_lost = true;
+    kill(getpid(), SIGTERM);
+  };
   if (options.auth_file.empty() == !insecure_no_auth) {
     std::cerr << "herd-coordinator: exactly one of --auth-file or --insecure-no-auth is required\n";
     return 2;
@@ -122,5 +153,9 @@ int main(int argc, char** argv) {
   int signal_number = WaitForStopSignal(stop_signals, **server);
   LOG(INFO) << "herd-coordinator: signal " << signal_number << ", shutting down";
   (*server)->Shutdown();
+  if (leadership_lost) {
+    LOG(ERROR) << "herd-coordinator: exiting: lost the etcd leadership";
+    return 3;
+  }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/test_stores.h"
 
 namespace herd::coordinator {
 namespace {
@@ -42,27 +43,31 @@ double MetricValue(prometheus::Registry& registry, const std::string& name,
 class PersistenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db_path_ = ::testing::TempDir() + "/persist-" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db_path_ + suffix).c_str());
+    if (std::string why = StoreUnavailable(Kind()); !why.empty()) GTEST_SKIP() << why;
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    place_ = std::make_unique<TestStorePlace>(Kind(), "persist-" + name.substr(0, name.find('/')));
+    db_path_ = place_->path();
     Restart();
   }
 
+  // SQLite unless a parametrized test says otherwise.
+  virtual StoreKind Kind() const { return StoreKind::kSqlite; }
+
   void Restart() {
     coordinator_.reset();
-    auto store = StateStore::Open(db_path_);
-    ASSERT_TRUE(store.ok()) << store.status();
+    std::unique_ptr<StateStore> store = place_->Open();
+    ASSERT_NE(store, nullptr);
     CoordinatorOptions options;
     options.run_ticker = false;
-    auto coordinator = Coordinator::Create(options, *std::move(store), &clock_, &metrics_);
+    auto coordinator = Coordinator::Create(options, std::move(store), &clock_, &metrics_);
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     coordinator_ = *std::move(coordinator);
   }
 
   ClusterState Stored() {
-    auto store = StateStore::Open(db_path_);
-    EXPECT_TRUE(store.ok()) << store.status();
-    auto state = (*store)->Load(clock_.Now());
+    std::unique_ptr<StateStore> store = place_->Open();
+    EXPECT_NE(store, nullptr);
+    auto state = store->Load(clock_.Now());
     EXPECT_TRUE(state.ok()) << state.status();
     return *state;
   }
@@ -117,14 +122,25 @@ class PersistenceTest : public ::testing::Test {
     ASSERT_TRUE(coordinator_->Heartbeat(heartbeat).ok());
   }
 
-  std::string db_path_;
+  std::unique_ptr<TestStorePlace> place_;
+  std::string db_path_;  // SQLite
   FakeClock clock_;
   prometheus::Registry registry_;
   Metrics metrics_{registry_};
   std::unique_ptr<Coordinator> coordinator_;
 };
 
-TEST_F(PersistenceTest, ADivergedJobIsStoredFaithfullyBesideAHealthyOne) {
+// The cases that are about what is stored, not how SQLite fails: on both
+// stores.
+class StorePersistenceTest : public PersistenceTest, public ::testing::WithParamInterface<StoreKind> {
+ protected:
+  StoreKind Kind() const override { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, StorePersistenceTest, ::testing::Values(StoreKind::kSqlite, StoreKind::kEtcd),
+                         StoreKindName);
+
+TEST_P(StorePersistenceTest, ADivergedJobIsStoredFaithfullyBesideAHealthyOne) {
   const std::string diverged = StartJob("w1");
   const std::string healthy = StartJob("w2");
   v1::ReportProgressRequest nan_report = Progress(diverged, 30, kNaN);

@@ -18,32 +18,31 @@ std::string WithPort(const std::string& address, int port) {
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& options) {
-  if (options.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
-  if (auto status = CreatePrivateDir(options.state_dir); !status.ok()) return status;
+  // --state-dir: created before the auth file is read, as it always was.
+  if (options.store.store.empty()) {
+    if (options.store.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
+    if (auto status = CreatePrivateDir(options.store.state_dir); !status.ok()) return status;
+  }
   std::unique_ptr<Authenticator> auth = Authenticator::Disabled();
   if (!options.auth_file.empty()) {
     auto loaded = Authenticator::FromFile(options.auth_file);
     if (!loaded.ok()) return loaded.status();
     auth = *std::move(loaded);
   }
-  // One coordinator per state dir: a second one would schedule the same
-  // workers from a copy of the same jobs (split brain).
-  auto lock = ExclusiveLock::Acquire((std::filesystem::path(options.state_dir) / "coordinator.lock").string());
-  if (!lock.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("state dir ", options.state_dir,
-                                                      " is in use by another coordinator: ", lock.status().message()));
-  }
-  auto store = StateStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string());
+  StoreOptions store_options = options.store;
+  if (store_options.identity.empty()) store_options.identity = options.listen;
+  auto store = OpenStore(store_options);
   if (!store.ok()) return store.status();
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  server->state_dir_lock_ = std::make_unique<ExclusiveLock>(*std::move(lock));
+  server->state_dir_lock_ = std::move(store->lock);
+  server->leadership_ = std::move(store->leadership);
   const Clock* clock = options.clock != nullptr ? options.clock : &server->system_clock_;
   server->registry_ = std::make_shared<prometheus::Registry>();
   server->metrics_ = std::make_unique<Metrics>(*server->registry_);
-  auto coordinator = Coordinator::Create(options.coordinator, *std::move(store), clock, server->metrics_.get());
+  auto coordinator = Coordinator::Create(options.coordinator, std::move(store->store), clock, server->metrics_.get());
   if (!coordinator.ok()) return coordinator.status();
   server->coordinator_ = *std::move(coordinator);
   server->auth_ = std::move(auth);

@@ -18,13 +18,16 @@
 #include "coordinator/job_service.h"
 #include "coordinator/metrics.h"
 #include "coordinator/rpc_edge.h"
+#include "coordinator/store_opening.h"
 
 namespace herd::coordinator {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";          // port 0 picks a free one
   std::string metrics_listen = "127.0.0.1:7071";  // empty: no /metrics endpoint
-  std::string state_dir;                          // holds coordinator.db; created if missing
+  // Where the state is kept: store.state_dir (coordinator.db, created if
+  // missing) or store.store (--store: sqlite:PATH or etcd://...).
+  StoreOptions store;
   // Principals, roles and credentials (coordinator/auth_file.h); empty:
   // auth disabled (--insecure-no-auth), every caller is an admin.
   std::string auth_file;
@@ -57,6 +60,9 @@ class CoordinatorServer {
   SystemClock system_clock_;
   // Held while serving: released by the kernel if this process dies.
   std::unique_ptr<ExclusiveLock> state_dir_lock_;
+  // etcd: held while serving, given up (resigned) after the coordinator's
+  // last write.
+  std::unique_ptr<EtcdLeadership> leadership_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -53,12 +53,12 @@ class ServiceTest : public ::testing::Test {
     ServerOptions& options = options_;
     options.listen = "127.0.0.1:0";
     options.metrics_listen = MetricsListen();
-    options.state_dir =
+    options.store.state_dir =
         ::testing::TempDir() + "/service_test/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(options.state_dir);
-    std::filesystem::create_directories(std::filesystem::path(options.state_dir).parent_path());
+    std::filesystem::remove_all(options.store.state_dir);
+    std::filesystem::create_directories(std::filesystem::path(options.store.state_dir).parent_path());
     // The token is an admin's: these tests call both services with it.
-    options.auth_file = options.state_dir + ".auth";
+    options.auth_file = options.store.state_dir + ".auth";
     {
       std::ofstream(options.auth_file) << "ops admin sha256:" << Sha256Hex(kToken) << "\n";
       std::filesystem::permissions(options.auth_file, std::filesystem::perms::owner_read |
@@ -167,7 +167,7 @@ TEST_F(ServiceTest, SecondCoordinatorOnTheSameStateDirIsRefused) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(second.status().message(), HasSubstr("in use by another coordinator"));
-  EXPECT_THAT(second.status().message(), HasSubstr(options_.state_dir));
+  EXPECT_THAT(second.status().message(), HasSubstr(options_.store.state_dir));
   // The first one is unaffected.
   EXPECT_EQ(CheckHealth(*MakeChannel(server_->listen_address()), "", std::chrono::seconds(5)).value_or(false), true);
 }
@@ -176,8 +176,8 @@ TEST_F(ServiceTest, SecondCoordinatorOnTheSameStateDirIsRefused) {
 // coordinators.
 TEST_F(ServiceTest, SecondCoordinatorOnAUsedPortIsRefused) {
   ServerOptions other = options_;
-  other.state_dir += "-other";
-  std::filesystem::remove_all(other.state_dir);
+  other.store.state_dir += "-other";
+  std::filesystem::remove_all(other.store.state_dir);
   other.listen = server_->listen_address();
   auto second = CoordinatorServer::Start(other);
   ASSERT_FALSE(second.ok());

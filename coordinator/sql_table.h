@@ -155,6 +155,8 @@ class Table {
 
   const std::string& name() const { return name_; }
   const std::vector<ColumnSchema>& schema() const { return schema_; }
+  // The description itself: other stores write the same rows (etcd).
+  const std::vector<Column<Record>>& columns() const { return columns_; }
 
   // Creates the table, or brings an older one to this description: adds
   // the columns it lacks and drops the retired ones it has.

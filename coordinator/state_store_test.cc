@@ -9,6 +9,8 @@
 #include <limits>
 
 #include "coordinator/generations.h"
+#include "coordinator/sqlite_state_store.h"
+#include "coordinator/test_stores.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace herd::coordinator {
@@ -85,22 +87,41 @@ ClusterState SampleState(ChangeSet* changes) {
   return state;
 }
 
-TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
-  const std::string path = FreshDatabasePath("reopen");
+
+// The same tests on every store: SQLite, and a real etcd.
+class StoreTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    if (std::string why = StoreUnavailable(GetParam()); !why.empty()) GTEST_SKIP() << why;
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    place_ = std::make_unique<TestStorePlace>(GetParam(), name.substr(0, name.find('/')));
+  }
+
+  // A store on the same place as every other one this test opens: a second
+  // one is what a restarted coordinator sees.
+  std::unique_ptr<StateStore> Open() { return place_->Open(); }
+
+  std::unique_ptr<TestStorePlace> place_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(StoreKind::kSqlite, StoreKind::kEtcd),
+                         StoreKindName);
+
+TEST_P(StoreTest, ReopenedStoreLoadsEverythingBack) {
   ChangeSet changes;
   ClusterState saved = SampleState(&changes);
   {
-    auto store = StateStore::Open(path);
-    ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->Save(saved, changes).ok());
-    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-10-aaaaaa", 10), {}).ok());
-    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-20-bbbbbb", 20), {}).ok());
-    ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-30-cccccc", 30), {Checkpoint("ckpt-10-aaaaaa", 10)}).ok());
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Save(saved, changes).ok());
+    ASSERT_TRUE(store->SaveCheckpoint(Checkpoint("ckpt-10-aaaaaa", 10), {}).ok());
+    ASSERT_TRUE(store->SaveCheckpoint(Checkpoint("ckpt-20-bbbbbb", 20), {}).ok());
+    ASSERT_TRUE(store->SaveCheckpoint(Checkpoint("ckpt-30-cccccc", 30), {Checkpoint("ckpt-10-aaaaaa", 10)}).ok());
   }
 
-  auto reopened = StateStore::Open(path);
-  ASSERT_TRUE(reopened.ok()) << reopened.status();
-  auto loaded = (*reopened)->Load(/*now=*/2000);
+  auto reopened = Open();
+  ASSERT_NE(reopened, nullptr);
+  auto loaded = reopened->Load(/*now=*/2000);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
 
   ASSERT_EQ(loaded->jobs.size(), 2u);
@@ -149,19 +170,18 @@ TEST(StateStore, ReopenedStoreLoadsEverythingBack) {
   EXPECT_EQ(catalog[1].id(), "ckpt-30-cccccc");
 }
 
-TEST(StateStore, LaterSavesReplaceEarlierRows) {
-  const std::string path = FreshDatabasePath("replace");
+TEST_P(StoreTest, LaterSavesReplaceEarlierRows) {
   ChangeSet changes;
   ClusterState state = SampleState(&changes);
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Save(state, changes).ok());
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Save(state, changes).ok());
 
   auto cancelled = CancelJob(state, "job-running", 800);
   ASSERT_TRUE(cancelled.ok());
-  ASSERT_TRUE((*store)->Save(state, *cancelled).ok());
+  ASSERT_TRUE(store->Save(state, *cancelled).ok());
 
-  auto loaded = (*StateStore::Open(path))->Load(900);
+  auto loaded = Open()->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::CANCELLED);
   EXPECT_EQ(loaded->jobs.at("job-running").info.reason(), "cancelled by user");
@@ -169,19 +189,18 @@ TEST(StateStore, LaterSavesReplaceEarlierRows) {
   EXPECT_EQ(loaded->workers.at("w1").job_id, "");
 }
 
-TEST(StateStore, WaitingGenerationSurvivesAReopen) {
-  const std::string path = FreshDatabasePath("waiting");
+TEST_P(StoreTest, WaitingGenerationSurvivesAReopen) {
   ChangeSet changes;
   ClusterState state = SampleState(&changes);
   JobRecord& job = state.jobs.at("job-running");
   job.generation.formed = false;
   job.generation.members = {"w1"};
   job.waiting_since = 777.25;
-  auto store = StateStore::Open(path);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Save(state, changes).ok());
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Save(state, changes).ok());
 
-  auto loaded = (*StateStore::Open(path))->Load(900);
+  auto loaded = Open()->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const JobRecord& back = loaded->jobs.at("job-running");
   EXPECT_FALSE(back.generation.formed);
@@ -192,7 +211,7 @@ TEST(StateStore, WaitingGenerationSurvivesAReopen) {
 
 // A database written before generations carried fault-tolerance state gains
 // the new columns on open, with defaults that fit its rows.
-TEST(StateStore, OpensADatabaseFromBeforeTheFaultToleranceColumns) {
+TEST(SqliteStateStore, OpensADatabaseFromBeforeTheFaultToleranceColumns) {
   const std::string path = FreshDatabasePath("old_schema");
   {
     sqlite3* db = nullptr;
@@ -212,7 +231,7 @@ INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old
     ASSERT_EQ(sqlite3_exec(db, old_schema, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
   }
-  auto store = StateStore::Open(path);
+  auto store = SqliteStateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   auto loaded = (*store)->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -229,7 +248,7 @@ INSERT INTO checkpoints VALUES ('ckpt-5-abcdef', 'job-old', 1, 5, 0, 3, 'job-old
   changes.jobs.insert("job-old");
   ASSERT_TRUE((*store)->Save(state, changes).ok());
   ASSERT_TRUE((*store)->SaveCheckpoint(Checkpoint("ckpt-9-aaaaaa", 9), {}).ok());
-  auto again = (*StateStore::Open(path))->Load(900);
+  auto again = (*SqliteStateStore::Open(path))->Load(900);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->jobs.at("job-old").restarts_used, 1);
   EXPECT_EQ(again->checkpoints.at("job-running").at(0).samples_in_epoch(), 9 * 64);
@@ -291,7 +310,7 @@ std::vector<std::string> JobColumnsIn(const std::string& path) {
 
 // A database written before the retired generation columns went opens with
 // every job, worker and checkpoint; the retired columns are dropped.
-TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
+TEST(SqliteStateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   const std::string path = FreshDatabasePath("retired_columns");
   {
     sqlite3* db = nullptr;
@@ -300,7 +319,7 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
     sqlite3_close(db);
   }
   ASSERT_THAT(JobColumnsIn(path), ::testing::Contains("gen_heal_from_rank"));
-  auto store = StateStore::Open(path);
+  auto store = SqliteStateStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   for (const char* retired : {"gen_epoch", "gen_samples_in_epoch", "gen_heal_from_rank"}) {
     EXPECT_THAT(JobColumnsIn(path), ::testing::Not(::testing::Contains(retired)));
@@ -379,7 +398,7 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   next.set_job_id("job-a");
   ASSERT_TRUE((*store)->SaveCheckpoint(next, {}).ok());
   store->reset();
-  auto again = (*StateStore::Open(path))->Load(2000);
+  auto again = (*SqliteStateStore::Open(path))->Load(2000);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->jobs.at("job-a").info.step(), 50);
   EXPECT_EQ(again->jobs.at("job-a").generation.start_step, 40);
@@ -390,8 +409,7 @@ TEST(StateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
 // SQLite binds a NaN as NULL, which the NOT NULL columns refused: one job's
 // NaN loss then failed every write. Every double a job holds comes back as
 // it went in.
-TEST(StateStore, NonFiniteValuesRoundTrip) {
-  const std::string path = FreshDatabasePath("non_finite");
+TEST_P(StoreTest, NonFiniteValuesRoundTrip) {
   ChangeSet changes;
   ClusterState state = SampleState(&changes);
   v1::JobInfo& info = state.jobs.at("job-running").info;
@@ -404,9 +422,9 @@ TEST(StateStore, NonFiniteValuesRoundTrip) {
   (*info.mutable_eval())["perplexity"] = inf;
   (*info.mutable_eval())["margin"] = -inf;
   (*info.mutable_eval())["accuracy"] = -0.0;
-  ASSERT_TRUE((*StateStore::Open(path))->Save(state, changes).ok());
+  ASSERT_TRUE(Open()->Save(state, changes).ok());
 
-  auto loaded = (*StateStore::Open(path))->Load(900);
+  auto loaded = Open()->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const v1::JobInfo& back = loaded->jobs.at("job-running").info;
   EXPECT_TRUE(std::isnan(back.loss()));
@@ -420,12 +438,65 @@ TEST(StateStore, NonFiniteValuesRoundTrip) {
 
   // Finite again later: the column holds a REAL once more.
   info.set_loss(0.25);
-  ASSERT_TRUE((*StateStore::Open(path))->Save(state, changes).ok());
-  EXPECT_EQ((*StateStore::Open(path))->Load(900)->jobs.at("job-running").info.loss(), 0.25);
+  ASSERT_TRUE(Open()->Save(state, changes).ok());
+  EXPECT_EQ(Open()->Load(900)->jobs.at("job-running").info.loss(), 0.25);
 }
 
-TEST(StateStore, OpenFailsClearlyForAnUnwritablePath) {
-  auto store = StateStore::Open("/nonexistent-dir/for/sure/coordinator.db");
+// An id already in the catalog is refused, and the stored entry stays.
+TEST_P(StoreTest, ACheckpointIdIsAddedOnlyOnce) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->SaveCheckpoint(Checkpoint("ckpt-10-aaaaaa", 10), {}).ok());
+  EXPECT_FALSE(store->SaveCheckpoint(Checkpoint("ckpt-10-aaaaaa", 11), {}).ok());
+  auto loaded = Open()->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->checkpoints.at("job-running").size(), 1u);
+  EXPECT_EQ(loaded->checkpoints.at("job-running")[0].step(), 10);
+}
+
+// A 1000-worker job scheduled at once: 1001 records in one Save. On etcd
+// that is more than one transaction may hold (128 operations): the store
+// splits it, and every record comes back.
+TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
+  constexpr int kWorkers = 1000;
+  ClusterState state;
+  ChangeSet changes;
+  for (int i = 0; i < kWorkers; ++i) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id("worker-" + std::to_string(10000 + i));
+    request.set_address(request.worker_id() + ":29500");
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    changes.Merge(UpsertWorker(state, request, 500));
+  }
+  v1::JobSpec spec;
+  spec.set_name("big");
+  spec.mutable_model()->set_name("mlp");
+  spec.set_batch_size(8 * kWorkers);
+  spec.set_min_workers(kWorkers);
+  spec.set_max_workers(kWorkers);
+  spec.set_device("cpu");
+  AddPendingJob(state, "job-big", spec, 600, &changes);
+  changes.Merge(Schedule(state, 601));
+  ASSERT_EQ(state.jobs.at("job-big").info.state(), v1::RUNNING);
+  ASSERT_EQ(changes.workers.size(), static_cast<size_t>(kWorkers));
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  absl::Status saved = store->Save(state, changes);
+  ASSERT_TRUE(saved.ok()) << saved;
+
+  auto loaded = Open()->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->workers.size(), static_cast<size_t>(kWorkers));
+  for (const auto& [id, worker] : loaded->workers) {
+    EXPECT_EQ(worker.state, v1::BUSY) << id;
+    EXPECT_EQ(worker.job_id, "job-big") << id;
+  }
+  EXPECT_EQ(loaded->jobs.at("job-big").generation.members, state.jobs.at("job-big").generation.members);
+}
+
+TEST(SqliteStateStore, OpenFailsClearlyForAnUnwritablePath) {
+  auto store = SqliteStateStore::Open("/nonexistent-dir/for/sure/coordinator.db");
   EXPECT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("/nonexistent-dir/for/sure/coordinator.db"), absl::string_view::npos);
 }

@@ -14,6 +14,9 @@ PACKAGES=(
   # provides; the reference BLAS is ~40x slower than OpenBLAS. The serial
   # build keeps one thread per trainer, as `threads: 1` promises.
   libopenblas0-serial
+  # the coordinator's etcd store: the v3 API's .proto files (compiled by
+  # //third_party/etcd), and etcd itself for the tests and for running one
+  golang-etcd-server-dev etcd-server etcd-client
   # data, tests and benchmarks
   dataset-fashion-mnist prometheus python3 python3-torch
   # tests/testbed: hosts as network namespaces, rate shaping, packet loss

@@ -1,4 +1,4 @@
-#include "coordinator/state_store.h"
+#include "coordinator/sqlite_state_store.h"
 
 #include <sqlite3.h>
 
@@ -46,7 +46,7 @@ absl::Status LoadCheckpoints(sqlite3* db, ClusterState* state) {
 }  // namespace
 
 template <typename Body>
-absl::Status StateStore::InTransaction(Body body) {
+absl::Status SqliteStateStore::InTransaction(Body body) {
   if (auto status = Exec("BEGIN IMMEDIATE"); !status.ok()) return status;
   absl::Status status = body();
   if (status.ok()) status = Exec("COMMIT");
@@ -54,7 +54,7 @@ absl::Status StateStore::InTransaction(Body body) {
   return status;
 }
 
-absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
     sqlite3_close(db);
     return absl::UnavailableError(absl::StrCat("cannot open state database ", path, ": ", message));
   }
-  std::unique_ptr<StateStore> store(new StateStore(db));
+  std::unique_ptr<SqliteStateStore> store(new SqliteStateStore(db));
   // WAL keeps readers cheap; FULL makes every acknowledged write survive a
   // power cut, not just a process kill.
   for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=5000"}) {
@@ -74,11 +74,11 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
   return store;
 }
 
-StateStore::~StateStore() { sqlite3_close(db_); }
+SqliteStateStore::~SqliteStateStore() { sqlite3_close(db_); }
 
-absl::Status StateStore::Exec(const char* sql) { return sql::Exec(db_, sql); }
+absl::Status SqliteStateStore::Exec(const char* sql) { return sql::Exec(db_, sql); }
 
-absl::StatusOr<ClusterState> StateStore::Load(double now) {
+absl::StatusOr<ClusterState> SqliteStateStore::Load(double now) {
   ClusterState state;
   if (auto status = LoadJobs(db_, &state); !status.ok()) return status;
   if (auto status = LoadWorkers(db_, now, &state); !status.ok()) return status;
@@ -86,11 +86,11 @@ absl::StatusOr<ClusterState> StateStore::Load(double now) {
   return state;
 }
 
-absl::Status StateStore::WriteJob(const JobRecord& job) { return JobsTable().Write(db_, job); }
+absl::Status SqliteStateStore::WriteJob(const JobRecord& job) { return JobsTable().Write(db_, job); }
 
-absl::Status StateStore::WriteWorker(const WorkerRecord& worker) { return WorkersTable().Write(db_, worker); }
+absl::Status SqliteStateStore::WriteWorker(const WorkerRecord& worker) { return WorkersTable().Write(db_, worker); }
 
-absl::Status StateStore::Save(const ClusterState& state, const ChangeSet& changes) {
+absl::Status SqliteStateStore::Save(const ClusterState& state, const ChangeSet& changes) {
   if (changes.empty()) return absl::OkStatus();
   return InTransaction([&]() -> absl::Status {
     for (const std::string& id : changes.jobs) {
@@ -107,7 +107,7 @@ absl::Status StateStore::Save(const ClusterState& state, const ChangeSet& change
   });
 }
 
-absl::Status StateStore::SaveCheckpoint(const v1::CheckpointInfo& added,
+absl::Status SqliteStateStore::SaveCheckpoint(const v1::CheckpointInfo& added,
                                         const std::vector<v1::CheckpointInfo>& dropped) {
   return InTransaction([&]() -> absl::Status {
     // Commit order across jobs: one past the newest row.

@@ -1,0 +1,200 @@
+#include "coordinator/etcd/etcd_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+
+#include <chrono>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_convert.h"
+
+namespace herd::coordinator {
+namespace {
+
+std::chrono::system_clock::time_point After(double seconds) {
+  return std::chrono::system_clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+}
+
+// Failures that say "try another member": it is down, partitioned, has no
+// Raft leader, or did not answer in time. Anything else is the request's.
+bool MemberTrouble(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+std::string PrefixRangeEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vector<std::string>& endpoints,
+                                                                double call_timeout_seconds) {
+  if (endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints given");
+  std::vector<Member> members;
+  for (std::string endpoint : endpoints) {
+    if (absl::StartsWith(endpoint, "https://")) {
+      return absl::InvalidArgumentError(absl::StrCat("etcd endpoint ", endpoint, ": TLS to etcd is not supported"));
+    }
+    if (absl::StartsWith(endpoint, "http://")) endpoint = endpoint.substr(7);
+    if (endpoint.empty() || endpoint.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("etcd endpoint \"", endpoint, "\" is not host:port"));
+    }
+    Member member;
+    member.endpoint = endpoint;
+    grpc::ChannelArguments args;
+    // A whole prefix is read in pages (EtcdStateStore::Load), but one job's
+    // record may be large: allow up to etcd's own request limit and more.
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    member.channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    member.kv = etcdserverpb::KV::NewStub(member.channel);
+    member.lease = etcdserverpb::Lease::NewStub(member.channel);
+    member.watch = etcdserverpb::Watch::NewStub(member.channel);
+    members.push_back(std::move(member));
+  }
+  return std::unique_ptr<EtcdClient>(new EtcdClient(endpoints, std::move(members), call_timeout_seconds));
+}
+
+template <typename Call>
+absl::Status EtcdClient::OnSomeMember(const char* what, Call call, double timeout_seconds) {
+  const size_t first = current_.load();
+  grpc::Status last;
+  std::string tried;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const size_t index = (first + i) % members_.size();
+    Member& member = members_[index];
+    grpc::ClientContext context;
+    context.set_deadline(After(timeout_seconds > 0 ? timeout_seconds : call_timeout_seconds_));
+    last = call(member, context);
+    if (last.ok()) {
+      current_.store(index);
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&tried, tried.empty() ? "" : "; ", member.endpoint, ": ", last.error_message());
+    if (!MemberTrouble(last)) break;
+  }
+  absl::Status status = FromGrpcStatus(last);
+  return absl::Status(status.code(), absl::StrCat("etcd ", what, " failed (", tried, ")"));
+}
+
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(const etcdserverpb::RangeRequest& request) {
+  etcdserverpb::RangeResponse response;
+  absl::Status status = OnSomeMember("range", [&](Member& member, grpc::ClientContext& context) {
+    return member.kv->Range(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<etcdserverpb::PutResponse> EtcdClient::Put(const etcdserverpb::PutRequest& request) {
+  etcdserverpb::PutResponse response;
+  absl::Status status = OnSomeMember("put", [&](Member& member, grpc::ClientContext& context) {
+    return member.kv->Put(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
+  etcdserverpb::TxnResponse response;
+  absl::Status status = OnSomeMember("txn", [&](Member& member, grpc::ClientContext& context) {
+    return member.kv->Txn(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<etcdserverpb::LeaseGrantResponse> EtcdClient::LeaseGrant(int64_t ttl_seconds) {
+  etcdserverpb::LeaseGrantRequest request;
+  request.set_ttl(ttl_seconds);
+  etcdserverpb::LeaseGrantResponse response;
+  absl::Status status = OnSomeMember("lease grant", [&](Member& member, grpc::ClientContext& context) {
+    return member.lease->LeaseGrant(&context, request, &response);
+  });
+  if (!status.ok()) return status;
+  if (!response.error().empty()) return absl::UnavailableError(absl::StrCat("etcd lease grant: ", response.error()));
+  return response;
+}
+
+absl::StatusOr<int64_t> EtcdClient::LeaseKeepAliveOnce(int64_t lease_id, double timeout_seconds) {
+  int64_t ttl = 0;
+  absl::Status status = OnSomeMember(
+      "lease keep-alive",
+      [&](Member& member, grpc::ClientContext& context) {
+        auto stream = member.lease->LeaseKeepAlive(&context);
+        etcdserverpb::LeaseKeepAliveRequest request;
+        request.set_id(lease_id);
+        etcdserverpb::LeaseKeepAliveResponse response;
+        if (!stream->Write(request) || !stream->Read(&response)) {
+          context.TryCancel();
+          grpc::Status finished = stream->Finish();
+          return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keep-alive stream closed") : finished;
+        }
+        ttl = response.ttl();
+        stream->WritesDone();
+        context.TryCancel();
+        stream->Finish();
+        return grpc::Status::OK;
+      },
+      timeout_seconds);
+  if (!status.ok()) return status;
+  return ttl;
+}
+
+absl::Status EtcdClient::LeaseRevoke(int64_t lease_id) {
+  etcdserverpb::LeaseRevokeRequest request;
+  request.set_id(lease_id);
+  etcdserverpb::LeaseRevokeResponse response;
+  return OnSomeMember("lease revoke", [&](Member& member, grpc::ClientContext& context) {
+    return member.lease->LeaseRevoke(&context, request, &response);
+  });
+}
+
+absl::Status EtcdClient::WaitForDelete(const std::string& key, int64_t start_revision, double wait_seconds) {
+  Member& member = members_[current_.load() % members_.size()];
+  grpc::ClientContext context;
+  context.set_deadline(After(wait_seconds));
+  // A member cut off from its cluster's leader ends the watch instead of
+  // keeping it open and silent (etcd's "require leader").
+  context.AddMetadata("hasleader", "true");
+  auto stream = member.watch->Watch(&context);
+  etcdserverpb::WatchRequest request;
+  request.mutable_create_request()->set_key(key);
+  request.mutable_create_request()->set_start_revision(start_revision);
+  request.mutable_create_request()->add_filters(etcdserverpb::WatchCreateRequest::NOPUT);
+  if (stream->Write(request)) {
+    etcdserverpb::WatchResponse response;
+    while (stream->Read(&response)) {
+      if (response.canceled()) break;
+      for (const mvccpb::Event& event : response.events()) {
+        if (event.type() == mvccpb::Event::DELETE) {
+          context.TryCancel();
+          stream->Finish();
+          return absl::OkStatus();
+        }
+      }
+    }
+  }
+  context.TryCancel();
+  grpc::Status finished = stream->Finish();
+  if (finished.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat("etcd watch of ", key, ": no delete within ", wait_seconds, " s"));
+  }
+  // Unreachable member or a cancelled watch: the caller looks again, and
+  // the next call tries the next member.
+  current_.store((current_.load() + 1) % members_.size());
+  return absl::UnavailableError(
+      absl::StrCat("etcd watch of ", key, " on ", member.endpoint, " ended: ", finished.error_message()));
+}
+
+}  // namespace herd::coordinator

@@ -1,0 +1,71 @@
+// A small client for etcd's v3 gRPC API (KV, Lease, Watch) over several
+// endpoints: a call that finds its endpoint unreachable or too slow moves to
+// the next one, so one etcd member down costs a retry, not an outage.
+#pragma once
+
+#include <grpcpp/channel.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+namespace herd::coordinator {
+
+// The end of the key range that holds every key starting with `prefix`
+// (etcd's range_end for a prefix).
+std::string PrefixRangeEnd(const std::string& prefix);
+
+class EtcdClient {
+ public:
+  // `endpoints`: "host:port" or "http://host:port". Connects lazily: a
+  // member that is down now is tried again on later calls.
+  static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(const std::vector<std::string>& endpoints,
+                                                             double call_timeout_seconds = 5);
+
+  absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
+  absl::StatusOr<etcdserverpb::PutResponse> Put(const etcdserverpb::PutRequest& request);
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+
+  absl::StatusOr<etcdserverpb::LeaseGrantResponse> LeaseGrant(int64_t ttl_seconds);
+  // Renews the lease once; the TTL it has again, 0 when it no longer exists.
+  // `timeout_seconds` per member (0: the client's call timeout): shorter
+  // than the lease, so a hung member leaves time to try the next one.
+  absl::StatusOr<int64_t> LeaseKeepAliveOnce(int64_t lease_id, double timeout_seconds = 0);
+  absl::Status LeaseRevoke(int64_t lease_id);
+
+  // Blocks until `key` is deleted at `start_revision` or later (OK), or
+  // `wait_seconds` pass (DEADLINE_EXCEEDED), or the stream fails.
+  absl::Status WaitForDelete(const std::string& key, int64_t start_revision, double wait_seconds);
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+
+ private:
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+  };
+
+  EtcdClient(std::vector<std::string> endpoints, std::vector<Member> members, double call_timeout_seconds)
+      : endpoints_(std::move(endpoints)), members_(std::move(members)), call_timeout_seconds_(call_timeout_seconds) {}
+
+  // Runs `call(member, context)` on the current member, then on each other
+  // one while the failure says the member (not the request) is the problem.
+  template <typename Call>
+  absl::Status OnSomeMember(const char* what, Call call, double timeout_seconds = 0);
+
+  std::vector<std::string> endpoints_;
+  std::vector<Member> members_;
+  double call_timeout_seconds_;
+  std::atomic<size_t> current_{0};
+};
+
+}  // namespace herd::coordinator

@@ -1,0 +1,109 @@
+#include "coordinator/etcd/local_etcd.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/etcd/etcd_client.h"
+
+namespace herd::coordinator {
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string TempRoot() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/etcd.XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  return mkdtemp(buffer.data());
+}
+
+}  // namespace
+
+bool LocalEtcd::Installed() { return access(kEtcdBinary, X_OK) == 0; }
+
+absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
+  if (!Installed()) return absl::FailedPreconditionError(absl::StrCat(kEtcdBinary, " is missing"));
+  std::unique_ptr<LocalEtcd> etcd(new LocalEtcd());
+  etcd->root_ = TempRoot();
+  std::vector<std::string> peers;
+  std::vector<int> client_ports;
+  for (int i = 0; i < members; ++i) {
+    client_ports.push_back(FreePort());
+    peers.push_back(absl::StrCat("e", i, "=http://127.0.0.1:", FreePort()));
+  }
+  for (int i = 0; i < members; ++i) {
+    const std::string name = absl::StrCat("e", i);
+    const std::string client_url = absl::StrCat("http://127.0.0.1:", client_ports[i]);
+    const std::string peer_url = peers[i].substr(name.size() + 1);
+    etcd->endpoints_.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
+    // setpriv: the member dies with the test process even when that crashes
+    // and no destructor runs.
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "--", kEtcdBinary};
+    for (const std::string& flag :
+         std::vector<std::string>{"--name=" + name, "--data-dir=" + etcd->root_ + "/" + name,
+                                  "--listen-client-urls=" + client_url, "--advertise-client-urls=" + client_url,
+                                  "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                                  "--initial-cluster=" + absl::StrJoin(peers, ","), "--initial-cluster-state=new",
+                                  "--initial-cluster-token=" + etcd->root_, "--logger=zap", "--log-level=warn"}) {
+      argv.push_back(flag);
+    }
+    etcd->members_.push_back(std::make_unique<testing::Process>(std::move(argv), etcd->root_ + "/" + name + ".log"));
+  }
+  // Ready when a write commits through every member: each is up and Raft
+  // has a leader. A member still starting refuses at once, hence the pause
+  // between rounds; each round connects afresh (a channel that was refused
+  // would wait out gRPC's reconnect backoff).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  absl::Status last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const std::string& endpoint : etcd->endpoints_) {
+      auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2);
+      if (!client.ok()) return client.status();
+      etcdserverpb::PutRequest put;
+      put.set_key("/local-etcd/ready");
+      last = (*client)->Put(put).status();
+      if (!last.ok()) break;
+    }
+    if (last.ok()) return etcd;
+    for (auto& member : etcd->members_) {
+      if (!member->Running()) {
+        return absl::InternalError(absl::StrCat("etcd exited while starting: ", member->Log()));
+      }
+    }
+    usleep(100 * 1000);  // a member that refuses at once: do not spin
+  }
+  return absl::DeadlineExceededError(absl::StrCat("etcd did not start within 30 s: ", last.message()));
+}
+
+void LocalEtcd::Kill(int index) {
+  members_.at(index)->Signal(SIGKILL);
+  members_.at(index)->Wait(std::chrono::seconds(10));
+}
+
+LocalEtcd::~LocalEtcd() {
+  members_.clear();  // SIGKILLs each member's process group
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+}  // namespace herd::coordinator

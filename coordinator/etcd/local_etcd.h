@@ -1,0 +1,39 @@
+// Real etcd members on loopback for tests: each in its own data folder
+// under a fresh temporary folder, on free ports, killed (and the folder
+// removed) when the LocalEtcd goes, also when a test fails.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/harness/process.h"
+
+namespace herd::coordinator {
+
+inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+
+class LocalEtcd {
+ public:
+  // Whether Debian's etcd-server is installed (scripts/setup.sh installs it).
+  static bool Installed();
+
+  // Starts a cluster of `members` and returns once it answers writes.
+  static absl::StatusOr<std::unique_ptr<LocalEtcd>> Start(int members = 1);
+  ~LocalEtcd();
+
+  // Every member's client endpoint, "127.0.0.1:PORT", in member order.
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // SIGKILLs member `index` and waits for it to exit.
+  void Kill(int index);
+
+ private:
+  LocalEtcd() = default;
+
+  std::string root_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::unique_ptr<testing::Process>> members_;
+};
+
+}  // namespace herd::coordinator

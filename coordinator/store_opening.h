@@ -1,0 +1,37 @@
+// Opens the store the coordinator's flags name, with what must live as long
+// as it does: the state-dir lock (SQLite: one coordinator per database) or
+// the etcd leadership (etcd: one leading coordinator per key prefix, the
+// others wait here as standbys).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/exclusive_lock.h"
+#include "coordinator/etcd/leadership.h"
+#include "coordinator/state_store.h"
+
+namespace herd::coordinator {
+
+struct StoreOptions {
+  std::string state_dir;  // SQLite in STATE_DIR/coordinator.db (the default)
+  // --store: "" (use state_dir), sqlite:PATH or etcd://HOST:PORT[,...].
+  std::string store;
+  std::string etcd_prefix = "/herd/";
+  int64_t etcd_lease_seconds = 5;
+  std::string identity;  // the etcd leader key's value: who leads
+  std::function<void()> on_leadership_lost;
+};
+
+struct OpenedStore {
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<ExclusiveLock> lock;         // SQLite
+  std::unique_ptr<EtcdLeadership> leadership;  // etcd
+};
+
+// On etcd, blocks until this coordinator leads.
+absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options);
+
+}  // namespace herd::coordinator
