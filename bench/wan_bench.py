@@ -24,6 +24,9 @@ another, and reports per run:
   link bytes/sample: bytes the hosts' links carried out of the hosts
       (veth counters: collectives with their TCP/IP overhead, the control
       plane, the initial broadcast), per sample trained;
+  x bound: wall samples/s over the lower of the variant's unshaped rate and
+      the rate the link allows for the bytes it carried per sample (the
+      latency-hiding target: 0.9 or more);
   eval: the job's final evaluation (after the same number of samples; DDP:
       char_transformer's, herd's evaluation in PyTorch).
 ddp is PyTorch DDP (gloo), one rank per host: for mnist_cnn the shared
@@ -36,7 +39,8 @@ Runs of every-step sync (allreduce, ddp) on links at or below
 few steps, and a full run at 10 Mbit/s would take an hour.
 
 Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0]
-         [--models mnist_cnn,char_transformer]
+         [--models mnist_cnn,char_transformer]  (MODEL or MODEL@BATCH: the step-time axis,
+                                                  e.g. mnist_cnn@4,mnist_cnn@16,mnist_cnn@64)
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
          [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
@@ -320,6 +324,16 @@ def main():
     bin_dir = os.path.realpath(args.bin_dir)
     share_trainers_openblas_kernels(bin_dir)
     links, models, variants = args.links.split(","), args.models.split(","), args.variants.split(",")
+    # MODEL@BATCH: a shape of its own (its own step time), batch per rank.
+    shapes = {}
+    for shape in models:
+        name, _, batch = shape.partition("@")
+        if name not in OPTIMIZERS or (batch and not batch.isdigit()):
+            p.error(f"--models: expected MODEL or MODEL@BATCH with MODEL one of {', '.join(OPTIMIZERS)}, got {shape!r}")
+        shape_args = argparse.Namespace(**vars(args))
+        shape_args.batch = int(batch) if batch else args.batch
+        shapes[shape] = (name, shape_args)
+    models = [name for name, _ in shapes.values()]
     if not 0 <= args.delay_ms <= 10000:
         p.error(f"--delay-ms: {args.delay_ms} is not in 0..10000")
     try:
@@ -365,22 +379,25 @@ def main():
                 rate, delay_ms = link_settings[link]
                 bed.shape(rate)
                 bed.delay(delay_ms)
-                for model in models:
+                for shape, (model, shape_args) in shapes.items():
                     for variant in variants:
                         slow = rate != "none" and rate_bits(rate) <= slow_bits and variant in EVERY_STEP
                         steps = args.slow_steps if slow and not args.epochs else args.steps
-                        r = run_ddp(bed, model, args, steps, text) if variant == "ddp" else \
-                            run_herd(cluster, bed, model, variant, args, steps, text)
+                        r = run_ddp(bed, model, shape_args, steps, text) if variant == "ddp" else \
+                            run_herd(cluster, bed, model, variant, shape_args, steps, text)
                         if variant != "ddp":
                             herd_parameters[model] = r["parameters"]
                         elif herd_parameters.get(model) and r["parameters"] != herd_parameters[model]:
                             raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
                                                f"herd's {herd_parameters[model]}")
                         by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
-                        r.update(link=link, rate=rate, delay_ms=delay_ms, model=model, variant=variant,
+                        r.update(link=link, rate=rate, delay_ms=delay_ms, model=shape, batch=shape_args.batch,
+                                 variant=variant,
                                  steps=None if by_epochs else steps,
                                  epochs=args.epochs if by_epochs else None, repeat=repeat,
-                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]))
+                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]),
+                                 link_bound=(rate_bits(rate) / 8 / r["link_bytes_per_sample"]
+                                             if rate != "none" and r["link_bytes_per_sample"] else None))
                         runs.append(r)
                         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
                         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
@@ -417,13 +434,17 @@ def main():
         r["payload_reduction_vs_allreduce"] = (
             round(ar["payload_bytes_per_sample"] / r["payload_bytes_per_sample"], 1)
             if ar and r["payload_bytes_per_sample"] else None)
-    print(f"\n{'link':12} {'model':16} {'variant':12} {'wall sps/rank':>14} {'x unshaped':>10} {'x ddp':>6} "
-          f"{'payload B/s':>11} {'x fewer':>7} {'link B/s':>9}  eval")
+        # The target's yardstick: the lower of the variant's unshaped rate
+        # and what the link's rate allows for the bytes it carried per sample.
+        bounds = [b for b in (base["samples_per_s_per_rank"] if base else None, r["link_bound"]) if b]
+        r["vs_bound"] = round(r["samples_per_s_per_rank"] / min(bounds), 3) if bounds else None
+    print(f"\n{'link':12} {'model':16} {'variant':12} {'wall sps/rank':>14} {'x unshaped':>10} {'x bound':>7} "
+          f"{'x ddp':>6} {'payload B/s':>11} {'x fewer':>7} {'link B/s':>9}  eval")
     for r in results:
         payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
         evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
         print(f"{r['link']:12} {r['model']:16} {r['variant']:12} {r['samples_per_s_per_rank']:14.1f} "
-              f"{r['vs_unshaped'] or '-':>10} {r['vs_ddp'] or '-':>6} {payload:>11} "
+              f"{r['vs_unshaped'] or '-':>10} {r['vs_bound'] or '-':>7} {r['vs_ddp'] or '-':>6} {payload:>11} "
               f"{r['payload_reduction_vs_allreduce'] or '-':>7} {r['link_bytes_per_sample']:9.0f}  {evals}")
     for r in results:
         r["samples_per_s_per_rank"] = round(r["samples_per_s_per_rank"], 1)
