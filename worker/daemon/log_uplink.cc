@@ -198,9 +198,10 @@ void LogUplink::SendFile(const v1::LogRequest& request) {
   message.set_worker_id(options_.worker_id);
   bool open = writer->Write(message);
   absl::StatusOr<std::string> path =
-      options_.job_dir ? ModelFilePath(request, options_.worker_id, options_.job_dir(request.job_id()),
-                                       options_.checkpoint_root)
-                       : absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " serves no model files"));
+      absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " serves no model files"));
+  if (options_.job_dir) {
+    path = ModelFilePath(request, options_.worker_id, options_.job_dir(request.job_id()), options_.checkpoint_root);
+  }
   std::ifstream file;
   if (path.ok()) {
     file.open(*path, std::ios::binary);
