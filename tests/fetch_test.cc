@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "common/sha256.h"
@@ -83,6 +84,7 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
   EXPECT_EQ(torch.value("samples", 0), 2000);
   const double herd_accuracy = done.at("eval").at("accuracy").get<double>();
   EXPECT_GT(herd_accuracy, 0.3);  // trained: chance is 0.1
+  std::cout << "herd eval " << done.at("eval").dump() << "; PyTorch on the fetched file " << evaluated.out;
   EXPECT_NEAR(torch.at("accuracy").get<double>(), herd_accuracy, 1e-4) << evaluated.out;
   EXPECT_NEAR(torch.at("loss").get<double>(), done.at("eval").at("loss").get<double>(), 1e-4) << evaluated.out;
 
