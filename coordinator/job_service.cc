@@ -221,7 +221,7 @@ grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const 
     for (const std::string& worker : plan->workers) {
       auto session = logs_->Open(worker, plan->ask);
       if (!session.ok()) {
-        answers.push_back(absl::StrCat(worker, ": ", session.status().message()));
+        answers.push_back(std::string(session.status().message()));  // names the worker
         continue;
       }
       absl::Status end;
@@ -248,7 +248,7 @@ grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const 
       }
       logs_->Close(*session);
       if (sent || end.ok() || absl::IsCancelled(end)) return end;
-      answers.push_back(absl::StrCat(worker, ": ", end.message()));
+      answers.push_back(std::string(end.message()));  // names the worker
     }
     return NoWorkerHolds(*plan, answers);
   });

@@ -29,7 +29,7 @@ absl::StatusOr<ModelFetchPlan> PlanModelFetch(const v1::FetchModelFileRequest& r
                                               const std::vector<v1::WorkerInfo>& workers);
 
 // The NOT_FOUND a fetch ends with when no worker sent the file: names the
-// job, the file and what each worker answered.
+// job, the file and what each worker answered (each answer names its worker).
 absl::Status NoWorkerHolds(const ModelFetchPlan& plan, const std::vector<std::string>& answers);
 
 }  // namespace herd::coordinator

@@ -84,10 +84,11 @@ TEST(ModelFetch, AnUnrecordedStepIsNotFoundListingTheRecordedOnes) {
 TEST(ModelFetch, NoWorkerHoldingItNamesTheJobTheFileAndEachAnswer) {
   auto plan = PlanModelFetch(Ask(0, "model-final.safetensors"), SucceededJob(), {}, {});
   ASSERT_TRUE(plan.ok());
-  absl::Status status = NoWorkerHolds(*plan, {"w0: no such file", "w1: not connected"});
+  absl::Status status = NoWorkerHolds(*plan, {"worker w0 has no file", "worker w1 is not connected"});
   EXPECT_TRUE(absl::IsNotFound(status));
   EXPECT_EQ(status.message(),
-            "no worker holds model-final.safetensors of job job-7 any more (w0: no such file; w1: not connected)");
+            "no worker holds model-final.safetensors of job job-7 any more (worker w0 has no file; worker w1 is not "
+            "connected)");
 }
 
 }  // namespace

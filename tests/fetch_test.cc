@@ -112,24 +112,38 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
   CommandResult admin = cluster.HerdAs(cluster.credentials().admin_token_file, {"fetch", job, "--out", out});
   EXPECT_EQ(admin.exit_code, 0) << admin.err;
 
+  // A worker that lacks the file passes the request on to the next member.
+  const std::string first_worker = report.at("files").at(0).value("worker_id", "");
+  const int first_index = first_worker == cluster.worker_id(0) ? 0 : 1;
+  ASSERT_EQ(cluster.worker_id(first_index), first_worker);
+  fs::remove(cluster.job_dir(first_index, job) + "/model-final.safetensors");
+  fs::remove(model);
+  CommandResult fallback = cluster.Herd({"fetch", job, "--out", out, "-o", "json"}, seconds(60));
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_EQ(nlohmann::json::parse(fallback.out).at("files").at(0).value("worker_id", ""),
+            cluster.worker_id(1 - first_index));
+  EXPECT_EQ(ReadFile(model), bytes);
+
   // A corrupted copy on one worker is refused, and nothing named as the model is written.
   fs::remove(model);
-  for (int i = 0; i < 2; ++i) {
-    std::ofstream(cluster.job_dir(i, job) + "/model-final.safetensors", std::ios::binary | std::ios::in)
-        << "corrupt";
-  }
+  std::ofstream(cluster.job_dir(1 - first_index, job) + "/model-final.safetensors", std::ios::binary | std::ios::in)
+      << "corrupt";
   CommandResult corrupt = cluster.Herd({"fetch", job, "--out", out});
   EXPECT_EQ(corrupt.exit_code, 1);
   EXPECT_NE(corrupt.err.find("differs from the recorded " + Sha256Hex(bytes)), std::string::npos) << corrupt.err;
   EXPECT_FALSE(fs::exists(model));
 
   // Once no worker holds it, the refusal names the job and the file.
-  for (int i = 0; i < 2; ++i) fs::remove(cluster.job_dir(i, job) + "/model-final.safetensors");
+  fs::remove(cluster.job_dir(1 - first_index, job) + "/model-final.safetensors");
   CommandResult gone = cluster.Herd({"fetch", job, "--out", out});
   EXPECT_EQ(gone.exit_code, 1);
   EXPECT_NE(gone.err.find("no worker holds model-final.safetensors of job " + job + " any more"), std::string::npos)
       << gone.err;
   EXPECT_NE(gone.err.find("NOT_FOUND"), std::string::npos) << gone.err;
+  std::cout << "once no worker holds it: " << gone.err;
+  EXPECT_NE(gone.err.find("worker " + cluster.worker_id(0) + " has no model-final.safetensors of job " + job),
+            std::string::npos)
+      << gone.err;
   EXPECT_FALSE(fs::exists(model));
   EXPECT_EQ(Names(out), (std::vector<std::string>{job + "-step-" + std::to_string(step), job + ".pt"}));
 }
