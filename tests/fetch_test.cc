@@ -9,7 +9,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/auth.h"
+#include "common/rpc_options.h"
 #include "common/sha256.h"
+#include "proto/herd.grpc.pb.h"
 #include "tests/harness/local_cluster.h"
 
 namespace herd::testing {
@@ -47,6 +50,23 @@ std::vector<std::string> Names(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// FetchModelFile called directly, as a hostile client could, with alice's token.
+grpc::Status FetchDirectly(LocalCluster& cluster, const std::string& job, int64_t step, const std::string& file,
+                           std::string* data) {
+  auto channel = MakeChannel(cluster.address(), {});
+  EXPECT_TRUE(channel.ok()) << channel.status();
+  auto stub = v1::JobService::NewStub(*channel);
+  auto call = NewCallContext(ReadTokenFile(cluster.credentials().user_token_file).value_or(""), seconds(30));
+  v1::FetchModelFileRequest request;
+  request.set_job_id(job);
+  request.set_checkpoint_step(step);
+  request.set_file(file);
+  auto reader = stub->FetchModelFile(call.get(), request);
+  v1::FileChunk chunk;
+  while (reader->Read(&chunk)) *data += chunk.data();
+  return reader->Finish();
 }
 
 TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
@@ -104,6 +124,27 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
   const std::string copy = out + "/" + job + "-step-" + std::to_string(step);
   ASSERT_EQ(Names(copy), Names(on_disk));
   for (const std::string& name : Names(on_disk)) EXPECT_EQ(ReadFile(copy + "/" + name), ReadFile(on_disk + "/" + name)) << name;
+
+  // Names that would leave the job's dir or checkpoint folder are refused,
+  // and so is a link in a checkpoint folder that leads out of it.
+  const std::string secret = cluster.root() + "/secret";
+  std::ofstream(secret) << "not for fetching";
+  for (const auto& [at, file] : std::vector<std::pair<int64_t, std::string>>{
+           {0, "../model-final.safetensors"}, {0, "trainer.log"}, {step, "../../../secret"}, {step, "."}}) {
+    std::string data;
+    grpc::Status refused = FetchDirectly(cluster, job, at, file, &data);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << file << ": " << refused.error_message();
+    EXPECT_EQ(data, "") << file;
+  }
+  fs::create_symlink(secret, on_disk + "/leak");
+  std::string leaked;
+  grpc::Status link = FetchDirectly(cluster, job, step, "leak", &leaked);
+  EXPECT_EQ(link.error_code(), grpc::StatusCode::NOT_FOUND) << link.error_message();
+  EXPECT_NE(link.error_message().find("leak of checkpoint " + first.at("path").get<std::string>() +
+                                      " leads outside its folder"),
+            std::string::npos)
+      << link.error_message();
+  EXPECT_EQ(leaked, "");
 
   // Only the owner or an admin.
   CommandResult bob = cluster.HerdAs(cluster.credentials().other_user_token_file, {"fetch", job, "--out", out});
