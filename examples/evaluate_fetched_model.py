@@ -36,6 +36,8 @@ def read_safetensors(path):
     with open(path, "rb") as f:
         data = f.read()
     (header_size,) = struct.unpack("<Q", data[:8])
+    if header_size > len(data) - 8:
+        raise ValueError(f"header length {header_size} runs past the file's end ({len(data)} bytes)")
     header = json.loads(data[8:8 + header_size])
     metadata = header.pop("__metadata__", {})
     body = memoryview(data)[8 + header_size:]
@@ -66,7 +68,10 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     args = parser.parse_args()
 
-    tensors, metadata = read_safetensors(args.model)
+    try:
+        tensors, metadata = read_safetensors(args.model)
+    except (OSError, ValueError, KeyError, struct.error) as e:
+        sys.exit(f"{args.model}: not a readable safetensors file: {e}")
     name = metadata.get("herd_model", "")
     baseline = ddp_baseline()
     if name != "mnist_cnn":
