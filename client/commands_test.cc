@@ -176,7 +176,9 @@ class FakeJobService final : public v1::JobService::Service {
     {
       absl::MutexLock lock(&mu_);
       auto it = model_files_.find(request->file());
-      if (it == model_files_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no worker holds " + request->file());
+      if (it == model_files_.end()) {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "no worker holds " + request->file());
+      }
       bytes = it->second;
     }
     const size_t third = bytes.size() / 3 + 1;

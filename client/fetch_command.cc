@@ -39,7 +39,8 @@ class ProgressLine {
  public:
   ProgressLine(const CommandContext& context, std::string name, int64_t total)
       : err_(context.options.tty && context.options.output == OutputFormat::kTable ? context.err : nullptr),
-        name_(std::move(name)), total_(total) {}
+        name_(std::move(name)),
+        total_(total) {}
   void Show(int64_t bytes) {
     if (err_ == nullptr) return;
     const double fraction = total_ > 0 ? static_cast<double>(bytes) / total_ : 1.0;
@@ -112,12 +113,11 @@ int FetchFinal(const CommandContext& context, const FetchOptions& fetch, const v
     if (file.name() == name) recorded = &file;
   }
   if (recorded == nullptr) {
-    const std::string why = job.state() == v1::SUCCEEDED
-                                ? "it finished before herd recorded final models"
-                                : absl::StrCat("it is ", v1::JobState_Name(job.state()),
-                                               " and only a job that succeeded has one");
-    return ReportRpcError(context, absl::FailedPreconditionError(
-                                       absl::StrCat("job ", job.id(), " has no recorded ", name, ": ", why)));
+    const std::string why = job.state() == v1::SUCCEEDED ? "it finished before herd recorded final models"
+                                                         : absl::StrCat("it is ", v1::JobState_Name(job.state()),
+                                                                        " and only a job that succeeded has one");
+    return ReportRpcError(
+        context, absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " has no recorded ", name, ": ", why)));
   }
   v1::FetchModelFileRequest request;
   request.set_job_id(job.id());
@@ -144,17 +144,18 @@ int FetchCheckpoint(const CommandContext& context, const FetchOptions& fetch, co
     if (c.step() == fetch.checkpoint_step) recorded = &c;
   }
   if (recorded == nullptr) {
-    return ReportRpcError(context, absl::NotFoundError(absl::StrCat("job ", job.id(), " has no recorded checkpoint of step ",
-                                                                    fetch.checkpoint_step, " (see herd checkpoints ",
-                                                                    job.id(), ")")));
+    return ReportRpcError(
+        context, absl::NotFoundError(absl::StrCat("job ", job.id(), " has no recorded checkpoint of step ",
+                                                  fetch.checkpoint_step, " (see herd checkpoints ", job.id(), ")")));
   }
   const fs::path destination = fs::path(fetch.out_dir) / absl::StrCat(job.id(), "-step-", fetch.checkpoint_step);
   std::error_code error;
   if (fs::exists(destination, error)) {
-    return ReportRpcError(context, absl::AlreadyExistsError(absl::StrCat(destination.string(),
-                                                                         " exists: remove it or choose another --out")));
+    return ReportRpcError(context, absl::AlreadyExistsError(absl::StrCat(
+                                       destination.string(), " exists: remove it or choose another --out")));
   }
-  const fs::path partial = fs::path(fetch.out_dir) / absl::StrCat(".", destination.filename().string(), ".part-", getpid());
+  const fs::path partial =
+      fs::path(fetch.out_dir) / absl::StrCat(".", destination.filename().string(), ".part-", getpid());
   fs::create_directory(partial, error);
   if (error) {
     return ReportRpcError(context, absl::FailedPreconditionError(

@@ -64,7 +64,8 @@ absl::Status ModelDownload::Finish(int64_t expected_size, const std::string& exp
   const int error = errno;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  if (!flushed || !closed) return absl::ResourceExhaustedError(absl::StrCat("cannot write ", temporary_, ": ", std::strerror(error)));
+  if (!flushed || !closed)
+    return absl::ResourceExhaustedError(absl::StrCat("cannot write ", temporary_, ": ", std::strerror(error)));
   if (std::rename(temporary_.c_str(), destination_.c_str()) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot rename ", temporary_, " to ", destination_, ": ", std::strerror(errno)));

@@ -6,9 +6,7 @@
 
 namespace herd {
 
-bool IsFinalModelFileName(absl::string_view name) {
-  return name == kFinalModelFile || name == kFinalSafetensorsFile;
-}
+bool IsFinalModelFileName(absl::string_view name) { return name == kFinalModelFile || name == kFinalSafetensorsFile; }
 
 bool IsPlainFileName(absl::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;

@@ -43,8 +43,8 @@ absl::StatusOr<ModelFetchPlan> PlanModelFetch(const v1::FetchModelFileRequest& r
     std::vector<std::string> steps;
     for (const v1::CheckpointInfo& c : checkpoints) steps.push_back(absl::StrCat(c.step()));
     return absl::NotFoundError(absl::StrCat("job ", job.id(), " has no recorded checkpoint of step ",
-                                            request.checkpoint_step(), " (recorded: ",
-                                            steps.empty() ? "none" : absl::StrJoin(steps, ", "), ")"));
+                                            request.checkpoint_step(),
+                                            " (recorded: ", steps.empty() ? "none" : absl::StrJoin(steps, ", "), ")"));
   }
   if (!IsCheckpointPathOf(job.id(), checkpoint->path())) {
     return absl::InternalError(absl::StrCat("checkpoint of step ", checkpoint->step(), " has path '",
@@ -62,7 +62,8 @@ absl::StatusOr<ModelFetchPlan> PlanModelFetch(const v1::FetchModelFileRequest& r
 }
 
 absl::Status NoWorkerHolds(const ModelFetchPlan& plan, const std::vector<std::string>& answers) {
-  if (answers.empty()) return absl::NotFoundError(absl::StrCat("no worker holds ", plan.what, ": the job had no workers"));
+  if (answers.empty())
+    return absl::NotFoundError(absl::StrCat("no worker holds ", plan.what, ": the job had no workers"));
   return absl::NotFoundError(
       absl::StrCat("no worker holds ", plan.what, " any more (", absl::StrJoin(answers, "; "), ")"));
 }

@@ -54,7 +54,8 @@ TEST(ModelFetch, AJobWithoutAFinalModelIsRefusedNamingItsState) {
   running.clear_final_model();
   auto plan = PlanModelFetch(Ask(0, "model-final.pt"), running, {}, {});
   EXPECT_TRUE(absl::IsFailedPrecondition(plan.status())) << plan.status();
-  EXPECT_EQ(plan.status().message(), "job job-7 has no final model: it is RUNNING and only a job that succeeded has one");
+  EXPECT_EQ(plan.status().message(),
+            "job job-7 has no final model: it is RUNNING and only a job that succeeded has one");
 }
 
 TEST(ModelFetch, ACheckpointIsAskedOfMembersThenEveryLiveWorker) {

@@ -145,14 +145,15 @@ absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
     }
   }
   if (report.final_model_size() > kMaxFinalModelFiles) {
-    return Invalid("final_model", absl::StrCat("at most ", kMaxFinalModelFiles, " files, got ", report.final_model_size()));
+    return Invalid("final_model",
+                   absl::StrCat("at most ", kMaxFinalModelFiles, " files, got ", report.final_model_size()));
   }
   for (int i = 0; i < report.final_model_size(); ++i) {
     const v1::ModelFile& file = report.final_model(i);
     const std::string prefix = absl::StrCat("final_model[", i, "].");
     if (!IsFinalModelFileName(file.name())) {
-      return Invalid(prefix + "name", absl::StrCat("must be ", kFinalSafetensorsFile, " or ", kFinalModelFile, ", got '",
-                                                   EscapeControlChars(file.name()), "'"));
+      return Invalid(prefix + "name", absl::StrCat("must be ", kFinalSafetensorsFile, " or ", kFinalModelFile,
+                                                   ", got '", EscapeControlChars(file.name()), "'"));
     }
     if (auto status = NonNegative(prefix + "size_bytes", file.size_bytes()); !status.ok()) return status;
     if (file.sha256().size() != 64 || !std::all_of(file.sha256().begin(), file.sha256().end(), [](char c) {

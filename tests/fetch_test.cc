@@ -96,9 +96,9 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
 
   // PyTorch's twin of mnist_cnn, loaded from the fetched file, scores the
   // same 2000 test images as herd's own final evaluation did.
-  CommandResult evaluated = RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
-                                        model, "--max-samples", "2000"},
-                                       seconds(120));
+  CommandResult evaluated = RunCommand(
+      {"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"), model, "--max-samples", "2000"},
+      seconds(120));
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
   nlohmann::json torch = nlohmann::json::parse(evaluated.out);
   EXPECT_EQ(torch.value("samples", 0), 2000);
@@ -118,12 +118,14 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
   ASSERT_FALSE(checkpoints.empty()) << checkpoints.dump();
   const nlohmann::json& first = checkpoints.at(0);
   const int64_t step = first.at("step").get<int64_t>();
-  CommandResult checkpoint = cluster.Herd({"fetch", job, "--out", out, "--checkpoint", std::to_string(step)}, seconds(60));
+  CommandResult checkpoint =
+      cluster.Herd({"fetch", job, "--out", out, "--checkpoint", std::to_string(step)}, seconds(60));
   ASSERT_EQ(checkpoint.exit_code, 0) << checkpoint.err;
   const std::string on_disk = cluster.checkpoint_root() + "/" + first.at("path").get<std::string>();
   const std::string copy = out + "/" + job + "-step-" + std::to_string(step);
   ASSERT_EQ(Names(copy), Names(on_disk));
-  for (const std::string& name : Names(on_disk)) EXPECT_EQ(ReadFile(copy + "/" + name), ReadFile(on_disk + "/" + name)) << name;
+  for (const std::string& name : Names(on_disk))
+    EXPECT_EQ(ReadFile(copy + "/" + name), ReadFile(on_disk + "/" + name)) << name;
 
   // Names that would leave the job's dir or checkpoint folder are refused,
   // and so is a link in a checkpoint folder that leads out of it.

@@ -13,9 +13,11 @@ namespace herd::worker {
 absl::StatusOr<std::string> ModelFilePath(const v1::LogRequest& request, const std::string& worker_id,
                                           const std::string& job_dir, const std::string& checkpoint_root) {
   const std::string& job_id = request.job_id();
-  if (!IsValidJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("job id '", EscapeControlChars(job_id), "' is not valid"));
+  if (!IsValidJobId(job_id))
+    return absl::InvalidArgumentError(absl::StrCat("job id '", EscapeControlChars(job_id), "' is not valid"));
   if (!IsPlainFileName(request.file())) {
-    return absl::InvalidArgumentError(absl::StrCat("file '", EscapeControlChars(request.file()), "' is not a plain file name"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("file '", EscapeControlChars(request.file()), "' is not a plain file name"));
   }
   std::string folder;
   if (request.checkpoint_path().empty()) {

@@ -1,9 +1,8 @@
 #include "worker/train/safetensors.h"
 
 #include <algorithm>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,9 +36,9 @@ absl::Status Corrupt(const std::string& what) { return absl::DataLossError(absl:
 }  // namespace
 
 int SafetensorsElementBytes(absl::string_view dtype) {
-  static const std::map<std::string, int, std::less<>> kSizes = {
-      {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"I16", 2}, {"F16", 2}, {"BF16", 2},
-      {"I32", 4},  {"F32", 4}, {"I64", 8}, {"F64", 8}};
+  static const std::map<std::string, int, std::less<>> kSizes = {{"BOOL", 1}, {"U8", 1},   {"I8", 1},  {"I16", 2},
+                                                                 {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"F32", 4},
+                                                                 {"I64", 8},  {"F64", 8}};
   auto it = kSizes.find(dtype);
   return it == kSizes.end() ? 0 : it->second;
 }
@@ -60,7 +59,8 @@ absl::StatusOr<std::string> EncodeSafetensors(std::vector<SafetensorsTensor> ten
     }
     const int element_bytes = SafetensorsElementBytes(t.dtype);
     if (element_bytes == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", t.name, "' has unknown dtype '", t.dtype, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("safetensors: tensor '", t.name, "' has unknown dtype '", t.dtype, "'"));
     }
     const int64_t count = ElementCount(t.shape);
     if (count < 0 || static_cast<uint64_t>(count) * element_bytes != t.data.size()) {
@@ -81,7 +81,8 @@ absl::StatusOr<std::string> EncodeSafetensors(std::vector<SafetensorsTensor> ten
 }
 
 absl::StatusOr<SafetensorsContents> DecodeSafetensors(absl::string_view bytes) {
-  if (bytes.size() < 8) return Corrupt(absl::StrCat("the file has ", bytes.size(), " bytes, fewer than its 8-byte header length"));
+  if (bytes.size() < 8)
+    return Corrupt(absl::StrCat("the file has ", bytes.size(), " bytes, fewer than its 8-byte header length"));
   const uint64_t header_size = LoadLittleEndian64(bytes.data());
   if (header_size > bytes.size() - 8) {
     return Corrupt(absl::StrCat("header length ", header_size, " runs past the file's end (", bytes.size(), " bytes)"));

@@ -14,7 +14,8 @@ std::string FloatBytes(std::vector<float> values) {
 }
 
 TEST(Safetensors, ATinyFileHasTheSpecifiedByteLayout) {
-  auto bytes = EncodeSafetensors({{"w", "F32", {2}, FloatBytes({1.0f, -2.0f})}, {"b", "U8", {1}, std::string("\x07", 1)}});
+  auto bytes =
+      EncodeSafetensors({{"w", "F32", {2}, FloatBytes({1.0f, -2.0f})}, {"b", "U8", {1}, std::string("\x07", 1)}});
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   // Names sorted, b's data first; 106 bytes of JSON padded with 6 spaces to 112.
   const std::string json =
@@ -72,8 +73,7 @@ TEST(Safetensors, RefusesTensorsThatDoNotMatchTheirShape) {
   EXPECT_TRUE(absl::IsInvalidArgument(wrong_size.status()));
   EXPECT_NE(wrong_size.status().message().find("'w'"), std::string::npos) << wrong_size.status();
   EXPECT_TRUE(absl::IsInvalidArgument(EncodeSafetensors({{"w", "F8", {1}, "x"}}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      EncodeSafetensors({{"w", "U8", {1}, "x"}, {"w", "U8", {1}, "y"}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(EncodeSafetensors({{"w", "U8", {1}, "x"}, {"w", "U8", {1}, "y"}}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(EncodeSafetensors({{"__metadata__", "U8", {1}, "x"}}).status()));
 }
 
