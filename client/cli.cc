@@ -46,6 +46,8 @@ int RunSubcommand(const CliArgs& args, const CommandContext& context) {
       return CheckpointsCommand(context, args.job_id);
     case Subcommand::kLogs:
       return LogsCommand(context, args.logs);
+    case Subcommand::kFetch:
+      return FetchCommand(context, args.fetch);
     case Subcommand::kResize:
       return ResizeCommand(context, args.job_id, args.resize_min, args.resize_max);
     case Subcommand::kPriority:

@@ -67,6 +67,20 @@ std::vector<std::pair<CLI::App*, Subcommand>> AddSubcommands(CLI::App* app, CliA
   logs->add_option("--tail", args->logs.tail_lines, "Only the last N lines (0: the whole log)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  CLI::App* fetch = app->add_subcommand(
+      "fetch",
+      "Download a job's trained model through the coordinator from a worker that holds it, checked against the "
+      "SHA-256 the job recorded (owner or admin): DIR/JOB.safetensors (or JOB.pt), or with --checkpoint the "
+      "checkpoint's files into DIR/JOB-step-N/");
+  fetch->add_option("JOB", args->fetch.job_id, "Job id")->required();
+  fetch->add_option("--out", args->fetch.out_dir, "Folder to write into (must exist)")->capture_default_str();
+  fetch->add_option("--checkpoint", args->fetch.checkpoint_step,
+                    "A recorded checkpoint's step (see herd checkpoints) instead of the final model")
+      ->check(CLI::PositiveNumber);
+  fetch->add_option("--format", args->fetch.format,
+                    "The final model as safetensors (PyTorch, Hugging Face) or pt (a LibTorch archive)")
+      ->check(CLI::IsMember({"safetensors", "pt"}))
+      ->capture_default_str();
   CLI::App* resize = app->add_subcommand(
       "resize", "Change a job's worker range; a running job shrinks at its next step boundary or grows into idle workers");
   add_job_id(resize);
@@ -97,6 +111,7 @@ std::vector<std::pair<CLI::App*, Subcommand>> AddSubcommands(CLI::App* app, CliA
           {cancel, Subcommand::kCancel},           {workers, Subcommand::kWorkers},
           {checkpoints, Subcommand::kCheckpoints}, {resize, Subcommand::kResize},
           {priority, Subcommand::kPriority},       {logs, Subcommand::kLogs},
+          {fetch, Subcommand::kFetch},
           {cordon, Subcommand::kCordon},           {uncordon, Subcommand::kUncordon},
           {drain, Subcommand::kDrain}};
 }

@@ -31,6 +31,7 @@ enum class Subcommand {
   kWorkers,
   kCheckpoints,
   kLogs,
+  kFetch,
   kResize,
   kPriority,
   kCordon,
@@ -48,6 +49,7 @@ struct CliArgs {
   bool watch_after_submit = false;
   std::optional<int64_t> submit_priority;
   LogsOptions logs;
+  FetchOptions fetch;
   // resize: 0 leaves that bound as it is
   int64_t resize_min = 0;
   int64_t resize_max = 0;

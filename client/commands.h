@@ -66,6 +66,16 @@ struct LogsOptions {
 };
 int LogsCommand(const CommandContext& context, const LogsOptions& logs);
 
+// `herd fetch`: the final model (or, with checkpoint_step, a recorded
+// checkpoint) into out_dir, checked against the job's recorded SHA-256.
+struct FetchOptions {
+  std::string job_id;
+  std::string out_dir = ".";
+  int64_t checkpoint_step = 0;     // 0: the final model
+  std::string format = "safetensors";  // of the final model: safetensors or pt
+};
+int FetchCommand(const CommandContext& context, const FetchOptions& fetch);
+
 // Operator commands (admin role): herd cordon / uncordon / drain WORKER.
 int CordonCommand(const CommandContext& context, const std::string& worker_id, bool cordoned);
 struct DrainOptions {

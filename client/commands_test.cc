@@ -14,6 +14,7 @@
 #include "client/cli.h"
 #include "client/commands.h"
 #include "common/job_spec_yaml.h"
+#include "common/sha256.h"
 #include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -168,6 +169,32 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
+  // Sends the file set with SetModelFile in three chunks.
+  grpc::Status FetchModelFile(grpc::ServerContext*, const v1::FetchModelFileRequest* request,
+                              grpc::ServerWriter<v1::FileChunk>* writer) override {
+    std::string bytes;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = model_files_.find(request->file());
+      if (it == model_files_.end()) {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "no worker holds " + request->file());
+      }
+      bytes = it->second;
+    }
+    const size_t third = bytes.size() / 3 + 1;
+    for (size_t at = 0; at < bytes.size(); at += third) {
+      v1::FileChunk chunk;
+      chunk.set_data(bytes.substr(at, third));
+      if (at == 0) chunk.set_worker_id("w1");
+      writer->Write(chunk);
+    }
+    return grpc::Status::OK;
+  }
+  void SetModelFile(const std::string& name, const std::string& bytes) {
+    absl::MutexLock lock(&mu_);
+    model_files_[name] = bytes;
+  }
+
   void AddJob(const v1::JobInfo& job) {
     absl::MutexLock lock(&mu_);
     jobs_[job.id()] = job;
@@ -191,6 +218,7 @@ class FakeJobService final : public v1::JobService::Service {
   absl::Mutex mu_;
   std::map<std::string, v1::JobInfo> jobs_;
   std::map<std::string, std::vector<v1::JobInfo>> events_;
+  std::map<std::string, std::string> model_files_;
   std::vector<v1::JobSpec> submitted_;
   std::string last_authorization_;
   int watch_calls_ = 0;
@@ -273,6 +301,48 @@ optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
 min_workers: 1
 max_workers: 2
 )";
+
+// A succeeded job whose final model (safetensors) is `bytes`.
+v1::JobInfo JobWithModel(const std::string& bytes) {
+  v1::JobInfo job = Job("job-m", v1::SUCCEEDED, 100);
+  v1::ModelFile* file = job.add_final_model();
+  file->set_name("model-final.safetensors");
+  file->set_size_bytes(static_cast<int64_t>(bytes.size()));
+  file->set_sha256(Sha256Hex(bytes));
+  return job;
+}
+
+TEST_F(CommandsTest, FetchWritesTheCheckedModelWithAProgressBarOnATerminal) {
+  const std::string bytes(3000, 'm');
+  service_.AddJob(JobWithModel(bytes));
+  service_.SetModelFile("model-final.safetensors", bytes);
+  tty_ = true;
+  ASSERT_EQ(Herd({"fetch", "job-m", "--out", dir_.string()}), kExitOk) << err_.str();
+  std::ifstream in(dir_ / "job-m.safetensors", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
+  EXPECT_THAT(out_.str(), HasSubstr((dir_ / "job-m.safetensors").string()));
+  EXPECT_THAT(out_.str(), HasSubstr("from worker w1"));
+  EXPECT_THAT(err_.str(), HasSubstr("100% 2.9 KiB / 2.9 KiB model-final.safetensors"));
+}
+
+TEST_F(CommandsTest, FetchRefusesAChangedFileAndWritesNothing) {
+  service_.AddJob(JobWithModel("the recorded model"));
+  service_.SetModelFile("model-final.safetensors", "another model!!!!!");
+  EXPECT_EQ(Herd({"fetch", "job-m", "--out", dir_.string()}), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("DATA_LOSS"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "job-m.safetensors"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    EXPECT_THAT(entry.path().filename().string(), Not(HasSubstr("job-m"))) << "left behind";
+  }
+}
+
+TEST_F(CommandsTest, FetchSaysWhyAJobHasNoModel) {
+  service_.AddJob(Job("job-r", v1::RUNNING, 10));
+  EXPECT_EQ(Herd({"fetch", "job-r", "--out", dir_.string()}), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("job job-r has no recorded model-final.safetensors: it is RUNNING"));
+  EXPECT_EQ(Herd({"fetch", "job-r", "--out", (dir_ / "missing").string()}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--out " + (dir_ / "missing").string() + " is not a folder"));
+}
 
 TEST_F(CommandsTest, SubmitSendsTheParsedSpecAndPrintsTheId) {
   std::string path = WriteFile("job.yaml", kJobYaml);

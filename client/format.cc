@@ -294,6 +294,12 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }
+  // What `herd fetch` downloads, once the job succeeded.
+  for (const v1::ModelFile& file : job.final_model()) {
+    lines.push_back({"Trained model", absl::StrCat(file.name(), " ", FormatBytes(file.size_bytes()), " sha256 ",
+                                                   file.sha256().substr(0, 12), "... (herd fetch ", job.id(),
+                                                   file.name() == "model-final.pt" ? " --format pt)" : ")")});
+  }
   lines.push_back({"Created", FormatTime(job.created_unix(), now)});
   lines.push_back({"Updated", FormatTime(job.updated_unix(), now)});
 

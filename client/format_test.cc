@@ -176,6 +176,19 @@ TEST(FormatTest, WorkersAndCheckpointsTables) {
   EXPECT_THAT(checkpoints, HasSubstr("ckpt-1  200   0      0    3.0 MiB  0123456789ab  1m   job-7/step-200"));
 }
 
+TEST(FormatTest, DetailNamesTheTrainedModelToFetch) {
+  v1::JobInfo job;
+  job.set_id("job-1");
+  job.set_state(v1::SUCCEEDED);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Trained model")));
+  v1::ModelFile* file = job.add_final_model();
+  file->set_name("model-final.safetensors");
+  file->set_size_bytes(4 << 20);
+  file->set_sha256("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  EXPECT_THAT(JobDetail(job, 0),
+              HasSubstr("Trained model:  model-final.safetensors 4.0 MiB sha256 0123456789ab... (herd fetch job-1)"));
+}
+
 TEST(FormatTest, DetailShowsAWarning) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

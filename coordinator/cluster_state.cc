@@ -199,6 +199,8 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   if (!report.eval().empty()) *info.mutable_eval() = report.eval();
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
   info.set_warning(report.checkpoint_warning());
+  // Only the final report names the final model; earlier ones leave it be.
+  if (!report.final_model().empty()) *info.mutable_final_model() = report.final_model();
   info.set_learning_rate(report.learning_rate());
   if (report.rank() == 0) {
     if (report.has_sync_state()) {

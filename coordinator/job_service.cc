@@ -1,6 +1,7 @@
 #include "coordinator/job_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/model_fetch.h"
 
 namespace herd::coordinator {
 namespace {
@@ -17,6 +18,14 @@ absl::Status CheckMayReadLogs(const Principal& caller, const v1::JobInfo& job) {
   if (caller.role == Role::kAdmin || job.owner() == caller.name) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat("job ", job.id(), " belongs to '", job.owner(), "'; '",
                                                   caller.name, "' may read only their own jobs' logs"));
+}
+
+// The trained model is the owner's work (and may reveal the job's data): only
+// its owner or an admin fetches it.
+absl::Status CheckMayFetchModel(const Principal& caller, const v1::JobInfo& job) {
+  if (caller.role == Role::kAdmin || job.owner() == caller.name) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("job ", job.id(), " belongs to '", job.owner(), "'; '",
+                                                  caller.name, "' may fetch only their own jobs' models"));
 }
 
 // The worker at `rank` of the job's current (or last) generation.
@@ -186,6 +195,62 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::
     }
     logs_->Close(*session);
     return end;
+  });
+}
+
+grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
+                                            grpc::ServerWriter<v1::FileChunk>* writer) {
+  return edge_->Handle("FetchModelFile", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
+    auto job = coordinator_->GetJob(request->job_id());
+    if (!job.ok()) return job.status();
+    if (auto status = CheckMayFetchModel(caller, *job); !status.ok()) {
+      edge_->Audit("permission_denied", caller.name, absl::StrCat("model of ", request->job_id()), status);
+      return status;
+    }
+    std::vector<v1::CheckpointInfo> checkpoints;
+    if (request->checkpoint_step() > 0) {
+      auto listed = coordinator_->ListCheckpoints(request->job_id());
+      if (!listed.ok()) return listed.status();
+      checkpoints = *std::move(listed);
+    }
+    auto plan = PlanModelFetch(*request, *job, checkpoints, coordinator_->ListWorkers());
+    if (!plan.ok()) return plan.status();
+    // Each worker in turn until one sends the file: one that lacks it (or is
+    // not connected) answers before any data, and the next is asked.
+    std::vector<std::string> answers;
+    for (const std::string& worker : plan->workers) {
+      auto session = logs_->Open(worker, plan->ask);
+      if (!session.ok()) {
+        answers.push_back(std::string(session.status().message()));  // names the worker
+        continue;
+      }
+      absl::Status end;
+      bool sent = false;
+      while (true) {
+        LogSession::Item item = (*session)->Next(options_.watch_poll);
+        if (item.data) {
+          v1::FileChunk chunk;
+          chunk.set_data(std::move(*item.data));
+          if (!sent) chunk.set_worker_id(worker);
+          sent = true;
+          if (!writer->Write(chunk)) {
+            end = absl::CancelledError("the model reader went away");
+            break;
+          }
+        } else if (item.end) {
+          end = *item.end;
+          break;
+        }
+        if (context->IsCancelled()) {
+          end = absl::CancelledError("the model reader cancelled");
+          break;
+        }
+      }
+      logs_->Close(*session);
+      if (sent || end.ok() || absl::IsCancelled(end)) return end;
+      answers.push_back(std::string(end.message()));  // names the worker
+    }
+    return NoWorkerHolds(*plan, answers);
   });
 }
 

@@ -42,6 +42,10 @@ class JobServiceImpl final : public v1::JobService::Service {
   // Relays the log of the trainer at a rank from its worker's daemon.
   grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
                           grpc::ServerWriter<v1::LogChunk>* writer) override;
+  // A file of the job's final model or of a recorded checkpoint, relayed from
+  // the first worker that holds it (see PlanModelFetch).
+  grpc::Status FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
+                              grpc::ServerWriter<v1::FileChunk>* writer) override;
   // Admin role only.
   grpc::Status CordonWorker(grpc::ServerContext* context, const v1::CordonWorkerRequest* request,
                             v1::CordonWorkerResponse* response) override;

@@ -36,7 +36,7 @@ LogSession::Item LogSession::Next(absl::Duration wait) {
     item.end = end_;
   } else if (!attached_ && absl::Now() >= attach_deadline_) {
     end_ = absl::DeadlineExceededError(
-        absl::StrCat("worker ", worker_id_, " did not answer the log request (its daemon is not reachable)"));
+        absl::StrCat("worker ", worker_id_, " did not answer the request (its daemon is not reachable)"));
     item.end = end_;
   }
   return item;
@@ -86,7 +86,7 @@ absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& wo
   auto it = listeners_.find(worker_id);
   if (it == listeners_.end()) {
     return absl::UnavailableError(absl::StrCat("worker ", worker_id,
-                                               " has no log stream open to the coordinator (is its daemon running?)"));
+                                               " has no request stream open to the coordinator (is its daemon running?)"));
   }
   std::string id = absl::StrCat("log-", next_number_++);
   auto session = std::shared_ptr<LogSession>(

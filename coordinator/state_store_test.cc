@@ -70,6 +70,13 @@ ClusterState SampleState(ChangeSet* changes) {
   (*running.info.mutable_eval())["accuracy"] = 0.875;
   running.info.set_learning_rate(0.0125);
   running.info.set_warning("checkpoint at step 40 failed: No space left on device");
+  // As a job that succeeded records its final model (herd fetch checks it).
+  for (const char* name : {"model-final.safetensors", "model-final.pt"}) {
+    v1::ModelFile* file = running.info.add_final_model();
+    file->set_name(name);
+    file->set_size_bytes(int64_t{5} << 32);  // past 32 bits
+    file->set_sha256(std::string(64, name[12] == 's' ? 'a' : 'b'));
+  }
   // Fault-tolerance state as after a failure that healed from rank 0.
   running.generation.reason = GenerationReason::kFailureReported;
   running.generation.started_at = 650.5;

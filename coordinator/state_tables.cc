@@ -51,6 +51,33 @@ void EvalFromJson(const std::string& text, google::protobuf::Map<std::string, do
   }
 }
 
+// The final model's files: [{"name", "size_bytes", "sha256"}, ...].
+std::string ModelFilesToJson(const google::protobuf::RepeatedPtrField<v1::ModelFile>& files) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const v1::ModelFile& file : files) {
+    json.push_back({{"name", file.name()}, {"size_bytes", file.size_bytes()}, {"sha256", file.sha256()}});
+  }
+  return json.dump();
+}
+
+absl::Status ModelFilesFromJson(const std::string& text, google::protobuf::RepeatedPtrField<v1::ModelFile>* files) {
+  files->Clear();
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_array()) return absl::DataLossError(absl::StrCat("final_model is not a JSON array: ", text));
+  for (const auto& entry : json) {
+    if (!entry.is_object() || !entry.value("name", nlohmann::json()).is_string() ||
+        !entry.value("size_bytes", nlohmann::json()).is_number_integer() ||
+        !entry.value("sha256", nlohmann::json()).is_string()) {
+      return absl::DataLossError(absl::StrCat("final_model entry is not {name, size_bytes, sha256}: ", entry.dump()));
+    }
+    v1::ModelFile* file = files->Add();
+    file->set_name(entry["name"].get<std::string>());
+    file->set_size_bytes(entry["size_bytes"].get<int64_t>());
+    file->set_sha256(entry["sha256"].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
 // Worker id -> ReleaseReasonName.
 std::string ReleasesToJson(const std::map<std::string, ReleaseReason>& releases) {
   nlohmann::json json = nlohmann::json::object();
@@ -224,6 +251,11 @@ std::vector<JobColumn> JobColumns() {
             return absl::OkStatus();
           })
           .WithBackfill(PendingReasonBackfill()),
+      // Added with `herd fetch`.
+      JobColumn::Text(
+          "final_model", "NOT NULL DEFAULT '[]'",
+          [](const JobRecord& j) { return ModelFilesToJson(j.info.final_model()); },
+          [](JobRecord& j, const std::string& v) { return ModelFilesFromJson(v, j.info.mutable_final_model()); }),
   };
 }
 

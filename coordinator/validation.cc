@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/incarnation.h"
 #include "common/control_chars.h"
+#include "common/model_files.h"
 
 namespace herd::coordinator {
 namespace {
@@ -21,6 +22,7 @@ constexpr size_t kMaxPathBytes = 4096;
 constexpr size_t kMaxEvalEntries = 64;
 constexpr size_t kMaxEvalNameBytes = 128;
 constexpr size_t kMaxWarningBytes = 4096;
+constexpr int kMaxFinalModelFiles = 4;
 
 absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -140,6 +142,24 @@ absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
     }
     if (!straggler.worker_id().empty()) {
       return Invalid("straggler.worker_id", "must be empty: the coordinator fills it in from the members");
+    }
+  }
+  if (report.final_model_size() > kMaxFinalModelFiles) {
+    return Invalid("final_model",
+                   absl::StrCat("at most ", kMaxFinalModelFiles, " files, got ", report.final_model_size()));
+  }
+  for (int i = 0; i < report.final_model_size(); ++i) {
+    const v1::ModelFile& file = report.final_model(i);
+    const std::string prefix = absl::StrCat("final_model[", i, "].");
+    if (!IsFinalModelFileName(file.name())) {
+      return Invalid(prefix + "name", absl::StrCat("must be ", kFinalSafetensorsFile, " or ", kFinalModelFile,
+                                                   ", got '", EscapeControlChars(file.name()), "'"));
+    }
+    if (auto status = NonNegative(prefix + "size_bytes", file.size_bytes()); !status.ok()) return status;
+    if (file.sha256().size() != 64 || !std::all_of(file.sha256().begin(), file.sha256().end(), [](char c) {
+          return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+        })) {
+      return Invalid(prefix + "sha256", "must be 64 lower-case hex digits");
     }
   }
   for (int i = 0; i < report.ranks_size(); ++i) {

@@ -73,6 +73,26 @@ TEST(Validation, ProgressReports) {
   EXPECT_EQ(ValidateProgressReport(bad).message().rfind("checkpoint_warning:", 0), 0u);
 }
 
+TEST(Validation, ProgressReportFinalModel) {
+  v1::ReportProgressRequest report;
+  report.set_step(10);
+  v1::ModelFile* file = report.add_final_model();
+  file->set_name("model-final.safetensors");
+  file->set_size_bytes(120);
+  file->set_sha256(std::string(64, 'a'));
+  EXPECT_TRUE(ValidateProgressReport(report).ok()) << ValidateProgressReport(report);
+  v1::ReportProgressRequest bad = report;
+  bad.mutable_final_model(0)->set_name("../../etc/passwd");
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("final_model[0].name: must be model-final.safetensors", 0), 0u)
+      << ValidateProgressReport(bad);
+  bad = report;
+  bad.mutable_final_model(0)->set_sha256(std::string(64, 'A'));
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "final_model[0].sha256: must be 64 lower-case hex digits");
+  bad = report;
+  bad.mutable_final_model(0)->set_size_bytes(-1);
+  EXPECT_EQ(ValidateProgressReport(bad).message(), "final_model[0].size_bytes: must be >= 0, got -1");
+}
+
 TEST(Validation, ProgressReportStragglers) {
   v1::ReportProgressRequest report;
   report.set_step(10);

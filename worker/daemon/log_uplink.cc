@@ -12,11 +12,14 @@
 #include "worker/daemon/backoff.h"
 #include "worker/daemon/identifiers.h"
 #include "worker/daemon/log_tail.h"
+#include "worker/daemon/model_file_path.h"
 
 namespace herd::worker {
 namespace {
 
 constexpr size_t kChunkBytes = 64 * 1024;
+// Model files are large: fewer, bigger messages (well under the 16 MiB limit).
+constexpr size_t kFileChunkBytes = 1 << 20;
 // An upload with `follow` lasts as long as the trainer: no practical deadline.
 constexpr std::chrono::hours kUploadDeadline{24 * 7};
 
@@ -126,6 +129,10 @@ void LogUplink::StartUpload(v1::LogRequest request) {
 }
 
 void LogUplink::SendLog(const v1::LogRequest& request) {
+  if (!request.file().empty()) {
+    SendFile(request);
+    return;
+  }
   auto call = NewContext(kUploadDeadline);
   if (!call) return;
   v1::UploadLogResponse response;
@@ -178,6 +185,51 @@ void LogUplink::SendLog(const v1::LogRequest& request) {
   grpc::Status status = writer->Finish();
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     VLOG(1) << "log upload for " << request.job_id() << ": " << status.error_message();
+  }
+}
+
+void LogUplink::SendFile(const v1::LogRequest& request) {
+  auto call = NewContext(kUploadDeadline);
+  if (!call) return;
+  v1::UploadLogResponse response;
+  auto writer = stub_->UploadLog(call.get(), &response);
+  v1::UploadLogRequest message;
+  message.set_session(request.session());
+  message.set_worker_id(options_.worker_id);
+  bool open = writer->Write(message);
+  absl::StatusOr<std::string> path =
+      absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " serves no model files"));
+  if (options_.job_dir) {
+    path = ModelFilePath(request, options_.worker_id, options_.job_dir(request.job_id()), options_.checkpoint_root);
+  }
+  std::ifstream file;
+  if (path.ok()) {
+    file.open(*path, std::ios::binary);
+    if (!file) path = absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " cannot read ", *path));
+  }
+  if (open && !path.ok()) {
+    message.set_error(std::string(path.status().message()));
+    open = writer->Write(message);
+  }
+  std::string chunk(kFileChunkBytes, '\0');
+  while (open && path.ok()) {
+    file.read(chunk.data(), chunk.size());
+    std::streamsize got = file.gcount();
+    if (got <= 0) break;
+    message.Clear();
+    message.set_data(chunk.data(), static_cast<size_t>(got));
+    open = writer->Write(message);
+  }
+  // A read error mid-file must not look like the whole file: cancel, so the
+  // reader gets an error rather than a short file.
+  if (open && path.ok() && file.bad()) {
+    call->TryCancel();
+    open = false;
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+    VLOG(1) << "model file upload for " << request.job_id() << ": " << status.error_message();
   }
 }
 

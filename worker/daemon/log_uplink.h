@@ -2,7 +2,8 @@
 // the coordinator and answers each LogRequest with an UploadLog stream of the
 // asked trainer's log (see LogRelay in the coordinator). With `follow` it goes
 // on sending what the trainer appends until the trainer has exited and the
-// file is read to its end, or the reader leaves.
+// file is read to its end, or the reader leaves. A request naming a file
+// (`herd fetch`) is answered the same way with that model file.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,10 @@ struct LogUplinkOptions {
   // Where a job's trainer log is, and whether its trainer still runs here.
   std::function<std::string(const std::string& job_id)> log_path;
   std::function<bool(const std::string& job_id)> trainer_running;
+  // `herd fetch`: where a job's dir is (its final model files) and where
+  // checkpoint folders are (see ModelFilePath for what may be sent).
+  std::function<std::string(const std::string& job_id)> job_dir;
+  std::string checkpoint_root;
   // A watch stream is reopened after this long (streams get deadlines too).
   std::chrono::milliseconds stream_period{std::chrono::minutes(10)};
   // How often a followed log is checked for new lines.
@@ -53,6 +58,8 @@ class LogUplink {
   void WatchLoop();
   void StartUpload(v1::LogRequest request);
   void SendLog(const v1::LogRequest& request);
+  // A request with `file` set: that file, whole, in 1 MiB chunks.
+  void SendFile(const v1::LogRequest& request);
   // The context for a new call, cancelled by Stop(); nullptr once stopping.
   std::shared_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds timeout);
   // Waits `delay`; false (at once) when stopping.

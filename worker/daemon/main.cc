@@ -183,7 +183,7 @@ herd::worker::DaemonOptions DaemonOptionsFor(const herd::worker::WorkerConfig& c
   return options;
 }
 
-// `herd logs`: this daemon's trainers' logs, sent when the coordinator asks.
+// `herd logs` and `herd fetch`: this daemon's trainers' logs and model files, sent when the coordinator asks.
 herd::worker::LogUplinkOptions LogUplinkOptionsFor(const herd::worker::WorkerConfig& config, const std::string& token,
                                                    herd::worker::TrainerSupervisor* supervisor) {
   herd::worker::LogUplinkOptions options;
@@ -193,6 +193,8 @@ herd::worker::LogUplinkOptions LogUplinkOptionsFor(const herd::worker::WorkerCon
     return herd::TrainerLogPath(supervisor->JobDir(job_id));
   };
   options.trainer_running = [supervisor](const std::string& job_id) { return supervisor->Running(job_id); };
+  options.job_dir = [supervisor](const std::string& job_id) { return supervisor->JobDir(job_id); };
+  options.checkpoint_root = config.checkpoint_root;
   return options;
 }
 

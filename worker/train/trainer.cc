@@ -567,6 +567,9 @@ absl::Status Trainer::CommitPoint(bool final) {
     state->set_step_seconds(sync_status.step_seconds);
   }
   for (const auto& [name, value] : ctx_.eval_metrics) (*report.mutable_eval())[name] = value;
+  if (final) {
+    for (const v1::ModelFile& file : final_model_files_) *report.add_final_model() = file;
+  }
   if (join_.rank() == 0) {
     LOG(INFO) << absl::StrFormat("step %d/%d epoch %d loss %.4f %.0f samples/s%s", pos_.step, total_steps_, pos_.epoch,
                                  ctx_.last_loss, ctx_.samples_per_second, final ? " (final)" : "");
@@ -669,12 +672,14 @@ absl::StatusOr<bool> Trainer::CheckpointForAllLeaving() {
 }
 
 absl::Status Trainer::SaveFinalModel() {
-  torch::serialize::OutputArchive archive;
-  for (const auto& [name, tensor] : ctx_.model->NamedParameters()) archive.write(name, tensor.detach().to(torch::kCPU));
-  for (const auto& [name, tensor] : ctx_.model->NamedBuffers()) archive.write(name, tensor.detach().to(torch::kCPU));
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return WriteFileAtomically(absl::StrCat(ctx_.options.work_dir, "/", kFinalModelFile), bytes.str());
+  // state_dict order: parameters, then buffers.
+  std::vector<std::pair<std::string, torch::Tensor>> tensors = ctx_.model->NamedParameters();
+  for (auto& named : ctx_.model->NamedBuffers()) tensors.push_back(std::move(named));
+  auto written =
+      WriteFinalModel(ctx_.options.work_dir, tensors, {{"format", "pt"}, {"herd_model", ctx_.model->name()}});
+  if (!written.ok()) return written.status();
+  final_model_files_ = *std::move(written);
+  return absl::OkStatus();
 }
 
 GenerationEnd Trainer::Run() {

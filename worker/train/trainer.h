@@ -27,6 +27,7 @@
 #include "worker/train/batch_shares.h"
 #include "worker/train/communicator_replica_sum.h"
 #include "worker/train/coordinator_link.h"
+#include "worker/train/final_model.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/sampler.h"
@@ -36,10 +37,6 @@
 #include "worker/train/training_context.h"
 
 namespace herd {
-
-// Where the trained parameters go: every rank writes its own copy, so
-// replicas can be compared and any surviving worker holds the result.
-constexpr char kFinalModelFile[] = "model-final.pt";
 
 class Trainer {
  public:
@@ -162,6 +159,8 @@ class Trainer {
   int64_t last_commit_step_ = 0;
   // Set by the vote that ends this generation at a step boundary.
   std::optional<GenerationEnd> boundary_;
+  // What SaveFinalModel wrote; the final report carries it.
+  std::vector<v1::ModelFile> final_model_files_;
 };
 
 }  // namespace herd
