@@ -53,6 +53,9 @@ def prepare(directory, corpus):
     """Writes the mapped twins of the in-memory data; returns the dataset specs of both pairs."""
     with open(corpus, "rb") as f:
         text = f.read()
+    corpus = os.path.join(directory, "corpus.txt")  # a copy: the text side must read what the tokens hold
+    with open(corpus, "wb") as f:
+        f.write(text)
     tokens = os.path.join(directory, "corpus.u16")
     with open(tokens, "wb") as f:
         f.write(struct.pack(f"<{len(text)}H", *text))
