@@ -299,6 +299,17 @@ TEST(NpyDataset, BadArraysAreRefusedNamingTheFileAndWhy) {
   ASSERT_TRUE(LoadDataset(capped, true, 0).ok());
   ExpectError(LoadDataset(capped, false, 0).status(), absl::StatusCode::kInvalidArgument,
               {"target 2 at row 9 is outside [0, 2)"});
+
+  // Targets are scanned in chunks of 2^20 rows: a bad one in the second is found at its own row.
+  const int64_t many = 1'200'000;
+  std::vector<int64_t> labels(many, 0);
+  labels[1'050'000] = -4;
+  WriteFile(folder + "/many_x.npy", NpyBytes("|u1", {many, 1}, std::string(many, '\0')));
+  WriteFile(folder + "/many_y.npy", NpyBytes("<i8", {many}, RawBytes(labels)));
+  v1::DatasetSpec chunked = NpySpec(folder + "/many_x.npy", folder + "/many_y.npy");
+  chunked.set_num_classes(3);
+  ExpectError(LoadDataset(chunked, true, 0).status(), absl::StatusCode::kInvalidArgument,
+              {"target -4 at row 1050000 is outside [0, 3)"});
 }
 
 }  // namespace

@@ -103,16 +103,21 @@ class NpyDataset : public Dataset {
 };
 
 // The first target outside [0, limit) in rows [begin, begin + count), as an
-// error naming the file, the row and the value.
+// error naming the file, the row and the value. Scans in chunks, so a
+// billion rows cost a chunk of memory, not a copy of the file.
 absl::Status CheckTargets(const std::string& field, const NpyArray& targets, int64_t begin, int64_t count,
                           int64_t limit) {
-  const torch::Tensor rows = targets.tensor.narrow(0, begin, count).to(at::kLong);
-  const torch::Tensor bad = (rows < 0).logical_or_(rows >= limit).nonzero();
-  if (bad.numel() == 0) return absl::OkStatus();
-  const int64_t row = bad[0][0].item<int64_t>();
-  return absl::InvalidArgumentError(absl::StrCat(field, " ", targets.file->path(), ": target ",
-                                                 rows[row].item<int64_t>(), " at row ", begin + row,
-                                                 " is outside [0, ", limit, ") (dataset.num_classes ", limit, ")"));
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t at = 0; at < count; at += kChunk) {
+    const torch::Tensor rows = targets.tensor.narrow(0, begin + at, std::min(kChunk, count - at)).to(at::kLong);
+    const torch::Tensor bad = (rows < 0).logical_or_(rows >= limit).nonzero();
+    if (bad.numel() == 0) continue;
+    const int64_t row = bad[0][0].item<int64_t>();
+    return absl::InvalidArgumentError(absl::StrCat(field, " ", targets.file->path(), ": target ",
+                                                   rows[row].item<int64_t>(), " at row ", begin + at + row,
+                                                   " is outside [0, ", limit, ") (dataset.num_classes ", limit, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<NpyArray, NpyArray>> MapPair(const std::string& inputs_field, const std::string& inputs_path,
