@@ -21,6 +21,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import struct
 import sys
@@ -103,7 +104,8 @@ def main():
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
     bin_dir = args.bin_dir or compare_ddp.build()
     compare_ddp.share_trainers_openblas_kernels(bin_dir)
-    specs = prepare(tempfile.mkdtemp(prefix="herd-mapped-bench-"), args.corpus)
+    data_dir = tempfile.mkdtemp(prefix="herd-mapped-bench-")
+    specs = prepare(data_dir, args.corpus)
     rates = {kind: [] for kind in specs}
     losses = {}
     print(f"# {os.cpu_count()} cores, batch {args.batch}, {args.warmup} warmup + {args.steps} timed steps, "
@@ -118,6 +120,7 @@ def main():
                 print(f"rep {rep} {kind:6s} {rate:8.1f} steps/s  loss {loss:.6f}", flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)  # the mapped twins (the cluster's logs stay)
     median = {kind: statistics.median(r) for kind, r in rates.items()}
     summary = {
         "steps_per_s": median,
