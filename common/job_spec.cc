@@ -96,6 +96,7 @@ constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxSyntheticSamples = 1'000'000'000;
 constexpr int64_t kMaxWidth = 1 << 20;  // features, classes, d_model
 constexpr int64_t kMaxWorkers = 4096;
+constexpr int64_t kMaxVocabulary = int64_t{1} << 32;  // every uint32 id
 
 }  // namespace
 
@@ -137,7 +138,9 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
     if (dataset->synthetic_features() == 0) dataset->set_synthetic_features(784);
     if (dataset->synthetic_classes() == 0) dataset->set_synthetic_classes(10);
   }
-  if (dataset->kind() == "text" && dataset->sequence_length() == 0) dataset->set_sequence_length(64);
+  const bool sequences = dataset->kind() == "text" || dataset->kind() == "tokens";
+  if (sequences && dataset->sequence_length() == 0) dataset->set_sequence_length(64);
+  if (dataset->kind() == "tokens" && dataset->dtype().empty()) dataset->set_dtype("uint16");
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
   if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
@@ -199,6 +202,7 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   if (auto s = CheckRange("model.heads", model.heads(), 0, 256); !s.ok()) return s;
   if (auto s = CheckRange("model.layers", model.layers(), 0, 128); !s.ok()) return s;
   if (auto s = CheckRange("model.context", model.context(), 0, 65536); !s.ok()) return s;
+  if (auto s = CheckRange("model.vocab_size", model.vocab_size(), 0, kMaxVocabulary); !s.ok()) return s;
 
   auto only = [&](const char* field, bool set, const char* owner) -> absl::Status {
     if (set && model.name() != owner) return Bad(field, absl::StrCat("only model ", owner, " uses it"));
@@ -212,7 +216,7 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   }
   const std::pair<const char*, int64_t> transformer_sizes[] = {
       {"model.width", model.width()}, {"model.heads", model.heads()},
-      {"model.layers", model.layers()}, {"model.context", model.context()}};
+      {"model.layers", model.layers()}, {"model.context", model.context()}, {"model.vocab_size", model.vocab_size()}};
   for (const auto& [field, value] : transformer_sizes) {
     if (value != 0 && model.name() != "char_transformer") {
       return Bad(field, absl::StrCat("only model char_transformer uses it, got ", value));
@@ -224,9 +228,61 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   if (width % heads != 0) {
     return Bad("model.heads", absl::StrCat(heads, " heads do not divide model.width ", width));
   }
+  const int64_t data_vocabulary = dataset.kind() == "tokens" ? dataset.vocab_size() : 256;
+  if (model.vocab_size() > 0 && model.vocab_size() < data_vocabulary) {
+    return Bad("model.vocab_size", absl::StrCat(model.vocab_size(), " is smaller than the dataset's vocabulary of ",
+                                                data_vocabulary));
+  }
   if (model.context() > 0 && model.context() < dataset.sequence_length()) {
     return Bad("model.context", absl::StrCat(model.context(), " is shorter than dataset.sequence_length ",
                                              dataset.sequence_length()));
+  }
+  return absl::OkStatus();
+}
+
+// The fields each dataset kind reads: required ones set, and none of
+// another kind's (a field that would be ignored is a mistake worth naming).
+absl::Status CheckDatasetFiles(const v1::DatasetSpec& dataset) {
+  const std::string& kind = dataset.kind();
+  if (auto s = CheckRange("dataset.vocab_size", dataset.vocab_size(), 0, kMaxVocabulary); !s.ok()) return s;
+  if (auto s = CheckRange("dataset.num_classes", dataset.num_classes(), 0, kMaxWidth); !s.ok()) return s;
+  struct Owned {
+    const char* field;
+    bool set;
+    const char* owner;  // the one dataset.kind that reads it
+  };
+  const Owned owned[] = {{"dataset.dtype", !dataset.dtype().empty(), "tokens"},
+                         {"dataset.vocab_size", dataset.vocab_size() != 0, "tokens"},
+                         {"dataset.validation_path", !dataset.validation_path().empty(), "tokens"},
+                         {"dataset.inputs", !dataset.inputs().empty(), "npy"},
+                         {"dataset.targets", !dataset.targets().empty(), "npy"},
+                         {"dataset.validation_inputs", !dataset.validation_inputs().empty(), "npy"},
+                         {"dataset.validation_targets", !dataset.validation_targets().empty(), "npy"},
+                         {"dataset.num_classes", dataset.num_classes() != 0, "npy"}};
+  for (const Owned& o : owned) {
+    if (o.set && kind != o.owner) return Bad(o.field, absl::StrCat("only dataset.kind ", o.owner, " uses it"));
+  }
+  if (kind == "npy") {
+    if (!dataset.path().empty()) return Bad("dataset.path", "dataset.kind npy reads dataset.inputs and targets");
+    if (dataset.inputs().empty()) return Bad("dataset.inputs", "required for dataset.kind npy (a .npy file)");
+    if (dataset.targets().empty()) return Bad("dataset.targets", "required for dataset.kind npy (a .npy file)");
+    if (dataset.validation_inputs().empty() != dataset.validation_targets().empty()) {
+      return Bad(dataset.validation_inputs().empty() ? "dataset.validation_inputs" : "dataset.validation_targets",
+                 "set both validation files or neither");
+    }
+    if (dataset.num_classes() == 1) return Bad("dataset.num_classes", "must be >= 2");
+    return absl::OkStatus();
+  }
+  if (kind != "synthetic" && dataset.path().empty()) {
+    return Bad("dataset.path", absl::StrCat("required for dataset.kind ", kind));
+  }
+  if (kind == "tokens") {
+    if (auto s = CheckChoice("dataset.dtype", dataset.dtype(), {"uint16", "uint32"}); !s.ok()) return s;
+    if (dataset.vocab_size() < 2) return Bad("dataset.vocab_size", "required for dataset.kind tokens (at least 2)");
+    if (dataset.dtype() == "uint16" && dataset.vocab_size() > 65536) {
+      return Bad("dataset.vocab_size", absl::StrCat(dataset.vocab_size(),
+                                                    " ids do not fit dataset.dtype uint16 (at most 65536)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -245,10 +301,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
 
   const auto& dataset = spec.dataset();
   if (dataset.kind().empty()) return Bad("dataset.kind", "required");
-  if (auto s = CheckChoice("dataset.kind", dataset.kind(), {"idx", "text", "synthetic"}); !s.ok()) return s;
-  if (dataset.kind() != "synthetic" && dataset.path().empty()) {
-    return Bad("dataset.path", absl::StrCat("required for dataset.kind ", dataset.kind()));
+  if (auto s = CheckChoice("dataset.kind", dataset.kind(), {"idx", "text", "tokens", "npy", "synthetic"}); !s.ok()) {
+    return s;
   }
+  if (auto s = CheckDatasetFiles(dataset); !s.ok()) return s;
   if (auto s = CheckRange("dataset.synthetic_samples", dataset.synthetic_samples(), 0, kMaxSyntheticSamples); !s.ok()) {
     return s;
   }
@@ -258,14 +314,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (dataset.kind() == "synthetic" && dataset.synthetic_classes() < 2) {
     return Bad("dataset.synthetic_classes", "must be >= 2");
   }
-  if (model.name() == "char_transformer" && dataset.kind() != "text") {
-    return Bad("dataset.kind", "model char_transformer needs dataset.kind text");
+  const bool sequences = dataset.kind() == "text" || dataset.kind() == "tokens";
+  if (model.name() == "char_transformer" && !sequences) {
+    return Bad("dataset.kind", "model char_transformer needs dataset.kind text or tokens");
   }
-  if (dataset.kind() == "text" && model.name() != "char_transformer" && model.name() != "torchscript") {
-    return Bad("model.name", "dataset.kind text needs model char_transformer or torchscript");
+  if (sequences && model.name() != "char_transformer" && model.name() != "torchscript") {
+    return Bad("model.name",
+               absl::StrCat("dataset.kind ", dataset.kind(), " needs model char_transformer or torchscript"));
   }
   if (auto s = CheckModelSizes(model, dataset); !s.ok()) return s;
-  if (dataset.kind() == "text" && (dataset.sequence_length() < 2 || dataset.sequence_length() > 4096)) {
+  if (sequences && (dataset.sequence_length() < 2 || dataset.sequence_length() > 4096)) {
     return Bad("dataset.sequence_length", "must be in [2, 4096]");
   }
 

@@ -151,6 +151,61 @@ batch_size: 8
   EXPECT_EQ(ValidateJobSpec(*spec).message().rfind("model.context:", 0), 0u) << ValidateJobSpec(*spec);
 }
 
+// The message of ValidateJobSpec for `yaml` after defaults ("" when valid).
+std::string Verdict(const std::string& yaml) {
+  auto spec = ParseJobSpecYaml(yaml);
+  if (!spec.ok()) return std::string(spec.status().message());
+  ApplyJobDefaults(&*spec);
+  return std::string(ValidateJobSpec(*spec).message());
+}
+
+TEST(JobSpecValidate, TokenDatasetFields) {
+  const std::string model = "model: {name: char_transformer, vocab_size: 50304}\nbatch_size: 8\n";
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/train.bin, vocab_size: 50257}\n"), "");
+  auto spec = ParseJobSpecYaml(model + "dataset: {kind: tokens, path: /d/train.bin, vocab_size: 50257}\n");
+  ASSERT_TRUE(spec.ok());
+  ApplyJobDefaults(&*spec);
+  EXPECT_EQ(spec->dataset().dtype(), "uint16");
+  EXPECT_EQ(spec->dataset().sequence_length(), 64);
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 100000, dtype: uint32, "
+                            "validation_path: /d/v.bin}\n"),
+            "model.vocab_size: 50304 is smaller than the dataset's vocabulary of 100000");
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin}\n"),
+            "dataset.vocab_size: required for dataset.kind tokens (at least 2)");
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 70000}\n"),
+            "dataset.vocab_size: 70000 ids do not fit dataset.dtype uint16 (at most 65536)");
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 500, dtype: int8}\n")
+                .rfind("dataset.dtype: unknown value 'int8'", 0),
+            0u);
+  EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, vocab_size: 500}\n"),
+            "dataset.path: required for dataset.kind tokens");
+  EXPECT_EQ(Verdict("model: mlp\nbatch_size: 8\ndataset: {kind: tokens, path: /d/t.bin, vocab_size: 500}\n"),
+            "model.name: dataset.kind tokens needs model char_transformer or torchscript");
+  EXPECT_EQ(Verdict("model: mlp\nbatch_size: 8\ndataset: {kind: synthetic, vocab_size: 500}\n"),
+            "dataset.vocab_size: only dataset.kind tokens uses it");
+  EXPECT_EQ(Verdict("model: {name: mlp, vocab_size: 300}\nbatch_size: 8\ndataset: {kind: synthetic}\n"),
+            "model.vocab_size: only model char_transformer uses it, got 300");
+}
+
+TEST(JobSpecValidate, NpyDatasetFields) {
+  const std::string head = "model: mlp\nbatch_size: 8\n";
+  EXPECT_EQ(Verdict(head + "dataset: {kind: npy, inputs: /d/x.npy, targets: /d/y.npy}\n"), "");
+  EXPECT_EQ(Verdict(head + "dataset: {kind: npy, inputs: /d/x.npy, targets: /d/y.npy, "
+                           "validation_inputs: /d/vx.npy, validation_targets: /d/vy.npy, num_classes: 10}\n"),
+            "");
+  EXPECT_EQ(Verdict(head + "dataset: {kind: npy, inputs: /d/x.npy}\n"),
+            "dataset.targets: required for dataset.kind npy (a .npy file)");
+  EXPECT_EQ(Verdict(head + "dataset: {kind: npy, inputs: /d/x.npy, targets: /d/y.npy, validation_inputs: /d/v}\n"),
+            "dataset.validation_targets: set both validation files or neither");
+  EXPECT_EQ(Verdict(head + "dataset: {kind: npy, path: /d, inputs: /d/x.npy, targets: /d/y.npy}\n"),
+            "dataset.path: dataset.kind npy reads dataset.inputs and targets");
+  EXPECT_EQ(Verdict(head + "dataset: {kind: idx, path: /d, inputs: /d/x.npy}\n"),
+            "dataset.inputs: only dataset.kind npy uses it");
+  EXPECT_EQ(Verdict("model: char_transformer\nbatch_size: 8\n"
+                    "dataset: {kind: npy, inputs: /d/x.npy, targets: /d/y.npy}\n"),
+            "dataset.kind: model char_transformer needs dataset.kind text or tokens");
+}
+
 TEST(JobSpecValidate, GlobalBatchSizeDivisibleIntoTheMinimumWorldIsAccepted) {
   auto spec = GoodSpec();
   spec.set_min_workers(3);

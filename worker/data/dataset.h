@@ -28,8 +28,10 @@ class Dataset {
   // synthetic, {T} for text.
   virtual std::vector<int64_t> sample_shape() const = 0;
   // The samples at `indices`, in that order (N may be 0). Runs every step, so
-  // it is a gather from memory. An index outside [0, size()) throws
-  // c10::Error, like any other LibTorch failure in a training step.
+  // it is a gather from memory (or from a memory mapping). An index outside
+  // [0, size()) throws c10::Error, like any other LibTorch failure in a
+  // training step; data found wrong while gathering (a token id at or above
+  // the vocabulary) throws DataError (data_error.h).
   virtual Batch Get(const std::vector<int64_t>& indices) const = 0;
 };
 
@@ -41,6 +43,15 @@ class Dataset {
 //              values (the same ids for any file and both splits); sample i
 //              is bytes [i*T, i*T + T + 1): inputs the first T, targets the
 //              next T. Train = first 90% of the file, eval = the last 10%.
+//   tokens:    spec.path is a memory-mapped file of little-endian spec.dtype
+//              (uint16/uint32) token ids; vocabulary = spec.vocab_size;
+//              windows as for text, over tokens. Eval = spec.validation_path,
+//              or else the last 10% of spec.path (train the first 90%).
+//   npy:       spec.inputs / spec.targets are memory-mapped .npy files
+//              (inputs float32/float16/uint8 [N, ...], uint8 scaled to
+//              [0, 1]; targets int64/int32 [N]); eval = the validation_ files,
+//              or else the last 10% of the rows. num_classes = spec's, or the
+//              largest training target + 1; every target checked below it.
 //   synthetic: synthetic_samples samples (eval: 1/8 as many) of
 //              synthetic_features standard-normal features, labelled by a
 //              fixed random linear teacher drawn from `seed`: the same

@@ -10,6 +10,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> LoadDataset(const v1::DatasetSpec& spec
   try {
     if (spec.kind() == "idx") return LoadIdxDataset(spec.path(), train);
     if (spec.kind() == "text") return LoadTextDataset(spec.path(), spec.sequence_length(), train);
+    if (spec.kind() == "tokens") return LoadTokenDataset(spec, train);
+    if (spec.kind() == "npy") return LoadNpyDataset(spec, train);
     if (spec.kind() == "synthetic") {
       return MakeSyntheticDataset(spec.synthetic_samples(), spec.synthetic_features(), spec.synthetic_classes(),
                                   train, seed);
@@ -18,7 +20,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> LoadDataset(const v1::DatasetSpec& spec
     return absl::InternalError(absl::StrCat("loading dataset '", spec.kind(), "': ", e.what()));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("dataset.kind '", spec.kind(), "': expected idx, text or synthetic"));
+      absl::StrCat("dataset.kind '", spec.kind(), "': expected idx, text, tokens, npy or synthetic"));
 }
 
 }  // namespace herd

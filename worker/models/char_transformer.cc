@@ -1,5 +1,5 @@
 // char_transformer: a small decoder-only (GPT-style) language model over
-// bytes. Token + learned position embeddings, 2 pre-LayerNorm blocks of
+// bytes, or over token ids with model.vocab_size / a tokens dataset. Token + learned position embeddings, 2 pre-LayerNorm blocks of
 // causal multi-head self-attention (d_model 128, 4 heads) and a 4x GELU MLP,
 // a final LayerNorm and a linear head to vocabulary logits [N, T, V].
 #include <torch/nn/modules/embedding.h>
@@ -125,7 +125,13 @@ absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const v1::Mode
     return absl::InvalidArgumentError(absl::StrCat("model.context: ", context, " is shorter than the dataset's ",
                                                    info.sample_shape[0], "-token samples"));
   }
-  return std::make_shared<CharTransformer>(info.num_classes, context, width, heads, layers);
+  // A larger table than the data needs is allowed (nanoGPT pads 50257 to 50304).
+  const int64_t vocabulary = spec.vocab_size() > 0 ? spec.vocab_size() : info.num_classes;
+  if (vocabulary < info.num_classes) {
+    return absl::InvalidArgumentError(absl::StrCat("model.vocab_size: ", vocabulary,
+                                                   " is smaller than the dataset's vocabulary of ", info.num_classes));
+  }
+  return std::make_shared<CharTransformer>(vocabulary, context, width, heads, layers);
 }
 
 }  // namespace herd

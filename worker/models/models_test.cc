@@ -201,6 +201,28 @@ TEST(ModelTest, SizedModelsHaveTheAskedShapesAndTrain) {
   EXPECT_EQ(short_context.status().message().rfind("model.context:", 0), 0u) << short_context.status();
 }
 
+// model.vocab_size sizes the embedding and the head beyond the dataset's
+// vocabulary (a padded table); a smaller one could not embed every id.
+TEST(ModelTest, CharTransformerVocabSize) {
+  v1::ModelSpec transformer = Spec("char_transformer");
+  transformer.set_width(16);
+  transformer.set_heads(2);
+  transformer.set_vocab_size(1000);
+  auto padded = CreateModel(transformer, ModelInputInfo{{8}, 700}, 0);
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, p] : (*padded)->NamedParameters()) shapes[name] = p.sizes().vec();
+  EXPECT_EQ(shapes["token_embedding.weight"], (std::vector<int64_t>{1000, 16}));
+  EXPECT_EQ(shapes["head.weight"], (std::vector<int64_t>{1000, 16}));
+  const torch::Tensor ids = torch::full({2, 8}, 699, torch::kLong);
+  EXPECT_EQ((*padded)->Forward(Batch{ids, ids}).logits.sizes().vec(), (std::vector<int64_t>{2, 8, 1000}));
+
+  transformer.set_vocab_size(500);
+  auto too_small = CreateModel(transformer, ModelInputInfo{{8}, 700}, 0);
+  ASSERT_FALSE(too_small.ok());
+  EXPECT_EQ(too_small.status().message().rfind("model.vocab_size: 500", 0), 0u) << too_small.status();
+}
+
 TEST(ModelTest, WrongInputShapesAreRejected) {
   auto cnn = CreateModel(Spec("mnist_cnn"), ModelInputInfo{{3, 32, 32}, 10}, 0);
   EXPECT_EQ(cnn.status().code(), absl::StatusCode::kInvalidArgument);

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/data/data_error.h"
 
 namespace herd {
 
@@ -37,6 +38,9 @@ std::string MessageOf(const std::exception& e) {
 absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where) {
   if (dynamic_cast<const ModelContractError*>(&e) != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(where.what, " (model ", where.model, "): ", e.what()));
+  }
+  if (dynamic_cast<const DataError*>(&e) != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where.what, ": ", e.what()));
   }
   if (!IsOutOfMemory(e)) return absl::InternalError(absl::StrCat(where.what, ": ", MessageOf(e)));
   const std::string message = FirstLine(e.what());

@@ -4,7 +4,8 @@
 // which fails the job at once (trainer exit TRAINER_EXIT_JOB_ERROR) with the
 // step, the model and the memory figures, instead of spending the restart
 // budget on identical retries. A model that breaks the training contract
-// (ModelContractError) is INVALID_ARGUMENT, for the same reason. Anything
+// (ModelContractError) is INVALID_ARGUMENT, for the same reason, and so is
+// data found wrong while gathering a batch (DataError). Anything
 // else is INTERNAL (a member failure). Messages never carry LibTorch's C++
 // backtrace.
 #pragma once

@@ -6,6 +6,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "worker/data/data_error.h"
+
 namespace herd {
 namespace {
 
@@ -60,6 +62,13 @@ TEST(TorchErrors, ModelContractErrorFailsTheJobNamingTheModel) {
   const absl::Status status = TrainingError(ModelContractError("its loss does not require grad"), StepContext());
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_EQ(status.message(), "training step 7 (model mlp): its loss does not require grad");
+}
+
+// Bad bytes in the data read the same on every retry: the job fails at once.
+TEST(TorchErrors, DataErrorFailsTheJobNamingTheStep) {
+  const absl::Status status = TrainingError(DataError("dataset file /d/t.bin: token id 9 at byte offset 4"), StepContext());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ(status.message(), "training step 7: dataset file /d/t.bin: token id 9 at byte offset 4");
 }
 
 }  // namespace
