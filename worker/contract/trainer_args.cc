@@ -63,6 +63,10 @@ void AddFlags(CLI::App* app, TrainerArgs* args) {
                   "transport of the CPU collectives: herd (connections proven members of the generation) or gloo")
       ->check(CLI::IsMember({"herd", "gloo"}))
       ->capture_default_str();
+  app->add_option("--data-plane-congestion-control", args->congestion_control,
+                  "TCP congestion control of the herd data plane's sockets, or default (the kernel's)")
+      ->check(text)
+      ->capture_default_str();
   app->set_version_flag("--version", std::string("herd-trainer ") + kVersion);
 }
 
@@ -76,7 +80,8 @@ std::string FormatDouble(double value) {
 auto Fields(const TrainerArgs& a) {
   return std::tie(a.action, a.output, a.coordinator, a.job, a.worker_id, a.work_dir, a.device, a.gpu, a.token_file,
                   a.insecure_no_auth, a.tls_ca, a.tls_cert, a.tls_key, a.termination_message_file, a.alive_file,
-                  a.join_timeout_seconds, a.checkpoint_root, a.collective_timeout_seconds, a.data_plane);
+                  a.join_timeout_seconds, a.checkpoint_root, a.collective_timeout_seconds, a.data_plane,
+                  a.congestion_control);
 }
 
 }  // namespace
@@ -111,6 +116,9 @@ std::vector<std::string> ToArgv(const TrainerArgs& args) {
     argv.push_back(absl::StrCat("--collective-timeout-seconds=", FormatDouble(args.collective_timeout_seconds)));
   }
   if (args.data_plane != defaults.data_plane) argv.push_back(absl::StrCat("--data-plane=", args.data_plane));
+  if (args.congestion_control != defaults.congestion_control) {
+    argv.push_back(absl::StrCat("--data-plane-congestion-control=", args.congestion_control));
+  }
   return argv;
 }
 

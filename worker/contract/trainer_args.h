@@ -45,6 +45,9 @@ struct TrainerArgs {
   // The CPU collectives' transport: "herd" (member-authenticated TCP) or
   // "gloo" (herd-worker --data-plane).
   std::string data_plane = "herd";
+  // The herd data plane's TCP congestion control per socket (herd-worker
+  // --data-plane-congestion-control); "default": the kernel's.
+  std::string congestion_control = "bbr";
 };
 
 bool operator==(const TrainerArgs& a, const TrainerArgs& b);

@@ -48,6 +48,7 @@ TEST(TrainerArgsTest, EveryFieldRoundTrips) {
   args.checkpoint_root = "/shared/ckpt with space";
   args.collective_timeout_seconds = 12.5;
   args.data_plane = "gloo";
+  args.congestion_control = "cubic";
   auto parsed = Parse(ToArgv(args));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, args);

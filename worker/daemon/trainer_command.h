@@ -22,6 +22,7 @@ struct TrainerCommand {
   // Checkpoint storage shared by all workers of the cluster.
   std::string checkpoint_root;
   std::string data_plane = "herd";  // herd, gloo (--data-plane)
+  std::string congestion_control = "bbr";  // --data-plane-congestion-control
 };
 
 // argv for one job's trainer (argv[0] is the trainer binary). `gpu` is

@@ -65,6 +65,12 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
                  "generation; refusals are audited) or gloo (unauthenticated)")
       ->check(CLI::IsMember({"herd", "gloo"}))
       ->capture_default_str();
+  app.add_option("--data-plane-congestion-control", config.congestion_control,
+                 "TCP congestion control of the herd data plane's sockets (TCP_CONGESTION), or default for the "
+                 "kernel's. bbr does not fall back to the initial window after idle, which an averaging "
+                 "round's burst would otherwise pay on a long link; where the kernel lacks or forbids it, the "
+                 "trainer logs the one it got")
+      ->capture_default_str();
   app.add_option("--trainer-kill-grace-seconds", config.trainer_kill_grace_seconds,
                  "Seconds between SIGTERM and SIGKILL when stopping a trainer")
       ->check(CLI::NonNegativeNumber)

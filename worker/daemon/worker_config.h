@@ -32,6 +32,7 @@ struct WorkerConfig {
   // Transport of the trainers' CPU collectives: herd (member-authenticated
   // TCP) or gloo (unauthenticated; docs/security.md).
   std::string data_plane = "herd";
+  std::string congestion_control = "bbr";  // --data-plane-congestion-control
   double trainer_kill_grace_seconds = 5;
   double trainer_stuck_seconds = 600;
   // SIGTERM drains: the trainers leave their jobs at the next step boundary,

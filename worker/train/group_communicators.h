@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
@@ -24,6 +25,8 @@ enum class DataPlane { kHerd, kGloo };
 
 struct DataPlaneOptions {
   DataPlane plane = DataPlane::kHerd;
+  // herd: each socket's TCP congestion control; "default": the kernel's.
+  std::string congestion_control = "bbr";
   // Each connection to this rank's data-plane port that did not prove
   // membership (herd only): it was closed, the generation goes on. Unset:
   // logged as an audit line.

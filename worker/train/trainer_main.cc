@@ -244,6 +244,7 @@ int Train(const herd::TrainerArgs& args) {
   herd::DataPlaneAudit audit(registry, args.job, args.worker_id);
   loop.communicators = herd::GroupCommunicatorsOn(
       {args.data_plane == "gloo" ? herd::DataPlane::kGloo : herd::DataPlane::kHerd,
+       args.congestion_control,
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
        }});
