@@ -72,11 +72,6 @@ std::shared_ptr<const AuthTable> Authenticator::Table() const {
   return table_;
 }
 
-size_t Authenticator::CredentialCount() const {
-  auto table = Table();
-  return table == nullptr ? 0 : table->credentials.size();
-}
-
 absl::StatusOr<Principal> Authenticator::Authenticate(const grpc::ServerContext& context) const {
   std::shared_ptr<const AuthTable> table = Table();
   if (table == nullptr) return AnonymousAdmin();

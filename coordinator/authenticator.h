@@ -35,9 +35,6 @@ class Authenticator {
   // credential the table knows.
   absl::StatusOr<Principal> Authenticate(const grpc::ServerContext& context) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // For tests and the reload log: how many credentials are loaded.
-  size_t CredentialCount() const ABSL_LOCKS_EXCLUDED(mu_);
-
  private:
   Authenticator(std::string path, std::shared_ptr<const AuthTable> table)
       : path_(std::move(path)), table_(std::move(table)) {}

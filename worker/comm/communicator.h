@@ -1,5 +1,6 @@
-// The collectives interface every trainer uses. Implementations (Gloo for CPU,
-// NCCL for GPU) live in separate targets; trainer code sees only this.
+// The collectives interface every trainer uses. Implementations (herd's own
+// TCP mesh and Gloo for CPU, with shared memory for same-host sums; NCCL for
+// GPU) live in separate targets; trainer code sees only this.
 //
 // Buffers are raw pointers so this header (and the Gloo target) stays free of
 // LibTorch: it compiles fast and is testable on its own. For NCCL they are

@@ -1,5 +1,6 @@
 // A full mesh of member-authenticated TCP connections for one generation:
-// the connection layer under a future TCP communicator (issue 30). Each rank
+// the connection layer under the TCP mesh communicator
+// (tcp_mesh_communicator.h). Each rank
 // gets the generation's member key (member_key_exchange.h), listens and
 // publishes its address in the rendezvous store, connects to every lower
 // rank and accepts every higher one; each connection is admitted only after

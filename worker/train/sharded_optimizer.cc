@@ -415,13 +415,12 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
     own_steps[own_[k].param] = StepOf(found == optimizer.state().end() ? nullptr : found->second.get());
   }
   const auto device = params_.front().device();
-  torch::Tensor everyone = torch::from_blob(own_steps.data(), {static_cast<int64_t>(n)}, torch::kInt64).clone();
-  if (world > 1) {
-    torch::Tensor mine = everyone.to(device);
-    everyone = torch::empty({static_cast<int64_t>(n) * world}, mine.options());
-    if (auto s = comm_->AllGather(mine.data_ptr(), n * sizeof(int64_t), everyone.data_ptr()); !s.ok()) return s;
-    everyone = everyone.cpu();
-  }
+  // (world > 1 here: one rank returned above.)
+  torch::Tensor mine =
+      torch::from_blob(own_steps.data(), {static_cast<int64_t>(n)}, torch::kInt64).clone().to(device);
+  torch::Tensor everyone = torch::empty({static_cast<int64_t>(n) * world}, mine.options());
+  if (auto s = comm_->AllGather(mine.data_ptr(), n * sizeof(int64_t), everyone.data_ptr()); !s.ok()) return s;
+  everyone = everyone.cpu();
   const int64_t* all = everyone.data_ptr<int64_t>();
   auto step_of = [&](const ShardPiece& piece) { return all[static_cast<size_t>(piece.rank) * n + piece.param]; };
   // A parameter's pieces step together (the gradient is the same on every

@@ -38,8 +38,6 @@ absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& spec) {
   return config;
 }
 
-const char* SyncModeName(SyncMode mode) { return mode == SyncMode::kAverage ? "average" : "allreduce"; }
-
 const char* OuterKindName(OuterKind kind) { return kind == OuterKind::kNesterov ? "nesterov" : "none"; }
 
 }  // namespace herd

@@ -58,7 +58,6 @@ struct SyncConfig {
 // INVALID_ARGUMENT naming the sync.* field for a value it does not know.
 absl::StatusOr<SyncConfig> ParseSyncConfig(const v1::SyncSpec& sync);
 
-const char* SyncModeName(SyncMode mode);
 const char* OuterKindName(OuterKind kind);
 
 }  // namespace herd
