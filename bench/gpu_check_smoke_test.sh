@@ -47,6 +47,12 @@ shapes = {r["shape"] for r in bench["results"]}
 assert shapes == {"mlp4096_b256", "mlp1024_b64", "resnet_small_b128", "char_transformer_b64"}, shapes
 for r in bench["results"]:
     assert r["errors"] == 0 and r["runs"] == 1, r
+    # The strong peers ran on the CPU too: the device-resident set and the DataLoader; torch.compile ran or
+    # was reported unavailable (Debian's CPU torch may lack it), never a failure.
+    assert r["resident_samples_per_s"] and r["loader_samples_per_s"], r
+    assert r["best_eager_peer"] in ("eager", "resident", "loader"), r
+    for side in ("compile", "compile_ro"):
+        assert (r[side + "_samples_per_s"] and r[side + "_compile_seconds"] is not None) or side in r["unavailable"], r
     for side in ("herd", "eager", "ddp"):
         assert r[f"{side}_samples_per_s"] > 0, r
     assert r["herd_vs_eager"] > 0 and r["herd_vs_ddp"] > 0, r

@@ -16,7 +16,8 @@
 #      LibTorch's optimizers);
 #   3. a herd job end to end on the device (scripts/gpu_job_check.py: a local
 #      coordinator, one worker, the CLI, a small mlp job that must SUCCEED);
-#   4. bench/gpu_bench.py: herd against PyTorch eager and DDP, every shape,
+#   4. bench/gpu_bench.py: herd against PyTorch eager, DDP and the strong peers
+#      (device-resident, DataLoader, torch.compile default and reduce-overhead), every shape,
 #      fp32 and bf16, within the time left (--budget-s).
 # Prints each part's output as it goes, then ONE JSON line: each part's
 # pass/fail and figures, the GPU's name (nvidia-smi), the total seconds.
