@@ -56,7 +56,7 @@ on machines without a GPU.
 
 Usage: bench/gpu_bench.py [--device cuda|cpu] [--bin-dir BAZEL_BIN_LAYOUT] [--lib-dir LIBS]
          [--python PY] [--shapes a,b] [--precisions fp32,bf16] [--reps 2] [--peers eager,ddp,...] [--warmup W] [--steps S]
-         [--threads T] [--budget-s SECONDS] [--json-out FILE]
+         [--threads T] [--cuda-graphs] [--budget-s SECONDS] [--json-out FILE]
 """
 import argparse
 import datetime
@@ -291,6 +291,7 @@ class Bench:
                 f"batch_size: {shape['batch']}\nmax_steps: {a.warmup + self.steps(shape)}\noptimizer: {optimizer}\n"
                 f"threads: {a.threads}\nlog_interval_steps: {a.warmup}\neval: {{max_samples: 256}}\n"
                 f"device: {a.device}\n" + ("bf16_autocast: true\n" if precision == "bf16" else "") +
+                ("cuda_graphs: true\n" if getattr(a, "cuda_graphs", False) else "") +
                 "min_workers: 1\nmax_workers: 1\nseed: 1\n")
 
     def run_herd(self, cluster, watcher, name, shape, precision, dataset):
@@ -419,6 +420,8 @@ def parse_args():
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--precisions", help="fp32,bf16 (default: both on cuda; fp32 on cpu, where herd has no autocast)")
     p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="herd's spec sets cuda_graphs: true (docs/gpu.md; the trainer logs why a step runs eagerly)")
     p.add_argument("--peers", default=",".join(PEERS), help="the PyTorch sides to run, of " + ", ".join(PEERS))
     p.add_argument("--warmup", type=int, help=f"untimed steps, also herd's log interval (default {WARMUP})")
     p.add_argument("--steps", type=int, help="timed steps for every shape (default: per shape on cuda, "

@@ -39,6 +39,13 @@ class HerdSpecTest(unittest.TestCase):
             self.assertIn(line + "\n", spec)
         self.assertNotIn("bf16_autocast", bench.herd_spec("mlp4096_b256", shape, "fp32", "{kind: synthetic}"))
 
+    def test_cuda_graphs_flag_reaches_herds_spec(self):
+        args = bench_args("cuda")
+        shape = gpu_bench.shape_for("mlp1024_b64", "cuda")
+        self.assertNotIn("cuda_graphs", gpu_bench.Bench(args, "/tmp").herd_spec("mlp1024_b64", shape, "fp32", "{}"))
+        args.cuda_graphs = True
+        self.assertIn("cuda_graphs: true\n", gpu_bench.Bench(args, "/tmp").herd_spec("mlp1024_b64", shape, "fp32", "{}"))
+
     def test_dataset_outlasts_the_run_so_no_epoch_ends_inside_it(self):
         bench = gpu_bench.Bench(bench_args("cuda"), "/tmp")
         shape = gpu_bench.shape_for("resnet_small_b128", "cuda")
@@ -229,6 +236,8 @@ class CheckSummaryTest(unittest.TestCase):
             {"name": "MultiGpu", "result": "SKIPPED"}]}]}
         fused = {"testsuites": [{"name": "Optimizers/FusedOptimizerTest", "testsuite": [
             {"name": "MatchesLibTorchsOptimizerStepByStep/adamw", "result": "COMPLETED"}]}]}
+        replay = {"testsuites": [{"name": "CudaGraphReplay", "testsuite": [
+            {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "COMPLETED"}]}]}
         bench = {"complete": True, "seconds": 100, "results": [{"shape": "mlp4096_b256", "precision": "fp32",
                                                                  "herd_samples_per_s_runs": [1, 2], "errors": []}]}
         return {"nvidia-smi.txt": "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n",
@@ -236,6 +245,7 @@ class CheckSummaryTest(unittest.TestCase):
                                    '"checks":[{"name":"a","ok":true,"ms":3}]}\n', "nccl_smoke.rc": "0",
                 "nccl_test.json": json.dumps(gtest), "nccl_test.rc": "0",
                 "fused_optimizer_test.json": json.dumps(fused), "fused_optimizer_test.rc": "0",
+                "cuda_graph_replay_test.json": json.dumps(replay), "cuda_graph_replay_test.rc": "0",
                 "herd_job.json": '{"ok": true, "state": "SUCCEEDED", "loss": 0.5, "logs": "/tmp/x"}\n',
                 "herd_job.rc": "0", "gpu_bench.json": json.dumps(bench), "gpu_bench.rc": "0"}
 
@@ -256,6 +266,15 @@ class CheckSummaryTest(unittest.TestCase):
                                                                           "testsuite": [{"name": "x", "result": "SKIPPED"}]}]})
         rc, s = self.summarize(files)
         self.assertEqual((rc, s["parts"]["fused_optimizer_test"]["status"]), (1, "skipped"))
+        rc, s = self.summarize(files, device="cpu")
+        self.assertEqual((rc, s["ok"]), (0, True))
+
+    def test_a_skipped_cuda_graph_replay_fails_a_cuda_check_not_a_cpu_dry_run(self):
+        files = self.passing()
+        files["cuda_graph_replay_test.json"] = json.dumps({"testsuites": [{"name": "CudaGraphReplay", "testsuite": [
+            {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "SKIPPED"}]}]})
+        rc, s = self.summarize(files)
+        self.assertEqual((rc, s["parts"]["cuda_graph_replay_test"]["status"]), (1, "skipped"))
         rc, s = self.summarize(files, device="cpu")
         self.assertEqual((rc, s["ok"]), (0, True))
 

@@ -22,6 +22,7 @@ ls "$OUT"
 archived=$(tar -tzf "$OUT/gpu_check.tgz")  # (grep -q on a pipe would cut tar off: SIGPIPE under pipefail)
 grep -qx 'gpu_check/nccl_test.log' <<< "$archived"
 grep -qx 'gpu_check/fused_optimizer_test.json' <<< "$archived"
+grep -qx 'gpu_check/cuda_graph_replay_test.json' <<< "$archived"
 grep -qx 'gpu_check/gpu_bench.json' <<< "$archived"
 test -s "$OUT/gpu_bench.log"
 
@@ -39,6 +40,8 @@ assert parts["nccl_communicator_test"]["passed"] >= 1 and parts["nccl_communicat
 # The fused CUDA optimizer's test has nothing to run without CUDA: every case skips.
 assert parts["fused_optimizer_test"]["status"] == "skipped", parts["fused_optimizer_test"]
 assert parts["fused_optimizer_test"]["skipped"] >= 8 and parts["fused_optimizer_test"]["failed"] == 0
+assert parts["cuda_graph_replay_test"]["status"] == "skipped", parts["cuda_graph_replay_test"]
+assert parts["cuda_graph_replay_test"]["skipped"] == 2 and parts["cuda_graph_replay_test"]["failed"] == 0
 job = parts["herd_job"]
 assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
 bench = parts["gpu_bench"]

@@ -124,6 +124,7 @@ def main():
     results, device, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     parts = {"nccl_smoke": nccl_smoke(results), "nccl_communicator_test": gtest(results, "nccl_test"),
              "fused_optimizer_test": gtest(results, "fused_optimizer_test"),
+             "cuda_graph_replay_test": gtest(results, "cuda_graph_replay_test"),
              "herd_job": herd_job(results), "gpu_bench": gpu_bench(results)}
     allowed = {"passed"} if device == "cuda" else {"passed", "skipped"}
     ok = all(p["status"] in allowed for p in parts.values())
