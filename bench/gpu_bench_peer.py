@@ -338,6 +338,10 @@ def main():
         answers.flush()
 
     torch.set_num_threads(a.threads)
+    # DataLoader workers pass batches as file descriptors over a Unix socket made under the temp dir;
+    # a socket path is at most 107 bytes, which a deep $TMPDIR (Bazel's) exceeds.
+    if len(tempfile.gettempdir()) > 60:
+        tempfile.tempdir = "/tmp"
     if a.device == "cuda" and not torch.cuda.is_available():
         answer({"ok": False, "error": f"--device cuda: torch {torch.__version__} sees no GPU"})
         return 2
