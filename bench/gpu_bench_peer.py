@@ -10,13 +10,27 @@ version and the device's name. Requests:
       writes a synthetic IDX image set (1x28x28 uint8 images, 10 classes,
       each class a fixed random template plus noise) that herd's idx dataset
       and this process both read;
-  {"op": "train", "side": "eager"|"ddp", "model": {...}, "data": {...},
+  {"op": "train", "side": SIDE, "model": {...}, "data": {...},
    "optimizer": {...}, "precision": "fp32"|"bf16", "batch": B, "warmup": W,
    "steps": S, "log_interval": L, "seed": S}
       trains W untimed steps and S timed ones; answers samples/s, seconds,
       the last loss, the parameter count and the peak GPU memory reserved
       (torch.cuda.max_memory_reserved(); null on cpu);
   {"op": "quit"}.
+SIDE is one of
+  eager     the step below;
+  ddp       the same under DistributedDataParallel (world 1);
+  resident  eager, the whole dataset copied to the device once and each batch
+            indexed there (no host gather, no copy per step);
+  loader    eager fed by a torch.utils.data.DataLoader: LOADER_WORKERS worker
+            processes gather whole batches by the epoch permutation,
+            pin_memory on cuda, copied non_blocking;
+  compile   eager's step with the model under torch.compile (default mode);
+  compile_ro  the same with mode="reduce-overhead" (CUDA graphs on cuda).
+The compiled sides answer compile_seconds: the wall time of the first
+warmup step, where compilation happens, apart from the timed steps. Where
+torch.compile is missing or fails to compile, the answer is
+{"ok": false, "unavailable": true, "error": why}: reported, not a failure.
 
 The step is herd's (worker/train/trainer.cc): gather the batch from a host
 dataset by the epoch permutation (index_select), pin it and copy it to the
@@ -45,6 +59,10 @@ import torch.nn.functional as F  # noqa: E402
 import char_transformer_torch as ct  # noqa: E402
 import resnet_small_torch as rs  # noqa: E402
 from synthetic_images import write_image_set  # noqa: E402
+
+
+SIDES = ("eager", "ddp", "resident", "loader", "compile", "compile_ro")
+LOADER_WORKERS = 2
 
 
 def log(*args):
@@ -117,6 +135,28 @@ class Data:
             return ct.windows(self.text, indices)
         return self.x.index_select(0, indices), self.y.index_select(0, indices)
 
+    def on_device(self, device):
+        return DeviceData(self, device)
+
+
+class DeviceData:
+    """A Data's tensors copied to the device; get(indices on the device) gathers there."""
+
+    def __init__(self, data, device):
+        self.kind = data.kind
+        if self.kind == "text":
+            self.text = data.text.to(device)
+            self.offsets = torch.arange(ct.CONTEXT + 1, device=device)
+        else:
+            self.x, self.y = data.x.to(device), data.y.to(device)
+
+    def get(self, indices):
+        if self.kind == "text":  # ct.windows, with the positions made on the device
+            positions = (indices.mul(ct.CONTEXT).unsqueeze(1) + self.offsets).reshape(-1)
+            w = self.text.index_select(0, positions).view(len(indices), ct.CONTEXT + 1).long()
+            return w[:, :ct.CONTEXT].contiguous(), w[:, 1:].contiguous()
+        return self.x.index_select(0, indices), self.y.index_select(0, indices)
+
 
 def mean_cross_entropy(logits, targets):
     """herd's MeanCrossEntropy: summed over every row (and position), divided by their count."""
@@ -168,25 +208,37 @@ class Peer:
 
     def _train(self, req):
         data = self.data(req["data"])
+        side = req["side"]
+        if side not in SIDES:
+            raise ValueError(f"side {side!r}: expected one of {', '.join(SIDES)}")
         batch, warmup, steps, interval = req["batch"], req["warmup"], req["steps"], req["log_interval"]
         if data.size() < (warmup + steps) * batch:
             raise ValueError(f"the dataset holds {data.size()} samples; {warmup + steps} steps of {batch} need more")
+        compiled = side in ("compile", "compile_ro")
+        if compiled:
+            why = compile_unavailable()
+            if why:
+                return {"ok": False, "unavailable": True, "error": why}
+            torch._dynamo.reset()  # each run compiles its own model, not under the last run's guards
         torch.manual_seed(req["seed"])
         model = build_model(req["model"], data.features, data.classes).to(self.device)
         parameters = sum(p.numel() for p in model.parameters())
-        if req["side"] == "ddp":
+        if side == "ddp":
             net = nn.parallel.DistributedDataParallel(model, device_ids=[self.device.index or 0] if self.cuda else None)
+        elif compiled:
+            net = torch.compile(model, mode="reduce-overhead" if side == "compile_ro" else None)
         else:
             net = model
         opt = make_optimizer(req["optimizer"], net.parameters())
         perm = torch.randperm(data.size(), generator=torch.Generator().manual_seed(req["seed"]))
         bf16 = req["precision"] == "bf16"
+        batches = self.batches(side, data, perm, batch, warmup + steps)
+        mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
 
         def step(i):
-            x, y = data.get(perm[i * batch:(i + 1) * batch])
-            if self.cuda:
-                x = x.pin_memory().to(self.device, non_blocking=True)
-                y = y.pin_memory().to(self.device, non_blocking=True)
+            x, y = batches(i)
+            if compiled and mark_step is not None:
+                mark_step()  # reduce-overhead: this step's graph outputs may overwrite the last step's
             opt.zero_grad(set_to_none=True)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss = mean_cross_entropy(net(x), y)
@@ -194,10 +246,23 @@ class Peer:
             opt.step()
             return loss
 
+        compile_seconds = None
+        self.sync()
+        warm_start = time.perf_counter()
         for i in range(warmup):
-            loss = step(i)
+            if i == 0 and compiled:
+                try:
+                    loss = step(0)
+                    self.sync()
+                except Exception as e:  # noqa: BLE001 - a backend that cannot compile here is reported
+                    log(traceback.format_exc())
+                    return {"ok": False, "unavailable": True, "error": f"torch.compile failed: {type(e).__name__}: {e}"}
+                compile_seconds = time.perf_counter() - warm_start
+            else:
+                loss = step(i)
         last_loss = float(loss) if warmup else float("nan")
         self.sync()
+        warmup_seconds = time.perf_counter() - warm_start
         start = time.perf_counter()
         for i in range(steps):
             loss = step(warmup + i)
@@ -207,7 +272,55 @@ class Peer:
         seconds = time.perf_counter() - start
         peak = torch.cuda.max_memory_reserved(self.device) if self.cuda else None
         return {"ok": True, "samples_per_s": steps * batch / seconds, "seconds": seconds, "loss": last_loss,
-                "parameters": parameters, "peak_bytes": peak}
+                "parameters": parameters, "peak_bytes": peak, "warmup_seconds": warmup_seconds,
+                "compile_seconds": compile_seconds}
+
+    def batches(self, side, data, perm, batch, count):
+        """batches(i) -> step i's (inputs, targets) on the device, the way `side` feeds its steps."""
+        if side == "resident":
+            # Copied once, before the timed steps; freed with the run, so its peak memory counts the set.
+            resident = data.on_device(self.device)
+            device_perm = perm.to(self.device)
+            return lambda i: resident.get(device_perm[i * batch:(i + 1) * batch])
+        if side == "loader":
+            loader = torch.utils.data.DataLoader(PermutedBatches(data, perm, batch, count), batch_size=None,
+                                                 shuffle=False, num_workers=LOADER_WORKERS, pin_memory=self.cuda,
+                                                 prefetch_factor=2)
+            it = iter(loader)
+
+            def take(i):
+                x, y = next(it)
+                return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            return take
+
+        def gather(i):
+            x, y = data.get(perm[i * batch:(i + 1) * batch])
+            if self.cuda:
+                x = x.pin_memory().to(self.device, non_blocking=True)
+                y = y.pin_memory().to(self.device, non_blocking=True)
+            return x, y
+        return gather
+
+
+class PermutedBatches(torch.utils.data.Dataset):
+    """Item i: batch i of the epoch permutation, gathered whole in a DataLoader worker (one item a batch, as
+    a batch sampler with a batched __getitem__ would give)."""
+
+    def __init__(self, data, perm, batch, count):
+        self.data, self.perm, self.batch, self.count = data, perm, batch, count
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, i):
+        return self.data.get(self.perm[i * self.batch:(i + 1) * self.batch])
+
+
+def compile_unavailable():
+    """Why torch.compile cannot run here, or None."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    return None
 
 
 def main():
@@ -225,6 +338,10 @@ def main():
         answers.flush()
 
     torch.set_num_threads(a.threads)
+    # DataLoader workers pass batches as file descriptors over a Unix socket made under the temp dir;
+    # a socket path is at most 107 bytes, which a deep $TMPDIR (Bazel's) exceeds.
+    if len(tempfile.gettempdir()) > 60:
+        tempfile.tempdir = "/tmp"
     if a.device == "cuda" and not torch.cuda.is_available():
         answer({"ok": False, "error": f"--device cuda: torch {torch.__version__} sees no GPU"})
         return 2

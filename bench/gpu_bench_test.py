@@ -39,6 +39,13 @@ class HerdSpecTest(unittest.TestCase):
             self.assertIn(line + "\n", spec)
         self.assertNotIn("bf16_autocast", bench.herd_spec("mlp4096_b256", shape, "fp32", "{kind: synthetic}"))
 
+    def test_cuda_graphs_flag_reaches_herds_spec(self):
+        args = bench_args("cuda")
+        shape = gpu_bench.shape_for("mlp1024_b64", "cuda")
+        self.assertNotIn("cuda_graphs", gpu_bench.Bench(args, "/tmp").herd_spec("mlp1024_b64", shape, "fp32", "{}"))
+        args.cuda_graphs = True
+        self.assertIn("cuda_graphs: true\n", gpu_bench.Bench(args, "/tmp").herd_spec("mlp1024_b64", shape, "fp32", "{}"))
+
     def test_dataset_outlasts_the_run_so_no_epoch_ends_inside_it(self):
         bench = gpu_bench.Bench(bench_args("cuda"), "/tmp")
         shape = gpu_bench.shape_for("resnet_small_b128", "cuda")
@@ -135,6 +142,82 @@ class SummaryTest(unittest.TestCase):
         self.assertIsNone(row["meets_memory_target"])  # herd's metric absent: n/a
 
 
+def peer_cell(herd, peers, herd_peak=None):
+    """A cell with herd's runs and {side: (samples/s, peak bytes, compile seconds)} for the PyTorch sides."""
+    runs = {"herd": [{"samples_per_s": herd, "peak_bytes": herd_peak, "job": "job-x"}]}
+    for side, (speed, peak, compiled) in peers.items():
+        runs[side] = [{"samples_per_s": speed, "peak_bytes": peak, "compile_seconds": compiled}]
+    return {"batch": 64, "steps": 500, "optimizer": "sgd", "errors": [], "runs": runs, "unavailable": {}}
+
+
+class StrongPeersSummaryTest(unittest.TestCase):
+    def test_targets_are_judged_against_the_best_eager_peer_and_compile_ro(self):
+        cells = {("mlp4096_b256", "fp32"): peer_cell(240, {
+            "eager": (100, 1000, None), "ddp": (90, 1000, None), "resident": (200, 1200, None),
+            "loader": (150, 900, None), "compile": (230, 1000, 31.5), "compile_ro": (250, 1100, 40.0)})}
+        [row] = gpu_bench.summarize(cells, FixedWatcher(1250), "cuda")
+        self.assertEqual(row["best_eager_peer"], "resident")
+        self.assertEqual(row["herd_vs_best_eager"], 1.2)
+        self.assertEqual(row["herd_vs_eager"], 2.4)
+        self.assertTrue(row["meets_speed_target"])
+        # Memory against the peer it is compared with: 1250 / 1200, not 1250 / 1000.
+        self.assertEqual(row["memory_vs_best_eager"], 1.042)
+        self.assertTrue(row["meets_memory_target"])
+        self.assertEqual(row["herd_vs_compile_ro"], 0.96)
+        self.assertFalse(row["meets_compile_target"])
+        self.assertEqual(row["compile_compile_seconds"], 31.5)
+        self.assertEqual(row["compile_ro_compile_seconds"], 40.0)
+        self.assertIsNone(row["meets_launch_target"])  # judged on the launch-bound shape only
+
+    def test_launch_target_on_the_small_mlp(self):
+        peers = {"eager": (100, 10, None), "resident": (120, 10, None), "loader": (110, 10, None)}
+        [row] = gpu_bench.summarize({("mlp1024_b64", "fp32"): peer_cell(230, peers)}, FixedWatcher(10), "cuda")
+        self.assertFalse(row["meets_launch_target"])  # 230 / 120 < 2
+        [row] = gpu_bench.summarize({("mlp1024_b64", "fp32"): peer_cell(250, peers)}, FixedWatcher(10), "cuda")
+        self.assertTrue(row["meets_launch_target"])
+        self.assertIsNone(row["meets_compile_target"])  # no compile_ro figure: n/a, not met
+
+    def test_an_unavailable_compile_is_reported_not_judged(self):
+        c = peer_cell(100, {"eager": (100, None, None)})
+        c["unavailable"]["compile_ro"] = "torch 1.13 has no torch.compile"
+        [row] = gpu_bench.summarize({("mlp1024_b64", "fp32"): c}, FixedWatcher(None), "cuda")
+        self.assertEqual(row["unavailable"], {"compile_ro": "torch 1.13 has no torch.compile"})
+        self.assertIsNone(row["compile_ro_samples_per_s"])
+        self.assertIsNone(row["meets_compile_target"])
+        self.assertEqual(row["errors"], [])
+
+
+class PeerProcessTest(unittest.TestCase):
+    """The PyTorch peer itself on the CPU: every side trains the same steps on the same batches."""
+
+    def test_every_side_trains_or_says_it_is_unavailable(self):
+        python = "/usr/bin/python3"
+        if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0:
+            self.skipTest("no torch for /usr/bin/python3")
+        log = os.path.join(tempfile.mkdtemp(), "peer.log")
+        peer = gpu_bench.PeerProcess(python, "cpu", 1, log, 120)
+        try:
+            base = {"op": "train", "model": {"name": "mlp", "hidden": [16]},
+                    "data": {"kind": "synthetic", "samples": 100, "features": 12, "classes": 4, "seed": 3},
+                    "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9}, "precision": "fp32", "batch": 8,
+                    "warmup": 2, "steps": 4, "log_interval": 2, "seed": 1}
+            answers = {side: peer.ask(dict(base, side=side)) for side in gpu_bench.PEERS}
+        finally:
+            peer.stop()
+        losses = set()
+        for side, a in answers.items():
+            if side in gpu_bench.COMPILED_PEERS and a.get("unavailable"):
+                self.assertIn("compile", a["error"])
+                continue
+            self.assertTrue(a["ok"], (side, a))
+            self.assertGreater(a["samples_per_s"], 0)
+            if side in gpu_bench.COMPILED_PEERS:
+                self.assertGreater(a["compile_seconds"], 0)
+            losses.add(round(a["loss"], 4))
+        # Same model, seed and batches on every side: the resident set and the DataLoader feed the same rows.
+        self.assertEqual(len(losses), 1, answers)
+
+
 class CheckSummaryTest(unittest.TestCase):
     def write(self, files):
         d = tempfile.mkdtemp()
@@ -153,6 +236,8 @@ class CheckSummaryTest(unittest.TestCase):
             {"name": "MultiGpu", "result": "SKIPPED"}]}]}
         fused = {"testsuites": [{"name": "Optimizers/FusedOptimizerTest", "testsuite": [
             {"name": "MatchesLibTorchsOptimizerStepByStep/adamw", "result": "COMPLETED"}]}]}
+        replay = {"testsuites": [{"name": "CudaGraphReplay", "testsuite": [
+            {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "COMPLETED"}]}]}
         bench = {"complete": True, "seconds": 100, "results": [{"shape": "mlp4096_b256", "precision": "fp32",
                                                                  "herd_samples_per_s_runs": [1, 2], "errors": []}]}
         return {"nvidia-smi.txt": "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n",
@@ -160,6 +245,7 @@ class CheckSummaryTest(unittest.TestCase):
                                    '"checks":[{"name":"a","ok":true,"ms":3}]}\n', "nccl_smoke.rc": "0",
                 "nccl_test.json": json.dumps(gtest), "nccl_test.rc": "0",
                 "fused_optimizer_test.json": json.dumps(fused), "fused_optimizer_test.rc": "0",
+                "cuda_graph_replay_test.json": json.dumps(replay), "cuda_graph_replay_test.rc": "0",
                 "herd_job.json": '{"ok": true, "state": "SUCCEEDED", "loss": 0.5, "logs": "/tmp/x"}\n',
                 "herd_job.rc": "0", "gpu_bench.json": json.dumps(bench), "gpu_bench.rc": "0"}
 
@@ -180,6 +266,15 @@ class CheckSummaryTest(unittest.TestCase):
                                                                           "testsuite": [{"name": "x", "result": "SKIPPED"}]}]})
         rc, s = self.summarize(files)
         self.assertEqual((rc, s["parts"]["fused_optimizer_test"]["status"]), (1, "skipped"))
+        rc, s = self.summarize(files, device="cpu")
+        self.assertEqual((rc, s["ok"]), (0, True))
+
+    def test_a_skipped_cuda_graph_replay_fails_a_cuda_check_not_a_cpu_dry_run(self):
+        files = self.passing()
+        files["cuda_graph_replay_test.json"] = json.dumps({"testsuites": [{"name": "CudaGraphReplay", "testsuite": [
+            {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "SKIPPED"}]}]})
+        rc, s = self.summarize(files)
+        self.assertEqual((rc, s["parts"]["cuda_graph_replay_test"]["status"]), (1, "skipped"))
         rc, s = self.summarize(files, device="cpu")
         self.assertEqual((rc, s["ok"]), (0, True))
 

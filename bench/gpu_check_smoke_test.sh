@@ -22,6 +22,7 @@ ls "$OUT"
 archived=$(tar -tzf "$OUT/gpu_check.tgz")  # (grep -q on a pipe would cut tar off: SIGPIPE under pipefail)
 grep -qx 'gpu_check/nccl_test.log' <<< "$archived"
 grep -qx 'gpu_check/fused_optimizer_test.json' <<< "$archived"
+grep -qx 'gpu_check/cuda_graph_replay_test.json' <<< "$archived"
 grep -qx 'gpu_check/gpu_bench.json' <<< "$archived"
 test -s "$OUT/gpu_bench.log"
 
@@ -39,6 +40,8 @@ assert parts["nccl_communicator_test"]["passed"] >= 1 and parts["nccl_communicat
 # The fused CUDA optimizer's test has nothing to run without CUDA: every case skips.
 assert parts["fused_optimizer_test"]["status"] == "skipped", parts["fused_optimizer_test"]
 assert parts["fused_optimizer_test"]["skipped"] >= 8 and parts["fused_optimizer_test"]["failed"] == 0
+assert parts["cuda_graph_replay_test"]["status"] == "skipped", parts["cuda_graph_replay_test"]
+assert parts["cuda_graph_replay_test"]["skipped"] == 2 and parts["cuda_graph_replay_test"]["failed"] == 0
 job = parts["herd_job"]
 assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
 bench = parts["gpu_bench"]
@@ -47,6 +50,12 @@ shapes = {r["shape"] for r in bench["results"]}
 assert shapes == {"mlp4096_b256", "mlp1024_b64", "resnet_small_b128", "char_transformer_b64"}, shapes
 for r in bench["results"]:
     assert r["errors"] == 0 and r["runs"] == 1, r
+    # The strong peers ran on the CPU too: the device-resident set and the DataLoader; torch.compile ran or
+    # was reported unavailable (Debian's CPU torch may lack it), never a failure.
+    assert r["resident_samples_per_s"] and r["loader_samples_per_s"], r
+    assert r["best_eager_peer"] in ("eager", "resident", "loader"), r
+    for side in ("compile", "compile_ro"):
+        assert (r[side + "_samples_per_s"] and r[side + "_compile_seconds"] is not None) or side in r["unavailable"], r
     for side in ("herd", "eager", "ddp"):
         assert r[f"{side}_samples_per_s"] > 0, r
     assert r["herd_vs_eager"] > 0 and r["herd_vs_ddp"] > 0, r

@@ -7,16 +7,20 @@
 # BUNDLE_DIR is what scripts/gpu_bundle.sh packs: bin/ in bazel-bin's layout
 # (coordinator/herd-coordinator, worker/daemon/herd-worker,
 # worker/train/herd-trainer, client/herd, worker/comm/nccl_smoke,
-# worker/comm/nccl_communicator_test, worker/train/fused_optimizer_test) and lib/, the shared libraries herd's
+# worker/comm/nccl_communicator_test, worker/train/fused_optimizer_test,
+# worker/train/cuda_graph_replay_test) and lib/, the shared libraries herd's
 # processes need (LD_LIBRARY_PATH for them only, never for Python).
 # Parts, each bounded by `timeout` so one hang cannot eat the others' time:
 #   1. nccl_smoke --world=1 (its JSON line);
 #   2. nccl_communicator_test (gtest; passed / skipped / failed);
 #   2b. fused_optimizer_test (gtest: the fused CUDA optimizer step against
 #      LibTorch's optimizers);
+#   2c. cuda_graph_replay_test (gtest: a step captured as a CUDA graph and
+#      replayed against the same step run eagerly, bitwise, step by step);
 #   3. a herd job end to end on the device (scripts/gpu_job_check.py: a local
 #      coordinator, one worker, the CLI, a small mlp job that must SUCCEED);
-#   4. bench/gpu_bench.py: herd against PyTorch eager and DDP, every shape,
+#   4. bench/gpu_bench.py: herd against PyTorch eager, DDP and the strong peers
+#      (device-resident, DataLoader, torch.compile default and reduce-overhead), every shape,
 #      fp32 and bf16, within the time left (--budget-s).
 # Prints each part's output as it goes, then ONE JSON line: each part's
 # pass/fail and figures, the GPU's name (nvidia-smi), the total seconds.
@@ -105,6 +109,9 @@ gtest_part nccl_test 120 "$BIN/worker/comm/nccl_communicator_test"
 
 echo "== 2b. fused_optimizer_test"
 gtest_part fused_optimizer_test 60 "$BIN/worker/train/fused_optimizer_test"
+
+echo "== 2c. cuda_graph_replay_test"
+gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/cuda_graph_replay_test"
 
 echo "== 3. a herd job on $DEVICE"
 TMPDIR="$WORK/tmp" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \

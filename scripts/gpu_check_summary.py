@@ -106,7 +106,11 @@ def gpu_bench(results):
         rows.append({k: r.get(k) for k in (
             "shape", "precision", "herd_samples_per_s", "eager_samples_per_s", "ddp_samples_per_s", "herd_vs_eager",
             "herd_vs_ddp", "herd_peak_bytes", "eager_peak_bytes", "memory_vs_eager", "meets_speed_target",
-            "meets_memory_target", "herd_metrics_scraped", "herd_host_seconds_per_step")} | {"runs": len(r.get("herd_samples_per_s_runs", [])),
+            "meets_memory_target", "herd_metrics_scraped", "herd_host_seconds_per_step",
+            "resident_samples_per_s", "loader_samples_per_s", "compile_samples_per_s", "compile_ro_samples_per_s",
+            "compile_compile_seconds", "compile_ro_compile_seconds", "best_eager_peer", "herd_vs_best_eager",
+            "memory_vs_best_eager", "herd_vs_compile_ro", "memory_vs_compile_ro", "meets_compile_target",
+            "meets_compile_memory_target", "meets_launch_target", "unavailable")} | {"runs": len(r.get("herd_samples_per_s_runs", [])),
                                         "errors": len(r.get("errors", []))})
     part.update(complete=report.get("complete"), seconds=report.get("seconds"), torch=report.get("torch"),
                 threads=report.get("threads"), results=rows)
@@ -120,6 +124,7 @@ def main():
     results, device, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     parts = {"nccl_smoke": nccl_smoke(results), "nccl_communicator_test": gtest(results, "nccl_test"),
              "fused_optimizer_test": gtest(results, "fused_optimizer_test"),
+             "cuda_graph_replay_test": gtest(results, "cuda_graph_replay_test"),
              "herd_job": herd_job(results), "gpu_bench": gpu_bench(results)}
     allowed = {"passed"} if device == "cuda" else {"passed", "skipped"}
     ok = all(p["status"] in allowed for p in parts.values())

@@ -36,6 +36,10 @@
 namespace herd {
 namespace {
 
+// cuda_graphs: eager steps before a generation's capture (cuDNN/cuBLAS
+// autotuning, the allocator's pools and NCCL's buffers settle in them).
+constexpr int64_t kCaptureWarmupSteps = 3;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t ParameterBytes(const std::vector<torch::Tensor>& params) {
@@ -53,7 +57,42 @@ Trainer::Trainer(CoordinatorLink* client, TrainingContext* context, v1::JoinGene
       join_(std::move(join)),
       spec_(ctx_.spec),
       pos_(ctx_.position),
-      make_communicators_(std::move(communicators)) {}
+      make_communicators_(std::move(communicators)),
+      step_capture_(
+          spec_.cuda_graphs(), kCaptureWarmupSteps,
+          [this](const char* reason) {
+            if (ctx_.metrics != nullptr) ctx_.metrics->ObserveCudaGraphFallback(reason);
+          },
+          [](const std::string& line) { LOG(WARNING) << line; }),
+      step_times_(MakeDeviceIntervalTimer(ctx_.device)) {}
+
+CaptureEnvironment Trainer::CaptureEnvironmentNow() const {
+  CaptureEnvironment env;
+  env.cuda_device = ctx_.device.is_cuda();
+  env.graphs_built = CudaGraphsBuilt();
+  env.torchscript_model = spec_.model().name() == "torchscript";
+  env.fused_optimizer = HasFusedStep(spec_.optimizer().name(), /*amsgrad=*/false);
+  env.world_size = join_.world_size();
+  env.nccl_backend = group_.data != nullptr && group_.data == group_.nccl.get();
+  env.local_steps = spec_.sync().mode() == "average";
+  env.skip_step = ctx_.on_nonfinite == NonFinitePolicy::kSkipStep;
+  // The step still reads the host (the sync's update, the ledger, gradient
+  // clipping's norm) between forward and optimizer: not capturable yet.
+  env.step_free_of_host_sync = false;
+  return env;
+}
+
+void Trainer::ReportStepTimes() {
+  const std::optional<StepTimes> times = step_times_.Close();
+  if (!times.has_value()) return;
+  const double device = times->device_seconds_per_step.value_or(-1);
+  if (ctx_.metrics != nullptr) ctx_.metrics->SetStepTimes(times->host_seconds_per_step, device);
+  if (join_.rank() == 0) {
+    LOG(INFO) << absl::StrFormat("step %d: host %.3f ms/step", pos_.step, times->host_seconds_per_step * 1e3)
+              << (device >= 0 ? absl::StrFormat(", gpu %.3f ms/step", device * 1e3) : std::string())
+              << " over the last " << times->steps << " steps";
+  }
+}
 
 Trainer::~Trainer() {
   // The sum goes with this generation's communicators.
@@ -107,6 +146,7 @@ absl::Status Trainer::Setup() {
             << " ready in " << absl::StrFormat("%.3f", seconds) << " s (no reload): "
             << lr_plan_.Describe(spec_.optimizer(), join_.world_size()) << ", " << steps_per_epoch
             << " steps per epoch, " << sync_->BucketSummary() << " over " << group_.data->backend();
+  step_capture_.StartGeneration(CaptureEnvironmentNow(), join_.generation());
   return absl::OkStatus();
 }
 
@@ -289,6 +329,7 @@ absl::Status Trainer::TrainStep() {
   // mean loss of its own samples, and rounds average the parameters.
   const bool local = sync_->LocalStep(pos_.step);
   RecordInLedger(micros);
+  step_times_.BeforeStep();
   StepTimer timer;  // for metrics: a few clock reads per micro-batch
   StepStats stats;
   // skip_step holds the step's losses until the step is kept.
@@ -322,6 +363,7 @@ absl::Status Trainer::TrainStep() {
   // The sync measures its own wait; the rest of the update is the optimizer's.
   stats.optimizer_seconds = timer.Lap() - sync_->last_step().finish_seconds;
   stats.step_seconds = timer.Total();
+  step_times_.AfterStep(stats.step_seconds);
   ctx_.traffic.samples += mine;
   ctx_.window.samples += global;
   ctx_.global_samples += global;
@@ -517,6 +559,8 @@ void Trainer::ReplanShares(const std::vector<RankStepTimes>& times) {
 }
 
 absl::Status Trainer::CommitPoint(bool final) {
+  // First, so the device's stop event follows the interval's last step, not the commit's own work.
+  ReportStepTimes();
   if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   // Replicas must agree at every commit point; a mismatch fails loudly. One
   // rank has nobody to disagree with, and hashing costs a pass over the state.

@@ -31,6 +31,8 @@
 #include "worker/train/group_communicators.h"
 #include "worker/train/lr_schedule.h"
 #include "worker/train/sampler.h"
+#include "worker/train/step_capture.h"
+#include "worker/train/step_time_window.h"
 #include "worker/train/straggler.h"
 #include "worker/train/sync_strategy.h"
 #include "worker/train/trainer_metrics.h"
@@ -161,6 +163,13 @@ class Trainer {
   std::optional<GenerationEnd> boundary_;
   // What SaveFinalModel wrote; the final report carries it.
   std::vector<v1::ModelFile> final_model_files_;
+  // cuda_graphs (step_capture.h): whether this generation may capture.
+  StepCapture step_capture_;
+  // Host and device time per step over the log interval.
+  StepTimeWindow step_times_;
+  CaptureEnvironment CaptureEnvironmentNow() const;
+  // At a commit point: the interval's host and device time per step.
+  void ReportStepTimes();
 };
 
 }  // namespace herd

@@ -2,6 +2,7 @@
 // as threads of this test, against an in-memory coordinator: the context's
 // step, commit and heal under failures injected at a chosen collective.
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "worker/train/sample_ledger.h"
 #include "worker/train/testing/faulty_communicator.h"
 #include "worker/train/testing/in_process_coordinator.h"
+#include "worker/train/trainer_metrics.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
@@ -83,6 +85,9 @@ struct RankOutcome {
   std::vector<torch::Tensor> buffers;  // the model's (batch norm's running statistics)
   int64_t prefetch_hits = 0;  // batches the prefetcher had ready (0 without one)
   int64_t prefetch_misses = 0;
+  // herd_train_cuda_graph_fallbacks_total by reason, where the job kept metrics.
+  std::map<std::string, double> cuda_graph_fallbacks;
+  bool host_step_seconds_exported = false;
 };
 
 class InProcessJob {
@@ -97,6 +102,8 @@ class InProcessJob {
   InProcessCoordinator& coordinator() { return coordinator_; }
   // TrainerOptions::prefetch_batches for every rank (unset: a CPU trainer gathers in the step).
   void PrefetchBatches(bool on) { prefetch_batches_ = on; }
+  // Each rank exports TrainerMetrics to its own registry (read into RankOutcome).
+  void KeepMetrics(bool on) { keep_metrics_ = on; }
   std::filesystem::path checkpoint_root() const { return root_ / "checkpoints"; }
 
   // Runs every worker's trainer to its end; the outcomes by worker id.
@@ -165,7 +172,10 @@ class InProcessJob {
     options.compute_mutex = &ComputeMutex();
     options.prefetch_batches = prefetch_batches_;
     std::filesystem::create_directories(options.work_dir);
-    auto context = TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, nullptr,
+    prometheus::Registry registry;
+    std::unique_ptr<TrainerMetrics> metrics;
+    if (keep_metrics_) metrics = std::make_unique<TrainerMetrics>(registry, TrainerMetricsLabels{kJob, 0, worker_id});
+    auto context = TrainingContext::Create(join->spec(), static_cast<int64_t>(join->seed()), options, metrics.get(),
                                            ledger->get(), &reporter);
     if (!context.ok()) {
       outcome.status = context.status();
@@ -183,6 +193,15 @@ class InProcessJob {
       outcome.prefetch_hits = (*context)->prefetcher->hits();
       outcome.prefetch_misses = (*context)->prefetcher->misses();
     }
+    for (const auto& family : registry.Collect()) {
+      if (family.name == "herd_train_host_step_seconds") outcome.host_step_seconds_exported = !family.metric.empty();
+      if (family.name != "herd_train_cuda_graph_fallbacks_total") continue;
+      for (const auto& m : family.metric) {
+        for (const auto& label : m.label) {
+          if (label.name == "reason") outcome.cuda_graph_fallbacks[label.value] = m.counter.value;
+        }
+      }
+    }
     return outcome;
   }
 
@@ -192,6 +211,7 @@ class InProcessJob {
   std::vector<Fault> faults_;
   std::filesystem::path root_;
   std::optional<bool> prefetch_batches_;
+  bool keep_metrics_ = false;
 };
 
 // Every sample of each of the job's epochs exactly once in the history that
@@ -413,6 +433,29 @@ INSTANTIATE_TEST_SUITE_P(
 // Kill 1 of 3: the victim's trainer ends mid-step (its connections close);
 // the coordinator drops it; the survivors form a generation of 2, heal from
 // the newest commit and finish with identical replicas, every sample once.
+// cuda_graphs on a CPU job: every generation runs eagerly, says so once
+// and counts it by reason; the results are bitwise those without it.
+TEST(InProcessTrainers, CudaGraphsOnCpuFallBackToEagerBitwise) {
+  const v1::JobSpec plain = Spec("allreduce");
+  v1::JobSpec graphs = plain;
+  graphs.set_cuda_graphs(true);
+  InProcessJob reference(plain, {"w0", "w1"}, {});
+  reference.KeepMetrics(true);
+  auto expected = reference.Run();
+  // A failed generation: the next one falls back (and counts) again.
+  InProcessJob asked(graphs, {"w0", "w1"}, {CollectiveFailure(1, 40, {"w0", "w1"})});
+  asked.KeepMetrics(true);
+  auto outcomes = asked.Run();
+  for (const auto& id : {"w0", "w1"}) {
+    ASSERT_TRUE(expected[id].status.ok()) << id << ": " << expected[id].status;
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, expected[id].params)) << id;
+    EXPECT_TRUE(expected[id].cuda_graph_fallbacks.empty()) << id << ": not asked, nothing counted";
+    EXPECT_EQ(outcomes[id].cuda_graph_fallbacks, (std::map<std::string, double>{{"cpu_device", 2}})) << id;
+    EXPECT_TRUE(outcomes[id].host_step_seconds_exported) << id;
+  }
+}
+
 TEST(InProcessTrainers, SurvivorsOfALostRankHealAndFinish) {
   const v1::JobSpec spec = Spec("allreduce");
   InProcessJob* job_ptr = nullptr;

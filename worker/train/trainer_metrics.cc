@@ -143,7 +143,24 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                        .Name("herd_train_data_plane_rtt_seconds")
                        .Help("TCP data plane: the largest smoothed round-trip time over this rank's peers as the "
                              "last averaging round's data all-reduce started.")
-                       .Register(registry)) {
+                       .Register(registry)),
+      cuda_graph_fallbacks_(prometheus::BuildCounter()
+                                .Name("herd_train_cuda_graph_fallbacks_total")
+                                .Help("cuda_graphs: generations (and failed captures) that ran their steps eagerly, "
+                                      "by reason (cpu_device, not_built, torchscript_model, optimizer_not_fused, "
+                                      "non_nccl_backend, local_steps, skip_step, step_host_sync, capture_failed).")
+                                .Register(registry)),
+      host_step_seconds_(prometheus::BuildGauge()
+                             .Name("herd_train_host_step_seconds")
+                             .Help("Host wall time of the step loop per step over the last log interval (launches "
+                                   "and host work; compare herd_train_device_step_seconds).")
+                             .Register(registry)),
+      device_step_seconds_(prometheus::BuildGauge()
+                               .Name("herd_train_device_step_seconds")
+                               .Help("Device cuda: the GPU stream's time per step over the last log interval (CUDA "
+                                     "events). About the host's: launch-bound; well above it: compute-bound. "
+                                     "Absent on cpu.")
+                               .Register(registry)) {
   const std::pair<const char*, double RoundTimeline::*> phases[] = {
       {"launch", &RoundTimeline::launch_seconds},
       {"scales", &RoundTimeline::scales_seconds},
@@ -167,6 +184,17 @@ void TrainerMetrics::SetStraggler(int64_t rank, double holdback_fraction) {
   // Once per log interval: Add() finds the existing series.
   straggler_rank_.Add(labels_).Set(static_cast<double>(rank));
   straggler_holdback_.Add(labels_).Set(holdback_fraction);
+}
+
+void TrainerMetrics::ObserveCudaGraphFallback(const char* reason) {
+  auto labels = labels_;
+  labels["reason"] = reason;
+  cuda_graph_fallbacks_.Add(labels).Increment();
+}
+
+void TrainerMetrics::SetStepTimes(double host_seconds, double device_seconds) {
+  host_step_seconds_.Add(labels_).Set(host_seconds);
+  if (device_seconds >= 0) device_step_seconds_.Add(labels_).Set(device_seconds);
 }
 
 void TrainerMetrics::SetBatchShare(int64_t samples) { batch_share_.Set(static_cast<double>(samples)); }

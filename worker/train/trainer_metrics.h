@@ -98,6 +98,13 @@ class TrainerMetrics {
   // Mode average with overlapped rounds: tau now (sync.overlap_steps, or
   // what auto chose).
   void SetOverlapSteps(int64_t steps);
+  // cuda_graphs: a generation ran its steps eagerly for `reason`
+  // (step_capture_policy.h's labels).
+  void ObserveCudaGraphFallback(const char* reason);
+  // At each log interval: the host's seconds per step (the step loop's own
+  // time) and, on cuda, the device stream's (CUDA events over the interval;
+  // negative: unknown, not exported). Close together: launch-bound.
+  void SetStepTimes(double host_seconds, double device_seconds);
 
  private:
   const std::map<std::string, std::string> labels_;  // first: the series below are built from it
@@ -145,6 +152,10 @@ class TrainerMetrics {
   prometheus::Family<prometheus::Gauge>& window_bytes_;
   prometheus::Family<prometheus::Gauge>& rtt_seconds_;
   int64_t rounds_seen_ = 0;
+  prometheus::Family<prometheus::Counter>& cuda_graph_fallbacks_;
+  // Both added at the first log interval: absent before any step was timed.
+  prometheus::Family<prometheus::Gauge>& host_step_seconds_;
+  prometheus::Family<prometheus::Gauge>& device_step_seconds_;
 };
 
 }  // namespace herd

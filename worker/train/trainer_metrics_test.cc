@@ -24,6 +24,38 @@ std::string Label(const prometheus::ClientMetric& metric, const std::string& nam
   return "<none>";
 }
 
+TEST(TrainerMetrics, CudaGraphFallbacksAreCountedByReason) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 0, "worker-2"});
+  metrics.ObserveCudaGraphFallback("cpu_device");
+  metrics.ObserveCudaGraphFallback("cpu_device");
+  metrics.ObserveCudaGraphFallback("capture_failed");
+  auto families = ByName(registry.Collect());
+  ASSERT_EQ(families.count("herd_train_cuda_graph_fallbacks_total"), 1u);
+  std::map<std::string, double> by_reason;
+  for (const auto& m : families["herd_train_cuda_graph_fallbacks_total"].metric) {
+    by_reason[Label(m, "reason")] = m.counter.value;
+    EXPECT_EQ(Label(m, "job"), "job-1");
+  }
+  EXPECT_EQ(by_reason, (std::map<std::string, double>{{"cpu_device", 2}, {"capture_failed", 1}}));
+}
+
+// Host time per step always; device time only where it is known (cuda).
+TEST(TrainerMetrics, DeviceStepTimeAppearsOnlyOnceKnown) {
+  prometheus::Registry registry;
+  TrainerMetrics metrics(registry, {"job-1", 0, "worker-2"});
+  EXPECT_EQ(ByName(registry.Collect()).count("herd_train_host_step_seconds"), 0u);  // no interval yet
+  metrics.SetStepTimes(0.002, -1);
+  auto families = ByName(registry.Collect());
+  EXPECT_EQ(families.count("herd_train_device_step_seconds"), 0u);
+  ASSERT_EQ(families.count("herd_train_host_step_seconds"), 1u);
+  EXPECT_EQ(families["herd_train_host_step_seconds"].metric[0].gauge.value, 0.002);
+  metrics.SetStepTimes(0.001, 0.0005);
+  families = ByName(registry.Collect());
+  ASSERT_EQ(families.count("herd_train_device_step_seconds"), 1u);
+  EXPECT_EQ(families["herd_train_device_step_seconds"].metric[0].gauge.value, 0.0005);
+}
+
 // Absent, not 0, until a peak is known: a CPU job has none to report.
 TEST(TrainerMetrics, DeviceMemoryPeakAppearsOnlyOnceKnown) {
   prometheus::Registry registry;
