@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/member_socket.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -160,7 +161,7 @@ class Pipeline {
         continue;
       }
       const ssize_t n = recv(s.fd, span.at + s.received, span.bytes - s.received, 0);
-      if (n == 0) return absl::UnavailableError(absl::StrCat("rank ", s.rank, " closed its connection"));
+      if (n == 0) return PeerClosedError(s.rank);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return absl::OkStatus();
         return absl::UnavailableError(absl::StrCat("receiving from rank ", s.rank, ": ", std::strerror(errno)));
@@ -231,9 +232,9 @@ class Pipeline {
   }
 
   absl::Status Late(const Stream& s) const {
-    return absl::DeadlineExceededError(absl::StrCat("rank ", s.rank, " did not answer in time: sent ",
-                                                    s.send_segment, " of ", order_.size(), " segments, received ",
-                                                    s.receive_segment, " of ", order_.size()));
+    return PeerLateError(s.rank, absl::StrCat("rank ", s.rank, " did not answer in time: sent ", s.send_segment,
+                                              " of ", order_.size(), " segments, received ", s.receive_segment,
+                                              " of ", order_.size()));
   }
 
   char* const data_;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/comm/collective_queue.h"
 #include "worker/comm/float_sum.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 namespace {
@@ -188,8 +189,8 @@ class ShmAllReduce : public Communicator {
         if (Reached(seen, op)) break;
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) {
-          return absl::DeadlineExceededError(absl::StrCat(what, ": rank ", r, " did not arrive within ",
-                                                          options_.timeout.count(), " ms"));
+          return PeerLateError(r, absl::StrCat(what, ": rank ", r, " did not arrive within ", options_.timeout.count(),
+                                               " ms"));
         }
         if (peer.abandoned.load() != 0) {
           return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " left the collective"));
@@ -197,7 +198,7 @@ class ShmAllReduce : public Communicator {
         if (now >= next_liveness_check) {
           const int pid = peer.pid.load();
           if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-            return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " (pid ", pid, ") exited"));
+            return PeerClosedError(r, absl::StrCat(what, ": rank ", r, " (pid ", pid, ") exited"));
           }
           next_liveness_check = now + std::chrono::milliseconds(5);
         }
