@@ -27,7 +27,7 @@ def forward(self, x, y):
 std::string WriteThreeClassModel(const std::string& dir) {
   torch::jit::Module module("ThreeClasses");
   torch::manual_seed(6);
-  module.register_parameter("w", torch::randn({16, 3}) * 0.1, /*is_buffer=*/false);
+  module.register_parameter("w", (torch::randn({16, 3}) * 0.1).set_requires_grad(true), /*is_buffer=*/false);
   module.define(R"JIT(
 def forward(self, x):
     return torch.matmul(x.flatten(1), self.w)
