@@ -908,7 +908,8 @@ TEST_F(ClusterStateTest, JobErrorReportFailsTheJobAtOnceWhateverGenerationItName
   error.set_generation(1);
   error.set_rank(1);
   error.set_worker_id("w2");
-  error.set_message("training step 1 (model torchscript): model returned logits of shape [8, 3]; the dataset has 10 classes");
+  error.set_message(
+      "training step 1 (model torchscript): model returned logits of shape [8, 3]; the dataset has 10 classes");
   error.set_job_error(true);
   AddWorker("stranger");
   v1::ReportFailureRequest from_stranger = error;

@@ -24,7 +24,8 @@ struct CollectiveQueue::State {
         absl::StrCat("communicator is broken by an earlier failure: ",
                      absl::StatusCodeToString(first_error.code()), ": ", first_error.message()));
     // What the first failure blames (worker/comm/peer_fault.h) stays with it.
-    first_error.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { broken.SetPayload(url, payload); });
+    first_error.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { broken.SetPayload(url, payload); });
     return broken;
   }
 

@@ -16,8 +16,10 @@ namespace {
 
 // Checked before the loss, so a model whose output does not fit the data
 // fails naming both (LibTorch would say "Target 8 is out of bounds").
+std::string ShapeOf(const torch::Tensor& tensor) { return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]"); }
+
 void CheckLogits(const torch::Tensor& logits, const torch::Tensor& targets, int64_t classes) {
-  const std::string shape = absl::StrCat("[", absl::StrJoin(logits.sizes(), ", "), "]");
+  const std::string shape = ShapeOf(logits);
   if (classes > 0 && (logits.dim() < 2 || logits.size(-1) != classes)) {
     throw ModelContractError(
         absl::StrCat("model returned logits of shape ", shape, "; the dataset has ", classes, " classes"));
@@ -59,11 +61,10 @@ class TorchScriptModel : public Model {
     if (forward_returns_loss_) {
       c10::IValue returned = module_.forward({inputs, targets});
       if (!returned.isTensor() || returned.toTensor().numel() != 1) {
-        throw ModelContractError(absl::StrCat(
-            "model forward(x, y) returned ",
-            returned.isTensor() ? absl::StrCat("a tensor of shape [", absl::StrJoin(returned.toTensor().sizes(), ", "), "]")
-                                : returned.tagKind(),
-            "; expected the loss, a scalar tensor"));
+        const std::string what = returned.isTensor() ? absl::StrCat("a tensor of shape ", ShapeOf(returned.toTensor()))
+                                                     : returned.tagKind();
+        throw ModelContractError(
+            absl::StrCat("model forward(x, y) returned ", what, "; expected the loss, a scalar tensor"));
       }
       out.loss = returned.toTensor().reshape({});
     } else {

@@ -727,7 +727,7 @@ absl::Status Trainer::TrainGeneration() {
     return CommitPoint(true);
   } catch (const std::exception& e) {
     // Out of memory fails the job at once (RESOURCE_EXHAUSTED), naming the step.
-    return TrainingError(e, {absl::StrCat("training step ", running_step_ > 0 ? running_step_ : pos_.step), ctx_.model->name(), ctx_.device.str(),
+    return TrainingError(e, {absl::StrCat("training step ", step_reached()), ctx_.model->name(), ctx_.device.str(),
                              spec_.batch_size(), ParameterBytes(ctx_.params)});
   }
 }
