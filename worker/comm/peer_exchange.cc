@@ -57,7 +57,8 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono
           received[i] += static_cast<size_t>(n);
           arrived = true;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          return absl::UnavailableError(absl::StrCat("receiving from rank ", t.rank, ": ", std::strerror(errno)));
+          return PeerSocketError(t.rank, errno,
+                                 absl::StrCat("receiving from rank ", t.rank, ": ", std::strerror(errno)));
         }
       }
       if (sent[i] < t.send_bytes && (polled[k].revents & (POLLOUT | POLLHUP | POLLERR))) {
@@ -65,7 +66,8 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono
         if (n > 0) {
           sent[i] += static_cast<size_t>(n);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          return absl::UnavailableError(absl::StrCat("sending to rank ", t.rank, ": ", std::strerror(errno)));
+          return PeerSocketError(t.rank, errno,
+                                 absl::StrCat("sending to rank ", t.rank, ": ", std::strerror(errno)));
         }
       }
     }

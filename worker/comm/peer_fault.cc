@@ -1,5 +1,6 @@
 #include "worker/comm/peer_fault.h"
 
+#include <cerrno>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -29,6 +30,11 @@ absl::Status PeerClosedError(int rank, absl::string_view message) {
   return Blaming(absl::UnavailableError(message.empty() ? absl::StrCat("rank ", rank, " closed its connection")
                                                         : std::string(message)),
                  kClosedUrl, rank);
+}
+
+absl::Status PeerSocketError(int rank, int error, absl::string_view message) {
+  if (error == ECONNRESET || error == EPIPE || error == ECONNABORTED) return PeerClosedError(rank, message);
+  return absl::UnavailableError(message);
 }
 
 absl::Status PeerLateError(int rank, absl::string_view message) {

@@ -23,6 +23,10 @@ struct PeerFault {
 
 // UNAVAILABLE "rank N closed its connection", or `message` when set.
 absl::Status PeerClosedError(int rank, absl::string_view message = "");
+// UNAVAILABLE with `message` for a send or receive on `rank`'s connection
+// that failed with `error` (an errno): a reset or broken pipe means its
+// process closed it, and blames it as closed; any other error blames no one.
+absl::Status PeerSocketError(int rank, int error, absl::string_view message);
 // DEADLINE_EXCEEDED with `message`, naming `rank` as the late peer.
 absl::Status PeerLateError(int rank, absl::string_view message);
 

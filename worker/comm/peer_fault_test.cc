@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+
 namespace herd {
 namespace {
 
@@ -18,6 +20,16 @@ TEST(PeerFault, ClosedAndLatePeersAreNamedThroughAddedContext) {
   ASSERT_TRUE(PeerFaultOf(late).has_value());
   EXPECT_EQ(PeerFaultOf(late)->kind, PeerFaultKind::kLate);
   EXPECT_EQ(PeerFaultOf(late)->rank, 0);
+}
+
+TEST(PeerFault, AResetConnectionBlamesItsPeerAsClosed) {
+  const absl::Status reset = PeerSocketError(1, ECONNRESET, "receiving from rank 1: Connection reset by peer");
+  EXPECT_EQ(reset.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(reset.message(), "receiving from rank 1: Connection reset by peer");
+  ASSERT_TRUE(PeerFaultOf(reset).has_value());
+  EXPECT_EQ(PeerFaultOf(reset)->kind, PeerFaultKind::kClosed);
+  EXPECT_EQ(PeerFaultOf(reset)->rank, 1);
+  EXPECT_FALSE(PeerFaultOf(PeerSocketError(1, ENOMEM, "receiving from rank 1: out of memory")).has_value());
 }
 
 TEST(PeerFault, AStatusWithoutAPeerBlamesNone) {

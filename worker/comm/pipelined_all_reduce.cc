@@ -164,7 +164,8 @@ class Pipeline {
       if (n == 0) return PeerClosedError(s.rank);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("receiving from rank ", s.rank, ": ", std::strerror(errno)));
+        return PeerSocketError(s.rank, errno,
+                               absl::StrCat("receiving from rank ", s.rank, ": ", std::strerror(errno)));
       }
       s.received += static_cast<size_t>(n);
       if (segment.kind == SegmentKind::kReduceScatter) {
@@ -190,7 +191,8 @@ class Pipeline {
       const ssize_t n = send(s.fd, span.at + s.sent, span.bytes - s.sent, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("sending to rank ", s.rank, ": ", std::strerror(errno)));
+        return PeerSocketError(s.rank, errno,
+                               absl::StrCat("sending to rank ", s.rank, ": ", std::strerror(errno)));
       }
       s.sent += static_cast<size_t>(n);
       if (s.sent == span.bytes) {
