@@ -296,7 +296,7 @@ def main():
               "return_to_readmitted_s": median(readmits), "whole_restart_to_resumed_s": median(restarts),
               "kills": kills, "coordinator_kills": coordinators, "readmits": readmits, "restarts": restarts, "lease_s": LEASE, "reps": args.reps,
               "data_plane": args.data_plane or "default", "reform_ready_s": READY_SECONDS}
-    for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 3 s)"),
+    for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 1 s)"),
                               ("coordinator and worker killed -> resumed", "coordinator_and_worker_to_resumed_s",
                                " (target <= 10 s)"),
                               ("return -> re-admitted", "return_to_readmitted_s", ""),

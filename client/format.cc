@@ -256,6 +256,11 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   lines.push_back({"State", JobStateName(job.state())});
   if (!job.reason().empty()) lines.push_back({"Reason", job.reason()});
   if (!job.warning().empty()) lines.push_back({"Warning", job.warning()});
+  for (const v1::UnresponsiveMember& member : job.unresponsive()) {
+    lines.push_back({"Hung", absl::StrCat("worker ", member.worker_id(), " (rank ", member.rank(), " of generation ",
+                                          member.generation(), ") did not answer at step ", member.step(),
+                                          "; left out until its trainer answers")});
+  }
   if (!job.storage_warning().empty()) lines.push_back({"Storage", job.storage_warning()});
   std::string progress = absl::StrCat("step ", FormatStep(job));
   if (job.total_steps() > 0) {

@@ -198,6 +198,20 @@ TEST(FormatTest, DetailShowsAWarning) {
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
 }
 
+TEST(FormatTest, DetailNamesAHungMemberAndItsStep) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Hung:")));
+  v1::UnresponsiveMember* member = job.add_unresponsive();
+  member->set_worker_id("worker-2");
+  member->set_rank(2);
+  member->set_generation(3);
+  member->set_step(41);
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("Hung:"));
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("worker worker-2 (rank 2 of generation 3) did not answer at step 41; left "
+                                           "out until its trainer answers"));
+}
+
 v1::Straggler Rank2Straggler() {
   v1::Straggler straggler;
   straggler.set_rank(2);

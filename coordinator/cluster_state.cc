@@ -139,11 +139,22 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
   return "";
 }
 
+bool AwaitsTrainerAnswer(const ClusterState& state, const WorkerRecord& worker) {
+  for (const std::string& job_id : worker.running_jobs) {
+    auto it = state.jobs.find(job_id);
+    if (it != state.jobs.end() && it->second.info.state() == v1::RUNNING && it->second.unresponsive.count(worker.id)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
                                         const std::string& excluded, bool honor_reservations) {
   std::vector<std::string> first, free;
   for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded) {
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded ||
+        AwaitsTrainerAnswer(state, worker)) {
       continue;
     }
     const std::string held_for = HeldForJob(state, worker);

@@ -66,6 +66,12 @@ struct JobRecord {
   // like one without survivors (from the newest checkpoint). Not persisted:
   // a restarted coordinator assumes every member holds one, as before.
   std::set<std::string> without_commit;
+  // Members left out because a peer reported them not answering within the
+  // collective timeout (a hung trainer), by worker id: none joins a
+  // generation of this job again until its trainer answers (JoinGeneration)
+  // or ends. Mirrored in info.unresponsive; not persisted (a restarted
+  // coordinator re-admits them as it re-admits every held worker).
+  std::map<std::string, v1::UnresponsiveMember> unresponsive;
 };
 
 struct WorkerRecord {
@@ -170,11 +176,16 @@ std::vector<v1::Assignment> AssignmentsFor(const ClusterState& state, const std:
 // it meanwhile. "" when none.
 std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker);
 
+// True while the worker's trainer runs a job that left it out as
+// unresponsive (JobRecord::unresponsive): no job takes the worker then.
+bool AwaitsTrainerAnswer(const ClusterState& state, const WorkerRecord& worker);
+
 // IDLE workers of the spec's device kind that `job_id` may take: those held
 // for it (their trainer still holds its context) and those reserved for it
 // first, then free ones, lowest ids first; never one held or (with
 // `honor_reservations`) reserved for another job, nor `excluded`, nor a
-// cordoned or draining one. Reservations: ClusterState::reserved.
+// cordoned or draining one, nor one whose hung trainer has not answered
+// (AwaitsTrainerAnswer). Reservations: ClusterState::reserved.
 std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
                                         const std::string& excluded = "", bool honor_reservations = true);
 

@@ -823,6 +823,116 @@ TEST_F(ClusterStateTest, ReportedFailureStartsGenerationKeepingTheReporter) {
   EXPECT_EQ(ReportFailure("w1", 2, 0).status().message(), "job j is CANCELLED");
 }
 
+v1::ReportFailureRequest Blaming(const std::string& reporter, int64_t rank, v1::PeerFaultKind kind, int64_t peer,
+                                 int64_t step) {
+  v1::ReportFailureRequest report;
+  report.set_job_id("j");
+  report.set_generation(1);
+  report.set_rank(rank);
+  report.set_worker_id(reporter);
+  report.set_message("all-reduce failed");
+  report.set_peer_fault(kind);
+  report.set_peer_rank(peer);
+  report.set_step(step);
+  return report;
+}
+
+// A peer whose connection closed is left out of the next generation at
+// once: the survivors need not wait for its lease.
+TEST_F(ClusterStateTest, FailureBlamingAClosedPeerLeavesItOutAtOnce) {
+  StartJob(3, 2);
+  auto changes = ApplyFailureReport(state_, Blaming("w1", 0, v1::PEER_FAULT_CLOSED, 2, 17), clock_.Now());
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  const JobRecord& job = Job("j");
+  EXPECT_EQ(job.generation.number, 2);
+  EXPECT_TRUE(job.generation.formed);
+  EXPECT_THAT(job.generation.members, ElementsAre("w1", "w2"));
+  EXPECT_EQ(job.restarts_used, 1);
+  EXPECT_THAT(job.info.unresponsive(), IsEmpty()) << "a closed peer is not a hung one";
+  EXPECT_EQ(Worker("w3").state, v1::IDLE);
+  // A report that blames the reporter itself blames no one.
+  v1::ReportFailureRequest self = Blaming("w2", 1, v1::PEER_FAULT_CLOSED, 1, 18);
+  self.set_generation(2);
+  ASSERT_TRUE(ApplyFailureReport(state_, self, clock_.Now()).ok());
+  EXPECT_EQ(Job("j").generation.number, 3);
+  EXPECT_EQ(Job("j").generation.RankOf("w2"), 1);
+}
+
+// A peer that did not answer in time is left out and joins no generation
+// while its trainer stays silent, although its daemon heartbeats with the
+// trainer still running; it is taken back once its trainer answers.
+TEST_F(ClusterStateTest, LatePeerJoinsAgainOnlyOnceItsTrainerAnswers) {
+  StartJob(3, 2);
+  auto changes = ApplyFailureReport(state_, Blaming("w1", 0, v1::PEER_FAULT_LATE, 2, 17), clock_.Now());
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+  ASSERT_THAT(Job("j").info.unresponsive(), SizeIs(1));
+  EXPECT_EQ(Job("j").info.unresponsive(0).worker_id(), "w3");
+  EXPECT_EQ(Job("j").info.unresponsive(0).rank(), 2);
+  EXPECT_EQ(Job("j").info.unresponsive(0).generation(), 1);
+  EXPECT_EQ(Job("j").info.unresponsive(0).step(), 17);
+  // Its daemon heartbeats, its trainer still runs the job: held, not taken.
+  for (int beat = 0; beat < 5; ++beat) {
+    clock_.Advance(kLease);
+    Heartbeat("w1", {"j"});
+    Heartbeat("w2", {"j"});
+    Heartbeat("w3", {"j"});
+    Advance();
+    EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2"));
+    EXPECT_EQ(Job("j").reform_requested_generation, 0) << "nobody to grow with";
+  }
+  EXPECT_THAT(IdleWorkersFor(state_, "j", Job("j").info.spec()), IsEmpty());
+  // It answers: the job grows back with it at its next boundary.
+  EXPECT_FALSE(TrainerAnswered(state_, "j", "w3", clock_.Now()).empty());
+  EXPECT_THAT(Job("j").info.unresponsive(), IsEmpty());
+  AdvanceAndReformAtBoundary("j");
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w1", "w2", "w3"));
+}
+
+TEST_F(ClusterStateTest, LatePeerWhoseTrainerEndedIsFreeAgain) {
+  StartJob(3, 2);
+  ASSERT_TRUE(ApplyFailureReport(state_, Blaming("w2", 1, v1::PEER_FAULT_LATE, 0, 5), clock_.Now()).ok());
+  EXPECT_THAT(Job("j").generation.members, ElementsAre("w2", "w3"));
+  ASSERT_THAT(Job("j").info.unresponsive(), SizeIs(1));
+  Heartbeat("w1", {});  // its daemon stopped the hung trainer
+  EXPECT_THAT(Job("j").info.unresponsive(), IsEmpty());
+  EXPECT_THAT(IdleWorkersFor(state_, "j", Job("j").info.spec()), ElementsAre("w1"));
+}
+
+// The job's own error (its model, its data) ends it at once, spending no
+// budget, even after a peer's report of the collective it broke came first.
+TEST_F(ClusterStateTest, JobErrorReportFailsTheJobAtOnceWhateverGenerationItNames) {
+  StartJob(2, 2, /*restart_budget=*/5);
+  v1::ReportFailureRequest error;
+  error.set_job_id("j");
+  error.set_generation(1);
+  error.set_rank(1);
+  error.set_worker_id("w2");
+  error.set_message(
+      "training step 1 (model torchscript): model returned logits of shape [8, 3]; the dataset has 10 classes");
+  error.set_job_error(true);
+  AddWorker("stranger");
+  v1::ReportFailureRequest from_stranger = error;
+  from_stranger.set_worker_id("stranger");
+  EXPECT_EQ(ApplyFailureReport(state_, from_stranger, clock_.Now()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::ReportFailureRequest from_future = error;
+  from_future.set_generation(7);
+  EXPECT_EQ(ApplyFailureReport(state_, from_future, clock_.Now()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+
+  ASSERT_TRUE(ReportFailure("w1", 1, 0, "rank 1 closed its connection").ok());  // the echo, first
+  ASSERT_EQ(Job("j").generation.number, 2);
+  auto changes = ApplyFailureReport(state_, error, clock_.Now());
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_EQ(Job("j").info.state(), v1::FAILED);
+  EXPECT_EQ(Job("j").info.reason(),
+            "worker w2 (rank 1) trainer failed: training step 1 (model torchscript): model returned logits of shape "
+            "[8, 3]; the dataset has 10 classes");
+  EXPECT_EQ(Job("j").restarts_used, 1) << "only the echo was charged";
+  EXPECT_EQ(ApplyFailureReport(state_, error, clock_.Now()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ClusterStateTest, LeaseExpiryConfirmingAnUncommittedReportedFailureIsNotChargedAgain) {
   StartJob(3, 1);
   // w3 hangs: the others' collective times out before its lease runs out.

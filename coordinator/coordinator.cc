@@ -455,6 +455,11 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
     if (!changes.ok()) return changes.status();
     if (!changes->empty()) Commit(*changes).IgnoreError();  // see RegisterWorker
   }
+  // Only a trainer of that worker calls this: one left out as unresponsive answers.
+  if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
+      !answered.empty()) {
+    Commit(answered).IgnoreError();  // see RegisterWorker
+  }
   const JobRecord* job = nullptr;
   while (true) {
     auto it = state_.jobs.find(request.job_id());

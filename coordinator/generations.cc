@@ -35,6 +35,18 @@ std::string Described(const Generation& generation, const std::vector<std::strin
   return absl::StrCat(workers.size() == 1 ? "worker " : "workers ", absl::StrJoin(parts, ", "));
 }
 
+void MirrorUnresponsive(JobRecord& job) {
+  job.info.clear_unresponsive();
+  for (const auto& [id, member] : job.unresponsive) *job.info.add_unresponsive() = member;
+}
+
+// The job stops waiting for `worker_id`'s hung trainer: it answered or ended.
+void ForgetUnresponsive(JobRecord& job, const std::string& worker_id, double now, ChangeSet* changes) {
+  if (job.unresponsive.erase(worker_id) == 0) return;
+  MirrorUnresponsive(job);
+  Touch(job, now, changes);
+}
+
 void MirrorGeneration(JobRecord& job) {
   job.info.set_generation(job.generation.number);
   job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
@@ -232,6 +244,16 @@ std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
   return running;
 }
 
+// The unfinished member other than the reporter that a failure report
+// blames (ReportFailureRequest.peer_fault), or "".
+std::string BlamedMember(const Generation& generation, const v1::ReportFailureRequest& report, int64_t reporter) {
+  if (report.peer_fault() == v1::PEER_FAULT_NONE) return "";
+  const int64_t rank = report.peer_rank();
+  if (rank < 0 || rank >= static_cast<int64_t>(generation.members.size()) || rank == reporter) return "";
+  const std::string& member = generation.members[rank];
+  return generation.finished.count(member) ? "" : member;
+}
+
 }  // namespace
 
 ChangeSet Schedule(ClusterState& state, double now) {
@@ -351,6 +373,12 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
   worker.heard = true;
   worker.running_jobs = std::set<std::string>(request.running_jobs().begin(), request.running_jobs().end());
   ChangeSet changes;
+  // A hung trainer that ended (its daemon stopped it) holds nothing to wait for.
+  for (auto& [id, job] : state.jobs) {
+    if (job.unresponsive.count(worker.id) && !worker.running_jobs.count(id)) {
+      ForgetUnresponsive(job, worker.id, now, &changes);
+    }
+  }
   for (const v1::TrainerExit& exit : request.exits()) {
     changes.Merge(ApplyTrainerExit(state, request.worker_id(), exit, now));
   }
@@ -459,7 +487,40 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   return changes;
 }
 
+// A failure another generation would repeat: the job fails now, with the
+// reporter's message as its reason. Not fenced by the generation, like a
+// TRAINER_EXIT_JOB_ERROR exit: a peer's report of the collective the error
+// broke may have started the next one first.
+absl::StatusOr<ChangeSet> ApplyJobErrorReport(ClusterState& state, const v1::ReportFailureRequest& report, double now) {
+  auto it = state.jobs.find(report.job_id());
+  if (it == state.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", report.job_id(), " not found"));
+  JobRecord& job = it->second;
+  if (job.info.state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", report.job_id(), " is ", v1::JobState_Name(job.info.state())));
+  }
+  if (report.generation() > job.generation.number) {
+    return absl::InvalidArgumentError(absl::StrCat("generation: ", report.generation(), " of job ", report.job_id(),
+                                                   " has not started (current: ", job.generation.number, ")"));
+  }
+  // Only a worker the job holds may end it.
+  auto worker = state.workers.find(report.worker_id());
+  const bool holds_job = job.generation.RankOf(report.worker_id()) >= 0 ||
+                         (worker != state.workers.end() && worker->second.job_id == job.info.id());
+  if (!holds_job) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", report.worker_id(), " is not a member of job ", report.job_id()));
+  }
+  ChangeSet changes;
+  FinishJob(state, job, v1::FAILED,
+            absl::StrCat("worker ", report.worker_id(), " (rank ", report.rank(), ") trainer failed: ",
+                         report.message().substr(0, kMaxFailureMessage)),
+            now, &changes);
+  return changes;
+}
+
 absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::ReportFailureRequest& report, double now) {
+  if (report.job_error()) return ApplyJobErrorReport(state, report, now);
   if (auto status = CheckCurrentGeneration(state, report.job_id(), report.generation()); !status.ok()) return status;
   JobRecord& job = state.jobs.at(report.job_id());
   if (job.info.state() != v1::RUNNING) {
@@ -480,8 +541,24 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   if (generation.finished.count(report.worker_id())) return changes;  // its trainer is done: nothing to heal
   const std::string cause = absl::StrCat("worker ", report.worker_id(), " (rank ", rank,
                                          ") reported a failure: ", report.message().substr(0, kMaxFailureMessage));
-  NextGeneration(state, job, UnfinishedMembers(generation), GenerationReason::kFailureReported, cause, /*charge=*/true,
-                 "", now, &changes);
+  // The member the failed collective blames is left out at once: trainers
+  // report before they close their own connections, so the first report
+  // names the member that failed first, not an echo.
+  std::vector<std::string> keep = UnfinishedMembers(generation);
+  const std::string blamed = BlamedMember(generation, report, rank);
+  if (!blamed.empty()) {
+    keep.erase(std::remove(keep.begin(), keep.end(), blamed), keep.end());
+    if (report.peer_fault() == v1::PEER_FAULT_LATE) {
+      v1::UnresponsiveMember& member = job.unresponsive[blamed];
+      member.set_worker_id(blamed);
+      member.set_rank(report.peer_rank());
+      member.set_generation(generation.number);
+      member.set_step(report.step());
+      member.set_since(now);
+      MirrorUnresponsive(job);
+    }
+  }
+  NextGeneration(state, job, keep, GenerationReason::kFailureReported, cause, /*charge=*/true, blamed, now, &changes);
   return changes;
 }
 
@@ -520,8 +597,16 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
   return changes;
 }
 
+ChangeSet TrainerAnswered(ClusterState& state, const std::string& job_id, const std::string& worker_id, double now) {
+  ChangeSet changes;
+  auto it = state.jobs.find(job_id);
+  if (it != state.jobs.end()) ForgetUnresponsive(it->second, worker_id, now, &changes);
+  return changes;
+}
+
 void MarkRestarted(ClusterState& state, double now) {
   for (auto& [id, job] : state.jobs) {
+    job.info.clear_unresponsive();  // not persisted: see JobRecord::unresponsive
     if (job.info.state() != v1::RUNNING) continue;
     if (job.generation.formed) {
       job.recovering = true;

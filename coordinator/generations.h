@@ -104,9 +104,22 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
 
 // ReportFailure: a member saw a collective fail in the current generation.
 // The next generation keeps every member, the reporter included
-// (failure_reported, budget charged). Fenced like every generation-scoped
-// call; FAILED_PRECONDITION for final jobs and non-members.
+// (failure_reported, budget charged), except the one the report blames
+// (peer_fault): a closed peer's process ended, so it is left out at once
+// rather than after its lease; a late one is also recorded as unresponsive
+// (JobRecord::unresponsive), so it joins no generation until its trainer
+// answers. Trainers report before they close their connections, so the
+// first report of a generation blames the member that failed first. Fenced like every generation-scoped
+// call; FAILED_PRECONDITION for final jobs and non-members. A report with
+// job_error (the job's own failure: its model, its data, its memory) fails
+// the job at once with the reporter's message, spending no budget, from the
+// current generation or an earlier one the reporter was a member of.
 absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::ReportFailureRequest& report, double now);
+
+// The trainer of `worker_id` called for `job_id` (JoinGeneration): a member
+// left out as unresponsive answers again, and may join the job's next
+// generation (the growth rule re-forms to take it back).
+ChangeSet TrainerAnswered(ClusterState& state, const std::string& job_id, const std::string& worker_id, double now);
 
 // One round of generation upkeep, in priority order for idle workers: jobs
 // waiting for workers form their generation (or fail after the wait), jobs

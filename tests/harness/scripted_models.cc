@@ -24,4 +24,30 @@ def forward(self, x, y):
   return path;
 }
 
+std::string WriteThreeClassModel(const std::string& dir) {
+  torch::jit::Module module("ThreeClasses");
+  torch::manual_seed(6);
+  module.register_parameter("w", (torch::randn({16, 3}) * 0.1).set_requires_grad(true), /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    return torch.matmul(x.flatten(1), self.w)
+)JIT");
+  const std::string path = dir + "/three-classes.pt";
+  module.save(path);
+  return path;
+}
+
+std::string WriteRaisingModel(const std::string& dir, const std::string& message) {
+  torch::jit::Module module("Raising");
+  module.register_parameter("w", torch::zeros({16, 4}), /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    assert bool(x.numel() < 0), ")JIT" + message + R"JIT("
+    return torch.matmul(x.flatten(1), self.w)
+)JIT");
+  const std::string path = dir + "/raising.pt";
+  module.save(path);
+  return path;
+}
+
 }  // namespace herd::testing

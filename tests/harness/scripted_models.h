@@ -13,4 +13,12 @@ namespace herd::testing {
 // does not require grad, so it has nothing to train. Returns the path.
 std::string WriteBadThirdBatchModel(const std::string& dir, bool trainable = true);
 
+// Writes, under `dir`, a TorchScript model whose forward(x) returns logits
+// of 3 classes for 16 features. Returns the path.
+std::string WriteThreeClassModel(const std::string& dir);
+
+// Writes, under `dir`, a TorchScript model whose forward(x) raises
+// (a failed assert with `message`) on every call. Returns the path.
+std::string WriteRaisingModel(const std::string& dir, const std::string& message);
+
 }  // namespace herd::testing

@@ -20,8 +20,13 @@ struct CollectiveQueue::State {
   explicit State(int concurrency) : concurrency(concurrency) {}
 
   absl::Status BrokenError() const {  // requires mu
-    return absl::AbortedError(
-        absl::StrCat("communicator is broken by an earlier failure: ", first_error.ToString()));
+    absl::Status broken = absl::AbortedError(
+        absl::StrCat("communicator is broken by an earlier failure: ",
+                     absl::StatusCodeToString(first_error.code()), ": ", first_error.message()));
+    // What the first failure blames (worker/comm/peer_fault.h) stays with it.
+    first_error.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { broken.SetPayload(url, payload); });
+    return broken;
   }
 
   // Pops the head if it may start now; requires mu.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/member_socket.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -39,10 +40,10 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono
     if (ready < 0 && errno != EINTR) return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
     if (ready == 0) {
       const size_t i = index.front();
-      return absl::DeadlineExceededError(
-          absl::StrCat("rank ", transfers[i].rank, " did not answer in time: sent ", sent[i], " of ",
-                       transfers[i].send_bytes, " bytes, received ", received[i], " of ",
-                       transfers[i].receive_bytes));
+      return PeerLateError(transfers[i].rank,
+                           absl::StrCat("rank ", transfers[i].rank, " did not answer in time: sent ", sent[i], " of ",
+                                        transfers[i].send_bytes, " bytes, received ", received[i], " of ",
+                                        transfers[i].receive_bytes));
     }
     bool arrived = false;
     for (size_t k = 0; k < polled.size(); ++k) {
@@ -51,12 +52,13 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono
       PeerTransfer& t = transfers[i];
       if (received[i] < t.receive_bytes && (polled[k].revents & (POLLIN | POLLHUP | POLLERR))) {
         const ssize_t n = recv(t.fd, t.receive + received[i], t.receive_bytes - received[i], 0);
-        if (n == 0) return absl::UnavailableError(absl::StrCat("rank ", t.rank, " closed its connection"));
+        if (n == 0) return PeerClosedError(t.rank);
         if (n > 0) {
           received[i] += static_cast<size_t>(n);
           arrived = true;
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          return absl::UnavailableError(absl::StrCat("receiving from rank ", t.rank, ": ", std::strerror(errno)));
+          return PeerSocketError(t.rank, errno,
+                                 absl::StrCat("receiving from rank ", t.rank, ": ", std::strerror(errno)));
         }
       }
       if (sent[i] < t.send_bytes && (polled[k].revents & (POLLOUT | POLLHUP | POLLERR))) {
@@ -64,7 +66,8 @@ absl::Status ExchangeWithPeers(std::vector<PeerTransfer>& transfers, std::chrono
         if (n > 0) {
           sent[i] += static_cast<size_t>(n);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          return absl::UnavailableError(absl::StrCat("sending to rank ", t.rank, ": ", std::strerror(errno)));
+          return PeerSocketError(t.rank, errno,
+                                 absl::StrCat("sending to rank ", t.rank, ": ", std::strerror(errno)));
         }
       }
     }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/member_socket.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -160,10 +161,11 @@ class Pipeline {
         continue;
       }
       const ssize_t n = recv(s.fd, span.at + s.received, span.bytes - s.received, 0);
-      if (n == 0) return absl::UnavailableError(absl::StrCat("rank ", s.rank, " closed its connection"));
+      if (n == 0) return PeerClosedError(s.rank);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("receiving from rank ", s.rank, ": ", std::strerror(errno)));
+        return PeerSocketError(s.rank, errno,
+                               absl::StrCat("receiving from rank ", s.rank, ": ", std::strerror(errno)));
       }
       s.received += static_cast<size_t>(n);
       if (segment.kind == SegmentKind::kReduceScatter) {
@@ -189,7 +191,8 @@ class Pipeline {
       const ssize_t n = send(s.fd, span.at + s.sent, span.bytes - s.sent, MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return absl::OkStatus();
-        return absl::UnavailableError(absl::StrCat("sending to rank ", s.rank, ": ", std::strerror(errno)));
+        return PeerSocketError(s.rank, errno,
+                               absl::StrCat("sending to rank ", s.rank, ": ", std::strerror(errno)));
       }
       s.sent += static_cast<size_t>(n);
       if (s.sent == span.bytes) {
@@ -231,9 +234,9 @@ class Pipeline {
   }
 
   absl::Status Late(const Stream& s) const {
-    return absl::DeadlineExceededError(absl::StrCat("rank ", s.rank, " did not answer in time: sent ",
-                                                    s.send_segment, " of ", order_.size(), " segments, received ",
-                                                    s.receive_segment, " of ", order_.size()));
+    return PeerLateError(s.rank, absl::StrCat("rank ", s.rank, " did not answer in time: sent ", s.send_segment,
+                                              " of ", order_.size(), " segments, received ", s.receive_segment,
+                                              " of ", order_.size()));
   }
 
   char* const data_;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -21,9 +22,30 @@
 #include "absl/strings/str_cat.h"
 #include "worker/comm/collective_queue.h"
 #include "worker/comm/float_sum.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 namespace {
+
+// True once `pid` has exited. A killed process stays a zombie until its
+// parent (or, when that died with it, init) reaps it, which can take a
+// second or more; kill(pid, 0) succeeds on a zombie, so its state is read too.
+bool ProcessEnded(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  char text[512];
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  text[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')', comm may hold any byte.
+  const char* close_paren = std::strrchr(text, ')');
+  if (close_paren == nullptr || close_paren[1] != ' ') return false;
+  return close_paren[2] == 'Z' || close_paren[2] == 'X';
+}
 
 constexpr uint64_t kMagic = 0x68657264'73686d32;  // "herdshm2"
 constexpr size_t kMaxRanks = 64;
@@ -188,16 +210,16 @@ class ShmAllReduce : public Communicator {
         if (Reached(seen, op)) break;
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) {
-          return absl::DeadlineExceededError(absl::StrCat(what, ": rank ", r, " did not arrive within ",
-                                                          options_.timeout.count(), " ms"));
+          return PeerLateError(r, absl::StrCat(what, ": rank ", r, " did not arrive within ", options_.timeout.count(),
+                                               " ms"));
         }
         if (peer.abandoned.load() != 0) {
           return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " left the collective"));
         }
         if (now >= next_liveness_check) {
           const int pid = peer.pid.load();
-          if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-            return absl::UnavailableError(absl::StrCat(what, ": rank ", r, " (pid ", pid, ") exited"));
+          if (pid > 0 && ProcessEnded(pid)) {
+            return PeerClosedError(r, absl::StrCat(what, ": rank ", r, " (pid ", pid, ") exited"));
           }
           next_liveness_check = now + std::chrono::milliseconds(5);
         }

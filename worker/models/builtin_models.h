@@ -17,7 +17,9 @@ absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const v1::ModelSpe
 absl::StatusOr<std::shared_ptr<LogitsModule>> MakeCharTransformer(const v1::ModelSpec& spec, const ModelInputInfo& info);
 
 // Loads spec.path; its parameters come from the file, identical on every rank.
-absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path);
+// A forward(x) must return logits with `classes` scores per target (0: not
+// checked); Forward throws ModelContractError naming both otherwise.
+absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path, int64_t classes);
 
 // "{1, 28, 28}", for error messages.
 std::string ShapeString(const std::vector<int64_t>& shape);

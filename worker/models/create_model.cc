@@ -52,7 +52,7 @@ std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const v1::ModelSpec& spec, const ModelInputInfo& info,
                                                    uint64_t seed) {
   try {
-    if (spec.name() == "torchscript") return LoadTorchScriptModel(spec.path());
+    if (spec.name() == "torchscript") return LoadTorchScriptModel(spec.path(), info.num_classes);
     for (const Builtin& builtin : kBuiltins) {
       if (spec.name() == builtin.name) return CreateBuiltin(builtin, spec, info, seed);
     }

@@ -7,15 +7,34 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/models/builtin_models.h"
+#include "worker/models/model_error.h"
 
 namespace herd {
 namespace {
 
+// Checked before the loss, so a model whose output does not fit the data
+// fails naming both (LibTorch would say "Target 8 is out of bounds").
+std::string ShapeOf(const torch::Tensor& tensor) { return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]"); }
+
+void CheckLogits(const torch::Tensor& logits, const torch::Tensor& targets, int64_t classes) {
+  const std::string shape = ShapeOf(logits);
+  if (classes > 0 && (logits.dim() < 2 || logits.size(-1) != classes)) {
+    throw ModelContractError(
+        absl::StrCat("model returned logits of shape ", shape, "; the dataset has ", classes, " classes"));
+  }
+  const int64_t rows = logits.dim() < 2 ? logits.numel() : logits.numel() / logits.size(-1);
+  if (logits.dim() < 2 || rows != targets.numel()) {
+    throw ModelContractError(absl::StrCat("model returned logits of shape ", shape, " for a batch of ",
+                                          targets.numel(), " targets; expected one row of class scores per target"));
+  }
+}
+
 class TorchScriptModel : public Model {
  public:
-  TorchScriptModel(torch::jit::Module module, bool forward_returns_loss)
-      : module_(std::move(module)), forward_returns_loss_(forward_returns_loss) {}
+  TorchScriptModel(torch::jit::Module module, bool forward_returns_loss, int64_t classes)
+      : module_(std::move(module)), forward_returns_loss_(forward_returns_loss), classes_(classes) {}
 
   std::vector<torch::Tensor> Parameters() override {
     std::vector<torch::Tensor> parameters;
@@ -40,9 +59,22 @@ class TorchScriptModel : public Model {
     const torch::Tensor targets = batch.targets.to(device_);
     ModelOutput out;
     if (forward_returns_loss_) {
-      out.loss = module_.forward({inputs, targets}).toTensor();
+      c10::IValue returned = module_.forward({inputs, targets});
+      if (!returned.isTensor() || returned.toTensor().numel() != 1) {
+        const std::string what = returned.isTensor() ? absl::StrCat("a tensor of shape ", ShapeOf(returned.toTensor()))
+                                                     : returned.tagKind();
+        throw ModelContractError(
+            absl::StrCat("model forward(x, y) returned ", what, "; expected the loss, a scalar tensor"));
+      }
+      out.loss = returned.toTensor().reshape({});
     } else {
-      out.logits = module_.forward({inputs}).toTensor();
+      c10::IValue returned = module_.forward({inputs});
+      if (!returned.isTensor()) {
+        throw ModelContractError(absl::StrCat("model forward(x) returned ", returned.tagKind(),
+                                              "; expected a tensor of logits"));
+      }
+      out.logits = returned.toTensor();
+      CheckLogits(out.logits, targets, classes_);
       out.loss = MeanCrossEntropy(out.logits, targets);
     }
     return out;
@@ -60,6 +92,7 @@ class TorchScriptModel : public Model {
  private:
   torch::jit::Module module_;
   bool forward_returns_loss_;
+  int64_t classes_;  // 0: unknown, not checked
   torch::Device device_ = torch::kCPU;
 };
 
@@ -69,7 +102,7 @@ absl::Status CannotLoad(const std::string& path, const std::string& reason) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& path, int64_t classes) {
   if (path.empty()) return absl::InvalidArgumentError("model.path: required when model.name is torchscript");
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return CannotLoad(path, "no such file");
@@ -87,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& p
   if (inputs != 1 && inputs != 2) {
     return CannotLoad(path, absl::StrCat("forward must take (x) or (x, y); it takes ", inputs, " arguments"));
   }
-  return std::unique_ptr<Model>(new TorchScriptModel(std::move(module), /*forward_returns_loss=*/inputs == 2));
+  return std::unique_ptr<Model>(new TorchScriptModel(std::move(module), /*forward_returns_loss=*/inputs == 2, classes));
 }
 
 }  // namespace herd

@@ -1,6 +1,7 @@
 #include "worker/train/communicator_replica_sum.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -12,7 +13,7 @@ void CommunicatorReplicaSum::Sum(torch::Tensor& values) {
   absl::Status status = comm_->AllReduce(values.data_ptr(), static_cast<size_t>(values.numel()), DataType::kFloat32);
   if (compute_mutex_ != nullptr) compute_mutex_->lock();
   if (!status.ok()) {
-    status_ = absl::Status(status.code(), absl::StrCat("batch norm statistics all-reduce: ", status.message()));
+    status_ = WithContext(status, "batch norm statistics all-reduce: ");
   }
 }
 

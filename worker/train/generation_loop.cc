@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 #include "worker/train/healing.h"
 #include "worker/train/liveness.h"
 
@@ -29,8 +30,16 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, s
 
 namespace {
 
-void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& join, const absl::Status& failure) {
+// True when the coordinator heard it (or had already moved on).
+bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& join, const absl::Status& failure,
+                   int64_t step, bool job_error = false) {
   v1::ReportFailureRequest report;
+  report.set_step(step);
+  report.set_job_error(job_error);
+  if (std::optional<PeerFault> peer = PeerFaultOf(failure); peer.has_value() && peer->rank != join.rank()) {
+    report.set_peer_fault(peer->kind == PeerFaultKind::kClosed ? v1::PEER_FAULT_CLOSED : v1::PEER_FAULT_LATE);
+    report.set_peer_rank(peer->rank);
+  }
   report.set_job_id(client->job_id());
   report.set_generation(join.generation());
   report.set_rank(join.rank());
@@ -40,7 +49,9 @@ void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
   absl::Status reported = client->ReportFailure(report);
   if (!reported.ok() && reported.code() != absl::StatusCode::kFailedPrecondition) {
     LOG(WARNING) << "could not report the failure of generation " << join.generation() << ": " << reported;
+    return false;
   }
+  return true;
 }
 
 // The generation after `failed`: retried until the coordinator has moved on
@@ -49,14 +60,15 @@ void ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
 // exit reaches it, and the join waits for that generation. After a re-form
 // the ranks agreed on, the join itself tells the coordinator (at_boundary).
 absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
-                                                    const GenerationEnd& end, std::chrono::milliseconds timeout) {
+                                                    const GenerationEnd& end, int64_t step, bool reported,
+                                                    std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool reform = end.outcome == GenerationOutcome::kReformed;
   const bool released = IsBoundary(end.outcome);
   // A fenced generation is already replaced; a failure is news to the coordinator.
-  bool report = end.outcome == GenerationOutcome::kGenerationFailed;
+  bool report = end.outcome == GenerationOutcome::kGenerationFailed && !reported;
   while (true) {
-    if (report) ReportFailure(client, failed, end.error);
+    if (report) ReportFailure(client, failed, end.error, step);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0,
                            reform);
@@ -85,9 +97,24 @@ GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* cont
   v1::JoinGenerationResponse join = std::move(first);
   while (true) {
     GenerationEnd end;
+    bool reported = false;
+    int64_t step = 0;
     {
       Trainer trainer(client, context, join, options.communicators);
       end = trainer.Run();
+      step = trainer.step_reached();
+      // Told while this rank's connections are still open: the peers see
+      // no broken collective before the coordinator knows the job's error,
+      // so their reports cannot be taken for the cause. The exit code says
+      // it again, should this report be lost. A collective failure is
+      // reported first likewise: the peer it blames is then the one that
+      // failed, not a rank that closed its connections after its own failure.
+      if (end.outcome == GenerationOutcome::kJobFailed) {
+        ReportFailure(client, join, end.error, step, /*job_error=*/true);
+      }
+      if (end.outcome == GenerationOutcome::kGenerationFailed) {
+        reported = ReportFailure(client, join, end.error, step);
+      }
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.
     if (!JoinsNextGeneration(end.outcome)) return end;
     if (end.outcome == GenerationOutcome::kReformed) {
@@ -102,7 +129,7 @@ GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* cont
                    << " in memory, waiting for the next generation";
       if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
     }
-    auto next = JoinNext(client, join, end, options.join_timeout);
+    auto next = JoinNext(client, join, end, step, reported, options.join_timeout);
     if (!next.ok()) {
       return GenerationEnd::Of(absl::Status(next.status().code(),
                                             absl::StrCat("after generation ", join.generation(), " failed (",

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -16,7 +17,7 @@ absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, const std::vec
   }
   counts[world] = reform ? 1.0f : 0.0f;
   if (absl::Status s = comm->AllReduce(counts.data(), counts.size(), DataType::kFloat32); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("boundary vote: ", s.message()));
+    return WithContext(s, "boundary vote: ");
   }
   BoundaryVote vote;
   for (int rank = 0; rank < world; ++rank) {
@@ -29,7 +30,7 @@ absl::StatusOr<BoundaryVote> TakeBoundaryVote(Communicator* comm, const std::vec
 absl::StatusOr<bool> AgreeOnCheckpoint(Communicator* comm, int64_t rank, bool recorded) {
   float yes = rank == 0 && recorded ? 1.0f : 0.0f;
   if (absl::Status s = comm->AllReduce(&yes, 1, DataType::kFloat32); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("boundary checkpoint vote: ", s.message()));
+    return WithContext(s, "boundary checkpoint vote: ");
   }
   return yes > 0.5f;
 }

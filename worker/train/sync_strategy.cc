@@ -11,6 +11,7 @@
 #include "worker/train/overlap_controller.h"
 #include "worker/train/parameter_averaging.h"
 #include "worker/train/sharded_optimizer.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 namespace {
@@ -428,7 +429,7 @@ class AveragingStrategy : public SyncStrategy {
   }
 
   absl::Status Named(const absl::Status& s, const StepBoundary& at) const {
-    return absl::Status(s.code(), absl::StrCat("parameter averaging at step ", at.step, ": ", s.message()));
+    return WithContext(s, absl::StrCat("parameter averaging at step ", at.step, ": "));
   }
 
   // With throughput shares, ranks train different numbers of samples
@@ -553,7 +554,7 @@ void SyncStrategy::CountAllReduceStep(SyncTraffic* traffic) {
 }
 
 absl::Status SyncStrategy::AtStep(const absl::Status& s, const char* what, int64_t step) {
-  return absl::Status(s.code(), absl::StrCat(what, " at step ", step, ": ", s.message()));
+  return WithContext(s, absl::StrCat(what, " at step ", step, ": "));
 }
 
 absl::Status SyncStrategy::Capture(Model* model, torch::optim::Optimizer* optimizer, const TrainingPosition& position,

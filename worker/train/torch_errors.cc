@@ -3,10 +3,14 @@
 #include <c10/util/Exception.h>
 
 #include <new>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "worker/data/data_error.h"
 
 namespace herd {
@@ -33,7 +37,30 @@ std::string MessageOf(const std::exception& e) {
   return e.what();
 }
 
+// A TorchScript error's what() is the interpreter's traceback; the error
+// itself (e.g. "RuntimeError: bad input") is its last line.
+std::string ErrorLine(const std::string& text) {
+  if (!absl::StrContains(text, "Traceback of TorchScript")) return FirstLine(text);
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
+  return lines.empty() ? text : std::string(absl::StripAsciiWhitespace(lines.back()));
+}
+
+// Faults of the device or its driver can pass, and another generation may not see them.
+bool IsDeviceFault(const std::string& message) {
+  return absl::StrContains(message, "CUDA error") || absl::StrContains(message, "CUDA driver") ||
+         absl::StrContains(message, "NCCL");
+}
+
 }  // namespace
+
+void RethrowForwardError(const std::exception& e, bool forward_is_collective) {
+  const std::string message = MessageOf(e);
+  if (forward_is_collective || IsOutOfMemory(e) || IsDeviceFault(message) ||
+      dynamic_cast<const ModelContractError*>(&e) != nullptr || dynamic_cast<const DataError*>(&e) != nullptr) {
+    throw;
+  }
+  throw ModelContractError(absl::StrCat("forward raised: ", ErrorLine(message)));
+}
 
 absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where) {
   if (dynamic_cast<const ModelContractError*>(&e) != nullptr) {

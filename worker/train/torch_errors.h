@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "worker/models/model_error.h"
 
 namespace herd {
 
@@ -33,13 +34,13 @@ struct TrainingErrorContext {
 // std::bad_alloc.
 bool IsOutOfMemory(const std::exception& e);
 
-// Thrown by the step when the job's model cannot be trained as it is, e.g.
-// its loss does not require grad (every parameter frozen, or a forward that
-// detaches the graph): every retry would throw it again.
-class ModelContractError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Called in a catch block around the model's forward: an exception from it
+// is the model's own (a forward that raises, outputs that do not fit the
+// data), so it is rethrown as ModelContractError, which fails the job at
+// once. Rethrown unchanged where it may come from outside the model: out of
+// memory, a device fault, or any exception of a forward that is a collective
+// (a peer may have failed).
+[[noreturn]] void RethrowForwardError(const std::exception& e, bool forward_is_collective);
 
 absl::Status TrainingError(const std::exception& e, const TrainingErrorContext& where);
 

@@ -1,6 +1,7 @@
 #include "worker/train/torch_errors.h"
 
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <new>
@@ -69,6 +70,55 @@ TEST(TorchErrors, DataErrorFailsTheJobNamingTheStep) {
   const absl::Status status = TrainingError(DataError("dataset file /d/t.bin: token id 9 at byte offset 4"), StepContext());
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_EQ(status.message(), "training step 7: dataset file /d/t.bin: token id 9 at byte offset 4");
+}
+
+// What a catch around the model's forward turns an exception into.
+template <typename Exception>
+absl::Status FromForward(const Exception& thrown, bool collective) {
+  try {
+    try {
+      throw thrown;
+    } catch (const std::exception& e) {
+      RethrowForwardError(e, collective);
+    }
+  } catch (const std::exception& rethrown) {
+    return TrainingError(rethrown, StepContext());
+  }
+  return absl::OkStatus();
+}
+
+// A user's TorchScript forward that raises: the job fails at once with the
+// model's own message, not the interpreter's traceback.
+TEST(TorchErrors, ForwardThatRaisesIsTheModelsErrorNamingItsMessage) {
+  torch::jit::Module module("Raises");
+  module.define(R"JIT(
+def forward(self, x):
+    assert bool(x.numel() < 0), "this model refuses to train"
+    return x
+)JIT");
+  try {
+    try {
+      module.forward({torch::ones({2})});
+      FAIL() << "forward returned";
+    } catch (const std::exception& e) {
+      RethrowForwardError(e, /*forward_is_collective=*/false);
+    }
+  } catch (const std::exception& rethrown) {
+    const absl::Status status = TrainingError(rethrown, StepContext());
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(std::string(status.message()).rfind("training step 7 (model mlp): forward raised: ", 0), 0u) << status;
+    EXPECT_NE(status.message().find("this model refuses to train"), std::string::npos) << status;
+    EXPECT_EQ(status.message().find("Traceback"), std::string::npos) << status;
+  }
+}
+
+TEST(TorchErrors, ForwardErrorsFromOutsideTheModelStayWhatTheyWere) {
+  // A forward that is a collective may fail because a peer did.
+  EXPECT_EQ(FromForward(std::runtime_error("peer closed"), /*collective=*/true).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(FromForward(std::bad_alloc(), false).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(FromForward(std::runtime_error("CUDA error: an illegal memory access"), false).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(FromForward(std::runtime_error("shape mismatch"), false).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

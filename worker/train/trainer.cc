@@ -293,7 +293,11 @@ void Trainer::ForwardBackward(const Batch& batch, int64_t rows, double share, St
   if (ctx_.options.compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options.compute_mutex);
   ModelOutput out = [&] {
     CudaBf16Autocast autocast(spec_.bf16_autocast() && ctx_.device.is_cuda());
-    return ctx_.model->Forward(batch);
+    try {
+      return ctx_.model->Forward(batch);
+    } catch (const std::exception& e) {
+      RethrowForwardError(e, collective_forward_);
+    }
   }();
   stats->forward_seconds += timer->Lap();
   if (!out.loss.requires_grad()) {
@@ -740,7 +744,9 @@ absl::Status Trainer::TrainGeneration() {
     while (!Done()) {
       MarkAlive();
       if (auto s = CheckCoordinatorVerdict(); !s.ok()) return s;
+      running_step_ = pos_.step + 1;
       if (auto s = TrainStep(); !s.ok()) return s;
+      running_step_ = 0;
       // With the "step N/T" line of the last step, this line's time bounds
       // the wall time of training as a user sees it (bench/wan_bench.py).
       if (pos_.step == first_step) LOG(INFO) << "step " << pos_.step << ": the generation's first step is done";
@@ -765,7 +771,7 @@ absl::Status Trainer::TrainGeneration() {
     return CommitPoint(true);
   } catch (const std::exception& e) {
     // Out of memory fails the job at once (RESOURCE_EXHAUSTED), naming the step.
-    return TrainingError(e, {absl::StrCat("training step ", pos_.step), ctx_.model->name(), ctx_.device.str(),
+    return TrainingError(e, {absl::StrCat("training step ", step_reached()), ctx_.model->name(), ctx_.device.str(),
                              spec_.batch_size(), ParameterBytes(ctx_.params)});
   }
 }

@@ -49,6 +49,9 @@ class Trainer {
   ~Trainer();
 
   GenerationEnd Run();
+  // The step under way when Run ended (the last one done when it ended
+  // between steps): what a failure report names.
+  int64_t step_reached() const { return running_step_ > 0 ? running_step_ : pos_.step; }
 
  private:
   // Trains until training is done, the generation ends at a step boundary
@@ -159,6 +162,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   LearningRatePlan lr_plan_;
   int64_t last_commit_step_ = 0;
+  // The step under way (0 between steps), so an exception names it.
+  int64_t running_step_ = 0;
   // Set by the vote that ends this generation at a step boundary.
   std::optional<GenerationEnd> boundary_;
   // What SaveFinalModel wrote; the final report carries it.
