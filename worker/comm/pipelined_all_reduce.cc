@@ -101,7 +101,7 @@ class Pipeline {
       const int wait = PollMillisUntil(args_.deadline);
       const int ready = wait == 0 ? 0 : poll(polled.data(), polled.size(), wait);
       if (ready < 0 && errno != EINTR) return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
-      if (ready == 0) return Late(streams_[index.front()]);
+      if (ready == 0) return Late(Laggard(index));
       for (size_t k = 0; k < polled.size(); ++k) {
         if (polled[k].revents == 0) continue;
         Stream& s = streams_[index[k]];
@@ -231,6 +231,22 @@ class Pipeline {
     if (times == nullptr || first_hop_marked_ || pieces_summed_ < pieces_) return;
     times->first_hop = std::chrono::steady_clock::now();
     first_hop_marked_ = true;
+  }
+
+  // Of the streams still owed bytes, the one that got least far: a live
+  // peer may itself be held up (its all-gather waits for the late rank's
+  // data), but it is never behind the rank that holds it up.
+  const Stream& Laggard(const std::vector<size_t>& waiting) const {
+    const Stream* laggard = &streams_[waiting.front()];
+    for (size_t i : waiting) {
+      const Stream& s = streams_[i];
+      if (s.receive_segment >= order_.size()) continue;  // only our sends are pending there
+      if (laggard->receive_segment >= order_.size() || s.receive_segment < laggard->receive_segment ||
+          (s.receive_segment == laggard->receive_segment && s.received < laggard->received)) {
+        laggard = &s;
+      }
+    }
+    return *laggard;
   }
 
   absl::Status Late(const Stream& s) const {

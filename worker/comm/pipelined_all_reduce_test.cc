@@ -163,5 +163,26 @@ TEST(PipelinedAllReduceTest, APeerThatClosesIsUnavailableAndASilentOneTimesOut) 
   CloseAll(fds);
 }
 
+// Rank 2 never takes part: rank 1 is held up too (its all-gathers wait for
+// rank 2's data), but rank 0 names rank 2, the one that got least far.
+TEST(PipelinedAllReduceTest, ATimeoutNamesTheRankThatHoldsTheOthersUp) {
+  auto fds = Connect(3);
+  std::vector<float> a(300, 1.0f), b(300, 2.0f);
+  absl::Status status0, status1;
+  std::thread rank1([&] {
+    std::vector<std::vector<char>> scratch;
+    status1 = PipelinedAllReduce(reinterpret_cast<char*>(b.data()), b.size(),
+                                 Args(1, 3, fds[1], 30, 2, milliseconds(500)), scratch, nullptr);
+  });
+  std::vector<std::vector<char>> scratch;
+  status0 = PipelinedAllReduce(reinterpret_cast<char*>(a.data()), a.size(), Args(0, 3, fds[0], 30, 2, milliseconds(400)),
+                               scratch, nullptr);
+  rank1.join();
+  EXPECT_EQ(status0.code(), absl::StatusCode::kDeadlineExceeded) << status0;
+  EXPECT_TRUE(absl::StrContains(status0.message(), "rank 2 did not answer in time")) << status0;
+  EXPECT_TRUE(absl::StrContains(status1.message(), "rank 2 did not answer in time")) << status1;
+  CloseAll(fds);
+}
+
 }  // namespace
 }  // namespace herd
