@@ -11,6 +11,7 @@
 #include "coordinator/generations.h"
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/test_stores.h"
+#include "coordinator/testing/big_job.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace herd::coordinator {
@@ -467,23 +468,7 @@ TEST_P(StoreTest, ACheckpointIdIsAddedOnlyOnce) {
 TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
   constexpr int kWorkers = 1000;
   ClusterState state;
-  ChangeSet changes;
-  for (int i = 0; i < kWorkers; ++i) {
-    v1::RegisterWorkerRequest request;
-    request.set_worker_id("worker-" + std::to_string(10000 + i));
-    request.set_address(request.worker_id() + ":29500");
-    request.set_device_kind("cpu");
-    request.set_device_count(1);
-    changes.Merge(UpsertWorker(state, request, 500));
-  }
-  v1::JobSpec spec;
-  spec.set_name("big");
-  spec.mutable_model()->set_name("mlp");
-  spec.set_batch_size(8 * kWorkers);
-  spec.set_min_workers(kWorkers);
-  spec.set_max_workers(kWorkers);
-  spec.set_device("cpu");
-  AddPendingJob(state, "job-big", spec, 600, &changes);
+  ChangeSet changes = testing::RegisterWorkersAndBigJob(state, kWorkers, 10000);
   changes.Merge(Schedule(state, 601));
   ASSERT_EQ(state.jobs.at("job-big").info.state(), v1::RUNNING);
   ASSERT_EQ(changes.workers.size(), static_cast<size_t>(kWorkers));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "coordinator/etcd/local_etcd.h"
+#include "coordinator/testing/big_job.h"
 #include "coordinator/generations.h"
 
 namespace herd::coordinator {
@@ -28,23 +29,7 @@ class StagedSaveTest : public ::testing::Test {
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     // Idle workers and a pending job, saved whole.
-    ChangeSet registered;
-    for (int i = 0; i < kWorkers; ++i) {
-      v1::RegisterWorkerRequest request;
-      request.set_worker_id("worker-" + std::to_string(1000 + i));
-      request.set_address(request.worker_id() + ":29500");
-      request.set_device_kind("cpu");
-      request.set_device_count(1);
-      registered.Merge(UpsertWorker(state_, request, 500));
-    }
-    v1::JobSpec spec;
-    spec.set_name("big");
-    spec.mutable_model()->set_name("mlp");
-    spec.set_batch_size(8 * kWorkers);
-    spec.set_min_workers(kWorkers);
-    spec.set_max_workers(kWorkers);
-    spec.set_device("cpu");
-    AddPendingJob(state_, "job-big", spec, 600, &registered);
+    ChangeSet registered = testing::RegisterWorkersAndBigJob(state_, kWorkers, 1000);
     ASSERT_TRUE(Store()->Save(state_, registered).ok());
     // The change under test: the job starts on every worker.
     scheduled_ = Schedule(state_, 601);

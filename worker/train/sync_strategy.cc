@@ -237,7 +237,6 @@ class AveragingStrategy : public SyncStrategy {
     for (int f = 0; f < averaging_->fragments(); ++f) {
       if (phase != FragmentPhase(f)) continue;
       RoundInFlight round;
-      round.launch_step = at.step;
       round.land_step = at.step + tau_;
       // With two or more steps to land in, the int8 scale exchange runs in
       // the background for the first third of them (RoundsToAdvance).
@@ -328,7 +327,6 @@ class AveragingStrategy : public SyncStrategy {
  private:
   // A round launched and not yet merged.
   struct RoundInFlight {
-    int64_t launch_step = 0;
     int64_t land_step = 0;     // merged at this step (launch + tau at launch)
     int64_t advance_step = 0;  // int8: its data all-reduce starts here
   };
