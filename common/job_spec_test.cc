@@ -156,6 +156,7 @@ batch_size: 8
 )");
   ASSERT_TRUE(spec.ok()) << spec.status();
   ApplyJobDefaults(&*spec);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
   spec->mutable_model()->set_heads(5);
   EXPECT_EQ(ValidateJobSpec(*spec).message().rfind("model.heads:", 0), 0u) << ValidateJobSpec(*spec);
   spec->mutable_model()->set_heads(3);
