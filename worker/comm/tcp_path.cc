@@ -30,7 +30,6 @@ TcpPath ReadTcpPath(int fd) {
     path.rtt_seconds = info.tcpi_rtt / 1e6;
     path.rto_seconds = info.tcpi_rto / 1e6;
   }
-  path.congestion_control = CongestionControlOf(fd);
   return path;
 }
 

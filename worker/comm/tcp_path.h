@@ -20,11 +20,10 @@ struct TcpPath {
   int64_t window_bytes = 0;  // congestion window x MSS; 0 when unknown
   double rtt_seconds = 0;    // smoothed RTT
   double rto_seconds = 0;    // retransmission timeout (idle longer than it: slow start again)
-  std::string congestion_control;
 };
 
-// TCP_INFO and TCP_CONGESTION of a connected socket; zero/empty where the
-// kernel does not say.
+// TCP_INFO of a connected socket (one getsockopt: collectives read it as
+// they start); zero where the kernel does not say.
 TcpPath ReadTcpPath(int fd);
 
 // Sets the socket's congestion control to `wanted` (e.g. "bbr"). Returns

@@ -197,9 +197,10 @@ void ParameterAveraging::StartScales(Fragment& fragment) {
   for (auto& bucket : fragment.buckets) maxima.push_back(ChunkAbsMax(bucket.delta));
   // The side payload rides at the end of the scale exchange.
   if (!fragment.side_mine.empty()) {
+    // On the maxima's device (CUDA with NCCL): the exchange is one buffer.
     maxima.push_back(torch::from_blob(fragment.side_mine.data(), {static_cast<int64_t>(fragment.side_mine.size())},
                                       torch::kFloat)
-                         .clone());
+                         .to(maxima.front().device()));
   }
   fragment.scales_mine = torch::cat(maxima).contiguous();
   const int64_t chunks = fragment.scales_mine.numel();
@@ -220,7 +221,8 @@ absl::Status ParameterAveraging::FinishScales(Fragment& fragment) {
   const int64_t side = static_cast<int64_t>(fragment.side_mine.size());
   if (side > 0) {
     const int64_t columns = fragment.scales_all.size(1);
-    auto tail = fragment.scales_all.narrow(1, columns - side, side).contiguous();
+    // A few floats, read once the exchange is done (the wait above).
+    auto tail = fragment.scales_all.narrow(1, columns - side, side).cpu().contiguous();
     fragment.side_all.assign(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
     fragment.scales_all = fragment.scales_all.narrow(1, 0, columns - side);
   }
