@@ -8,15 +8,15 @@ The file is safetensors (8-byte little-endian header length, a JSON header,
 raw little-endian tensors), read here with a few lines of Python so the
 `safetensors` package is not needed. The tensors are keyed by the model's
 state_dict names, so `load_state_dict(strict=True)` checks that every
-parameter is there. herd's mnist_cnn is the PyTorch CNN of the DDP baseline
-(../shared/bench/ddp_baseline.py, imported, not copied; HERD_DDP_BASELINE
-names another copy). Evaluation is herd's: the first --max-samples of
+parameter is there. herd's mnist_cnn is defined below in PyTorch with the
+same layers under the same names, so the script needs nothing outside this
+repository. Evaluation is herd's: the first --max-samples of
 Fashion-MNIST's t10k set, pixels scaled to [0, 1], mean cross-entropy and
 the fraction predicted right. Prints one JSON line {"accuracy", "loss",
 "samples", "model"}.
 """
 import argparse
-import importlib.util
+import gzip
 import json
 import os
 import struct
@@ -50,14 +50,27 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-def ddp_baseline():
-    """The shared DDP baseline module: herd's models' PyTorch twins and the IDX reader."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    path = os.environ.get("HERD_DDP_BASELINE") or os.path.join(here, "..", "..", "shared", "bench", "ddp_baseline.py")
-    spec = importlib.util.spec_from_file_location("ddp_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+class MnistCnn(torch.nn.Module):
+    """herd's mnist_cnn in PyTorch: the same layers under the same names."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(1, 32, 3, 1)
+        self.c2 = torch.nn.Conv2d(32, 64, 3, 1)
+        self.f1 = torch.nn.Linear(9216, 128)
+        self.f2 = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c2(F.relu(self.c1(x)))), 2)
+        return self.f2(F.relu(self.f1(torch.flatten(x, 1))))
+
+
+def load_idx(path):
+    """An IDX file (gzip), as a uint8 array of its dimensions."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = struct.unpack(">" + "I" * data[3], data[4:4 + 4 * data[3]])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
 
 
 def main():
@@ -73,15 +86,14 @@ def main():
     except (OSError, ValueError, KeyError, struct.error) as e:
         sys.exit(f"{args.model}: not a readable safetensors file: {e}")
     name = metadata.get("herd_model", "")
-    baseline = ddp_baseline()
     if name != "mnist_cnn":
         sys.exit(f"{args.model}: model '{name}' has no PyTorch twin here (mnist_cnn has)")
-    model = baseline.CNN()
+    model = MnistCnn()
     model.load_state_dict(tensors, strict=True)
     model.eval()
 
-    images = baseline.load_idx(os.path.join(args.data, "t10k-images-idx3-ubyte.gz"))
-    labels = baseline.load_idx(os.path.join(args.data, "t10k-labels-idx1-ubyte.gz"))
+    images = load_idx(os.path.join(args.data, "t10k-images-idx3-ubyte.gz"))
+    labels = load_idx(os.path.join(args.data, "t10k-labels-idx1-ubyte.gz"))
     count = len(labels) if args.max_samples <= 0 else min(args.max_samples, len(labels))
     loss_sum, correct = 0.0, 0
     with torch.no_grad():
