@@ -117,7 +117,7 @@ def windows(data, indices, sequence_length=CONTEXT):
 
 @torch.no_grad()
 def evaluate(model, data, max_samples, batch=64):
-    """herd's evaluation (worker/train/evaluator.cc) on one process: the first
+    """herd's evaluation (worker/train/step/evaluator.cc) on one process: the first
     min(max_samples, windows) eval windows; loss per window averaged, token accuracy."""
     total = window_count(data) if max_samples <= 0 else min(max_samples, window_count(data))
     model.eval()

@@ -1,5 +1,5 @@
 // Checkpoints off the step loop: how long a save holds the step loop up with
-// the background writer (worker/train/checkpoint_writer.h: a host copy of
+// the background writer (worker/train/checkpoint/checkpoint_writer.h: a host copy of
 // the state, then files and record on the writer's thread) against writing
 // the same checkpoint synchronously on the step loop as trainers did before
 // (SerializeTrainingState, then WriteCheckpointFolder: fsync'd files,
@@ -21,10 +21,10 @@
 #include "absl/strings/str_join.h"
 #include "bench/bench_env.h"
 #include "worker/models/model.h"
-#include "worker/train/checkpoint_files.h"
-#include "worker/train/checkpoint_writer.h"
-#include "worker/train/optimizer_factory.h"
-#include "worker/train/training_state.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
+#include "worker/train/checkpoint/checkpoint_writer.h"
+#include "worker/train/optim/optimizer_factory.h"
+#include "worker/train/checkpoint/training_state.h"
 
 namespace herd::bench {
 namespace {

@@ -92,7 +92,7 @@ def env_with_libs(lib_dir):
 def share_trainers_openblas_kernels(bin_dir, lib_dir=None):
     """Puts the OpenBLAS kernels herd's trainers run on (herd-trainer --probe-openblas) in OPENBLAS_CORETYPE for
     every process this bench starts, the DDP side's included: a trainer forces better kernels where OpenBLAS takes
-    the CPU for a generic core (worker/train/openblas_kernels.h), and a peer left on those would be no peer.
+    the CPU for a generic core (worker/train/optim/openblas_kernels.h), and a peer left on those would be no peer.
     Returns their name ("": not OpenBLAS, e.g. a GPU machine's LibTorch)."""
     out = subprocess.run([os.path.join(bin_dir, "worker", "train", "herd-trainer"), "--probe-openblas"],
                          capture_output=True, text=True, env=env_with_libs(lib_dir), check=True).stdout

@@ -70,7 +70,7 @@ class DataTest(unittest.TestCase):
 
 class SamplerTest(unittest.TestCase):
     def test_pinned_values_of_herds_sampler(self):
-        # worker/train/sampler_test.cc, PinnedValuesCatchAccidentalChanges.
+        # worker/train/batches/sampler_test.cc, PinnedValuesCatchAccidentalChanges.
         self.assertEqual(epoch_permutation(10, 1234, 5), [5, 3, 7, 8, 0, 1, 4, 2, 6, 9])
         large = epoch_permutation(1000000, 1, 0)
         self.assertEqual((large[0], large[999999]), (165390, 975509))

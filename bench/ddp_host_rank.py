@@ -37,7 +37,7 @@ from herd_sampler import epoch_permutation, step_slice  # noqa: E402
 
 
 def lr_at(lr, schedule, step, total):
-    """worker/train/lr_schedule.cc without warmup: constant, or cosine to 0 at the last step."""
+    """worker/train/optim/lr_schedule.cc without warmup: constant, or cosine to 0 at the last step."""
     if schedule == "cosine":
         return lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, step / max(1, total))))
     return lr

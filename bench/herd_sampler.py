@@ -1,4 +1,4 @@
-"""herd's sampler (worker/train/sampler.cc) in Python, so a PyTorch peer trains
+"""herd's sampler (worker/train/batches/sampler.cc) in Python, so a PyTorch peer trains
 on exactly the samples herd's ranks do: one permutation per epoch, a pure
 function of (seed, epoch) (Fisher-Yates driven by xoshiro256** seeded
 through splitmix64), and a step takes the next world * batch indices of it,

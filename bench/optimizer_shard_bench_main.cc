@@ -21,9 +21,9 @@
 #include "bench/fork_ranks.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/models/model.h"
-#include "worker/train/gradient_sync.h"
-#include "worker/train/optimizer_factory.h"
-#include "worker/train/sharded_optimizer.h"
+#include "worker/train/sync/gradient_sync.h"
+#include "worker/train/optim/optimizer_factory.h"
+#include "worker/train/optim/sharded_optimizer.h"
 
 namespace herd::bench {
 namespace {

@@ -30,7 +30,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size);
 
 // The sync.* part of ApplyJobDefaults and ValidateJobSpec, for a SyncSpec on
-// its own (the trainer converts it: worker/train/sync_config.h).
+// its own (the trainer converts it: worker/train/sync/sync_config.h).
 void ApplySyncDefaults(v1::SyncSpec* sync);
 absl::Status ValidateSyncSpec(const v1::SyncSpec& sync);
 

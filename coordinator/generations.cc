@@ -71,7 +71,7 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     if (HeldForJob(state, state.workers.at(id)) != info.id()) job.without_commit.insert(id);
   }
   // Survivors hold the committed state in memory and the ranks heal from
-  // it (worker/train/healing.h): the committed step stands.
+  // it (worker/train/generation/healing.h): the committed step stands.
   if (!survivors_hold) {
     // Every member was lost at once (e.g. the coordinator was cut off from
     // all of them, or every daemon restarted), but a joiner held for the job

@@ -108,10 +108,10 @@ echo "== 2. nccl_communicator_test"
 gtest_part nccl_test 120 "$BIN/worker/comm/nccl_communicator_test"
 
 echo "== 2b. fused_optimizer_test"
-gtest_part fused_optimizer_test 60 "$BIN/worker/train/fused_optimizer_test"
+gtest_part fused_optimizer_test 60 "$BIN/worker/train/optim/fused_optimizer_test"
 
 echo "== 2c. cuda_graph_replay_test"
-gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/cuda_graph_replay_test"
+gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/step/cuda_graph_replay_test"
 
 echo "== 3. a herd job on $DEVICE"
 TMPDIR="$WORK/tmp" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \

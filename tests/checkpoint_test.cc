@@ -11,7 +11,7 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "worker/train/checkpoint_files.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
 
 namespace herd::testing {
 namespace {

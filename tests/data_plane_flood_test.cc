@@ -32,7 +32,7 @@
 #include "tests/harness/local_cluster.h"
 #include "worker/comm/member_handshake.h"
 #include "worker/contract/trainer_contract.h"
-#include "worker/train/metrics_snapshot.h"
+#include "worker/train/report/metrics_snapshot.h"
 
 namespace herd::testing {
 namespace {

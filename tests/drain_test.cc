@@ -13,7 +13,7 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/batches/sample_ledger.h"
 
 namespace herd::testing {
 namespace {

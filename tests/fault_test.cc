@@ -17,8 +17,8 @@
 #include "tests/harness/final_model.h"
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "worker/train/checkpoint_files.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
+#include "worker/train/batches/sample_ledger.h"
 
 namespace herd::testing {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
-#include "worker/train/openblas_kernels.h"
+#include "worker/train/optim/openblas_kernels.h"
 
 namespace herd::testing {
 namespace {

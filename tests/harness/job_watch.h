@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/harness/local_cluster.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/batches/sample_ledger.h"
 
 namespace herd::testing {
 

@@ -15,7 +15,7 @@ namespace herd {
 // (worker/daemon/device_probe.h asks it before the daemon registers).
 constexpr char kProbeDevicesFlag[] = "--probe-devices";
 // `herd-trainer --probe-openblas` alone prints "openblas_core NAME" (the
-// OpenBLAS kernels trainers here run on, worker/train/openblas_kernels.h;
+// OpenBLAS kernels trainers here run on, worker/train/optim/openblas_kernels.h;
 // empty without OpenBLAS) and exits: benches give the DDP side the same.
 constexpr char kProbeOpenBlasFlag[] = "--probe-openblas";
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "worker/contract/trainer_contract.h"
-#include "worker/train/metrics_snapshot.h"
+#include "worker/train/report/metrics_snapshot.h"
 
 namespace herd::worker {
 namespace {

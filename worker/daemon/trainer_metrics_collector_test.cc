@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "worker/contract/trainer_contract.h"
-#include "worker/train/metrics_snapshot.h"
+#include "worker/train/report/metrics_snapshot.h"
 
 namespace herd::worker {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
-#include "worker/train/checkpoint_files.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
 
 namespace herd::worker {
 

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "worker/train/checkpoint_files.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
 
 namespace herd::worker {
 namespace {

@@ -1,6 +1,6 @@
 // Thrown by Dataset::Get when the data itself is wrong (a token id at or
 // above the vocabulary): every retry would read the same bytes, so the
-// trainer fails the job at once (worker/train/torch_errors.h) instead of
+// trainer fails the job at once (worker/train/step/torch_errors.h) instead of
 // spending the restart budget.
 #pragma once
 

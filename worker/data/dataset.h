@@ -1,5 +1,5 @@
 // Training and evaluation data, addressed by sample index so the sampler
-// (worker/train/sampler.h) decides which rank sees what.
+// (worker/train/batches/sampler.h) decides which rank sees what.
 #pragma once
 
 #include <torch/types.h>

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/peer_fault.h"
-#include "worker/train/healing.h"
-#include "worker/train/liveness.h"
+#include "worker/train/generation/healing.h"
+#include "worker/train/generation/liveness.h"
 
 namespace herd {
 
@@ -119,15 +119,15 @@ GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* cont
     if (!JoinsNextGeneration(end.outcome)) return end;
     if (end.outcome == GenerationOutcome::kReformed) {
       LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << Describe(end)
-                << "; joining the next one from the commit of step " << context->committed.step;
+                << "; joining the next one from the commit of step " << context->committed().step;
     } else if (end.outcome == GenerationOutcome::kPeerReleased) {
       LOG(INFO) << "generation " << join.generation() << " ends at rank " << join.rank() << ": " << Describe(end)
-                << "; waiting for the job to re-form without it, from the commit of step " << context->committed.step;
+                << "; waiting for the job to re-form without it, from the commit of step " << context->committed().step;
     } else {
       LOG(WARNING) << "generation " << join.generation() << " failed at rank " << join.rank() << ": " << end.error
-                   << "; keeping the job context and the commit of step " << context->committed.step
+                   << "; keeping the job context and the commit of step " << context->committed().step
                    << " in memory, waiting for the next generation";
-      if (context->metrics != nullptr) context->metrics->ObserveGenerationFailure();
+      if (context->metrics() != nullptr) context->metrics()->ObserveGenerationFailure();
     }
     auto next = JoinNext(client, join, end, step, reported, options.join_timeout);
     if (!next.ok()) {

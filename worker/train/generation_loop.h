@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
 #include "worker/contract/generation_outcome.h"
-#include "worker/train/coordinator_link.h"
+#include "worker/train/generation/coordinator_link.h"
 #include "worker/train/group_communicators.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/batches/sample_ledger.h"
 #include "worker/train/trainer.h"
 #include "worker/train/training_context.h"
 

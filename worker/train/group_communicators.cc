@@ -15,7 +15,7 @@ namespace {
 
 // CPU ranks that all share one host address sum gradients in shared memory.
 bool UseSharedMemory(const v1::JoinGenerationResponse& join, const TrainingContext& context) {
-  if (context.device.is_cuda() || context.sync.same_host != SameHostTransport::kSharedMemory || join.world_size() < 2) {
+  if (context.device().is_cuda() || context.sync().same_host != SameHostTransport::kSharedMemory || join.world_size() < 2) {
     return false;
   }
   for (const auto& peer : join.peers()) {
@@ -102,12 +102,12 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGene
     // holds the gradient buckets themselves (plus each one's alignment); the
     // scratch area serves other float32 sums (parameter averaging, metrics).
     size_t bytes = 0;
-    for (const auto& p : context.params) bytes += p.nbytes();
+    for (const auto& p : context.params()) bytes += p.nbytes();
     ShmAllReduceOptions shm;
     shm.rank = static_cast<int>(join.rank());
     shm.size = static_cast<int>(join.world_size());
     shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
-    shm.in_place_bytes = shm.slot_bytes + 64 * context.params.size();
+    shm.in_place_bytes = shm.slot_bytes + 64 * context.params().size();
     shm.timeout = timeout;
     shm.key_prefix = "shm/";
     auto created = CreateShmAllReduce(shm, group.control.get(), link->KvStore(join.generation()));
@@ -121,11 +121,11 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGene
                    << " over TCP: " << created.status();
     }
   }
-  if (context.device.is_cuda()) {
+  if (context.device().is_cuda()) {
     NcclOptions nccl;
     nccl.rank = static_cast<int>(join.rank());
     nccl.size = static_cast<int>(join.world_size());
-    nccl.device = context.device.index();
+    nccl.device = context.device().index();
     nccl.timeout = timeout;
     nccl.key_prefix = "nccl/";
     nccl.compute_stream = nullptr;  // LibTorch computes on the legacy default stream

@@ -12,7 +12,7 @@
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/member_listener.h"
-#include "worker/train/coordinator_link.h"
+#include "worker/train/generation/coordinator_link.h"
 #include "worker/train/training_context.h"
 
 namespace herd {

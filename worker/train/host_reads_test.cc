@@ -5,7 +5,7 @@
 // (two ranks as threads, Gloo over loopback) run N steps at log interval L
 // and must read exactly N / L times; and the step's sources call no `.item`
 // or `.cpu()` of their own.
-#include "worker/train/host_reads.h"
+#include "worker/train/step/host_reads.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "worker/train/generation_loop.h"
-#include "worker/train/progress_reporter.h"
+#include "worker/train/report/progress_reporter.h"
 #include "worker/train/testing/in_process_coordinator.h"
 #include "worker/train/training_context.h"
 
@@ -84,8 +84,8 @@ std::vector<int64_t> HostReadsPerRank(const v1::JobSpec& spec, int world) {
       loop.join_timeout = std::chrono::seconds(60);
       const absl::Status status = RunGenerations(link.get(), context->get(), *join, loop);
       ASSERT_TRUE(status.ok()) << status;
-      EXPECT_EQ((*context)->position.step, spec.max_steps());
-      reads[r] = (*context)->host_reads.count();
+      EXPECT_EQ((*context)->position().step, spec.max_steps());
+      reads[r] = (*context)->host_reads().count();
     });
   }
   for (auto& t : threads) t.join();
@@ -111,7 +111,7 @@ TEST(HostReads, ReadsSeveralValuesInOneCopy) {
 // stray `.item<double>()` in TrainStep would hold a GPU step up every step.
 TEST(HostReads, StepSourcesReadOnlyThroughTheSeam) {
   const std::regex host_read(R"(\.item\s*[<(]|\.cpu\s*\(|\.data_ptr\s*<|\.tolist\s*\()");
-  for (const char* file : {"worker/train/trainer.cc", "worker/train/sync_strategy.cc"}) {
+  for (const char* file : {"worker/train/trainer.cc", "worker/train/sync/sync_strategy.cc"}) {
     std::ifstream in(file);
     ASSERT_TRUE(in.good()) << file << " is not a data dependency of this test";
     std::string line;

@@ -17,15 +17,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
-#include "worker/train/checkpoint_files.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
 #include "worker/data/idx_test_files.h"
 #include "worker/train/generation_loop.h"
-#include "worker/train/progress_reporter.h"
-#include "worker/train/replicas.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/report/progress_reporter.h"
+#include "worker/train/sync/replicas.h"
+#include "worker/train/batches/sample_ledger.h"
 #include "worker/train/testing/faulty_communicator.h"
 #include "worker/train/testing/in_process_coordinator.h"
-#include "worker/train/trainer_metrics.h"
+#include "worker/train/report/trainer_metrics.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
@@ -185,13 +185,13 @@ class InProcessJob {
     loop.join_timeout = std::chrono::seconds(60);
     loop.communicators = FactoryFor(worker_id);
     outcome.status = RunGenerations(link.get(), context->get(), *join, loop);
-    outcome.step = (*context)->position.step;
-    outcome.epoch = (*context)->position.epoch;
-    outcome.params = FlattenParameters((*context)->params);
-    for (const auto& buffer : (*context)->model->Buffers()) outcome.buffers.push_back(buffer.clone());
-    if ((*context)->prefetcher != nullptr) {
-      outcome.prefetch_hits = (*context)->prefetcher->hits();
-      outcome.prefetch_misses = (*context)->prefetcher->misses();
+    outcome.step = (*context)->position().step;
+    outcome.epoch = (*context)->position().epoch;
+    outcome.params = FlattenParameters((*context)->params());
+    for (const auto& buffer : (*context)->model()->Buffers()) outcome.buffers.push_back(buffer.clone());
+    if ((*context)->prefetcher() != nullptr) {
+      outcome.prefetch_hits = (*context)->prefetcher()->hits();
+      outcome.prefetch_misses = (*context)->prefetcher()->misses();
     }
     for (const auto& family : registry.Collect()) {
       if (family.name == "herd_train_host_step_seconds") outcome.host_step_seconds_exported = !family.metric.empty();

@@ -20,22 +20,22 @@
 #include "worker/contract/generation_outcome.h"
 #include "worker/contract/trainer_args.h"
 #include "worker/contract/trainer_contract.h"
-#include "worker/train/checkpoint_files.h"
-#include "worker/train/cluster_client.h"
-#include "worker/train/progress_reporter.h"
-#include "worker/train/torch_compat.h"
-#include "worker/train/torch_errors.h"
+#include "worker/train/checkpoint/checkpoint_files.h"
+#include "worker/train/generation/cluster_client.h"
+#include "worker/train/report/progress_reporter.h"
+#include "worker/train/step/torch_compat.h"
+#include "worker/train/step/torch_errors.h"
 #include "worker/train/training_context.h"
-#include "worker/train/data_plane_audit.h"
+#include "worker/train/generation/data_plane_audit.h"
 #include "worker/train/group_communicators.h"
-#include "worker/train/metrics_snapshot.h"
-#include "worker/train/metrics_snapshot_writer.h"
-#include "worker/train/openblas_kernels.h"
+#include "worker/train/report/metrics_snapshot.h"
+#include "worker/train/report/metrics_snapshot_writer.h"
+#include "worker/train/optim/openblas_kernels.h"
 #include "worker/train/generation_loop.h"
-#include "worker/train/liveness.h"
-#include "worker/train/sample_ledger.h"
+#include "worker/train/generation/liveness.h"
+#include "worker/train/batches/sample_ledger.h"
 #include "worker/train/trainer.h"
-#include "worker/train/trainer_metrics.h"
+#include "worker/train/report/trainer_metrics.h"
 
 namespace {
 
@@ -149,11 +149,7 @@ absl::StatusOr<std::unique_ptr<herd::TrainingContext>> CreateContext(const herd:
 // Waits for the checkpoint write under way; what a write came to after the
 // last commit point is only logged now (training is over either way).
 void FinishCheckpointWrites(herd::TrainingContext* context) {
-  if (context->checkpoint_writer == nullptr) return;
-  context->checkpoint_writer->Wait();
-  for (const herd::CheckpointOutcome& outcome : context->checkpoint_writer->TakeFinished()) {
-    LOG_IF(WARNING, !outcome.status.ok()) << "checkpoint at step " << outcome.step << " failed: " << outcome.status;
-  }
+  context->checkpoints().DrainAtExit();
 }
 
 // Stops the reporter and leaves the checkpoint records it could not deliver
@@ -197,7 +193,7 @@ int Finish(const herd::TrainerArgs& args, const herd::GenerationEnd& end, herd::
   // coordinator acknowledges), so a coordinator down at the end loses
   // nothing. A released rank's is the boundary's, which every rank
   // committed, so the job re-forms from it even when this was rank 0.
-  if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->last_report); !s.ok()) {
+  if (auto s = herd::WriteFinalReport(herd::FinalReportPath(args.work_dir), context->progress().last_report()); !s.ok()) {
     hand_over();
     return Fail(args, s);
   }
@@ -236,7 +232,7 @@ int Train(const herd::TrainerArgs& args) {
   if (!context.ok()) return Fail(args, context.status());
   herd::MetricsSnapshotWriter snapshots(
       registry, {herd::MetricsSnapshotPath(args.work_dir), std::chrono::milliseconds(1000),
-                 [&metrics, device = (*context)->device] {
+                 [&metrics, device = (*context)->device()] {
                    metrics.SetDeviceMemoryPeak(herd::DevicePeakReservedBytes(device));
                  }});
   herd::GenerationLoopOptions loop;

@@ -1,9 +1,10 @@
 // A trainer process's job context: everything that must outlive a change of
-// membership, built once per process. Dataset, model, optimizer, sampler
-// position, the last commit held in memory, the sample ledger, the metrics
-// and the progress reporter live here; a generation (worker/train/trainer.h)
-// only adds its communicators and sync on top, so re-forming a generation
-// never reloads data or rebuilds the model.
+// membership, built once per process. The job's inputs, the data, model and
+// optimizer, the training position, the last commit held in memory, and the
+// owners of what spans generations: the progress book (report/), the
+// checkpoint keeper (checkpoint/), sync traffic and host reads. A generation
+// (trainer.h, generation_manager.h) only adds its communicators and sync on
+// top, so re-forming a generation never reloads data or rebuilds the model.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -23,18 +24,18 @@
 #include "worker/contract/trainer_contract.h"
 #include "worker/data/dataset.h"
 #include "worker/models/model.h"
-#include "worker/train/batch_prefetcher.h"
-#include "worker/train/checkpoint_writer.h"
-#include "worker/train/host_reads.h"
-#include "worker/train/nonfinite_watch.h"
-#include "worker/train/progress_reporter.h"
-#include "worker/train/sample_ledger.h"
-#include "worker/train/sampler.h"
-#include "worker/train/state_snapshot.h"
-#include "worker/train/sync_config.h"
-#include "worker/train/sync_traffic.h"
-#include "worker/train/trainer_metrics.h"
-#include "worker/train/training_state.h"
+#include "worker/train/batches/batch_prefetcher.h"
+#include "worker/train/step/host_reads.h"
+#include "worker/train/report/progress_reporter.h"
+#include "worker/train/batches/sample_ledger.h"
+#include "worker/train/batches/sampler.h"
+#include "worker/train/checkpoint/state_snapshot.h"
+#include "worker/train/sync/sync_config.h"
+#include "worker/train/sync/sync_traffic.h"
+#include "worker/train/report/trainer_metrics.h"
+#include "worker/train/checkpoint/training_state.h"
+#include "worker/train/checkpoint/checkpoint_keeper.h"
+#include "worker/train/report/progress_book.h"
 
 namespace herd {
 
@@ -70,101 +71,87 @@ struct TrainerOptions {
   std::optional<bool> prefetch_batches;
 };
 
-// Since the last commit point: what the next progress report averages.
-// Accumulated on the model's device, read only when a report is made
-// (host_reads.h): the step loop never waits for the device.
-struct ProgressWindow {
-  // Restarts the window on `device` at `now`.
-  void Reset(const torch::Device& device, std::chrono::steady_clock::time_point now);
-
-  torch::Tensor loss_sum;  // float64 on the device: sum over samples of the loss
-  int64_t loss_count = 0;  // samples in loss_sum
-  NonFiniteWatch nonfinite;  // on_nonfinite: fail
-  int64_t samples = 0;     // global samples trained in the window
-  // This rank's step time in the window, split for straggler detection
-  // (straggler.h): wait = the sync's wait to finish the gradient all-reduce
-  // (SyncStepCost::wait_seconds), compute = the rest of each step's wall time.
-  // Host clocks only: no device read.
-  double compute_seconds = 0;
-  double wait_seconds = 0;
-  int64_t steps = 0;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-};
-
-// Three kinds of state, kept apart: the job's inputs (set once, const), the
-// training position and what training built and keeps (model, optimizer,
-// commit, traffic), and the progress window of the next report.
-struct TrainingContext {
+// The job's inputs (set once), what training built and keeps, and the
+// owners of state that spans generations, each behind a method.
+class TrainingContext {
+ public:
   // Loads the datasets and builds the model and optimizer for `spec`.
   // `metrics`, `ledger` and `reporter` may be null and must outlive the context.
   static absl::StatusOr<std::unique_ptr<TrainingContext>> Create(const v1::JobSpec& spec, int64_t seed,
                                                                  TrainerOptions options, TrainerMetrics* metrics,
                                                                  SampleLedger* ledger, ProgressReporter* reporter);
 
+  // The job's inputs.
+  const v1::JobSpec& spec() const { return spec_; }
+  int64_t seed() const { return seed_; }
+  const TrainerOptions& options() const { return options_; }
+  const torch::Device& device() const { return device_; }
+  const SyncConfig& sync() const { return sync_; }  // the spec's sync.* settings, typed
+  NonFinitePolicy on_nonfinite() const { return on_nonfinite_; }
+  TrainerMetrics* metrics() const { return metrics_; }
+  SampleLedger* ledger() const { return ledger_; }
+  ProgressReporter* reporter() const { return reporter_; }
   // Every collective's timeout: the option's, else the spec's.
   std::chrono::milliseconds CollectiveTimeout() const;
 
-  // The job's inputs.
-  const v1::JobSpec spec;
-  const int64_t seed;
-  const TrainerOptions options;
-  const torch::Device device;
-  const SyncConfig sync;  // the spec's sync.* settings, parsed once (typed)
-  const NonFinitePolicy on_nonfinite;
-  TrainerMetrics* const metrics;
-  SampleLedger* const ledger;
-  ProgressReporter* const reporter;
-
   // Built once per process.
-  std::unique_ptr<Dataset> train;
-  std::unique_ptr<Dataset> eval;
-  std::unique_ptr<Model> model;
-  std::vector<torch::Tensor> params;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::unique_ptr<EpochSampler> sampler;
+  const Dataset& train_set() const { return *train_; }
+  const Dataset& eval_set() const { return *eval_; }
+  Model* model() const { return model_.get(); }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+  torch::optim::Optimizer* optimizer() const { return optimizer_.get(); }
+  const EpochSampler& sampler() const { return *sampler_; }
   // Null where batches are gathered in the step (TrainerOptions::prefetch_batches).
-  // After `train`, which it reads: destroyed first.
-  std::unique_ptr<BatchPrefetcher> prefetcher;
+  BatchPrefetcher* prefetcher() const { return prefetcher_.get(); }
 
   // Where the last step left training.
-  TrainingPosition position;
+  TrainingPosition& position() { return position_; }
+  const TrainingPosition& position() const { return position_; }
   // The last commit, what the next generation heals from.
-  CommittedState committed;
-  int64_t last_checkpoint_step = -1;
-  std::map<std::string, double> eval_metrics;
+  CommittedState& committed() { return committed_; }
   // Synchronization and samples over the process's life (all generations).
-  SyncTraffic traffic;
-  int64_t global_samples = 0;  // samples of the whole job trained by steps this process took part in
+  SyncTraffic& traffic() { return traffic_; }
   // Every read of a device value to the host goes through here.
-  HostReads host_reads;
-
-  // The progress window, and what the last report said.
-  ProgressWindow window;
-  double last_loss = 0;
-  double learning_rate = 0;  // of the last step
-  double samples_per_second = 0;
-  // The last report posted: what a successful exit leaves as its final report.
-  v1::ReportProgressRequest last_report;
-  // The first checkpoint failure not yet reported (herd status shows it).
-  std::string checkpoint_warning;
-  // Set when training resumed from an older checkpoint than the newest
-  // (corrupt, truncated): which one was skipped and why. Kept for the job's
-  // life in this process.
-  std::string restore_warning;
-  // What progress reports carry as the job's warning: storage trouble, a
-  // fallback to an older checkpoint and skipped non-finite steps alike.
-  std::string CheckpointWarning() const;
-  // Rank 0 writes checkpoints off the step loop (made at its first save);
-  // the process waits for it before it exits.
-  std::unique_ptr<CheckpointWriter> checkpoint_writer;
-  // on_nonfinite: skip_step: steps dropped so far, and the warning saying so.
-  int64_t nonfinite_steps_skipped = 0;
-  std::string nonfinite_warning;
+  HostReads& host_reads() { return host_reads_; }
+  // The next progress report, the last one posted and their warnings.
+  ProgressBook& progress() { return *progress_; }
+  const ProgressBook& progress() const { return *progress_; }
+  // Checkpoint writes and restores, across generations; the process waits
+  // for its writes before it exits.
+  CheckpointKeeper& checkpoints() { return *checkpoints_; }
 
  private:
   TrainingContext(const v1::JobSpec& spec, int64_t seed, TrainerOptions options, SyncConfig sync,
                   NonFinitePolicy on_nonfinite, TrainerMetrics* metrics, SampleLedger* ledger,
                   ProgressReporter* reporter);
+  absl::Status Build();
+
+  const v1::JobSpec spec_;
+  const int64_t seed_;
+  const TrainerOptions options_;
+  const torch::Device device_;
+  const SyncConfig sync_;
+  const NonFinitePolicy on_nonfinite_;
+  TrainerMetrics* const metrics_;
+  SampleLedger* const ledger_;
+  ProgressReporter* const reporter_;
+
+  std::unique_ptr<Dataset> train_;
+  std::unique_ptr<Dataset> eval_;
+  std::unique_ptr<Model> model_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<EpochSampler> sampler_;
+  // After `train_`, which it reads: destroyed first.
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
+
+  TrainingPosition position_;
+  CommittedState committed_;
+  SyncTraffic traffic_;
+  HostReads host_reads_;
+  std::unique_ptr<ProgressBook> progress_;
+  // After the model and optimizer it copies from: destroyed first.
+  std::unique_ptr<CheckpointKeeper> checkpoints_;
 };
 
 }  // namespace herd

@@ -19,7 +19,7 @@
 
 #include "proto/herd.pb.h"
 #include "worker/comm/in_memory_store.h"
-#include "worker/train/coordinator_link.h"
+#include "worker/train/generation/coordinator_link.h"
 
 namespace herd {
 
