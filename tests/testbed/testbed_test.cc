@@ -813,6 +813,32 @@ TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
 }
 
+// A site testbed's objects that no state file claims any more (a run killed
+// mid-teardown) are recognised and removed by a sweep: site bridges,
+// uplinks and the uplinks' relays included.
+TEST(Testbed, SweepRemovesOrphanedSiteObjects) {
+  Process owner({"/bin/sleep", "600"}, "/dev/null");
+  CommandResult up = RunCommand({Cli(), "up", "--sites", "2", "--hosts-per-site", "1", "--wan-delay-ms", "1",
+                                 "--owner-pid", std::to_string(owner.pid()), "--no-watchdog"},
+                                seconds(60));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  const std::string name = nlohmann::json::parse(up.out)["name"];
+  EXPECT_GE(ObjectsOf(name).size(), 12u);  // 2 x (host, bridge, uplink, core port, relay namespace, host link)
+  ASSERT_TRUE(fs::remove(std::string(kStateDir) + "/" + name + ".json"));
+  owner.Signal(SIGKILL);
+  owner.Wait(seconds(10));
+  CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
+  // A parallel run may take the name once it is free: then it is listed.
+  auto all = ListTestbeds();
+  ASSERT_TRUE(all.ok());
+  bool reused = false;
+  for (const auto& record : *all) reused = reused || record.name == name;
+  if (!reused) {
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{}) << sweep.out;
+  }
+}
+
 // A test process killed outright (a Bazel timeout) still leaves nothing:
 // its watchdog sees the process go and tears the testbed down.
 TEST(Testbed, KilledOwnerProcessLeavesNothing) {
