@@ -490,8 +490,9 @@ absl::Status CheckOptions(TestbedOptions& options) {
     }
     const int hosts = options.sites * options.hosts_per_site;
     if (options.hosts != 0 && options.hosts != hosts) {
-      return absl::InvalidArgumentError(absl::StrCat("testbed: hosts ", options.hosts, " is not sites x hosts_per_site (",
-                                                     hosts, "); leave hosts 0 with sites"));
+      return absl::InvalidArgumentError(absl::StrCat("testbed: hosts ", options.hosts,
+                                                     " is not sites x hosts_per_site (", hosts,
+                                                     "); leave hosts 0 with sites"));
     }
     options.hosts = hosts;
     if (options.delay_ms != 0) {

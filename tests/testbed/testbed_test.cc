@@ -533,12 +533,13 @@ TEST(Testbed, SitesHaveTheConfiguredRoundTripsAndRates) {
   // carry a tbf at the site rate, and the one the data left through held it
   // back (overlimits).
   for (const auto& h : bed->hosts()) {
-    for (std::vector<std::string> show : {std::vector<std::string>{"/usr/sbin/tc", "-s", "qdisc", "show", "dev", h.veth},
-                                          {"/usr/sbin/tc", "-n", h.netns, "-s", "qdisc", "show", "dev", "eth0"}}) {
+    const std::vector<std::string> bridge_end = {"/usr/sbin/tc", "-s", "qdisc", "show", "dev", h.veth};
+    const std::vector<std::string> host_end = {"/usr/sbin/tc", "-n", h.netns, "-s", "qdisc", "show", "dev", "eth0"};
+    for (const auto& show : {bridge_end, host_end}) {
       CommandResult shown = RunCommand(show, seconds(30));
       EXPECT_NE(shown.out.find("tbf"), std::string::npos) << shown.out << shown.err;
       EXPECT_NE(shown.out.find("rate 1Gbit"), std::string::npos) << shown.out << shown.err;
-      if (show.size() == 8 && h.index == 3) {
+      if (show == host_end && h.index == 3) {  // the sender of the transfer inside site 1
         EXPECT_EQ(shown.out.find("overlimits 0 "), std::string::npos) << shown.out;
       }
     }
