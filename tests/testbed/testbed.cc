@@ -1156,6 +1156,17 @@ absl::StatusOr<std::vector<std::string>> SweepStaleLocked() {
     if (auto s = Run({t.ip, "link", "del", link}); !s.ok()) return s;
     removed.push_back("link " + link);
   }
+  // Relay counters and logs ("htb137-s0.relay", "htb137-h2.relay.log") of
+  // testbeds no live record claims.
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(kStateDir, error)) {
+    const std::string file = entry.path().filename();
+    const size_t dash = file.find('-');
+    if (dash == std::string::npos || file.find(".relay") == std::string::npos) continue;
+    const std::string owner = file.substr(0, dash);
+    if (TestbedOf(owner + "br") != owner || claimed.count(owner)) continue;
+    if (fs::remove(entry.path(), error)) removed.push_back("file " + entry.path().string());
+  }
   return removed;
 }
 

@@ -837,6 +837,10 @@ TEST(Testbed, SweepRemovesOrphanedSiteObjects) {
   for (const auto& record : *all) reused = reused || record.name == name;
   if (!reused) {
     EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{}) << sweep.out;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(kStateDir, error)) {
+      EXPECT_NE(entry.path().filename().string().rfind(name + "-", 0), 0u) << entry.path() << " left";
+    }
   }
 }
 
