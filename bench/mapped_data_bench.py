@@ -8,8 +8,8 @@ Two pairs, each alternated --reps times on one local worker (a real coordinator,
   idx vs npy      mlp on Fashion-MNIST: `idx` decodes the images into an in-memory float tensor, `npy` maps
                   them written as uint8 .npy files (scaled to [0, 1] per batch, as idx scales them once), so
                   again the same samples and the same loss.
-The mapped files are written just before, so they are in the page cache, the case the issue's target is
-about ("as fast as in-memory when the file is in the page cache"); a cold file is bounded by the disk.
+The mapped files are written just before, so they are in the page cache, the case the target is about
+("as fast as in-memory when the file is in the page cache"); a cold file is bounded by the disk.
 
 steps/s is measured as compare_ddp.py measures it: rank 0's commit-point log lines at the first and last
 timed step. Prints one line per run and a JSON summary with each pair's median ratio (mapped / in-memory).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""herd and PyTorch DDP with one slow worker, in one run (issue 31).
+"""herd and PyTorch DDP with one slow worker, in one run.
 
 W workers (default 3), one of them slowed to about --fraction of the others'
 speed by duty-cycling its process with SIGSTOP/SIGCONT from this script
@@ -30,7 +30,7 @@ Figures, each measured in this run, for each side:
 - sum of solo rates: (W-1) x fast + slow, what W such workers could do if
   none waited for another;
 - slowed W: W workers, one slowed.
-Ratios: slowed W / sum of solo (issue 31's target for herd: >= 0.9), and
+Ratios: slowed W / sum of solo (the target for herd: >= 0.9), and
 slowed W / (W x slow solo) (lock-step with equal shares: about 1).
 herd runs with sync.shares --shares (default throughput: each worker's share
 of the global batch follows its measured rate); DDP always has equal shares.

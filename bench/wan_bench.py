@@ -48,7 +48,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0]
 A link is a tbf rate or none, with an optional one-way delay per host:
 "100mbit@50ms"; links without one get --delay-ms (default 0), e.g.
   --links none,100mbit@50ms,10mbit@25ms
-is the unshaped, undelayed baseline and the two WAN settings of issue 33.
+is the unshaped, undelayed baseline and two WAN settings.
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -90,7 +90,7 @@ VARIANTS = {
     "stream16_f32": f"{{mode: average, every: 16, fragments: 4, overlap: true, {OUTER}}}",
     # The 10 Mbit/s setting (bench/README): a round every 32 steps.
     "stream32": f"{{mode: average, every: 32, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
-    # WAN latency (issue 33): each round lands 8 steps after its launch
+    # WAN latency: each round lands 8 steps after its launch
     # (Streaming DiLoCo's tau), when the fragment's next round starts.
     "stream32_t8": f"{{mode: average, every: 32, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8}}",
     # tau from what the rounds measure (docs/job-spec.md, overlap_steps: auto).

@@ -46,7 +46,7 @@ def oom_spec(device):
 
 def check_oom(cluster, device, timeout):
     """A job whose step cannot fit in GPU memory must FAIL at once, its reason naming out of memory and the step
-    (issue 28: never a silent retry loop). Returns the part of the JSON line."""
+    (never a silent retry loop). Returns the part of the JSON line."""
     try:
         job, info = cluster.run_job(oom_spec(device), timeout=timeout)
         return {"ok": False, "error": f"job {job} {info['state']}: a 262 GB activation did not fail it"}

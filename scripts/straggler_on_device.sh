@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 31's bench (bench/straggler_bench.py) from a GPU bundle, on a machine
+# The one-slow-worker bench (bench/straggler_bench.py) from a GPU bundle, on a machine
 # with a core per worker, such as a lent GPU machine (16 cores): there the
 # fast workers run unthrottled and only the slow one is duty-cycled, the
-# shape the issue names; on this project's 2-core machines every worker
+# shape the bench is about; on this project's 2-core machines every worker
 # gets a CPU quota instead, so that three fit in two cores (bench/README).
 # herd's CPU trainers run from the bundle (scripts/gpu_bundle.sh); the DDP
 # side runs on that machine's own PyTorch.
