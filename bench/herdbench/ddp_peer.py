@@ -147,8 +147,9 @@ def train(a, rank, world, warmup, steps):
     return (train_text if a.model == "char_transformer" else train_images)(a, rank, world, warmup, steps)
 
 
-def add_model_flags(p):
-    p.add_argument("--model", required=True, help=f"one of {', '.join(models.NAMES)} (herdbench/models.py)")
+def add_model_flags(p, default_model=None):
+    p.add_argument("--model", required=default_model is None, default=default_model,
+                   help=f"one of {', '.join(models.NAMES)} (herdbench/models.py)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--text", help="char_transformer: the text file (herd's dataset.path)")
     p.add_argument("--lr", type=float, default=0.001, help="char_transformer: AdamW's learning rate")
@@ -209,8 +210,7 @@ def main_host_rank(argv=None):
     """bench/ddp_host_rank.py: one rank in this process, rank 0 at --master."""
     p = argparse.ArgumentParser(description="One PyTorch DDP rank (gloo, CPU) per host, for bench/wan_bench.py; "
                                             "rank 0 prints one JSON line with samples/s per rank.")
-    add_model_flags(p)
-    p.set_defaults(model="mnist_cnn")
+    add_model_flags(p, default_model="mnist_cnn")
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--master", required=True, help="rank 0's host address")
