@@ -36,13 +36,19 @@ class MnistCnn(nn.Module):
         return self.f2(F.relu(self.f1(torch.flatten(x, 1))))
 
 
-def mlp(features, hidden, classes):
-    """Flatten, then Linear + ReLU per hidden width, then Linear (herd's mlp)."""
-    widths = [features] + list(hidden)
-    layers = [nn.Flatten()]
-    for a, b in zip(widths, widths[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(widths[-1], classes))
+class Mlp(nn.Module):
+    """Flatten, then Linear + ReLU per hidden width, then Linear; parameters named as herd's (net.1.weight, ...)."""
+
+    def __init__(self, features, hidden, classes):
+        super().__init__()
+        widths = [features] + list(hidden)
+        layers = [nn.Flatten()]
+        for a, b in zip(widths, widths[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.net = nn.Sequential(*layers, nn.Linear(widths[-1], classes))
+
+    def forward(self, x):
+        return self.net(x)
 
 
 def parse(text):
@@ -69,7 +75,7 @@ def build(spec, features=784, classes=10):
     if name == "mnist_cnn":
         return MnistCnn()
     if name == "mlp":
-        return mlp(features or 784, spec.get("hidden", MLP_HIDDEN), classes)
+        return Mlp(features or 784, spec.get("hidden", MLP_HIDDEN), classes)
     if name == "torchscript":
         return torch.jit.load(spec["path"])
     if name == "resnet_small":
