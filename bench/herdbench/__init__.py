@@ -13,8 +13,14 @@ is a thin entry point into this package, which Python finds next to them.
   gpu_peer      the DDP peer as a long-lived process for bench/gpu_bench.py
   models        herd's built-in models in PyTorch (mnist_cnn, mlp,
                 resnet_small, char_transformer) and TorchScript files
-  data          IDX files (Fashion-MNIST's format) and synthetic image sets
+  char_transformer, resnet_small  two of them, with char_transformer's text data
+  data          IDX files (Fashion-MNIST's format), as herd's idx dataset reads them
+  synthetic_images  image sets of Fashion-MNIST's shape (bench/synthetic_images.py)
   sampler       herd's sampler, so the peer trains on herd's samples
   duty_cycle    slowing a process from outside (bench/straggler_bench.py)
   recovery_job  the job that the recovery and drain benchmarks disturb
+
+cluster, trainer_logs, herd_vs_ddp, recovery_job and duty_cycle need only the
+standard library (the benchmarks run under any python3); the peer's modules
+need PyTorch and run under the peer's Python (Debian's python3-torch).
 """
