@@ -42,14 +42,29 @@ absl::Status ValidateLabelValue(const std::string& field, const std::string& key
       absl::StrCat(field, ": value ", Quoted(value), " of label ", Quoted(key), " ", problem));
 }
 
+std::string MetricLabelName(const std::string& key) {
+  std::string name = absl::StrCat("label_", key);
+  for (char& c : name) {
+    if (c == '-' || c == '.') c = '_';
+  }
+  return name;
+}
+
 absl::Status ValidateLabels(const std::string& field, const Labels& labels) {
   if (labels.size() > kMaxLabels) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": ", labels.size(), " labels, at most ", kMaxLabels, " allowed"));
   }
+  std::map<std::string, std::string> by_metric_name;
   for (const auto& [key, value] : labels) {
     if (auto status = ValidateLabelKey(field, key); !status.ok()) return status;
     if (auto status = ValidateLabelValue(field, key, value); !status.ok()) return status;
+    auto [other, inserted] = by_metric_name.emplace(MetricLabelName(key), key);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": label keys ", Quoted(other->second), " and ",
+                                                     Quoted(key), " would both be exported as metric label ",
+                                                     other->first));
+    }
   }
   return absl::OkStatus();
 }
@@ -68,10 +83,7 @@ absl::StatusOr<Labels> ParseLabelFlags(const std::vector<std::string>& flags) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": label ", Quoted(key), " is given twice"));
     }
   }
-  if (labels.size() > kMaxLabels) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--label: ", labels.size(), " labels, at most ", kMaxLabels, " allowed"));
-  }
+  if (auto status = ValidateLabels("--label", labels); !status.ok()) return status;
   return labels;
 }
 

@@ -28,7 +28,12 @@ using Labels = std::map<std::string, std::string>;
 absl::Status ValidateLabelKey(const std::string& field, const std::string& key);
 absl::Status ValidateLabelValue(const std::string& field, const std::string& key, const std::string& value);
 
-// Every key and value valid, and at most kMaxLabels of them.
+// The Prometheus label name a worker label is exported under: "label_" and
+// the key with '-' and '.' written as '_' (as kube-state-metrics does).
+std::string MetricLabelName(const std::string& key);
+
+// Every key and value valid, no two keys of one MetricLabelName, and at
+// most kMaxLabels of them.
 absl::Status ValidateLabels(const std::string& field, const Labels& labels);
 
 // "KEY=VALUE" flags into labels; a bad one, or a key given twice, is an

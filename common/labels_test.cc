@@ -64,6 +64,13 @@ TEST(ParseLabelFlags, AcceptsTheLongestAndAtMostTheMostLabels) {
   EXPECT_EQ(labels.status().message(), "--label: 33 labels, at most 32 allowed");
 }
 
+TEST(ParseLabelFlags, RefusesKeysThatExportAsOneMetricLabel) {
+  EXPECT_EQ(MetricLabelName("topology.zone-name"), "label_topology_zone_name");
+  absl::StatusOr<Labels> labels = ParseLabelFlags({"a-b=1", "a.b=2"});
+  ASSERT_FALSE(labels.ok());
+  EXPECT_EQ(labels.status().message(), "--label: label keys 'a-b' and 'a.b' would both be exported as metric label label_a_b");
+}
+
 TEST(ValidateLabels, NamesTheField) {
   EXPECT_TRUE(ValidateLabels("labels", {{"site", "us-east"}}).ok());
   absl::Status status = ValidateLabels("placement.require", {{"pool", "a 100"}});
