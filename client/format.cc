@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "client/table.h"
 #include "common/control_chars.h"
+#include "common/labels.h"
 
 namespace herd::client {
 
@@ -162,9 +163,10 @@ std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now)
         WorkerStateLabel(worker),
         worker.job_id().empty() ? "-" : worker.job_id(),
         worker.last_heartbeat_unix() > 0 ? FormatAge(now - worker.last_heartbeat_unix()) + " ago" : "never",
+        worker.labels().empty() ? "-" : FormatLabels(Labels(worker.labels().begin(), worker.labels().end())),
     });
   }
-  return FormatTable({"ID", "ADDRESS", "DEVICE", "STATE", "JOB", "HEARTBEAT"}, rows);
+  return FormatTable({"ID", "ADDRESS", "DEVICE", "STATE", "JOB", "HEARTBEAT", "LABELS"}, rows);
 }
 
 std::string CheckpointsTable(const std::vector<v1::CheckpointInfo>& checkpoints, double now) {

@@ -155,8 +155,13 @@ TEST(FormatTest, WorkersAndCheckpointsTables) {
   worker.set_job_id("job-7");
   worker.set_last_heartbeat_unix(1298);
   std::string workers = WorkersTable({worker}, 1300);
-  EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT\n"));
-  EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago\n"));
+  EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT  LABELS\n"));
+  EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago     -\n"));
+  // Labels in key order.
+  (*worker.mutable_labels())["site"] = "us-east";
+  (*worker.mutable_labels())["pool"] = "a100";
+  EXPECT_THAT(WorkersTable({worker}, 1300), HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago     pool=a100,site=us-east\n"));
+  worker.clear_labels();
   // Cordoned and draining workers say so next to their state.
   worker.set_cordoned(true);
   EXPECT_EQ(WorkerStateLabel(worker), "BUSY,CORDONED");
