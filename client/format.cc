@@ -299,6 +299,13 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     }
     if (spec.sync().shares() == "throughput") lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
+    if (!spec.placement().require().empty()) {
+      lines.push_back({"Placement", absl::StrCat("workers labelled ", FormatLabels(Labels(spec.placement().require().begin(),
+                                                                                           spec.placement().require().end())))});
+    }
+    if (!spec.sync().islands_by().empty()) {
+      lines.push_back({"Islands", absl::StrCat("by worker label ", spec.sync().islands_by())});
+    }
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }
   // What `herd fetch` downloads, once the job succeeded.

@@ -203,6 +203,19 @@ TEST(FormatTest, DetailShowsAWarning) {
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
 }
 
+TEST(FormatTest, DetailShowsPlacementAndIslands) {
+  v1::JobInfo job;
+  job.set_state(v1::PENDING);
+  job.mutable_spec()->set_min_workers(2);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Placement:")));
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Islands:")));
+  (*job.mutable_spec()->mutable_placement()->mutable_require())["site"] = "us-east";
+  (*job.mutable_spec()->mutable_placement()->mutable_require())["pool"] = "a100";
+  job.mutable_spec()->mutable_sync()->set_islands_by("zone");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("workers labelled pool=a100,site=us-east"));
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("by worker label zone"));
+}
+
 TEST(FormatTest, DetailNamesAHungMemberAndItsStep) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);
