@@ -272,8 +272,8 @@ TEST_F(DaemonTest, RegistersWithItsLabels) {
   StartDaemon();
   ASSERT_TRUE(WaitUntil([&] { return !cluster_.registrations().empty(); }));
   const v1::RegisterWorkerRequest registration = cluster_.registrations().at(0);
-  EXPECT_EQ(std::map<std::string, std::string>(registration.labels().begin(), registration.labels().end()),
-            (std::map<std::string, std::string>{{"pool", "a100"}, {"site", "us-east"}}));
+  const std::map<std::string, std::string> labels(registration.labels().begin(), registration.labels().end());
+  EXPECT_EQ(labels, (std::map<std::string, std::string>{{"pool", "a100"}, {"site", "us-east"}}));
 }
 
 TEST(WorkerMetricsLabels, InfoCarriesTheLabels) {
