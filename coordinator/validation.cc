@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/incarnation.h"
+#include "common/labels.h"
 #include "common/control_chars.h"
 #include "common/model_files.h"
 
@@ -67,7 +68,7 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
         absl::StrCat("device_kind: unknown value '", request.device_kind(), "' (expected one of: cpu, cuda)"));
   }
   if (request.device_count() < 0) return absl::InvalidArgumentError("device_count: must be >= 0");
-  return absl::OkStatus();
+  return ValidateLabels("labels", Labels(request.labels().begin(), request.labels().end()));
 }
 
 absl::Status ValidateIncarnation(const std::string& incarnation) {
