@@ -98,7 +98,7 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGene
   group.data = group.control.get();
   if (UseSharedMemory(join, context)) {
     // Slots as large as all parameters hold any bucket; past 64 MiB larger
-    // buckets go through Gloo rather than fill /dev/shm. The in-place area
+    // buckets go through the CPU data plane (TCP mesh or Gloo) rather than fill /dev/shm. The in-place area
     // holds the gradient buckets themselves (plus each one's alignment); the
     // scratch area serves other float32 sums (parameter averaging, metrics).
     size_t bytes = 0;

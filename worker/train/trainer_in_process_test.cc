@@ -582,7 +582,7 @@ class ShardedOptimizerTest : public testing::TestWithParam<ShardCase> {};
 
 // Each rank reduce-scattering the gradients, stepping only its shard of the
 // optimizer state and all-gathering the parameters ends where plain
-// all-reduce ends: within 1e-5 as the issue asks, and in fact bitwise (the
+// all-reduce ends: within 1e-5, and in fact bitwise (the
 // reduce-scatter sums each element in the all-reduce's order, and each
 // element's update is the same arithmetic on the same summed gradient,
 // whichever rank does it).

@@ -58,7 +58,7 @@ int PrintCudaDevices() {
 // the process instead. The mmap threshold cannot go above 32 MiB, so a
 // larger gradient (a 4096x4096 layer's is 64 MiB) was still mapped afresh
 // every step: a quarter of a compute-bound mlp's time went to page faults
-// (bench/README, "Never slower than DDP"). No mmap at all: every block
+// (bench/README, "Measured design choices"). No mmap at all: every block
 // comes from the heap and is reused.
 void KeepFreedMemoryInProcess() {
   mallopt(M_MMAP_MAX, 0);

@@ -1,4 +1,4 @@
-// How a step's samples are split among the ranks (sync.shares, issue 31).
+// How a step's samples are split among the ranks (sync.shares).
 // "equal": as evenly as possible, fixed for the generation, so a run is
 // bitwise reproducible. "throughput": each rank's share follows its measured
 // rate, so a slow worker trains fewer samples per step instead of holding the
@@ -40,8 +40,8 @@ std::vector<int64_t> EqualShares(int64_t total, int world);
 //   following every sample of noise.
 // - That threshold alone kept a smaller error for good: a first plan 2-3%
 //   off, or the fixed cost's under-correction, never reached it, and the
-//   fast ranks waited that long every step (bench/README.md, "Issue 31's
-//   bench ... with CPU quotas"). Noise and such an error differ in one way:
+//   fast ranks waited that long every step (bench/README.md, "One slow
+//   worker"). Noise and such an error differ in one way:
 //   noise moves the bounding rank (the one with the longest compute per
 //   step) from interval to interval, an error keeps it. So when the same
 //   rank bounded kPersistentIntervals intervals in a row, each of which

@@ -272,7 +272,7 @@ TEST(ThroughputSharesTest, NoisyIntervalsOfEqualRanksRarelyReplan) {
 // One rank at half speed and a fixed cost per step, measured with 0.5%
 // noise: the fixed cost's under-correction leaves an imbalance under
 // kMinShareReplanGain that the persistent rule removes, over the whole run
-// and over a run as short as issue 31's bench (7 intervals).
+// and over a run as short as the straggler bench's (7 intervals).
 TEST(ThroughputSharesTest, NoisyIntervalsOfAPersistentImbalanceAreCorrected) {
   const std::vector<LinearRank> ranks = {{0.1, 0.001}, {0.1, 0.001}, {0.2, 0.002}};
   double long_runs = 0;

@@ -1,5 +1,5 @@
 // What a trainer does with each data-plane connection its member listener
-// refused (issue 30): one `audit:` log line with the peer's address, the
+// refused: one `audit:` log line with the peer's address, the
 // reason and the generation, and a count in
 // herd_data_plane_refused_connections_total{reason, peer}. A refusal is
 // outside noise: it never fails or re-forms the generation.

@@ -1,4 +1,4 @@
-// Straggler detection (issue 31): which rank of a data-parallel job is the
+// Straggler detection: which rank of a data-parallel job is the
 // slowest over a log interval, and how much it holds the others back. A pure
 // function of what every rank measured; the trainer all-gathers the inputs at
 // each commit point (trainer.cc) and rank 0 reports the result.
