@@ -85,9 +85,23 @@ void ProgressBook::KeepOrDropStep(const ProgressWindow& step_losses, bool skippe
                                     "the last at step ", step);
 }
 
-void ProgressBook::set_eval(std::map<std::string, double> metrics) {
+void ProgressBook::SetEval(std::map<std::string, double> metrics, int64_t rank, const TrainingPosition& at) {
   eval_ = std::move(metrics);
   if (metrics_ != nullptr) metrics_->SetEval(eval_);
+  if (rank != 0) return;
+  std::string line = absl::StrFormat("eval at step %d (epoch %d):", at.step, at.epoch);
+  for (const auto& [name, value] : eval_) absl::StrAppendFormat(&line, " %s %.4f", name, value);
+  LOG(INFO) << line;
+}
+
+void ProgressBook::ObserveStepTimes(const std::optional<StepTimes>& times, int64_t rank, int64_t step) const {
+  if (!times.has_value()) return;
+  const double device = times->device_seconds_per_step.value_or(-1);
+  if (metrics_ != nullptr) metrics_->SetStepTimes(times->host_seconds_per_step, device);
+  if (rank != 0) return;
+  LOG(INFO) << absl::StrFormat("step %d: host %.3f ms/step", step, times->host_seconds_per_step * 1e3)
+            << (device >= 0 ? absl::StrFormat(", gpu %.3f ms/step", device * 1e3) : std::string())
+            << " over the last " << times->steps << " steps";
 }
 
 absl::Status ProgressBook::CloseWindow(bool final, HostReads* host_reads, const SyncTraffic& traffic) {

@@ -19,6 +19,7 @@
 #include "proto/herd.pb.h"
 #include "worker/train/checkpoint/training_position.h"
 #include "worker/train/report/nonfinite_watch.h"
+#include "worker/train/report/step_time_window.h"
 #include "worker/train/report/straggler.h"
 #include "worker/train/report/trainer_metrics.h"
 #include "worker/train/step/host_reads.h"
@@ -87,7 +88,8 @@ class ProgressBook {
 
   void set_learning_rate(double rate) { learning_rate_ = rate; }
   double learning_rate() const { return learning_rate_; }
-  void set_eval(std::map<std::string, double> metrics);
+  // An evaluation's metrics, reported until the next; rank 0 logs them.
+  void SetEval(std::map<std::string, double> metrics, int64_t rank, const TrainingPosition& at);
   const std::map<std::string, double>& eval() const { return eval_; }
 
   // At a commit point: the report's loss and throughput from the window
@@ -98,6 +100,9 @@ class ProgressBook {
   // Kept as the last report: what a successful exit leaves as final.
   v1::ReportProgressRequest MakeReport(const CommitFacts& facts);
   const v1::ReportProgressRequest& last_report() const { return last_report_; }
+  // At a commit point: the interval's host and device time per step, as
+  // metrics and (rank 0) a log line.
+  void ObserveStepTimes(const std::optional<StepTimes>& times, int64_t rank, int64_t step) const;
 
  private:
   std::string Warning(const CommitFacts& facts) const;

@@ -1,0 +1,160 @@
+#include "worker/train/training_step.h"
+
+#include <algorithm>
+
+#include "worker/train/optim/optimizer_factory.h"
+#include "worker/train/optim/sharded_optimizer.h"
+#include "worker/train/step/autocast.h"
+#include "worker/train/step/torch_errors.h"
+
+namespace herd {
+
+StepBoundary BoundaryAt(const v1::JobSpec& spec, const TrainingPosition& pos, int64_t last_commit_step,
+                        int64_t rank_samples, int64_t step_samples, bool epoch_end) {
+  StepBoundary at;
+  at.rank_samples = rank_samples;
+  at.step_samples = step_samples;
+  at.step = pos.step;
+  at.epoch_end = epoch_end;
+  const int64_t eval_interval = spec.eval().interval_steps();
+  at.eval_due = eval_interval > 0 && pos.step % eval_interval == 0;
+  const int64_t checkpoint_interval = spec.checkpoint().interval_steps();
+  at.checkpoint_due = checkpoint_interval > 0 && pos.step % checkpoint_interval == 0;
+  at.done = DoneAt(pos, spec.max_steps(), spec.epochs());
+  at.steps_since_commit = pos.step - last_commit_step;
+  at.log_interval = spec.log_interval_steps();
+  return at;
+}
+
+TrainingStep::TrainingStep(TrainingContext* context, StepSetup setup)
+    : ctx_(*context), setup_(std::move(setup)), book_(ctx_.progress()), times_(MakeDeviceIntervalTimer(ctx_.device())) {}
+
+absl::Status TrainingStep::Run(int64_t last_commit_step, bool* epoch_end) {
+  TrainingPosition& pos = ctx_.position();
+  const StepPlan plan = setup_.feed->Plan(pos);
+  int64_t mine = 0;
+  for (const auto& micro : plan.micro_batches) mine += static_cast<int64_t>(micro.size());
+  // Mode average after warmup: no gradient sync, each rank steps on the
+  // mean loss of its own samples, and rounds average the parameters.
+  const bool local = setup_.sync->LocalStep(pos.step);
+  setup_.feed->Record(pos, plan);
+  times_.BeforeStep();
+  StepTimer timer;  // for metrics: a few clock reads per micro-batch
+  StepStats stats;
+  ProgressWindow step_losses;  // skip_step holds the step's losses until the step is kept
+  if (ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep) step_losses.Reset(ctx_.device(), step_losses.start);
+  RunMicroBatches(plan, local, mine, &timer, &stats, &step_losses);
+  if (!setup_.replica_sum->status().ok()) return setup_.replica_sum->status();
+  timer.Lap();
+  if (auto s = Update(local, step_losses); !s.ok()) return s;
+  // The sync measures its own wait; the rest of the update is the optimizer's.
+  stats.optimizer_seconds = timer.Lap() - setup_.sync->last_step().finish_seconds;
+  stats.step_seconds = timer.Total();
+  times_.AfterStep(stats.step_seconds);
+  ctx_.traffic().samples += mine;
+  const int64_t epoch_before = pos.epoch;
+  pos = AdvancedByStep(pos, plan.global_count, ctx_.train_set().size());
+  *epoch_end = pos.epoch != epoch_before;
+  const StepBoundary at = BoundaryAt(ctx_.spec(), pos, last_commit_step, mine, plan.global_count, *epoch_end);
+  if (auto s = setup_.sync->AfterStep(local, at, &ctx_.traffic()); !s.ok()) return s;
+  const double wall_seconds = timer.Total();
+  ctx_.traffic().train_seconds += wall_seconds;
+  // Straggler detection (straggler.h): this step's wall time (averaging
+  // rounds after it included) split into the sync's wait and the rest.
+  const double wait_seconds = setup_.sync->last_step().wait_seconds;
+  stats.compute_seconds = std::max(0.0, wall_seconds - wait_seconds);
+  book_.AddStep(plan.global_count, stats.compute_seconds, wait_seconds, pos.step != setup_.first_step);
+  Observe(stats);
+  return absl::OkStatus();
+}
+
+void TrainingStep::RunMicroBatches(const StepPlan& plan, bool local, int64_t mine, StepTimer* timer,
+                                   StepStats* stats, ProgressWindow* step_losses) {
+  const auto& micros = plan.micro_batches;
+  const bool may_skip = ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep;
+  // Undefined rather than zero: the next backward allocates fresh gradients
+  // instead of accumulating into last step's bucket views.
+  for (const auto& p : ctx_.params()) p.mutable_grad() = torch::Tensor();
+  for (size_t m = 0; m < micros.size(); ++m) {
+    if (m + 1 == micros.size() && !local) setup_.sync->ArmBackward();
+    const auto& indices = micros[m];
+    // A short last step leaves some ranks idle, unless the forward is a
+    // collective: then they run it on no rows.
+    if (!setup_.feed->Runs(indices)) continue;
+    const Batch batch = setup_.feed->Take(indices);
+    // The next step's batches are gathered while this one computes.
+    if (m + 1 == micros.size()) setup_.feed->PrefetchNext(ctx_.position(), plan.global_count);
+    // Scaled so that summing gradients over ranks yields the global-batch
+    // mean; a local step takes the mean over this rank's samples instead.
+    const auto rows = static_cast<int64_t>(indices.size());
+    const double share = static_cast<double>(rows) / static_cast<double>(local ? mine : plan.global_count);
+    ForwardBackward(batch, rows, share, timer, stats, may_skip ? step_losses : &book_.window());
+  }
+}
+
+void TrainingStep::ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer,
+                                   StepStats* stats, ProgressWindow* losses) {
+  timer->Lap();  // loading the batch is neither forward nor backward
+  std::unique_lock<std::mutex> compute;
+  if (ctx_.options().compute_mutex != nullptr) compute = std::unique_lock<std::mutex>(*ctx_.options().compute_mutex);
+  ModelOutput out = [&] {
+    CudaBf16Autocast autocast(ctx_.spec().bf16_autocast() && ctx_.device().is_cuda());
+    try {
+      return ctx_.model()->Forward(batch);
+    } catch (const std::exception& e) {
+      RethrowForwardError(e, setup_.collective_forward);
+    }
+  }();
+  stats->forward_seconds += timer->Lap();
+  if (!out.loss.requires_grad()) {
+    throw ModelContractError(
+        "its loss does not require grad: no parameter has requires_grad set, or forward detaches the graph; "
+        "there is nothing to train");
+  }
+  // A share of 1 (one rank, one micro-batch) would be two more kernels per
+  // step, a multiply and its backward, for bitwise the same gradients.
+  if (share == 1.0) {
+    out.loss.backward();
+  } else {
+    (out.loss * share).backward();
+  }
+  stats->backward_seconds += timer->Lap();
+  stats->local_samples += rows;
+  // Summed and checked on the device, read at the next report: no host sync
+  // per step. (float64 += float32 * rows: promoted in the one kernel.)
+  losses->loss_sum.add_(out.loss.detach(), static_cast<double>(rows));
+  losses->loss_count += rows;
+  if (ctx_.on_nonfinite() == NonFinitePolicy::kFail) {
+    book_.window().nonfinite.Observe(out.loss, ctx_.position().step + 1, NonFiniteWatch::kLoss);
+  }
+}
+
+absl::Status TrainingStep::Update(bool local, const ProgressWindow& step_losses) {
+  const int64_t step = ctx_.position().step;
+  book_.set_learning_rate(
+      LearningRateAt(ctx_.spec().schedule(), setup_.lr_plan, step, std::max<int64_t>(1, setup_.total_steps)));
+  SetLearningRate(ctx_.optimizer(), book_.learning_rate());
+  const bool may_skip = ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep;
+  const UpdateInputs update{ctx_.optimizer(), ctx_.spec().grad_clip_norm(), step, may_skip, step_losses.loss_sum,
+                            &ctx_.host_reads()};
+  if (auto s = setup_.sync->Update(local, update); !s.ok()) return s;
+  const SyncStepCost& cost = setup_.sync->last_step();
+  book_.KeepOrDropStep(step_losses, cost.skipped, cost.grad_norm, step + 1);
+  return absl::OkStatus();
+}
+
+void TrainingStep::Observe(StepStats stats) const {
+  TrainerMetrics* metrics = ctx_.metrics();
+  if (metrics == nullptr) return;
+  const SyncStepCost& sync = setup_.sync->last_step();
+  stats.allreduce_wait_seconds = sync.wait_seconds;
+  stats.allreduce_bytes = sync.wire_bytes;
+  stats.buckets_launched_during_backward = sync.launched_during_backward;
+  stats.optimizer_state_bytes = OptimizerStateBytes(*ctx_.optimizer());
+  stats.step = ctx_.position().step;
+  stats.epoch = ctx_.position().epoch;
+  metrics->ObserveStep(stats);
+  metrics->ObserveSyncTraffic(ctx_.traffic());
+}
+
+}  // namespace herd
