@@ -33,4 +33,12 @@ std::string SpecName(E value) {
   return SpecEnumName(google::protobuf::GetEnumDescriptor<E>(), static_cast<int>(value));
 }
 
+// ParseSpecEnum for a generated enum: ParseSpecName<v1::SyncMode>("average", "sync.mode").
+template <typename E>
+absl::StatusOr<E> ParseSpecName(const std::string& text, const std::string& field) {
+  absl::StatusOr<int> number = ParseSpecEnum(google::protobuf::GetEnumDescriptor<E>(), text, field);
+  if (!number.ok()) return number.status();
+  return static_cast<E>(*number);
+}
+
 }  // namespace herd

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "common/spec_enums.h"
 #include "coordinator/job_settings.h"
 #include "coordinator/release.h"
 #include "coordinator/validation.h"
@@ -293,7 +294,7 @@ absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::
   }
   Publish(changes);
   LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
-            << " " << spec.device() << " workers)";
+            << " " << SpecName(spec.device()) << " workers)";
   return job.info;
 }
 

@@ -76,7 +76,7 @@ class CoordinatorTest : public ::testing::Test {
   static v1::JobSpec Spec(int64_t min_workers, int64_t max_workers) {
     v1::JobSpec spec;
     spec.mutable_model()->set_name("mlp");
-    spec.mutable_dataset()->set_kind("synthetic");
+    spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
     spec.set_batch_size(8);
     spec.set_min_workers(min_workers);
     spec.set_max_workers(max_workers);
@@ -167,7 +167,7 @@ TEST_F(CoordinatorTest, SubmitDefaultsValidatesAndPersistsBeforeReturning) {
   EXPECT_THAT(job->id(), MatchesRegex("job-[0-9a-f]{8}"));
   EXPECT_EQ(job->state(), v1::PENDING);
   EXPECT_EQ(job->name(), "mlp");                     // defaulted from the model
-  EXPECT_EQ(job->spec().optimizer().name(), "sgd");  // defaults applied
+  EXPECT_EQ(job->spec().optimizer().name(), v1::OPTIMIZER_NAME_SGD);  // defaults applied
   EXPECT_EQ(Stored().jobs.at(job->id()).info.state(), v1::PENDING);
 
   v1::JobSpec bad = Spec(1, 1);

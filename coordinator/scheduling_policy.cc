@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_enums.h"
 
 namespace herd::coordinator {
 namespace {
@@ -90,7 +91,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     // what lower-priority jobs can give, shrinking before suspending.
     int64_t missing = need - static_cast<int64_t>(idle.size());
     const auto lower = [&](int64_t priority, const std::string& device_kind) {
-      return priority < spec.priority() && device_kind == spec.device();
+      return priority < spec.priority() && device_kind == SpecName(spec.device());
     };
     std::vector<size_t> claimed;
     for (size_t i = 0; i < coming.size() && missing > 0; ++i) {
@@ -104,7 +105,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
-      if (!lower(victim.info.spec().priority(), victim.info.spec().device()) || candidate.suspended) continue;
+      if (!lower(victim.info.spec().priority(), SpecName(victim.info.spec().device())) || candidate.suspended) continue;
       const int64_t take = std::min(missing, candidate.above_min);
       for (int64_t i = 0; i < take; ++i) {
         releases.push_back({victim.info.id(), candidate.staying.front(), ReleaseReason::kShrink});
@@ -117,7 +118,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
-      if (!options.suspend || !lower(victim.info.spec().priority(), victim.info.spec().device()) ||
+      if (!options.suspend || !lower(victim.info.spec().priority(), SpecName(victim.info.spec().device())) ||
           candidate.suspended || !victim.info.spec().preemptible() || candidate.staying.empty()) {
         continue;
       }

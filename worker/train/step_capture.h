@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "proto/herd.pb.h"
 #include "worker/train/step_capture_policy.h"
 
 namespace herd {
@@ -45,6 +46,6 @@ class StepCapture {
 };
 
 // The optimizers whose update has a fused CUDA kernel (fused_optimizer.h).
-bool HasFusedStep(const std::string& optimizer, bool amsgrad);
+bool HasFusedStep(v1::OptimizerName optimizer, bool amsgrad);
 
 }  // namespace herd

@@ -74,7 +74,7 @@ CaptureEnvironment Trainer::CaptureEnvironmentNow() const {
   env.fused_optimizer = HasFusedStep(spec_.optimizer().name(), /*amsgrad=*/false);
   env.world_size = join_.world_size();
   env.nccl_backend = group_.data != nullptr && group_.data == group_.nccl.get();
-  env.local_steps = spec_.sync().mode() == "average";
+  env.local_steps = spec_.sync().mode() == v1::SYNC_MODE_AVERAGE;
   env.skip_step = ctx_.on_nonfinite == NonFinitePolicy::kSkipStep;
   // The step still reads the host (the sync's update, the ledger, gradient
   // clipping's norm) between forward and optimizer: not capturable yet.
@@ -809,7 +809,7 @@ absl::Status Trainer::TakeCheckpointOutcomes() {
     // checkpoint, not its progress, unless the job asked to fail.
     const std::string cause =
         absl::StrCat("checkpoint at step ", outcome.step, " failed: ", outcome.status.message());
-    if (spec_.checkpoint().on_failure() == "fail") {
+    if (spec_.checkpoint().on_failure() == v1::ON_FAILURE_FAIL) {
       return absl::Status(absl::StatusCode::kResourceExhausted, absl::StrCat(cause, " (checkpoint.on_failure: fail)"));
     }
     LOG(WARNING) << cause << "; training goes on (checkpoint.on_failure: continue)";
