@@ -375,7 +375,6 @@ TEST(JobSpecYaml, UnknownChoiceNamesTheFieldAndTheChoices) {
       {"on_nonfinite: ignore", "on_nonfinite: unknown value 'ignore' (expected one of: fail, skip_step)"},
       {"device: CUDA", "device: unknown value 'CUDA' (expected one of: cpu, cuda)"},  // the names are lower case
       {"device: DEVICE_CUDA", "device: unknown value 'DEVICE_CUDA' (expected one of: cpu, cuda)"},
-      {"device: ''", "device: unknown value '' (expected one of: cpu, cuda)"},
       {"sync: {mode: [average]}", "sync.mode: expected a string"},
   };
   for (const auto& c : cases) {
@@ -415,6 +414,18 @@ on_nonfinite: skip_step
   EXPECT_EQ(spec->on_nonfinite(), v1::ON_NONFINITE_SKIP_STEP);
   EXPECT_EQ(SpecName(spec->sync().same_host_transport()), "tcp");
   EXPECT_EQ(SpecName(spec->on_nonfinite()), "skip_step");
+}
+
+// An empty string is unset, as when these fields were strings: the default
+// applies, or a required field is named as such.
+TEST(JobSpecYaml, EmptyChoiceIsUnset) {
+  auto spec = ParseJobSpecYaml("device: ''\nsync: {mode: ''}\ndataset: {kind: ''}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device(), v1::DEVICE_UNSPECIFIED);
+  ApplyJobDefaults(&*spec);
+  EXPECT_EQ(spec->device(), v1::DEVICE_CPU);
+  EXPECT_EQ(spec->sync().mode(), v1::SYNC_MODE_ALLREDUCE);
+  EXPECT_EQ(Verdict("model: mlp\nbatch_size: 8\ndataset: {kind: ''}\n"), "dataset.kind: required");
 }
 
 // A number no enum value has (a newer client's) is named in the error.

@@ -51,7 +51,7 @@ absl::StatusOr<int> ParseSpecEnum(const google::protobuf::EnumDescriptor* e, con
                                   const std::string& field) {
   for (int i = 0; i < e->value_count(); ++i) {
     const int number = e->value(i)->number();
-    if (number != 0 && SpecEnumName(e, number) == text) return number;
+    if (SpecEnumName(e, number) == text) return number;
   }
   return absl::InvalidArgumentError(absl::StrCat(field, ": unknown value '", EscapeControlChars(text),
                                                  "' (expected one of: ", SpecEnumChoices(e), ")"));

@@ -23,7 +23,8 @@ std::string SpecEnumName(const google::protobuf::EnumDescriptor* e, int number);
 std::string SpecEnumChoices(const google::protobuf::EnumDescriptor* e);
 
 // The number named `text`, or INVALID_ARGUMENT "<field>: unknown value
-// '<text>' (expected one of: <choices>)". "" is not a choice.
+// '<text>' (expected one of: <choices>)". "" is the zero value (unset: the
+// default), as an empty string was when these fields were strings.
 absl::StatusOr<int> ParseSpecEnum(const google::protobuf::EnumDescriptor* e, const std::string& text,
                                   const std::string& field);
 

@@ -36,13 +36,10 @@ TEST(SpecEnums, EveryJobSpecEnumFollowsTheNaming) {
     for (int i = 0; i < e->value_count(); ++i) {
       const std::string name = SpecEnumName(e, e->value(i)->number());
       EXPECT_TRUE(names.insert(name).second) << path << " repeats " << name;
-      auto parsed = ParseSpecEnum(e, name, path);
-      if (e->value(i)->number() == 0) {
-        EXPECT_FALSE(parsed.ok()) << path;  // unset is no choice
-      } else {
-        ASSERT_TRUE(parsed.ok()) << parsed.status();
-        EXPECT_EQ(*parsed, e->value(i)->number());
-      }
+      auto parsed = ParseSpecEnum(e, name, path);  // "" for the zero value: unset
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      EXPECT_EQ(*parsed, e->value(i)->number());
+      EXPECT_EQ(name.empty(), e->value(i)->number() == 0) << path;
     }
   }
 }
@@ -68,6 +65,8 @@ TEST(SpecEnums, UnknownNameNamesFieldAndChoices) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(parsed.status().message(), "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)");
+  EXPECT_EQ(ParseSpecEnum(v1::SyncMode_descriptor(), "SYNC_MODE_AVERAGE", "sync.mode").status().message(),
+            "sync.mode: unknown value 'SYNC_MODE_AVERAGE' (expected one of: allreduce, average)");
   // Control characters are escaped, never echoed to a terminal.
   EXPECT_EQ(ParseSpecEnum(v1::Device_descriptor(), "cu\x1b[2Jda", "device").status().message().find('\x1b'),
             std::string::npos);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_enums.h"
 #include "worker/data/data_error.h"
 #include "worker/data/dataset_loaders.h"
 #include "worker/data/mapped_file.h"
