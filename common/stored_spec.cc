@@ -52,7 +52,7 @@ absl::Status Upgrade(const FormerString& former, v1::JobSpec* spec) {
     if (old.number() != former.number || old.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
     if (message->GetReflection()->GetEnumValue(*message, field) == 0) {
       auto number = ParseSpecEnum(field->enum_type(), old.length_delimited(), former.path);
-      if (!number.ok()) return absl::DataLossError(absl::StrCat("stored spec: ", number.status().message()));
+      if (!number.ok()) return number.status();
       message->GetReflection()->SetEnumValue(message, field, *number);
     }
     unknown->DeleteSubrange(i, 1);

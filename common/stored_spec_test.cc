@@ -97,13 +97,13 @@ TEST(StoredSpec, CurrentSpecIsUnchanged) {
   EXPECT_EQ(spec.SerializeAsString(), before);
 }
 
-TEST(StoredSpec, UnknownFormerStringIsDataLossNamingTheField) {
+TEST(StoredSpec, UnknownFormerStringNamesTheFieldAndTheChoices) {
   v1::JobSpec spec;
   v1::SyncSpec* sync = spec.mutable_sync();
   sync->GetReflection()->MutableUnknownFields(sync)->AddLengthDelimited(1, "gossip");
   absl::Status status = UpgradeStoredSpec(&spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(status.message(), "stored spec: sync.mode: unknown value 'gossip' (expected one of: allreduce, average)");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "common/spec_enums.h"
+#include "common/stored_spec.h"
 #include "coordinator/job_settings.h"
 #include "coordinator/release.h"
 #include "coordinator/validation.h"
@@ -267,6 +268,7 @@ std::string Coordinator::RandomHex(int digits) {
 // ---------------------------------------------------------------- jobs
 
 absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::string& owner) {
+  if (auto status = UpgradeStoredSpec(&spec); !status.ok()) return status;  // an older client's strings
   ApplyJobDefaults(&spec);
   if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
   absl::MutexLock lock(&mu_);

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace herd::coordinator {
 namespace {
@@ -160,6 +161,26 @@ class CoordinatorTest : public ::testing::Test {
   Metrics metrics_{registry_};
   std::unique_ptr<Coordinator> coordinator_;
 };
+
+// A client built while the closed sets were strings sends them under their
+// former numbers: the job runs with the choices it asked for.
+TEST_F(CoordinatorTest, SubmitFromAnOlderClientKeepsItsStringChoices) {
+  v1::JobSpec spec = Spec(1, 1);
+  v1::SyncSpec* sync = spec.mutable_sync();
+  sync->GetReflection()->MutableUnknownFields(sync)->AddLengthDelimited(1, "average");  // sync.mode
+  spec.GetReflection()->MutableUnknownFields(&spec)->AddLengthDelimited(32, "skip_step");  // on_nonfinite
+  auto job = coordinator_->SubmitJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec().sync().mode(), v1::SYNC_MODE_AVERAGE);
+  EXPECT_EQ(job->spec().sync().every(), 8);  // mode average's default
+  EXPECT_EQ(job->spec().on_nonfinite(), v1::ON_NONFINITE_SKIP_STEP);
+
+  sync->GetReflection()->MutableUnknownFields(sync)->Clear();
+  sync->GetReflection()->MutableUnknownFields(sync)->AddLengthDelimited(1, "gossip");
+  auto rejected = coordinator_->SubmitJob(spec);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rejected.status().message(), "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)");
+}
 
 TEST_F(CoordinatorTest, SubmitDefaultsValidatesAndPersistsBeforeReturning) {
   auto job = coordinator_->SubmitJob(Spec(1, 1));

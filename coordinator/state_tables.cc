@@ -134,7 +134,7 @@ std::vector<JobColumn> JobColumns() {
               return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": stored spec does not parse"));
             }
             if (auto s = UpgradeStoredSpec(j.info.mutable_spec()); !s.ok()) {
-              return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": ", s.message()));
+              return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": stored spec: ", s.message()));
             }
             j.info.set_name(j.info.spec().name());
             return absl::OkStatus();
