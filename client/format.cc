@@ -283,7 +283,8 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   lines.push_back({"Loss", job.step() > 0 ? FormatLoss(job.loss()) : "-"});
   std::string lr = job.learning_rate() > 0 ? absl::StrFormat("%.6g", job.learning_rate()) : "-";
   const v1::ScaleLr scale_lr = job.spec().optimizer().scale_lr();
-  if (job.learning_rate() > 0 && job.has_spec() && scale_lr != v1::SCALE_LR_NONE && scale_lr != v1::SCALE_LR_UNSPECIFIED) {
+  if (job.learning_rate() > 0 && job.has_spec() && scale_lr != v1::SCALE_LR_NONE &&
+      scale_lr != v1::SCALE_LR_UNSPECIFIED) {
     absl::StrAppend(&lr, absl::StrFormat(" (optimizer.lr %g scaled %s at world size %d)", job.spec().optimizer().lr(),
                                          SpecName(scale_lr), job.world_size()));
   }
@@ -303,7 +304,9 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     } else {
       lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
     }
-    if (spec.sync().shares() == v1::SHARES_THROUGHPUT) lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
+    if (spec.sync().shares() == v1::SHARES_THROUGHPUT) {
+      lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
+    }
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }

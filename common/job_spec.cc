@@ -404,7 +404,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (schedule.name() == v1::SCHEDULE_NAME_STEP && schedule.step_size() <= 0) {
     return Bad("schedule.step_size", "must be > 0 for schedule step");
   }
-  if (schedule.name() == v1::SCHEDULE_NAME_STEP && schedule.gamma() <= 0) return Bad("schedule.gamma", "must be > 0 for schedule step");
+  if (schedule.name() == v1::SCHEDULE_NAME_STEP && schedule.gamma() <= 0) {
+    return Bad("schedule.gamma", "must be > 0 for schedule step");
+  }
   if (schedule.name() == v1::SCHEDULE_NAME_COSINE && spec.max_steps() == 0 && spec.epochs() == 0) {
     return Bad("schedule.name", "cosine needs epochs or max_steps to know its length");
   }
@@ -446,7 +448,9 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
   if (auto s = CheckEnum("sync.mode", sync.mode()); !s.ok()) return s;
   const bool average = sync.mode() == v1::SYNC_MODE_AVERAGE;
   if (auto s = CheckEnum("sync.compression", sync.compression()); !s.ok()) return s;
-  if (sync.compression() == v1::COMPRESSION_INT8 && !average) return Bad("sync.compression", "int8 needs sync.mode average");
+  if (sync.compression() == v1::COMPRESSION_INT8 && !average) {
+    return Bad("sync.compression", "int8 needs sync.mode average");
+  }
   if (auto s = CheckEnum("sync.same_host_transport", sync.same_host_transport()); !s.ok()) return s;
   if (sync.first_bucket_mib() <= 0 || sync.first_bucket_mib() > 1024) return Bad("sync.first_bucket_mib", "must be in (0, 1024]");
   if (sync.bucket_cap_mib() <= 0 || sync.bucket_cap_mib() > 1024) return Bad("sync.bucket_cap_mib", "must be in (0, 1024]");
@@ -482,7 +486,9 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
   if (auto s = CheckEnum("sync.outer.kind", sync.outer().kind()); !s.ok()) return s;
   if (sync.outer().kind() != v1::OUTER_KIND_NONE && !average) return Bad("sync.outer.kind", "needs sync.mode average");
   if (sync.outer().lr() < 0) return Bad("sync.outer.lr", absl::StrCat("must be >= 0, got ", sync.outer().lr()));
-  if (sync.outer().kind() == v1::OUTER_KIND_NESTEROV && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");
+  if (sync.outer().kind() == v1::OUTER_KIND_NESTEROV && !(sync.outer().lr() > 0)) {
+    return Bad("sync.outer.lr", "must be > 0");
+  }
   if (auto s = CheckUnitInterval("sync.outer.momentum", sync.outer().momentum()); !s.ok()) return s;
   return absl::OkStatus();
 }

@@ -245,7 +245,8 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"optimizer.name", [](v1::JobSpec* s) { s->mutable_optimizer()->set_name(v1::OptimizerName(99)); }},
       {"optimizer.lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_lr(-1); }},
       {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode(v1::SyncMode(7)); }},  // a newer client's
-      {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression(v1::COMPRESSION_INT8); }},  // allreduce
+      {"sync.compression",  // int8 with allreduce
+       [](v1::JobSpec* s) { s->mutable_sync()->set_compression(v1::COMPRESSION_INT8); }},
       {"sync.fragments", [](v1::JobSpec* s) { s->mutable_sync()->set_fragments(2); }},         // allreduce
       {"sync.overlap", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap(true); }},          // allreduce
       {"sync.overlap_steps", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap_steps(2); }},  // allreduce
@@ -354,23 +355,29 @@ TEST(JobSpecYaml, UnknownChoiceNamesTheFieldAndTheChoices) {
     const char* yaml;
     const char* error;
   } cases[] = {
-      {"model: {name: resnet_small, norm: layer}", "model.norm: unknown value 'layer' (expected one of: group, batch, sync_batch)"},
-      {"dataset: {kind: parquet}", "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
-      {"dataset: parquet", "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
+      {"model: {name: resnet_small, norm: layer}",
+       "model.norm: unknown value 'layer' (expected one of: group, batch, sync_batch)"},
+      {"dataset: {kind: parquet}",
+       "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
+      {"dataset: parquet",
+       "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
       {"dataset: {kind: tokens, dtype: int8}", "dataset.dtype: unknown value 'int8' (expected one of: uint16, uint32)"},
       {"optimizer: {name: lbfgs}", "optimizer.name: unknown value 'lbfgs' (expected one of: sgd, adam, adamw)"},
       {"optimizer: lbfgs", "optimizer.name: unknown value 'lbfgs' (expected one of: sgd, adam, adamw)"},
-      {"optimizer: {scale_lr: cubic}", "optimizer.scale_lr: unknown value 'cubic' (expected one of: none, linear, sqrt)"},
+      {"optimizer: {scale_lr: cubic}",
+       "optimizer.scale_lr: unknown value 'cubic' (expected one of: none, linear, sqrt)"},
       {"schedule: {name: linear_decay}",
        "schedule.name: unknown value 'linear_decay' (expected one of: constant, cosine, step, noam)"},
       {"sync: {mode: gossip}", "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)"},
       {"sync: gossip", "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)"},
       {"sync: {compression: int4}", "sync.compression: unknown value 'int4' (expected one of: none, fp16, bf16, int8)"},
-      {"sync: {same_host_transport: rdma}", "sync.same_host_transport: unknown value 'rdma' (expected one of: shm, tcp)"},
+      {"sync: {same_host_transport: rdma}",
+       "sync.same_host_transport: unknown value 'rdma' (expected one of: shm, tcp)"},
       {"sync: {shares: fastest}", "sync.shares: unknown value 'fastest' (expected one of: equal, throughput)"},
       {"sync: {outer: {kind: adam}}", "sync.outer.kind: unknown value 'adam' (expected one of: none, nesterov)"},
       {"sync: {outer: adam}", "sync.outer.kind: unknown value 'adam' (expected one of: none, nesterov)"},
-      {"checkpoint: {on_failure: retry}", "checkpoint.on_failure: unknown value 'retry' (expected one of: continue, fail)"},
+      {"checkpoint: {on_failure: retry}",
+       "checkpoint.on_failure: unknown value 'retry' (expected one of: continue, fail)"},
       {"device: tpu", "device: unknown value 'tpu' (expected one of: cpu, cuda)"},
       {"on_nonfinite: ignore", "on_nonfinite: unknown value 'ignore' (expected one of: fail, skip_step)"},
       {"device: CUDA", "device: unknown value 'CUDA' (expected one of: cpu, cuda)"},  // the names are lower case
@@ -432,7 +439,8 @@ TEST(JobSpecYaml, EmptyChoiceIsUnset) {
 TEST(JobSpecValidate, UndefinedEnumNumberNamesTheChoices) {
   auto spec = GoodSpec();
   spec.mutable_sync()->set_compression(v1::Compression(42));
-  EXPECT_EQ(ValidateJobSpec(spec).message(), "sync.compression: unknown value '42' (expected one of: none, fp16, bf16, int8)");
+  EXPECT_EQ(ValidateJobSpec(spec).message(),
+            "sync.compression: unknown value '42' (expected one of: none, fp16, bf16, int8)");
 }
 
 }  // namespace

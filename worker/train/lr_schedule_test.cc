@@ -65,8 +65,8 @@ TEST(LrSchedule, ScalingFollowsTheWorldSize) {
   EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 4).base_lr, 0.4);
   EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_SQRT), 4).base_lr, 0.2);
   EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 1).base_lr, 0.1);
-  EXPECT_NE(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 3).Describe(Optimizer(0.1, v1::SCALE_LR_LINEAR), 3).find("linear"),
-            std::string::npos);
+  const v1::OptimizerSpec linear = Optimizer(0.1, v1::SCALE_LR_LINEAR);
+  EXPECT_NE(PlanLearningRate(linear, 3).Describe(linear, 3).find("linear"), std::string::npos);
 }
 
 // Goyal et al.'s gradual warmup: a scaled rate ramps from the unscaled lr,
