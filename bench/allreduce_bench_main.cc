@@ -130,7 +130,7 @@ int Main(int argc, char** argv) {
   }
   report["headline"] = nlohmann::json::array();
   for (const nlohmann::json& world : report["worlds"]) report["headline"].push_back(Headline(world, headline_bytes));
-  // Targets from the issue, checked on the first world size run (2 ranks by default).
+  // The targets (bench/README.md), checked on the first world size run (2 ranks by default).
   const nlohmann::json& first = report["headline"].front();
   report["targets"] = {{"ranks", first.value("ranks", 0)},
                        {"bytes", headline_bytes},

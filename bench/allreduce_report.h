@@ -1,6 +1,6 @@
 // Turns the rank processes' samples into the figures the all-reduce benchmark
-// reports: time per op, algorithm and bus bandwidth, and the ratios the
-// issue's targets are stated in.
+// reports: time per op, algorithm and bus bandwidth, and the ratios its
+// targets are stated in.
 #pragma once
 
 #include <cstdio>

@@ -19,16 +19,11 @@ Prints a table, then one JSON line.
 import argparse
 import json
 import os
-import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import LocalCluster  # noqa: E402
+from herdbench.cluster import FASHION_MNIST, ROOT, LocalCluster
+from herdbench.trainer_logs import SUMMARY
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUMMARY = re.compile(r"(all-reduce|averaging): (\d+) (?:steps|rounds), (\d+) bytes sent \(([0-9.]+) bytes/sample\)"
-                     r".*?(\d+) samples in ([0-9.]+) s of training")
-FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 WORKERS = 2
 
 

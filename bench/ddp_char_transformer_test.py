@@ -5,15 +5,13 @@ pins), the rank shares of a short last step, the text windows and the loss.
 
 Run: bazel test //bench:ddp_char_transformer_test, or python3 bench/ddp_char_transformer_test.py
 """
-import os
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch  # noqa: E402
-import char_transformer_torch as ct  # noqa: E402
-from herd_sampler import epoch_permutation, step_slice  # noqa: E402
+import torch
+
+from herdbench import char_transformer as ct
+from herdbench.sampler import epoch_permutation, step_slice
 
 
 class ModelTest(unittest.TestCase):

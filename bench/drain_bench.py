@@ -23,9 +23,9 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import LocalCluster, build  # noqa: E402
-from recovery_bench import READY, STEP, first_step_after, log_events, pids_of, submit, trainer_log, wait_world  # noqa: E402
+from herdbench.cluster import LocalCluster, build, pids_of, trainer_log, wait_world
+from herdbench.recovery_job import submit
+from herdbench.trainer_logs import READY, STEP, first_step_after, log_events
 
 HEALED = re.compile(r"^generation (\d+): healed from .* at step (\d+)")
 

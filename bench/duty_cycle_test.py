@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/duty_cycle.py holds a busy process to its quota and always leaves it
+"""bench/herdbench/duty_cycle.py holds a busy process to its quota and always leaves it
 running: the bounds that hold on any machine, loaded or not (a loaded one can
 only give a throttled process less than its quota, never more).
 
@@ -12,8 +12,7 @@ import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from duty_cycle import SCHED_DEADLINE, DutyCycle, set_scheduling  # noqa: E402
+from herdbench.duty_cycle import SCHED_DEADLINE, DutyCycle, set_scheduling
 
 BUSY = "import time\nwhile True: pass\n"
 

@@ -18,8 +18,8 @@ Both sides use the same model, batch, optimizer, data path and timing:
 - shapes (batch per step): mlp4096_b256 (MLP 1024-4096-4096-10, 256),
   mlp1024_b64 (MLP 1024-1024-1024-10, 64), both on a synthetic set of 1024
   float features and 10 classes; resnet_small_b128 (herd's resnet_small,
-  bench/resnet_small_torch.py, 128) on a synthetic 1x28x28 IDX image set
-  that both sides read; char_transformer_b64 (bench/char_transformer_torch.py,
+  bench/herdbench/resnet_small.py, 128) on a synthetic 1x28x28 IDX image set
+  that both sides read; char_transformer_b64 (bench/herdbench/char_transformer.py,
   64 windows of 64 bytes) on a text file made of the repository's own
   sources. Each fp32 and bf16 (herd: `bf16_autocast: true`; PyTorch:
   torch.autocast('cuda', torch.bfloat16) around forward and loss);
@@ -73,10 +73,9 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import LocalCluster, env_with_libs, step_times  # noqa: E402
+from herdbench.cluster import ROOT, LocalCluster, env_with_libs
+from herdbench.trainer_logs import step_times
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, "bench", "gpu_bench_peer.py")
 PYTHON = {"cuda": "/opt/torch/.venv/bin/python3", "cpu": "/usr/bin/python3"}
 SGD = {"name": "sgd", "lr": 0.05, "momentum": 0.9}

@@ -17,9 +17,9 @@ import tempfile
 import threading
 import unittest
 
+import gpu_bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import gpu_bench  # noqa: E402
 
 SUMMARY = os.path.join(os.path.dirname(HERE), "scripts", "gpu_check_summary.py")
 

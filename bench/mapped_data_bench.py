@@ -8,8 +8,8 @@ Two pairs, each alternated --reps times on one local worker (a real coordinator,
   idx vs npy      mlp on Fashion-MNIST: `idx` decodes the images into an in-memory float tensor, `npy` maps
                   them written as uint8 .npy files (scaled to [0, 1] per batch, as idx scales them once), so
                   again the same samples and the same loss.
-The mapped files are written just before, so they are in the page cache, the case the issue's target is
-about ("as fast as in-memory when the file is in the page cache"); a cold file is bounded by the disk.
+The mapped files are written just before, so they are in the page cache, the case the target is about
+("as fast as in-memory when the file is in the page cache"); a cold file is bounded by the disk.
 
 steps/s is measured as compare_ddp.py measures it: rank 0's commit-point log lines at the first and last
 timed step. Prints one line per run and a JSON summary with each pair's median ratio (mapped / in-memory).
@@ -24,13 +24,11 @@ import os
 import shutil
 import statistics
 import struct
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_ddp  # noqa: E402  (LocalCluster, step_times, build)
-
-FMNIST = "/usr/share/datasets/fashion-mnist"
+from herdbench.cluster import FASHION_MNIST as FMNIST
+from herdbench.cluster import ROOT, LocalCluster, build, share_trainers_openblas_kernels
+from herdbench.trainer_logs import timed_seconds
 
 
 def write_npy(path, descr, shape, data):
@@ -83,11 +81,7 @@ def run(cluster, kind, specs, args):
             f"max_steps: {args.warmup + args.steps}\noptimizer: {{name: sgd, lr: 0.05}}\nthreads: 1\n"
             f"log_interval_steps: {args.warmup}\neval: {{max_samples: 256}}\nmin_workers: 1\nseed: 1\n")
     job, info = cluster.run_job(spec, timeout=1800)
-    times = compare_ddp.step_times(os.path.join(cluster.dir, info["workers"][0], "jobs", job, "trainer.log"))
-    start, end = times[args.warmup], times[args.warmup + args.steps]
-    if end < start:
-        end += 86400
-    return args.steps / (end - start), info.get("loss", 0.0)
+    return args.steps / timed_seconds(cluster, job, info, args.warmup, args.steps), info.get("loss", 0.0)
 
 
 def main():
@@ -97,20 +91,20 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
-    p.add_argument("--corpus", default=os.path.join(compare_ddp.ROOT, "docs", "design.md"),
+    p.add_argument("--corpus", default=os.path.join(ROOT, "docs", "design.md"),
                    help="the text both sides of the text/tokens pair train on")
     args = p.parse_args()
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
-    bin_dir = args.bin_dir or compare_ddp.build()
-    compare_ddp.share_trainers_openblas_kernels(bin_dir)
+    bin_dir = args.bin_dir or build()
+    share_trainers_openblas_kernels(bin_dir)
     data_dir = tempfile.mkdtemp(prefix="herd-mapped-bench-")
     specs = prepare(data_dir, args.corpus)
     rates = {kind: [] for kind in specs}
     losses = {}
     print(f"# {os.cpu_count()} cores, batch {args.batch}, {args.warmup} warmup + {args.steps} timed steps, "
           f"{args.reps} reps, one worker")
-    cluster = compare_ddp.LocalCluster(bin_dir, 1)
+    cluster = LocalCluster(bin_dir, 1)
     try:
         for rep in range(args.reps):
             for kind in ("text", "tokens", "idx", "npy"):

@@ -17,8 +17,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_ddp  # noqa: E402
+from herdbench.cluster import FASHION_MNIST, LocalCluster, build
 
 
 def main():
@@ -30,10 +29,10 @@ def main():
     p.add_argument("--seconds", type=int, default=8)
     p.add_argument("--bin-dir", default=None, help="herd binaries (default: bazel-bin)")
     args = p.parse_args()
-    bin_dir = args.bin_dir or compare_ddp.build()
-    cluster = compare_ddp.LocalCluster(bin_dir, args.world)
+    bin_dir = args.bin_dir or build()
+    cluster = LocalCluster(bin_dir, args.world)
     try:
-        spec = (f"model: {args.model}\ndataset: {{kind: idx, path: {compare_ddp.DATA}}}\nbatch_size: {args.batch}\n"
+        spec = (f"model: {args.model}\ndataset: {{kind: idx, path: {FASHION_MNIST}}}\nbatch_size: {args.batch}\n"
                 f"max_steps: {args.steps}\noptimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\nthreads: 1\n"
                 f"log_interval_steps: 10\neval: {{max_samples: 256}}\nmin_workers: {args.world}\n"
                 f"max_workers: {args.world}\nseed: 1\n")

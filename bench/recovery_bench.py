@@ -31,105 +31,21 @@ Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin] [--cases kill,co
        [--data-plane herd|gloo]
 """
 import argparse
-import datetime
 import json
 import os
 import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import LocalCluster, build  # noqa: E402
+from herdbench.cluster import LocalCluster, build, pids_of, trainer_log, wait_world
+from herdbench.recovery_job import submit
+from herdbench.trainer_logs import first_step_after
 
 LEASE = 10.0  # the coordinator's default --lease-seconds
-LINE = re.compile(r"^I(\d{8}) (\d\d:\d\d:\d\d\.\d+) .*?\] (.*)$")
-READY = re.compile(r"rank \d+/(\d+) generation (\d+) ready in")
-STEP = re.compile(r"^step (\d+)/")
-
-
-def log_events(path):
-    """[(unix seconds, message)] of a trainer log (glog stamps local time)."""
-    events = []
-    with open(path, errors="replace") as f:
-        for line in f:
-            m = LINE.match(line)
-            if m:
-                when = datetime.datetime.strptime(m.group(1) + " " + m.group(2), "%Y%m%d %H:%M:%S.%f")
-                events.append((when.timestamp(), m.group(3)))
-    return events
-
-
-def scan_first_step(path, since, world=None, min_generation=0):
-    """(wall time, generation) of the first step logged after a generation
-    (of `world` ranks, newer than `min_generation`) became ready after
-    `since`, or None (yet)."""
-    if not os.path.exists(path):
-        return None
-    ready = None
-    for when, message in log_events(path):
-        if when < since:
-            continue
-        m = READY.search(message)
-        if m and (world is None or int(m.group(1)) == world) and int(m.group(2)) > min_generation:
-            ready = (when, int(m.group(2)))
-        elif ready and STEP.match(message):
-            return when, ready[1]
-    return None
-
-
-def first_step_after(paths, since, world=None, min_generation=0, timeout=120):
-    """The earliest scan_first_step over the trainer logs `paths` (one path
-    or several: only rank 0 logs steps, and a re-formed job may give rank 0
-    to any worker)."""
-    paths = [paths] if isinstance(paths, str) else paths
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = [r for r in (scan_first_step(p, since, world, min_generation) for p in paths) if r]
-        if found:
-            return min(found)
-        time.sleep(0.2)
-    raise RuntimeError(f"no step after a new generation in {', '.join(paths)}")
-
-
-def pids_of(pattern):
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in out]
-
-
-def status(cluster, job):
-    return json.loads(cluster.herd("status", job, "-o", "json"))
-
-
-def wait_world(cluster, job, world, timeout=120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        info = status(cluster, job)
-        if info["state"] not in ("PENDING", "RUNNING"):
-            raise RuntimeError(f"job {job} is {info['state']}: {info.get('reason')}")
-        if info.get("world_size") == world and int(info.get("step", 0)) > 0:
-            return info
-        time.sleep(0.2)
-    raise RuntimeError(f"job {job} never ran on {world} workers")
-
-
-def submit(cluster, extra="", samples=2000000):
-    spec = ("name: recovery-bench\nmodel: mlp\n"
-            f"dataset: {{kind: synthetic, synthetic_samples: {samples}, synthetic_features: 64}}\n"
-            "batch_size: 16\nepochs: 1\nlog_interval_steps: 1\nthreads: 1\n"
-            "min_workers: 2\nmax_workers: 3\nrestart_budget: 100\n" + extra)
-    path = os.path.join(cluster.dir, "recovery.yaml")
-    with open(path, "w") as f:
-        f.write(spec)
-    return json.loads(cluster.herd("submit", path, "-o", "json"))["id"]
-
-
-def trainer_log(cluster, worker, job):
-    return os.path.join(cluster.dir, f"worker-{worker}", "jobs", job, "trainer.log")
 
 
 # Extra herd-worker flags for every cluster (--data-plane).

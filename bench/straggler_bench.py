@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""herd and PyTorch DDP with one slow worker, in one run (issue 31).
+"""herd and PyTorch DDP with one slow worker, in one run.
 
 W workers (default 3), one of them slowed to about --fraction of the others'
 speed by duty-cycling its process with SIGSTOP/SIGCONT from this script
-(bench/duty_cycle.py; no cgroups, no knob in the product). On a machine with
-fewer than W + 1 cores every worker is duty-cycled, the others at
+(bench/herdbench/duty_cycle.py; no cgroups, no knob in the product). On a
+machine with fewer than W + 1 cores every worker is duty-cycled, the others at
 --fast-fraction and the slow one at --fast-fraction x --fraction, so that
 together they need at most about cores - 0.5 cores: the machine acts as W
 slower cores instead of W processes fighting over too few (see bench/README).
@@ -15,11 +15,11 @@ process's main thread to the same share (SCHED_DEADLINE: no signals, no
 controlling thread; needs root); --budget wall limits the running window's
 wall time instead.
 Same model, per-worker batch, optimizer, one intra-op thread per worker, data
-and timing as bench/compare_ddp.py, whose helpers run each side: herd on a
-real local coordinator + W worker daemons (worker-i's trainer found with pgrep
-by its coordinator, job and worker id; the slow one is worker-(W-1)'s), DDP
-with the compare_ddp peer (its ranks are the launcher's children, in start
-order; the slow one is the last). samples/s is wall time over the timed steps only (herd:
+and timing as bench/compare_ddp.py, whose helpers (bench/herdbench/herd_vs_ddp.py)
+run each side: herd on a real local coordinator + W worker daemons (worker-i's
+trainer found with pgrep by its coordinator, job and worker id; the slow one is
+worker-(W-1)'s), DDP with the DDP peer, bench/ddp_peer.py (its ranks are the
+launcher's children, in start order; the slow one is the last). samples/s is wall time over the timed steps only (herd:
 rank 0's commit-point log lines; DDP: between barriers).
 
 Figures, each measured in this run, for each side:
@@ -30,7 +30,7 @@ Figures, each measured in this run, for each side:
 - sum of solo rates: (W-1) x fast + slow, what W such workers could do if
   none waited for another;
 - slowed W: W workers, one slowed.
-Ratios: slowed W / sum of solo (issue 31's target for herd: >= 0.9), and
+Ratios: slowed W / sum of solo (the target for herd: >= 0.9), and
 slowed W / (W x slow solo) (lock-step with equal shares: about 1).
 herd runs with sync.shares --shares (default throughput: each worker's share
 of the global batch follows its measured rate); DDP always has equal shares.
@@ -56,12 +56,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_ddp import (DDP_MODEL, DDP_PYTHON, SIZED_MLP, LocalCluster, build, ddp_command, env_with_libs,  # noqa: E402
-                         share_trainers_openblas_kernels,
-                         make_torchscript, run_ddp_result, run_herd, step_times)
-from duty_cycle import BUDGETS, DutyCycle  # noqa: E402
-from recovery_bench import pids_of  # noqa: E402
+from herdbench.cluster import LocalCluster, build, env_with_libs, pids_of, share_trainers_openblas_kernels
+from herdbench.duty_cycle import BUDGETS, DutyCycle
+from herdbench.herd_vs_ddp import DDP_PYTHON, ddp_command, make_torchscript, run_ddp_result, run_herd, unknown_model
+from herdbench.trainer_logs import step_times
 
 
 def in_background(fn, *args):
@@ -229,13 +227,9 @@ def ddp_run(world, args, fractions):
             return pids if len(pids) == world else None
         cycles = cycle_all(sorted(wait_for(ranks, thread, f"{world} DDP ranks"), key=start_time), fractions, args)
         result = result_of(thread, box)
-        finished = time.time()
     finally:
         stop_all(cycles)
-    # Rank 0's wall clock at the start and the end of the timed steps (bench/ddp_peer.py). The shared
-    # baseline script (the mlp and mnist_cnn peer) reports their length only: then they are taken to end
-    # when the peer did, which puts its teardown inside the window.
-    timed = result.get("timed_unix") or [finished - result["seconds"], finished]
+    timed = result["timed_unix"]  # rank 0's wall clock at the start and the end of the timed steps
     if max(c.started_at for c in cycles) > timed[0]:
         raise RuntimeError("DDP: the slowdown began after the timed steps")
     return result["samples_per_s"], cycles, "", timed
@@ -289,7 +283,7 @@ def main():
                         "(cores - 0.5) / (W - 1 + --fraction))")
     p.add_argument("--period", type=float, default=0.01, help="duty cycle period, seconds")
     p.add_argument("--budget", choices=BUDGETS, default="cpu",
-                   help="what a worker's fraction limits (bench/duty_cycle.py): cpu, its CPU time in each period "
+                   help="what a worker's fraction limits (bench/herdbench/duty_cycle.py): cpu, its CPU time in each period "
                         "(cgroup cpu.max's quota; workers kept off a shared core catch up while one is free), "
                         "deadline, the same share of its main thread held by the kernel (SCHED_DEADLINE, root), "
                         "or wall, its running window's wall time")
@@ -319,8 +313,8 @@ def main():
         p.error(f"--fast-fraction must be in (0, 1], got {args.fast_fraction}")
     if args.world < 2:
         p.error("--world must be at least 2")
-    if args.model not in DDP_MODEL and args.model not in SIZED_MLP and args.model != "torchscript":
-        p.error(f"--model: unknown {args.model!r} (known: {', '.join([*DDP_MODEL, *SIZED_MLP, 'torchscript'])})")
+    if unknown_model(args.model):
+        p.error(f"--model: {unknown_model(args.model)}")
     args.herd_spec_extra = f"sync: {{shares: {args.shares}}}\n"
     bin_dir = args.bin_dir or build()
     openblas = share_trainers_openblas_kernels(bin_dir, args.lib_dir)

@@ -29,11 +29,11 @@ another, and reports per run:
       latency-hiding target: 0.9 or more);
   eval: the job's final evaluation (after the same number of samples; DDP:
       char_transformer's, herd's evaluation in PyTorch).
-ddp is PyTorch DDP (gloo), one rank per host: for mnist_cnn the shared
-peer's CNN and step (SGD lr 0.05 momentum 0.9), for char_transformer herd's
-model, data, sampler and AdamW settings (bench/char_transformer_torch.py,
-the same --lr and --schedule as herd's runs; the parameter count is checked
-against herd's trainer log).
+ddp is the DDP peer (PyTorch DDP, gloo), one rank per host
+(bench/ddp_host_rank.py): for mnist_cnn its CNN and step (SGD lr 0.05
+momentum 0.9), for char_transformer herd's model, data, sampler and AdamW
+settings (bench/herdbench/ddp_peer.py, the same --lr and --schedule as
+herd's runs; the parameter count is checked against herd's trainer log).
 Runs of every-step sync (allreduce, ddp) on links at or below
 --slow-link-rate use --slow-steps steps: their throughput is flat after a
 few steps, and a full run at 10 Mbit/s would take an hour.
@@ -48,7 +48,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0]
 A link is a tbf rate or none, with an optional one-way delay per host:
 "100mbit@50ms"; links without one get --delay-ms (default 0), e.g.
   --links none,100mbit@50ms,10mbit@25ms
-is the unshaped, undelayed baseline and the two WAN settings of issue 33.
+is the unshaped, undelayed baseline and two WAN settings.
 --repeats N runs the whole matrix N times over (links interleaved, since
 load from other processes drifts over minutes) and reports the median
 samples/s of each cell.
@@ -69,11 +69,10 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from averaging_bench import SUMMARY  # noqa: E402
-from compare_ddp import DATA, DDP_PYTHON, LocalCluster, free_port, share_trainers_openblas_kernels  # noqa: E402
+from herdbench.cluster import FASHION_MNIST, ROOT, LocalCluster, free_port, share_trainers_openblas_kernels
+from herdbench.herd_vs_ddp import DDP_PYTHON
+from herdbench.trainer_logs import SUMMARY
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTS = 3
 # Named sync settings; "ddp" is PyTorch DDP.
 # The outer Nesterov step uses lr 0.4, momentum 0.8: DiLoCo's 0.7 / 0.9 (the
@@ -90,7 +89,7 @@ VARIANTS = {
     "stream16_f32": f"{{mode: average, every: 16, fragments: 4, overlap: true, {OUTER}}}",
     # The 10 Mbit/s setting (bench/README): a round every 32 steps.
     "stream32": f"{{mode: average, every: 32, fragments: 4, overlap: true, {OUTER}, compression: int8}}",
-    # WAN latency (issue 33): each round lands 8 steps after its launch
+    # WAN latency: each round lands 8 steps after its launch
     # (Streaming DiLoCo's tau), when the fragment's next round starts.
     "stream32_t8": f"{{mode: average, every: 32, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8}}",
     # tau from what the rounds measure (docs/job-spec.md, overlap_steps: auto).
@@ -208,7 +207,7 @@ OPTIMIZERS = {"char_transformer": ("adamw", 0.001, ""), "mnist_cnn": ("sgd", 0.0
 
 
 def job_spec(model, sync, args, steps, text, lr=None):
-    dataset = (f"{{kind: text, path: {text}}}" if model == "char_transformer" else f"{{kind: idx, path: {DATA}}}")
+    dataset = (f"{{kind: text, path: {text}}}" if model == "char_transformer" else f"{{kind: idx, path: {FASHION_MNIST}}}")
     name, default_lr, rest = OPTIMIZERS[model]
     optimizer = f"{{name: {name}, lr: {default_lr if lr is None else lr}{rest}}}"
     length = f"epochs: {args.epochs}\n" if args.epochs else f"max_steps: {steps}\n"
@@ -347,8 +346,8 @@ def main():
         if v not in variants:
             p.error(f"--lr: {v!r} is not a variant in --variants")
         if v == "ddp" and "mnist_cnn" in models:
-            p.error("--lr: ddp's rate applies to char_transformer only (mnist_cnn's DDP step is the shared "
-                    "peer's, lr 0.05); run --models char_transformer")
+            p.error("--lr: ddp's rate applies to char_transformer only (mnist_cnn's DDP step is "
+                    "compare_ddp's, lr 0.05); run --models char_transformer")
     slow_bits = rate_bits(args.slow_link_rate)
     text = None
     if "char_transformer" in models:

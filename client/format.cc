@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "client/table.h"
 #include "common/control_chars.h"
+#include "common/labels.h"
 #include "common/spec_enums.h"
 
 namespace herd::client {
@@ -170,9 +171,10 @@ std::string WorkersTable(const std::vector<v1::WorkerInfo>& workers, double now)
         WorkerStateLabel(worker),
         worker.job_id().empty() ? "-" : worker.job_id(),
         worker.last_heartbeat_unix() > 0 ? FormatAge(now - worker.last_heartbeat_unix()) + " ago" : "never",
+        worker.labels().empty() ? "-" : FormatLabels(Labels(worker.labels().begin(), worker.labels().end())),
     });
   }
-  return FormatTable({"ID", "ADDRESS", "DEVICE", "STATE", "JOB", "HEARTBEAT"}, rows);
+  return FormatTable({"ID", "ADDRESS", "DEVICE", "STATE", "JOB", "HEARTBEAT", "LABELS"}, rows);
 }
 
 std::string CheckpointsTable(const std::vector<v1::CheckpointInfo>& checkpoints, double now) {
@@ -308,6 +310,13 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
       lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
     }
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
+    if (!spec.placement().require().empty()) {
+      lines.push_back({"Placement", absl::StrCat("workers labelled ", FormatLabels(Labels(spec.placement().require().begin(),
+                                                                                           spec.placement().require().end())))});
+    }
+    if (!spec.sync().islands_by().empty()) {
+      lines.push_back({"Islands", absl::StrCat("by worker label ", spec.sync().islands_by())});
+    }
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }
   // What `herd fetch` downloads, once the job succeeded.

@@ -186,8 +186,13 @@ TEST(FormatTest, WorkersAndCheckpointsTables) {
   worker.set_job_id("job-7");
   worker.set_last_heartbeat_unix(1298);
   std::string workers = WorkersTable({worker}, 1300);
-  EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT\n"));
-  EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago\n"));
+  EXPECT_THAT(workers, HasSubstr("ID  ADDRESS   DEVICE   STATE  JOB    HEARTBEAT  LABELS\n"));
+  EXPECT_THAT(workers, HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago     -\n"));
+  // Labels in key order.
+  (*worker.mutable_labels())["site"] = "us-east";
+  (*worker.mutable_labels())["pool"] = "a100";
+  EXPECT_THAT(WorkersTable({worker}, 1300), HasSubstr("w1  10.0.0.1  cuda x8  BUSY   job-7  2s ago     pool=a100,site=us-east\n"));
+  worker.clear_labels();
   // Cordoned and draining workers say so next to their state.
   worker.set_cordoned(true);
   EXPECT_EQ(WorkerStateLabel(worker), "BUSY,CORDONED");
@@ -227,6 +232,19 @@ TEST(FormatTest, DetailShowsAWarning) {
   job.set_warning("checkpoint at step 100 failed: No space left on device");
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("checkpoint at step 100 failed: No space left on device"));
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("Warning:"));
+}
+
+TEST(FormatTest, DetailShowsPlacementAndIslands) {
+  v1::JobInfo job;
+  job.set_state(v1::PENDING);
+  job.mutable_spec()->set_min_workers(2);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Placement:")));
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Islands:")));
+  (*job.mutable_spec()->mutable_placement()->mutable_require())["site"] = "us-east";
+  (*job.mutable_spec()->mutable_placement()->mutable_require())["pool"] = "a100";
+  job.mutable_spec()->mutable_sync()->set_islands_by("zone");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("workers labelled pool=a100,site=us-east"));
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("by worker label zone"));
 }
 
 TEST(FormatTest, DetailNamesAHungMemberAndItsStep) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/control_chars.h"
+#include "common/labels.h"
 #include "common/spec_enums.h"
 
 namespace herd {
@@ -412,6 +413,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   if (auto s = ValidateSyncSpec(spec.sync()); !s.ok()) return s;
+  if (auto s = ValidatePlacement(spec.placement()); !s.ok()) return s;
 
   if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
     return s;
@@ -490,7 +492,17 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     return Bad("sync.outer.lr", "must be > 0");
   }
   if (auto s = CheckUnitInterval("sync.outer.momentum", sync.outer().momentum()); !s.ok()) return s;
+  if (!sync.islands_by().empty()) {
+    if (auto s = ValidateLabelKey("sync.islands_by", sync.islands_by()); !s.ok()) return s;
+    if (!average) {
+      return Bad("sync.islands_by", "needs sync.mode average (islands average their parameters across sites)");
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePlacement(const v1::PlacementSpec& placement) {
+  return ValidateLabels("placement.require", Labels(placement.require().begin(), placement.require().end()));
 }
 
 int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size) {

@@ -34,4 +34,8 @@ int64_t SamplesPerStep(const v1::JobSpec& spec, int64_t world_size);
 void ApplySyncDefaults(v1::SyncSpec* sync);
 absl::Status ValidateSyncSpec(const v1::SyncSpec& sync);
 
+// placement.require: label keys and values as herd-worker --label takes
+// them (common/labels.h).
+absl::Status ValidatePlacement(const v1::PlacementSpec& placement);
+
 }  // namespace herd

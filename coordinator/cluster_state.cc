@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec_enums.h"
+#include "coordinator/placement.h"
 #include "coordinator/state_edits.h"
 
 namespace herd::coordinator {
@@ -36,6 +37,7 @@ v1::WorkerInfo WorkerRecord::ToInfo() const {
   info.set_last_heartbeat_unix(last_heartbeat);
   info.set_cordoned(cordoned);
   info.set_draining(draining);
+  info.mutable_labels()->insert(labels.begin(), labels.end());
   return info;
 }
 
@@ -86,6 +88,7 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
   worker.address = request.address();
   worker.device_kind = request.device_kind();
   worker.device_count = request.device_count();
+  worker.labels = std::map<std::string, std::string>(request.labels().begin(), request.labels().end());
   worker.last_heartbeat = now;
   if (const JobRecord* job = RunningJobOf(state, worker)) {
     SetWorker(worker, v1::BUSY, job->info.id(), &changes);
@@ -133,6 +136,7 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
     if (it == state.jobs.end()) continue;
     const JobRecord& job = it->second;
     if (job.info.state() != v1::RUNNING || SpecName(job.info.spec().device()) != worker.device_kind) continue;
+    if (!FitsPlacement(worker.labels, job.info.spec())) continue;
     if (job.generation.RankOf(worker.id) >= 0) continue;
     if (static_cast<int64_t>(job.generation.members.size()) >= job.info.spec().max_workers()) continue;
     return job_id;
@@ -155,8 +159,7 @@ std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::st
   std::vector<std::string> first, free;
   for (const auto& [id, worker] : state.workers) {
     if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != SpecName(spec.device()) ||
-        id == excluded ||
-        AwaitsTrainerAnswer(state, worker)) {
+        id == excluded || !FitsPlacement(worker.labels, spec) || AwaitsTrainerAnswer(state, worker)) {
       continue;
     }
     const std::string held_for = HeldForJob(state, worker);

@@ -95,6 +95,10 @@ struct WorkerRecord {
   // unknown). Not persisted: after a coordinator restart the heartbeats'
   // running_jobs tell which members lost their trainers (MarkRestarted).
   std::string incarnation;
+  // Its daemon's --label labels, as it last registered; persisted. They
+  // change only with a new registration, which a changed label set needs a
+  // daemon restart for: the restarted worker leaves its generations.
+  std::map<std::string, std::string> labels;
 
   // Whether new work may be placed on it (it may still be BUSY).
   bool Schedulable() const { return !cordoned && !draining; }
@@ -185,7 +189,8 @@ bool AwaitsTrainerAnswer(const ClusterState& state, const WorkerRecord& worker);
 // first, then free ones, lowest ids first; never one held or (with
 // `honor_reservations`) reserved for another job, nor `excluded`, nor a
 // cordoned or draining one, nor one whose hung trainer has not answered
-// (AwaitsTrainerAnswer). Reservations: ClusterState::reserved.
+// (AwaitsTrainerAnswer), nor one whose labels do not fit the spec's
+// placement (placement.h). Reservations: ClusterState::reserved.
 std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::string& job_id, const v1::JobSpec& spec,
                                         const std::string& excluded = "", bool honor_reservations = true);
 

@@ -255,6 +255,11 @@ void Coordinator::PublishGauges() {
   int64_t alive = std::count_if(state_.workers.begin(), state_.workers.end(),
                                 [](const auto& entry) { return entry.second.state != v1::DEAD; });
   metrics_->SetWorkersAlive(alive);
+  std::map<std::string, std::map<std::string, std::string>> labels_by_worker;
+  for (const auto& [id, worker] : state_.workers) {
+    if (worker.state != v1::DEAD) labels_by_worker[id] = worker.labels;
+  }
+  metrics_->SetWorkerLabels(labels_by_worker);
   metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
 }
 
@@ -506,7 +511,10 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
     peer->set_rank(static_cast<int64_t>(r));
     peer->set_worker_id(generation.members[r]);
     auto worker = state_.workers.find(generation.members[r]);
-    if (worker != state_.workers.end()) peer->set_address(worker->second.address);
+    if (worker != state_.workers.end()) {
+      peer->set_address(worker->second.address);
+      peer->mutable_labels()->insert(worker->second.labels.begin(), worker->second.labels.end());
+    }
   }
   *response.mutable_spec() = job->info.spec();
   response.set_seed(job->info.spec().seed());

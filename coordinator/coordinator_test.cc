@@ -512,6 +512,77 @@ TEST_F(CoordinatorTest, AwaitJobChangeReturnsNewVersions) {
             absl::StatusCode::kNotFound);
 }
 
+// Each rank learns every rank's labels, and with sync.islands_by the ranks
+// come grouped by island, islands by value.
+TEST_F(CoordinatorTest, PeersCarryTheirWorkersLabelsInIslandOrder) {
+  for (const auto& [id, site] : std::vector<std::pair<std::string, std::string>>{
+           {"w1", "west"}, {"w2", "east"}, {"w3", "west"}, {"w4", ""}}) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_address(id + ".example:29500");
+    request.set_device_kind("cpu");
+    if (!site.empty()) (*request.mutable_labels())["site"] = site;
+    ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
+  }
+  v1::JobSpec spec = Spec(1, 4);
+  spec.mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
+  spec.mutable_sync()->set_islands_by("site");
+  auto job = coordinator_->SubmitJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  coordinator_->Tick();
+  v1::JoinGenerationRequest join;
+  join.set_job_id(job->id());
+  join.set_worker_id("w1");
+  join.set_wait_ms(1000);
+  auto joined = coordinator_->JoinGeneration(join, nullptr);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  ASSERT_EQ(joined->peers_size(), 3);  // w4 has no site
+  EXPECT_EQ(joined->rank(), 1);
+  const std::vector<std::pair<std::string, std::string>> expected = {{"w2", "east"}, {"w1", "west"}, {"w3", "west"}};
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(joined->peers(rank).rank(), rank);
+    EXPECT_EQ(joined->peers(rank).worker_id(), expected[rank].first);
+    ASSERT_EQ(joined->peers(rank).labels().size(), 1u);
+    EXPECT_EQ(joined->peers(rank).labels().at("site"), expected[rank].second);
+  }
+}
+
+TEST_F(CoordinatorTest, WorkerLabelsAreListedStoredAndExported) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id("w1");
+  request.set_address("w1.example:29500");
+  request.set_device_kind("cpu");
+  (*request.mutable_labels())["topology.zone"] = "us-east-1a";
+  ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
+  Register("w2");
+  coordinator_->Tick();
+  const std::vector<v1::WorkerInfo> workers = coordinator_->ListWorkers();
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0].labels().at("topology.zone"), "us-east-1a");
+  EXPECT_TRUE(workers[1].labels().empty());
+  EXPECT_EQ(Stored().workers.at("w1").labels.at("topology.zone"), "us-east-1a");
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels",
+                        {{"worker", "w1"}, {"label_topology_zone", "us-east-1a"}}),
+            1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"worker", "w2"}}), 1);
+
+  // Registered again with other labels: the old series goes.
+  (*request.mutable_labels())["topology.zone"] = "us-east-1b";
+  ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
+  coordinator_->Tick();
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"label_topology_zone", "us-east-1a"}}), -1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels",
+                        {{"worker", "w1"}, {"label_topology_zone", "us-east-1b"}}),
+            1);
+
+  // A label that is not one is refused, naming it.
+  (*request.mutable_labels())["topology.zone"] = "us east";
+  auto refused = coordinator_->RegisterWorker(request);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "labels: value 'us east' of label 'topology.zone' may only contain letters, digits, '-', '_' and '.'");
+}
+
 TEST_F(CoordinatorTest, RegistrationIsValidated) {
   v1::RegisterWorkerRequest request;
   request.set_worker_id("bad id!");

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spec_enums.h"
+#include "coordinator/placement.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
 #include "coordinator/state_edits.h"
@@ -90,6 +92,11 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     }
   }
   generation.members.insert(generation.members.end(), joiners.begin(), joiners.end());
+  if (!info.spec().sync().islands_by().empty()) {
+    std::map<std::string, WorkerLabels> labels_of;
+    for (const std::string& member : generation.members) labels_of[member] = state.workers.at(member).labels;
+    generation.members = OrderedByIsland(generation.members, labels_of, info.spec());
+  }
   generation.finished.clear();
   generation.formed = true;
   generation.started_at = now;
@@ -244,6 +251,16 @@ std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
   return running;
 }
 
+// Registered workers whose lease holds, of the spec's device kind and
+// fitting its placement, busy or not.
+int64_t LiveWorkersFitting(const ClusterState& state, const v1::JobSpec& spec) {
+  return std::count_if(state.workers.begin(), state.workers.end(), [&](const auto& entry) {
+    const WorkerRecord& worker = entry.second;
+    return worker.state != v1::DEAD && worker.device_kind == SpecName(spec.device()) &&
+           FitsPlacement(worker.labels, spec);
+  });
+}
+
 // The unfinished member other than the reporter that a failure report
 // blames (ReportFailureRequest.peer_fault), or "".
 std::string BlamedMember(const Generation& generation, const v1::ReportFailureRequest& report, int64_t reporter) {
@@ -275,11 +292,18 @@ ChangeSet Schedule(ClusterState& state, double now) {
     auto waiting = plan.waiting.find(job_id);
     PendingReason pending = job.pending_reason;
     std::string reason = job.info.reason();
+    const int64_t fitting = HasPlacement(job.info.spec()) ? LiveWorkersFitting(state, job.info.spec()) : -1;
     if (waiting != plan.waiting.end()) {
       pending = PendingReason::kWaitingForReleasedWorkers;
       reason = WaitingForReleasedWorkersText(waiting->second.have, waiting->second.need);
-    } else if (pending == PendingReason::kWaitingForReleasedWorkers) {
-      // Back to the plain reason once preempting can no longer start it.
+    } else if (fitting >= 0 && fitting < job.info.spec().min_workers() &&
+               (pending == PendingReason::kWaitingForWorkers || pending == PendingReason::kNoFittingWorkers)) {
+      // Not even every live worker would do: say which labels it waits for.
+      pending = PendingReason::kNoFittingWorkers;
+      reason = NoFittingWorkersText(PlacementText(job.info.spec()), fitting, job.info.spec().min_workers());
+    } else if (pending == PendingReason::kWaitingForReleasedWorkers || pending == PendingReason::kNoFittingWorkers) {
+      // Back to the plain reason once preempting can no longer start it, or
+      // enough fitting workers registered.
       pending = PendingReason::kWaitingForWorkers;
       reason = WaitingForWorkersText();
     }

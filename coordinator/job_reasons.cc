@@ -81,13 +81,16 @@ absl::string_view PendingReasonName(PendingReason reason) {
       return "suspended";
     case PendingReason::kAllReleased:
       return "all_released";
+    case PendingReason::kNoFittingWorkers:
+      return "no_fitting_workers";
   }
   return "unknown";
 }
 
 std::optional<PendingReason> PendingReasonFromName(absl::string_view name) {
   for (PendingReason reason : {PendingReason::kWaitingForWorkers, PendingReason::kWaitingForReleasedWorkers,
-                               PendingReason::kSuspended, PendingReason::kAllReleased}) {
+                               PendingReason::kSuspended, PendingReason::kAllReleased,
+                               PendingReason::kNoFittingWorkers}) {
     if (PendingReasonName(reason) == name) return reason;
   }
   return std::nullopt;
@@ -106,6 +109,10 @@ std::string WaitingToFormText(int64_t have, int64_t need) {
 std::string SuspendedText(int64_t step, const std::string& from) {
   return absl::StrCat("suspended at step ", step, " for a higher-priority job; resumes from ", from,
                       " when workers are free");
+}
+
+std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need) {
+  return absl::StrCat("waiting for workers with ", placement, ": ", fitting, " registered fit, need ", need);
 }
 
 std::string AllReleasedText(int64_t step, const std::string& from) {

@@ -57,6 +57,7 @@ enum class PendingReason {
   kWaitingForReleasedWorkers,  // lower-priority jobs release workers to it
   kSuspended,                  // every member left for a higher-priority job
   kAllReleased,                // every member was released (drained)
+  kNoFittingWorkers,           // fewer live workers fit its placement than its min_workers
 };
 // The stored name ("waiting_for_workers", ...): the database only.
 absl::string_view PendingReasonName(PendingReason reason);
@@ -72,5 +73,8 @@ std::string WaitingToFormText(int64_t have, int64_t need);
 // Left at `step`; resumes from `from` (a checkpoint path).
 std::string SuspendedText(int64_t step, const std::string& from);
 std::string AllReleasedText(int64_t step, const std::string& from);
+// `placement` is PlacementText (placement.h); `fitting` live workers fit
+// it, `need` its min_workers.
+std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need);
 
 }  // namespace herd::coordinator

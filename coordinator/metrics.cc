@@ -1,6 +1,7 @@
 #include "coordinator/metrics.h"
 
 #include "absl/strings/ascii.h"
+#include "common/labels.h"
 
 namespace herd::coordinator {
 namespace {
@@ -24,6 +25,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                          .Help("Registered workers whose lease has not expired")
                          .Register(registry)
                          .Add({})),
+      worker_labels_(prometheus::BuildGauge()
+                         .Name("herd_coordinator_worker_labels")
+                         .Help("Constant 1 per live worker, labelled with its id and its --label labels as label_KEY")
+                         .Register(registry)),
       generations_started_(prometheus::BuildCounter()
                                .Name("herd_coordinator_generations_started_total")
                                .Help("Job generations started, by reason")
@@ -89,6 +94,27 @@ void Metrics::SetJobCounts(const std::map<v1::JobState, int64_t>& counts) {
 }
 
 void Metrics::SetWorkersAlive(int64_t count) { workers_alive_.Set(static_cast<double>(count)); }
+
+void Metrics::SetWorkerLabels(const std::map<std::string, std::map<std::string, std::string>>& labels_by_worker) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = worker_label_series_.begin(); it != worker_label_series_.end();) {
+    auto now = labels_by_worker.find(it->first);
+    if (now != labels_by_worker.end() && now->second == it->second.first) {
+      ++it;
+      continue;
+    }
+    worker_labels_.Remove(it->second.second);
+    it = worker_label_series_.erase(it);
+  }
+  for (const auto& [worker, labels] : labels_by_worker) {
+    if (worker_label_series_.count(worker)) continue;
+    std::map<std::string, std::string> series = {{"worker", worker}};
+    for (const auto& [key, value] : labels) series[MetricLabelName(key)] = value;
+    prometheus::Gauge& gauge = worker_labels_.Add(series);
+    gauge.Set(1);
+    worker_label_series_[worker] = {labels, &gauge};
+  }
+}
 
 void Metrics::CountPreemption(const std::string& kind) {
   absl::MutexLock lock(&mu_);

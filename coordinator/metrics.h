@@ -28,6 +28,10 @@ class Metrics {
   // Number of jobs in each state; states missing from `counts` read 0.
   void SetJobCounts(const std::map<v1::JobState, int64_t>& counts);
   void SetWorkersAlive(int64_t count);
+  // One constant-1 series of herd_coordinator_worker_labels per live worker
+  // (worker id -> its --label labels): {worker, label_KEY=VALUE...}. A
+  // worker gone or relabelled loses its old series.
+  void SetWorkerLabels(const std::map<std::string, std::map<std::string, std::string>>& labels_by_worker);
   void CountGenerationStarted(const std::string& reason);
   // A job the scheduler shrank or suspended for a higher-priority one, by kind.
   void CountPreemption(const std::string& kind);
@@ -52,6 +56,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& jobs_;
   std::map<v1::JobState, prometheus::Gauge*> jobs_by_state_;
   prometheus::Gauge& workers_alive_;
+  prometheus::Family<prometheus::Gauge>& worker_labels_;
   prometheus::Family<prometheus::Counter>& generations_started_;
   prometheus::Family<prometheus::Counter>& preemptions_;
   prometheus::Histogram& rendezvous_duration_;
@@ -66,6 +71,9 @@ class Metrics {
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);
+  // Worker id -> the labels its series carries, and the series.
+  std::map<std::string, std::pair<std::map<std::string, std::string>, prometheus::Gauge*>> worker_label_series_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> preemptions_by_kind_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> releases_by_reason_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Counter*> write_failures_by_record_ ABSL_GUARDED_BY(mu_);

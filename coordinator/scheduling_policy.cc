@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec_enums.h"
+#include "coordinator/placement.h"
 
 namespace herd::coordinator {
 namespace {
@@ -29,9 +30,16 @@ struct Candidate {
 // job's next step boundary.
 struct Coming {
   std::string worker_id;
-  std::string device_kind;
+  const WorkerRecord* worker = nullptr;
   int64_t priority = 0;  // of the job it leaves
 };
+
+// Whether `worker_id` could run `spec`: its device kind and labels fit.
+bool Fits(const ClusterState& state, const std::string& worker_id, const v1::JobSpec& spec) {
+  auto worker = state.workers.find(worker_id);
+  return worker != state.workers.end() && worker->second.device_kind == SpecName(spec.device()) &&
+         FitsPlacement(worker->second.labels, spec);
+}
 
 std::vector<const JobRecord*> Sorted(const ClusterState& state, v1::JobState job_state) {
   std::vector<const JobRecord*> jobs;
@@ -61,7 +69,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     for (const auto& [worker_id, reason] : job.release_requested) {
       auto worker = state.workers.find(worker_id);
       if (!IsSchedulerRelease(reason) || worker == state.workers.end() || job.generation.RankOf(worker_id) < 0) continue;
-      coming.push_back({worker_id, worker->second.device_kind, job.info.spec().priority()});
+      coming.push_back({worker_id, &worker->second, job.info.spec().priority()});
     }
     if (!Preemptable(job)) continue;
     Candidate candidate;
@@ -88,14 +96,16 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
       continue;
     }
     // It does not fit: count the workers already on their way to it, then
-    // what lower-priority jobs can give, shrinking before suspending.
+    // what lower-priority jobs can give, shrinking before suspending. Only
+    // workers whose device kind and labels fit the job count.
     int64_t missing = need - static_cast<int64_t>(idle.size());
-    const auto lower = [&](int64_t priority, const std::string& device_kind) {
-      return priority < spec.priority() && device_kind == SpecName(spec.device());
-    };
+    const auto lower = [&](int64_t priority) { return priority < spec.priority(); };
     std::vector<size_t> claimed;
     for (size_t i = 0; i < coming.size() && missing > 0; ++i) {
-      if (!lower(coming[i].priority, coming[i].device_kind)) continue;
+      if (!lower(coming[i].priority) || coming[i].worker->device_kind != SpecName(spec.device()) ||
+          !FitsPlacement(coming[i].worker->labels, spec)) {
+        continue;
+      }
       claimed.push_back(i);
       --missing;
     }
@@ -105,11 +115,17 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
-      if (!lower(victim.info.spec().priority(), SpecName(victim.info.spec().device())) || candidate.suspended) continue;
-      const int64_t take = std::min(missing, candidate.above_min);
-      for (int64_t i = 0; i < take; ++i) {
-        releases.push_back({victim.info.id(), candidate.staying.front(), ReleaseReason::kShrink});
-        candidate.staying.erase(candidate.staying.begin());
+      if (!lower(victim.info.spec().priority()) || candidate.suspended) continue;
+      int64_t take = 0;
+      for (auto member = candidate.staying.begin();
+           member != candidate.staying.end() && take < std::min(missing, candidate.above_min);) {
+        if (!Fits(state, *member, spec)) {
+          ++member;
+          continue;
+        }
+        releases.push_back({victim.info.id(), *member, ReleaseReason::kShrink});
+        member = candidate.staying.erase(member);
+        ++take;
       }
       candidate.above_min -= take;
       missing -= take;
@@ -118,8 +134,10 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     for (Candidate& candidate : trial) {
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
-      if (!options.suspend || !lower(victim.info.spec().priority(), SpecName(victim.info.spec().device())) ||
-          candidate.suspended || !victim.info.spec().preemptible() || candidate.staying.empty()) {
+      const int64_t fitting = std::count_if(candidate.staying.begin(), candidate.staying.end(),
+                                            [&](const std::string& member) { return Fits(state, member, spec); });
+      if (!options.suspend || !lower(victim.info.spec().priority()) || candidate.suspended ||
+          !victim.info.spec().preemptible() || fitting == 0) {
         continue;
       }
       // Every member leaves, those this round meant to shrink included.
@@ -131,7 +149,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
           releases.push_back({victim.info.id(), *member, ReleaseReason::kSuspend});
         }
       }
-      missing -= std::min<int64_t>(missing, static_cast<int64_t>(candidate.staying.size()));
+      missing -= std::min<int64_t>(missing, fitting);
       candidate.staying.clear();
       candidate.above_min = 0;
       candidate.suspended = true;

@@ -33,6 +33,14 @@ class SchedulingPolicyTest : public ::testing::Test {
       UpsertWorker(state_, request, now_);
     }
   }
+  // A cpu worker `id` with these --label labels.
+  void AddLabelled(const std::string& id, const std::map<std::string, std::string>& labels) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_device_kind("cpu");
+    request.mutable_labels()->insert(labels.begin(), labels.end());
+    UpsertWorker(state_, request, now_);
+  }
   void Submit(const std::string& id, const v1::JobSpec& spec) {
     ChangeSet changes;
     AddPendingJob(state_, id, spec, now_, &changes);
@@ -279,6 +287,114 @@ TEST_F(SchedulingPolicyTest, PreemptsOnlyJobsOfTheSameDeviceKind) {
   EXPECT_THAT(plan.releases, IsEmpty());
   ASSERT_EQ(plan.starts.size(), 1u);
   EXPECT_THAT(plan.starts[0].workers, ElementsAre("cuda-w3"));
+}
+
+v1::JobSpec Requiring(v1::JobSpec spec, const std::map<std::string, std::string>& require) {
+  spec.mutable_placement()->mutable_require()->insert(require.begin(), require.end());
+  return spec;
+}
+
+v1::JobSpec IslandsBy(v1::JobSpec spec, const std::string& key) {
+  spec.mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
+  spec.mutable_sync()->set_islands_by(key);
+  return spec;
+}
+
+TEST_F(SchedulingPolicyTest, PlacementTakesOnlyWorkersWithEveryRequiredLabel) {
+  AddLabelled("a", {{"pool", "t4"}});
+  AddLabelled("b", {{"pool", "a100"}, {"site", "east"}});
+  AddLabelled("c", {});
+  AddLabelled("d", {{"pool", "a100"}, {"site", "west"}});
+  AddLabelled("e", {{"pool", "a100"}});
+  Run("job", Requiring(Spec(1, 5), {{"pool", "a100"}, {"site", "west"}}), 1);
+  EXPECT_THAT(Job("job").generation.members, ElementsAre("d"));
+  Run("any-a100", Requiring(Spec(1, 5), {{"pool", "a100"}}), 2);
+  EXPECT_THAT(Job("any-a100").generation.members, ElementsAre("b", "e"));
+  Run("free", Spec(1, 5), 2);  // no placement: any worker
+  EXPECT_THAT(Job("free").generation.members, ElementsAre("a", "c"));
+}
+
+TEST_F(SchedulingPolicyTest, IslandsByTakesOnlyWorkersWithTheKeyAndOrdersRanksByIsland) {
+  AddLabelled("w1", {{"site", "west"}});
+  AddLabelled("w2", {{"site", "east"}});
+  AddLabelled("w3", {});
+  AddLabelled("w4", {{"site", "west"}});
+  AddLabelled("w5", {{"site", "east"}});
+  Run("job", IslandsBy(Spec(2, 8), "site"), 4);
+  // Islands contiguous, ascending by value; worker-id order within one.
+  EXPECT_THAT(Job("job").generation.members, ElementsAre("w2", "w5", "w1", "w4"));
+}
+
+// A joiner lands inside its island, behind that island's survivors.
+TEST_F(SchedulingPolicyTest, JoinersTakeTheirPlaceInTheirIsland) {
+  AddLabelled("w1", {{"site", "west"}});
+  AddLabelled("w2", {{"site", "east"}});
+  AddLabelled("w3", {{"site", "west"}});
+  Run("job", IslandsBy(Spec(2, 8), "site"), 3);
+  EXPECT_THAT(Job("job").generation.members, ElementsAre("w2", "w1", "w3"));
+  AddLabelled("w0", {{"site", "east"}});
+  const int64_t generation = Job("job").generation.number;
+  ASSERT_TRUE(ReformAtBoundary(state_, "job", "w1", generation, now_).ok());
+  EXPECT_EQ(Job("job").generation.number, generation + 1);
+  EXPECT_THAT(Job("job").generation.members, ElementsAre("w2", "w0", "w1", "w3"));
+}
+
+TEST_F(SchedulingPolicyTest, JobNoWorkerFitsStaysPendingNamingTheRequirement) {
+  AddLabelled("a", {{"pool", "t4"}});
+  AddLabelled("b", {{"pool", "a100"}});
+  Submit("job", Requiring(Spec(2, 2), {{"pool", "a100"}}));
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("job").info.state(), v1::PENDING);
+  EXPECT_EQ(Job("job").pending_reason, PendingReason::kNoFittingWorkers);
+  EXPECT_EQ(Job("job").info.reason(), "waiting for workers with placement.require pool=a100: 1 registered fit, need 2");
+  EXPECT_EQ(state_.workers.at("a").state, v1::IDLE);
+  EXPECT_EQ(state_.workers.at("b").state, v1::IDLE);
+
+  Submit("islands", IslandsBy(Spec(1, 1), "site"));
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("islands").info.reason(), "waiting for workers with sync.islands_by site: 0 registered fit, need 1");
+
+  // A second a100 worker registers: the job starts on the two.
+  AddLabelled("c", {{"pool", "a100"}});
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("job").info.state(), v1::RUNNING);
+  EXPECT_THAT(Job("job").generation.members, ElementsAre("b", "c"));
+  EXPECT_EQ(Job("job").info.reason(), "");
+}
+
+// Enough workers fit but are busy: the plain reason, not the placement one.
+TEST_F(SchedulingPolicyTest, FittingWorkersBusyIsPlainWaiting) {
+  AddLabelled("a", {{"pool", "a100"}});
+  Run("first", Spec(1, 1), 1);
+  Submit("job", Requiring(Spec(1, 1), {{"pool", "a100"}}));
+  Schedule(state_, now_);
+  EXPECT_EQ(Job("job").info.state(), v1::PENDING);
+  EXPECT_EQ(Job("job").pending_reason, PendingReason::kWaitingForWorkers);
+  EXPECT_EQ(Job("job").info.reason(), WaitingForWorkersText());
+}
+
+// A higher-priority job shrinks a lower one only by members it can use.
+TEST_F(SchedulingPolicyTest, PreemptionReleasesOnlyFittingMembers) {
+  AddLabelled("w1", {{"pool", "a100"}});
+  AddLabelled("w2", {{"pool", "t4"}});
+  AddLabelled("w3", {{"pool", "t4"}});
+  AddLabelled("w4", {{"pool", "a100"}});
+  Run("low", Spec(1, 4, 0), 4);
+  Submit("high", Requiring(Spec(1, 1, 5), {{"pool", "a100"}}));
+  const SchedulePlan plan = PlanSchedule(state_);
+  // w4 is the highest-ranked member that fits (w3 is higher but a t4).
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("low", "w4")));
+}
+
+// Nothing in a lower job fits: no release is asked for nothing.
+TEST_F(SchedulingPolicyTest, NoPreemptionWhenNoMemberFits) {
+  AddLabelled("w1", {{"pool", "t4"}});
+  AddLabelled("w2", {{"pool", "t4"}});
+  Run("low", Spec(1, 2, 0, /*preemptible=*/true), 2);
+  Submit("high", Requiring(Spec(1, 1, 5), {{"pool", "a100"}}));
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.preempted, IsEmpty());
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ ClusterState SampleState(ChangeSet* changes) {
   // Being drained: asked to leave the job at its next step boundary.
   running.release_requested["w1"] = ReleaseReason::kDrain;
   state.workers.at("w1").cordoned = true;
+  state.workers.at("w1").labels = {{"site", "us-east"}, {"pool", "a100"}};
   spec.set_name("later");
   // Waiting for workers lower-priority jobs release to it: typed, so it
   // must come back typed.
@@ -171,6 +172,8 @@ TEST_P(StoreTest, ReopenedStoreLoadsEverythingBack) {
   EXPECT_DOUBLE_EQ(w1.last_heartbeat, 2000);  // a full lease to come back
   EXPECT_TRUE(w1.cordoned);
   EXPECT_FALSE(loaded->workers.at("w2").cordoned);
+  EXPECT_EQ(w1.labels, (std::map<std::string, std::string>{{"pool", "a100"}, {"site", "us-east"}}));
+  EXPECT_TRUE(loaded->workers.at("w2").labels.empty());
 
   const auto& catalog = loaded->checkpoints.at("job-running");
   ASSERT_EQ(catalog.size(), 2u);
@@ -390,6 +393,7 @@ TEST(SqliteStateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
 
   ASSERT_EQ(loaded->workers.size(), 2u);
   EXPECT_TRUE(loaded->workers.at("w1").cordoned);
+  EXPECT_TRUE(loaded->workers.at("w1").labels.empty());  // from before labels: none
   EXPECT_EQ(loaded->workers.at("w2").job_id, "job-a");
   const auto& catalog = loaded->checkpoints.at("job-a");
   ASSERT_EQ(catalog.size(), 2u);

@@ -79,6 +79,20 @@ absl::Status ModelFilesFromJson(const std::string& text, google::protobuf::Repea
   return absl::OkStatus();
 }
 
+// A worker's labels as a JSON object of strings.
+std::string LabelsToJson(const std::map<std::string, std::string>& labels) { return nlohmann::json(labels).dump(); }
+
+absl::Status LabelsFromJson(const std::string& text, std::map<std::string, std::string>* labels) {
+  labels->clear();
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::DataLossError(absl::StrCat("labels are not a JSON object: ", text));
+  for (const auto& [key, value] : json.items()) {
+    if (!value.is_string()) return absl::DataLossError(absl::StrCat("label ", key, " is not a string: ", value.dump()));
+    (*labels)[key] = value.get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
 // Worker id -> ReleaseReasonName.
 std::string ReleasesToJson(const std::map<std::string, ReleaseReason>& releases) {
   nlohmann::json json = nlohmann::json::object();
@@ -286,6 +300,10 @@ std::vector<WorkerColumn> WorkerColumns() {
       WorkerColumn::Integer(
           "cordoned", "NOT NULL DEFAULT 0", [](const WorkerRecord& w) { return w.cordoned; },
           [](WorkerRecord& w, int64_t v) { w.cordoned = v != 0; }),
+      // Added with worker labels (herd-worker --label).
+      WorkerColumn::Text(
+          "labels", "NOT NULL DEFAULT '{}'", [](const WorkerRecord& w) { return LabelsToJson(w.labels); },
+          [](WorkerRecord& w, const std::string& v) { return LabelsFromJson(v, &w.labels); }),
   };
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/incarnation.h"
+#include "common/labels.h"
 #include "common/control_chars.h"
 #include "common/model_files.h"
 #include "common/spec_enums.h"
@@ -68,7 +69,7 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
     return device.status();
   }
   if (request.device_count() < 0) return absl::InvalidArgumentError("device_count: must be >= 0");
-  return absl::OkStatus();
+  return ValidateLabels("labels", Labels(request.labels().begin(), request.labels().end()));
 }
 
 absl::Status ValidateIncarnation(const std::string& incarnation) {

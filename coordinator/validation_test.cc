@@ -33,6 +33,18 @@ TEST(Validation, Registration) {
   EXPECT_EQ(ValidateRegistration(request).message().rfind("address:", 0), 0u);
 }
 
+TEST(Validation, RegistrationLabels) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id("w1");
+  request.set_address("10.0.0.1");
+  request.set_device_kind("cpu");
+  (*request.mutable_labels())["site"] = "us-east";
+  EXPECT_TRUE(ValidateRegistration(request).ok());
+  (*request.mutable_labels())["pool"] = "a\n100";
+  EXPECT_EQ(ValidateRegistration(request).message(),
+            "labels: value 'a\\n100' of label 'pool' may only contain letters, digits, '-', '_' and '.'");
+}
+
 TEST(Validation, Incarnation) {
   EXPECT_TRUE(ValidateIncarnation("").ok());
   EXPECT_TRUE(ValidateIncarnation("0123456789abcdef").ok());

@@ -15,9 +15,6 @@
 #                    processes only; never glibc, libstdc++ or libgcc_s, and
 #                    never LibTorch, CUDA or NCCL: those are the GPU machine's
 #                    own, found through the run paths baked in at link time
-#   BUNDLE/peer/ddp_baseline.py   the shared PyTorch DDP peer (from
-#                    ../shared/bench, where present): a GPU machine's copy
-#                    of shared/ may lack it (scripts/straggler_on_device.sh)
 #   BUNDLE/MANIFEST  what was built from which commit, file sizes
 #
 # The binaries are linked against the CUDA LibTorch named by HERD_LIBTORCH
@@ -77,14 +74,11 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-mkdir -p "$BUNDLE/peer"
-if [ -e ../shared/bench/ddp_baseline.py ]; then cp ../shared/bench/ddp_baseline.py "$BUNDLE/peer/"; fi
-
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu-bundle' || echo ' (with local changes)')"
   echo "built $(date -u +%FT%TZ) against HERD_LIBTORCH=${HERD_LIBTORCH:-/opt/torch/.venv/lib/python3.12/site-packages/torch}"
   echo "herd's LibTorch files compiled with ${HERD_CUDA_OPT:--O2}"
-  (cd "$BUNDLE" && find bin lib peer -type f -printf '%s %p\n' | sort -k2)
+  (cd "$BUNDLE" && find bin lib -type f -printf '%s %p\n' | sort -k2)
 } > "$BUNDLE/MANIFEST"
 size_kib=$(du -sk "$BUNDLE" | cut -f1)
 echo "gpu bundle: $BUNDLE, $((size_kib / 1024)) MiB ($(ls "$BUNDLE/lib" | wc -l) libraries)"

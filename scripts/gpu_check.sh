@@ -114,7 +114,8 @@ echo "== 2c. cuda_graph_replay_test"
 gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/cuda_graph_replay_test"
 
 echo "== 3. a herd job on $DEVICE"
-TMPDIR="$WORK/tmp" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \
+# It uses bench's local cluster (bench/herdbench), found through PYTHONPATH.
+TMPDIR="$WORK/tmp" PYTHONPATH="$ROOT/bench" bounded 150 "$PYTHON" "$ROOT/scripts/gpu_job_check.py" --bin-dir "$BIN" --lib-dir "$LIB" \
   --device "$DEVICE" --timeout 120 > "$RESULTS/herd_job.json" 2> "$RESULTS/herd_job.log"
 echo $? > "$RESULTS/herd_job.rc"
 tail -1 "$RESULTS/herd_job.json"

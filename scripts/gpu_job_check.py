@@ -10,7 +10,8 @@ at once with a reason naming out of memory and the training step.
 Prints one JSON line: ok, job, state, loss, seconds, samples_per_s (rank 0's
 last progress line) and, on failure, the error. Exit status 0 ok, 1 not.
 
-Usage: scripts/gpu_job_check.py --bin-dir BUNDLE/bin [--lib-dir BUNDLE/lib] [--device cuda|cpu]
+Usage: PYTHONPATH=bench scripts/gpu_job_check.py --bin-dir BUNDLE/bin [--lib-dir BUNDLE/lib] [--device cuda|cpu]
+(PYTHONPATH: the local cluster is bench's, bench/herdbench/cluster.py; scripts/gpu_check.sh sets it.)
 """
 import argparse
 import json
@@ -21,8 +22,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from compare_ddp import LocalCluster  # noqa: E402
+from herdbench.cluster import LocalCluster
 
 # Rank 0's progress lines; the "(final)" one comes after the final evaluation, so its rate says less.
 PROGRESS = re.compile(r" step (\d+)/(\d+) epoch \d+ loss \S+ (\d+) samples/s$", re.M)
@@ -46,7 +46,7 @@ def oom_spec(device):
 
 def check_oom(cluster, device, timeout):
     """A job whose step cannot fit in GPU memory must FAIL at once, its reason naming out of memory and the step
-    (issue 28: never a silent retry loop). Returns the part of the JSON line."""
+    (never a silent retry loop). Returns the part of the JSON line."""
     try:
         job, info = cluster.run_job(oom_spec(device), timeout=timeout)
         return {"ok": False, "error": f"job {job} {info['state']}: a 262 GB activation did not fail it"}

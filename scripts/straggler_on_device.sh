@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
-# Issue 31's bench (bench/straggler_bench.py) from a GPU bundle, on a machine
+# The one-slow-worker bench (bench/straggler_bench.py) from a GPU bundle, on a machine
 # with a core per worker, such as a lent GPU machine (16 cores): there the
 # fast workers run unthrottled and only the slow one is duty-cycled, the
-# shape the issue names; on this project's 2-core machines every worker
+# shape the bench is about; on this project's 2-core machines every worker
 # gets a CPU quota instead, so that three fit in two cores (bench/README).
 # herd's CPU trainers run from the bundle (scripts/gpu_bundle.sh); the DDP
-# side runs on that machine's own PyTorch.
+# side (bench/ddp_peer.py) runs on that machine's own PyTorch.
 #
-# What the machine may lack, it makes up:
-# - Fashion-MNIST at /usr/share/datasets/fashion-mnist (both sides read it
-#   there): a synthetic set of its shape (bench/synthetic_images.py),
-#   same cost per step, so the samples/s figures hold; accuracy does not.
-# - the shared DDP peer (../shared/bench/ddp_baseline.py): HERD_DDP_BASELINE
-#   names it, else the bundle's copy (BUNDLE/peer, scripts/gpu_bundle.sh) is
-#   used, else only herd's side runs.
+# What the machine may lack, it makes up: Fashion-MNIST at
+# /usr/share/datasets/fashion-mnist (both sides read it there) becomes a
+# synthetic set of its shape (bench/synthetic_images.py), same cost per step,
+# so the samples/s figures hold; accuracy does not.
 #
 # Usage: scripts/straggler_on_device.sh BUNDLE [straggler_bench.py flags]
 #   e.g. scripts/straggler_on_device.sh .gpu-bundle --batch 2048 --steps 60 --reps 2
@@ -38,16 +35,6 @@ LOG=${LOG:-/dev/null}
     echo "# no Fashion-MNIST at $DATA: a synthetic set of its shape (samples/s hold, accuracy does not)"
     "$PYTHON" bench/synthetic_images.py --gzip "$DATA" || exit 1
   fi
-  SIDES=()
-  if [[ -z "${HERD_DDP_BASELINE:-}" && ! -e ../shared/bench/ddp_baseline.py ]]; then
-    if [[ -e "$BUNDLE/peer/ddp_baseline.py" ]]; then
-      export HERD_DDP_BASELINE="$(realpath "$BUNDLE/peer/ddp_baseline.py")"
-    else
-      echo "# no shared DDP peer here (HERD_DDP_BASELINE): herd's side only"
-      SIDES=(--sides herd)
-    fi
-  fi
-  "$PYTHON" -u bench/straggler_bench.py --bin-dir "$BUNDLE/bin" --lib-dir "$BUNDLE/lib" --python "$PYTHON" \
-    "${SIDES[@]}" "$@"
+  "$PYTHON" -u bench/straggler_bench.py --bin-dir "$BUNDLE/bin" --lib-dir "$BUNDLE/lib" --python "$PYTHON" "$@"
 } 2>&1 | tee "$LOG"
 exit "${PIPESTATUS[0]}"

@@ -1,4 +1,4 @@
-// The data plane admits members only (issue 30), through real worker and
+// The data plane admits members only, through real worker and
 // trainer processes: while a 2-worker job forms its generation and trains,
 // a thread finds each trainer's listening TCP ports as soon as they appear
 // (/proc) and connects to them with idle, random-bytes, truncated and

@@ -1,4 +1,4 @@
-// global_batch_size (issue 31) through real trainer processes: the step's
+// global_batch_size through real trainer processes: the step's
 // size, and so the optimizer's view, does not depend on the world size. The
 // same job at 2 and 3 workers ends with bitwise the parameters of one worker
 // where the micro-batches are the same (the sums then run in the same order),

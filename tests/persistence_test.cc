@@ -1,4 +1,4 @@
-// Per-job persistence and non-finite values (issue 29), with real processes:
+// Per-job persistence and non-finite values, with real processes:
 // the herd-coordinator binary and its SQLite file, worker daemons, trainers
 // and the `herd` CLI.
 //  - A diverging job (sgd at lr 1e30: its loss goes NaN) costs no other job

@@ -1,7 +1,7 @@
 // Roles, owners, quotas, safe output and private files against a real
 // herd-coordinator (and the real CLI and herd-worker binaries). Workers
-// here are played by the test through the generated gRPC stubs, as the
-// issue's attacker did: no trainers run.
+// here are played by the test through the generated gRPC stubs, as an
+// attacker holding a worker credential would: no trainers run.
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -389,7 +389,7 @@ TEST(Security, KvBeyondTheGenerationBudgetIsResourceExhaustedAndTheCoordinatorSe
   const std::string mib(1 << 20, 'x');
   int accepted = 0;
   grpc::Status status;
-  while (accepted < 300) {  // the 300 values of 1 MiB
+  while (accepted < 300) {  // 300 values of 1 MiB, past the budget
     status = workers.KvSet(job_id, joined.generation(), joined.kv_prefix() + std::to_string(accepted), mib);
     if (!status.ok()) break;
     ++accepted;

@@ -1,4 +1,4 @@
-// Straggler detection and throughput shares (issue 31) with real processes
+// Straggler detection and throughput shares with real processes
 // on loopback: three workers train one job; the test slows worker-2's
 // trainer from outside by duty-cycling it with SIGSTOP/SIGCONT (no cgroups,
 // no knob in the product) and waits until `herd status` names it as the

@@ -101,7 +101,7 @@ seed: 5
   std::cerr << "trained past step " << step_at_kill << " again " << resumed_after
             << " s after the daemons restarted (generation " << generation_before << " -> "
             << Field(job, "generation") << ", newest checkpoint at the kill: step " << checkpoint_at_kill << ")\n";
-  // The 10 s is a speed figure (printed above; 8-10 s on a loaded
+  // The 10 s target is a speed figure (printed above; 8-10 s on a loaded
   // 2-core machine, most of it new trainers starting). What this test holds
   // on any machine is the mechanism: a stale rendezvous first waits out a
   // whole collective timeout (30 s) and then hangs five of them.

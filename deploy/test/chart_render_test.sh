@@ -115,6 +115,24 @@ schema_rejects_bad_values() {
     --set $TOKENS,worker.terminationGracePeriodSeconds=40
 }
 
+worker_labels_and_groups() {
+  local values="$CASE_TMP/groups-values.yaml"
+  printf '%s\n' "auth: {userToken: $USER_TOKEN, workerToken: $WORKER_TOKEN}" "worker:" "  replicas: 1" \
+    "  labels: {pool: a100}" "  groups:" "    - {name: east, replicas: 2, zone: us-east-1a, labels: {site: us-east}}" \
+    "    - {name: west, replicas: 3, zone: us-west-2b, labels: {zone: w2, pool: h100}}" >"$values"
+  render groups -f "$values"
+  NODE_PATH="$SOURCE_ROOT/deploy/test/node_modules" node "$TEST_DIR/validate_k8s.js" "$CASE_TMP/groups.json"
+  node "$TEST_DIR/check_worker_groups.js" "$CASE_TMP/groups.json"
+}
+
+worker_labels_are_checked() {
+  refused "worker.labels.pool: Does not match pattern" --set $TOKENS --set 'worker.labels.pool=a 100'
+  refused "worker.groups.0.name: Does not match pattern" --set $TOKENS --set 'worker.groups[0].name=East,worker.groups[0].replicas=1'
+  refused "worker.groups.0: replicas is required" --set $TOKENS --set 'worker.groups[0].name=east'
+  refused "StatefulSet name a-very-long-release-name-for-training-he-worker-abcdefghijk (for group abcdefghijk) is longer than 52 characters" \
+    --release a-very-long-release-name-for-training-herd --set $TOKENS --set 'worker.groups[0].name=abcdefghijk,worker.groups[0].replicas=1'
+}
+
 images_provide_what_the_pods_run() {
   render images --set $TOKENS
   node "$TEST_DIR/check_images.js" "$CASE_TMP/images.json" "$RUNFILES/deploy/docker"
@@ -143,6 +161,8 @@ run_case no_token_is_refused no_token_is_refused
 run_case token_and_existing_secret_conflict token_and_existing_secret_conflict
 run_case tls_without_secret_is_refused tls_without_secret_is_refused
 run_case schema_rejects_bad_values schema_rejects_bad_values
+run_case worker_labels_and_groups worker_labels_and_groups
+run_case worker_labels_are_checked worker_labels_are_checked
 run_case images_provide_what_the_pods_run images_provide_what_the_pods_run
 run_case values_are_documented values_are_documented
 run_case notes_explain_how_to_connect notes_explain_how_to_connect

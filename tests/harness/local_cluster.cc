@@ -117,6 +117,9 @@ void LocalCluster::StartWorker(int index) {
   // One checkpoint root for all workers, as shared storage would be on a
   // real cluster: any rank of a later generation must find rank 0's files.
   argv.push_back("--checkpoint-root=" + checkpoint_root());
+  if (index < static_cast<int>(options_.worker_args.size())) {
+    argv.insert(argv.end(), options_.worker_args[index].begin(), options_.worker_args[index].end());
+  }
   std::vector<std::string> env = options_.worker_env;
   if (index >= static_cast<int>(workers_.size())) workers_.resize(index + 1);
   workers_[index] = std::make_unique<Process>(argv, root_ + "/" + worker_id(index) + ".log", env);

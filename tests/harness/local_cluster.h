@@ -46,6 +46,9 @@ struct ClusterOptions {
   std::vector<std::string> coordinator_args;
   // Worker i runs on worker_hosts[i % size]; empty: all on loopback.
   std::vector<WorkerHost> worker_hosts;
+  // Extra herd-worker flags of worker i (worker_args[i], e.g. --label
+  // pool=a100); none for a worker past its end.
+  std::vector<std::vector<std::string>> worker_args;
 };
 
 class LocalCluster {

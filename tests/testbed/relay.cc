@@ -156,7 +156,8 @@ nlohmann::json StatsJson(const Direction& d) {
 void WriteStats(const RelayOptions& options, const Direction& to_bridge, const Direction& to_host) {
   if (options.stats_path.empty()) return;
   const nlohmann::json json = {{"pid", getpid()},
-                               {"delay_ms", options.delay_ms},
+                               {"delay_us", options.delay_us},
+                               {"delay_ms", options.delay_us / 1000.0},
                                {"from_host", StatsJson(to_bridge)},
                                {"to_host", StatsJson(to_host)}};
   const std::string temp = options.stats_path + ".tmp";
@@ -184,8 +185,8 @@ class Fd {
 }  // namespace
 
 absl::Status RunRelay(const RelayOptions& options) {
-  if (options.delay_ms < 0 || options.delay_ms > 10000) {
-    return absl::InvalidArgumentError(absl::StrCat("relay: delay_ms ", options.delay_ms, " is not in 0..10000"));
+  if (options.delay_us < 0 || options.delay_us > 10000000) {
+    return absl::InvalidArgumentError(absl::StrCat("relay: delay_us ", options.delay_us, " is not in 0..10000000"));
   }
   sigset_t stop;
   sigemptyset(&stop);
@@ -211,7 +212,7 @@ absl::Status RunRelay(const RelayOptions& options) {
   to_bridge.out = bridge_fd.get();
   to_host.in = bridge_fd.get();
   to_host.out = host_fd.get();
-  const int64_t delay_ns = int64_t{options.delay_ms} * 1000000;
+  const int64_t delay_ns = options.delay_us * 1000;
   std::vector<char> buffer(kMaxFrame);
   WriteStats(options, to_bridge, to_host);  // also says: the relay is running
   std::string last_stats;

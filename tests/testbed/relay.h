@@ -19,7 +19,7 @@ namespace herd::testbed {
 struct RelayOptions {
   std::string host_side;    // interface towards the host
   std::string bridge_side;  // interface towards the bridge
-  int delay_ms = 0;         // held this long in each direction
+  int64_t delay_us = 0;     // held this long in each direction (0..10 s)
   std::string stats_path;   // rewritten (JSON) once a second when it changed; "" none
 };
 

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   herd::testbed::RelayOptions options;
   app.add_option("--host-side", options.host_side, "Interface towards the host")->required();
   app.add_option("--bridge-side", options.bridge_side, "Interface towards the bridge")->required();
-  app.add_option("--delay-ms", options.delay_ms, "Delay in each direction, ms (0..10000)")->required();
+  // Microseconds: a site's link holds half of an odd number of ms.
+  app.add_option("--delay-us", options.delay_us, "Delay in each direction, microseconds (0..10000000)")->required();
   app.add_option("--stats", options.stats_path, "JSON file of counters, rewritten once a second when they change");
   try {
     app.parse(argc, argv);

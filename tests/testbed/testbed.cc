@@ -45,6 +45,7 @@ using herd::testing::RunCommand;
 // 198.18.0.0/15 holds 512 /24s: testbed i uses 198.(18 + i / 256).(i % 256).0/24.
 constexpr int kSubnets = 512;
 constexpr int kMaxHosts = 100;
+constexpr int kMaxSites = 20;
 constexpr char kNftTable[] = "herd_testbed";
 constexpr char kNetnsDir[] = "/run/netns";
 constexpr auto kLinkUpTimeout = std::chrono::seconds(10);
@@ -53,6 +54,9 @@ constexpr int kMaxDelayMs = 10000;
 // A relayed link's devices inside its relay namespace.
 constexpr char kRelayHostSide[] = "tohost";
 constexpr char kRelayBridgeSide[] = "tobridge";
+// A relayed site uplink's devices inside its relay namespace.
+constexpr char kRelaySiteSide[] = "tosite";
+constexpr char kRelayCoreSide[] = "tocore";
 
 std::string SubnetPrefix(int index) { return absl::StrCat("198.", 18 + index / 256, ".", index % 256, "."); }
 
@@ -201,7 +205,9 @@ std::string TestbedOf(const std::string& object) {
   while (end < object.size() && std::isdigit(static_cast<unsigned char>(object[end]))) ++end;
   if (end == prefix || end == object.size()) return "";
   const std::string suffix = object.substr(end);
-  if (suffix != "br" && !((suffix[0] == 'v' || suffix[0] == 'h' || suffix[0] == 'd') && suffix.size() > 1)) return "";
+  // br: the core bridge; h, v, d: a host's namespace, link and relay
+  // namespace; s, u, w, x: a site's bridge, uplink ends and relay namespace.
+  if (suffix != "br" && !(suffix.size() > 1 && std::strchr("vhdsuwx", suffix[0]) != nullptr)) return "";
   return object.substr(0, end);
 }
 
@@ -240,6 +246,24 @@ bool LinkRunning(const std::string& name) {
                        (request.ifr_flags & IFF_RUNNING);
   close(fd);
   return running;
+}
+
+// Runs `fn` on a thread that has entered network namespace `netns`.
+absl::Status RunInNetns(const std::string& netns, const std::function<void()>& fn) {
+  const std::string path = std::string(kNetnsDir) + "/" + netns;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("testbed: open ", path, ": ", std::strerror(errno)));
+  absl::Status status;
+  std::thread thread([&] {
+    if (setns(fd, CLONE_NEWNET) != 0) {
+      status = absl::InternalError(absl::StrCat("testbed: setns ", path, ": ", std::strerror(errno), RootHint()));
+      return;
+    }
+    fn();
+  });
+  thread.join();
+  close(fd);
+  return status;
 }
 
 // The state folder's lock: held while picking a /24 and while sweeping.
@@ -354,7 +378,8 @@ std::string Testbed::Json() const {
   nlohmann::json hosts = nlohmann::json::array();
   for (const auto& h : hosts_) {
     hosts.push_back({{"index", h.index},
-                     {"name", "h" + std::to_string(h.index)},
+                     {"name", h.name},
+                     {"site", h.site},
                      {"netns", h.netns},
                      {"veth", h.veth},
                      {"relay_netns", h.relay_netns},
@@ -369,6 +394,23 @@ std::string Testbed::Json() const {
                          {"pid_namespace", PidNamespace()},
                          {"token", token_},
                          {"hosts", hosts}};
+  if (!sites_.empty()) {
+    nlohmann::json sites = nlohmann::json::array();
+    for (const auto& site : sites_) {
+      sites.push_back({{"index", site.index},
+                       {"name", site.name},
+                       {"bridge", site.bridge},
+                       {"uplink", site.uplink},
+                       {"core_port", site.core_port},
+                       {"relay_netns", site.relay_netns},
+                       {"hosts", site.hosts}});
+    }
+    json["sites"] = sites;
+    json["site_rate"] = site_rate_;
+    json["site_delay_ms"] = site_delay_ms_;
+    json["wan_rate"] = wan_rate_;
+    json["wan_delay_ms"] = wan_delay_ms_;
+  }
   return json.dump(2);
 }
 
@@ -383,7 +425,17 @@ std::string Testbed::TeardownScript() const {
       script += absl::StrCat("for p in $(", ip, " netns pids ", netns, " 2>/dev/null); do kill -9 $p; done\n");
     }
   }
+  for (const auto& site : sites_) {
+    script += absl::StrCat("for p in $(", ip, " netns pids ", site.relay_netns, " 2>/dev/null); do kill -9 $p; done\n");
+  }
   for (const auto& h : hosts_) script += absl::StrCat(ip, " link del ", h.veth, " 2>/dev/null\n");
+  for (const auto& site : sites_) {
+    script += absl::StrCat(ip, " link del ", site.uplink, " 2>/dev/null\n", ip, " link del ", site.core_port,
+                           " 2>/dev/null\n", ip, " netns del ", site.relay_netns, " 2>/dev/null\nrm -f ",
+                           ShellQuote(site_relay_stats_file(site.index)), " ",
+                           ShellQuote(site_relay_log_file(site.index)), "\n", ip, " link del ", site.bridge,
+                           " 2>/dev/null\n");
+  }
   for (const auto& h : hosts_) {
     script += absl::StrCat(ip, " netns del ", h.netns, " 2>/dev/null\n", ip, " netns del ", h.relay_netns,
                            " 2>/dev/null\nrm -f ", ShellQuote(relay_stats_file(h.index)), " ",
@@ -415,7 +467,44 @@ absl::Status Testbed::StartWatchdog() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options) {
+namespace {
+
+// Checks the options and fills in the host count.
+absl::Status CheckOptions(TestbedOptions& options) {
+  if (options.sites < 0 || options.sites > kMaxSites) {
+    return absl::InvalidArgumentError(absl::StrCat("testbed: sites ", options.sites, " is not in 0..", kMaxSites));
+  }
+  if (options.sites == 0) {
+    if (options.hosts == 0) options.hosts = 2;
+    if (!options.site_rate.empty() || options.site_delay_ms != 0 || !options.wan_rate.empty() ||
+        options.wan_delay_ms != 0) {
+      return absl::InvalidArgumentError(
+          "testbed: site_rate, site_delay_ms, wan_rate and wan_delay_ms need sites (set sites to 1 or more)");
+    }
+  } else {
+    if (options.hosts_per_site < 1 || options.sites * options.hosts_per_site > kMaxHosts) {
+      return absl::InvalidArgumentError(absl::StrCat("testbed: hosts_per_site ", options.hosts_per_site,
+                                                     " with ", options.sites, " sites is not 1..",
+                                                     kMaxHosts / options.sites, " (at most ", kMaxHosts,
+                                                     " hosts in all)"));
+    }
+    const int hosts = options.sites * options.hosts_per_site;
+    if (options.hosts != 0 && options.hosts != hosts) {
+      return absl::InvalidArgumentError(absl::StrCat("testbed: hosts ", options.hosts,
+                                                     " is not sites x hosts_per_site (", hosts,
+                                                     "); leave hosts 0 with sites"));
+    }
+    options.hosts = hosts;
+    if (options.delay_ms != 0) {
+      return absl::InvalidArgumentError("testbed: delay_ms is for a testbed without sites; use site_delay_ms");
+    }
+    for (const auto& [what, ms] : {std::pair<const char*, int>{"site_delay_ms", options.site_delay_ms},
+                                   {"wan_delay_ms", options.wan_delay_ms}}) {
+      if (ms < 0 || ms > kMaxDelayMs) {
+        return absl::InvalidArgumentError(absl::StrCat("testbed: ", what, " ", ms, " is not in 0..", kMaxDelayMs));
+      }
+    }
+  }
   if (options.hosts < 1 || options.hosts > kMaxHosts) {
     return absl::InvalidArgumentError(absl::StrCat("testbed: hosts must be 1..", kMaxHosts));
   }
@@ -423,6 +512,13 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
     return absl::InvalidArgumentError(
         absl::StrCat("testbed: delay_ms ", options.delay_ms, " is not in 0..", kMaxDelayMs));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options) {
+  if (auto s = CheckOptions(options); !s.ok()) return s;
   if (auto tools = FindTools(); !tools.ok()) return tools.status();
   if (auto s = EnsureStateDir(); !s.ok()) return s;
   std::unique_ptr<Testbed> bed(new Testbed());
@@ -466,9 +562,30 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
     bed->subnet_ = SubnetPrefix(index) + "0/24";
     bed->root_address_ = SubnetPrefix(index) + "1";
     for (int i = 0; i < options.hosts; ++i) {
-      bed->hosts_.push_back(Host{i, absl::StrCat(bed->name_, "h", i), absl::StrCat(bed->name_, "v", i),
-                                 SubnetPrefix(index) + std::to_string(10 + i), absl::StrCat(bed->name_, "d", i)});
+      Host host{i, absl::StrCat(bed->name_, "h", i), absl::StrCat(bed->name_, "v", i),
+                SubnetPrefix(index) + std::to_string(10 + i), absl::StrCat(bed->name_, "d", i)};
+      host.name = absl::StrCat("h", i);
+      if (options.sites > 0) {
+        host.site = i / options.hosts_per_site;
+        host.name = absl::StrCat("s", host.site, "h", i % options.hosts_per_site);
+      }
+      bed->hosts_.push_back(host);
     }
+    for (int s = 0; s < options.sites; ++s) {
+      Site site{s,
+                absl::StrCat("s", s),
+                absl::StrCat(bed->name_, "s", s),
+                absl::StrCat(bed->name_, "u", s),
+                absl::StrCat(bed->name_, "w", s),
+                absl::StrCat(bed->name_, "x", s),
+                {}};
+      for (int j = 0; j < options.hosts_per_site; ++j) site.hosts.push_back(s * options.hosts_per_site + j);
+      bed->sites_.push_back(site);
+    }
+    bed->site_rate_ = options.site_rate;
+    bed->site_delay_ms_ = options.site_delay_ms;
+    bed->wan_rate_ = options.wan_rate;
+    bed->wan_delay_ms_ = options.wan_delay_ms;
     // The state file claims the name and the /24 before any object exists.
     if (auto s = WriteFileAtomically(bed->state_file(), bed->Json()); !s.ok()) return s;
   }
@@ -482,6 +599,14 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Create(TestbedOptions options)
   absl::Status created = bed->CreateObjects();
   for (int i = 0; created.ok() && options.delay_ms > 0 && i < options.hosts; ++i) {
     created = bed->SetDelay(i, options.delay_ms);
+  }
+  // Inside a site: each host's link holds half the one-way delay between two
+  // of its hosts (in microseconds, so an odd ms count splits exactly).
+  for (int i = 0; created.ok() && options.site_delay_ms > 0 && i < options.hosts; ++i) {
+    created = bed->SetDelayUs(i, int64_t{options.site_delay_ms} * 500);
+  }
+  for (int i = 0; created.ok() && !options.site_rate.empty() && i < options.hosts; ++i) {
+    created = bed->Shape(i, ShapeOptions{options.site_rate});
   }
   if (!created.ok()) {
     (void)bed->Down();
@@ -500,11 +625,14 @@ absl::Status Testbed::CreateObjects() {
   for (const auto& argv : bridge) {
     if (auto s = Run(argv); !s.ok()) return s;
   }
+  for (const auto& site : sites_) {
+    if (auto s = CreateSite(site); !s.ok()) return s;
+  }
   for (const auto& h : hosts_) {
     const std::vector<std::vector<std::string>> host = {
         {t.ip, "netns", "add", h.netns},
         {t.ip, "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns},
-        {t.ip, "link", "set", h.veth, "master", bridge_, "up"},
+        {t.ip, "link", "set", h.veth, "master", BridgeOf(h.index), "up"},
         {t.ip, "-n", h.netns, "addr", "add", h.address + "/24", "dev", "eth0"},
         {t.ip, "-n", h.netns, "link", "set", "eth0", "up"},
         {t.ip, "-n", h.netns, "link", "set", "lo", "up"},
@@ -512,6 +640,9 @@ absl::Status Testbed::CreateObjects() {
     for (const auto& argv : host) {
       if (auto s = Run(argv); !s.ok()) return s;
     }
+  }
+  for (const auto& site : sites_) {
+    if (auto s = WaitForSiteLinks(site.index); !s.ok()) return s;
   }
   std::vector<int> all;
   for (const auto& h : hosts_) all.push_back(h.index);
@@ -525,7 +656,7 @@ absl::Status Testbed::WaitForLinks(const std::vector<int>& hosts) const {
     while (true) {
       bool inside = false;
       if (auto s = RunInHost(index, [&] { inside = LinkRunning("eth0"); }); !s.ok()) return s;
-      if (inside && LinkRunning(h.veth) && LinkRunning(bridge_)) break;
+      if (inside && LinkRunning(h.veth) && LinkRunning(BridgeOf(index))) break;
       if (std::chrono::steady_clock::now() > deadline) {
         return absl::DeadlineExceededError(absl::StrCat("testbed: link of host ", index, " (", h.veth,
                                                         ") not up after ", kLinkUpTimeout.count(), " s"));
@@ -555,8 +686,19 @@ absl::StatusOr<std::unique_ptr<Testbed>> Testbed::Open(const std::string& name) 
       const int index = h.at("index").get<int>();
       bed->hosts_.push_back(Host{index, h.at("netns").get<std::string>(), h.at("veth").get<std::string>(),
                                  h.at("address").get<std::string>(),
-                                 h.value("relay_netns", absl::StrCat(bed->name_, "d", index))});
+                                 h.value("relay_netns", absl::StrCat(bed->name_, "d", index)), h.value("site", -1),
+                                 h.value("name", absl::StrCat("h", index))});
     }
+    for (const auto& site : json.value("sites", nlohmann::json::array())) {
+      bed->sites_.push_back(Site{site.at("index").get<int>(), site.at("name").get<std::string>(),
+                                 site.at("bridge").get<std::string>(), site.at("uplink").get<std::string>(),
+                                 site.at("core_port").get<std::string>(), site.at("relay_netns").get<std::string>(),
+                                 site.at("hosts").get<std::vector<int>>()});
+    }
+    bed->site_rate_ = json.value("site_rate", "");
+    bed->site_delay_ms_ = json.value("site_delay_ms", 0);
+    bed->wan_rate_ = json.value("wan_rate", "");
+    bed->wan_delay_ms_ = json.value("wan_delay_ms", 0);
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("testbed: ", path, ": ", e.what()));
   }
@@ -587,6 +729,12 @@ absl::Status Testbed::Down() {
     if (fs::exists(std::string(kNetnsDir) + "/" + h.relay_netns)) left.push_back("namespace " + h.relay_netns);
     if (LinkExists(h.veth)) left.push_back("link " + h.veth);
   }
+  for (const auto& site : sites_) {
+    if (fs::exists(std::string(kNetnsDir) + "/" + site.relay_netns)) left.push_back("namespace " + site.relay_netns);
+    for (const auto& link : {site.uplink, site.core_port, site.bridge}) {
+      if (LinkExists(link)) left.push_back("link " + link);
+    }
+  }
   if (LinkExists(bridge_)) left.push_back("bridge " + bridge_);
   if (fs::exists(state_file())) left.push_back("state file " + state_file());
   if (!left.empty()) {
@@ -610,20 +758,7 @@ std::vector<std::string> Testbed::ExecPrefix(int host) const {
 
 absl::Status Testbed::RunInHost(int host, const std::function<void()>& fn) const {
   if (auto s = CheckHost(host); !s.ok()) return s;
-  const std::string path = std::string(kNetnsDir) + "/" + hosts_[host].netns;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("testbed: open ", path, ": ", std::strerror(errno)));
-  absl::Status status;
-  std::thread thread([&] {
-    if (setns(fd, CLONE_NEWNET) != 0) {
-      status = absl::InternalError(absl::StrCat("testbed: setns ", path, ": ", std::strerror(errno), RootHint()));
-      return;
-    }
-    fn();
-  });
-  thread.join();
-  close(fd);
-  return status;
+  return RunInNetns(hosts_[host].netns, fn);
 }
 
 absl::Status Testbed::Shape(int host, const ShapeOptions& options) {
@@ -735,9 +870,18 @@ std::string Testbed::relay_log_file(int host) const {
   return absl::StrCat(kStateDir, "/", name_, "-h", host, ".relay.log");
 }
 
-absl::Status Testbed::StopRelay(int host) {
-  // The relay is the only process in its namespace.
-  const std::string& netns = hosts_[host].relay_netns;
+std::string Testbed::site_relay_stats_file(int site) const {
+  return absl::StrCat(kStateDir, "/", name_, "-s", site, ".relay");
+}
+
+std::string Testbed::site_relay_log_file(int site) const {
+  return absl::StrCat(kStateDir, "/", name_, "-s", site, ".relay.log");
+}
+
+namespace {
+
+// Kills the relay in `netns` (the only process there).
+absl::Status StopRelayIn(const std::string& netns) {
   const auto deadline = std::chrono::steady_clock::now() + kRelayTimeout;
   while (true) {
     CommandResult pids = RunCommand({GetTools().ip, "netns", "pids", netns}, std::chrono::seconds(30));
@@ -755,17 +899,19 @@ absl::Status Testbed::StopRelay(int host) {
   }
 }
 
-absl::Status Testbed::StartRelay(int host, int delay_ms) {
+// Starts a relay in `netns` between `host_side` and `bridge_side` and
+// returns once it runs (its stats file exists).
+absl::Status StartRelayIn(const std::string& netns, const std::string& host_side, const std::string& bridge_side,
+                          int64_t delay_us, const std::string& stats, const std::string& log) {
   auto relay = FindRelay();
   if (!relay.ok()) return relay.status();
-  const std::string stats = relay_stats_file(host);
   std::remove(stats.c_str());
   // Started in the background by a shell that exits at once, so the relay
   // belongs to init, not to this process; teardown kills it by namespace.
   const std::string command =
-      absl::StrCat(ShellQuote(GetTools().ip), " netns exec ", hosts_[host].relay_netns, " ", ShellQuote(*relay),
-                   " --host-side ", kRelayHostSide, " --bridge-side ", kRelayBridgeSide, " --delay-ms ", delay_ms,
-                   " --stats ", ShellQuote(stats), " >>", ShellQuote(relay_log_file(host)), " 2>&1 &\n");
+      absl::StrCat(ShellQuote(GetTools().ip), " netns exec ", netns, " ", ShellQuote(*relay), " --host-side ",
+                   host_side, " --bridge-side ", bridge_side, " --delay-us ", delay_us, " --stats ",
+                   ShellQuote(stats), " >>", ShellQuote(log), " 2>&1 &\n");
   const pid_t shell = SpawnDetachedShell(command, -1);
   if (shell < 0) return absl::InternalError(absl::StrCat("testbed: fork: ", std::strerror(errno)));
   waitpid(shell, nullptr, 0);
@@ -773,25 +919,31 @@ absl::Status Testbed::StartRelay(int host, int delay_ms) {
   const auto deadline = std::chrono::steady_clock::now() + kRelayTimeout;
   while (!fs::exists(stats)) {
     if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("testbed: the relay of host ", host, " did not start within ",
+      return absl::DeadlineExceededError(absl::StrCat("testbed: the relay in ", netns, " did not start within ",
                                                       kRelayTimeout.count(), " s: ",
-                                                      absl::StripAsciiWhitespace(ReadWholeFile(relay_log_file(host)))));
+                                                      absl::StripAsciiWhitespace(ReadWholeFile(log))));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::Status Testbed::SetDelay(int host, int delay_ms) {
   if (auto s = CheckHost(host); !s.ok()) return s;
   if (delay_ms < 0 || delay_ms > kMaxDelayMs) {
     return absl::InvalidArgumentError(absl::StrCat("testbed: delay_ms ", delay_ms, " is not in 0..", kMaxDelayMs));
   }
+  return SetDelayUs(host, int64_t{delay_ms} * 1000);
+}
+
+absl::Status Testbed::SetDelayUs(int host, int64_t delay_us) {
   if (auto relay = FindRelay(); !relay.ok()) return relay.status();
   const Tools& t = GetTools();
   const Host& h = hosts_[host];
   if (Relayed(host)) {
-    if (auto s = StopRelay(host); !s.ok()) return s;
+    if (auto s = StopRelayIn(h.relay_netns); !s.ok()) return s;
   } else {
     // The bridge end's tbf (the shaping towards the host) does not survive
     // the move: it is put on the new bridge end, read back from tc.
@@ -810,7 +962,7 @@ absl::Status Testbed::SetDelay(int host, int delay_ms) {
         {t.ip, "netns", "add", R},
         {t.ip, "link", "set", h.veth, "netns", R, "name", kRelayHostSide},
         {t.ip, "link", "add", h.veth, "type", "veth", "peer", "name", kRelayBridgeSide, "netns", R},
-        {t.ip, "link", "set", h.veth, "master", bridge_, "up"},
+        {t.ip, "link", "set", h.veth, "master", BridgeOf(host), "up"},
     };
     // No IPv6 link-local addresses: the relay namespace's stack stays silent.
     for (const char* side : {kRelayHostSide, kRelayBridgeSide}) {
@@ -826,7 +978,11 @@ absl::Status Testbed::SetDelay(int host, int delay_ms) {
       if (auto s = Run(argv); !s.ok()) return s;
     }
   }
-  if (auto s = StartRelay(host, delay_ms); !s.ok()) return s;
+  if (auto s = StartRelayIn(h.relay_netns, kRelayHostSide, kRelayBridgeSide, delay_us, relay_stats_file(host),
+                            relay_log_file(host));
+      !s.ok()) {
+    return s;
+  }
   return WaitForLinks({host});
 }
 
@@ -834,6 +990,118 @@ absl::StatusOr<std::string> Testbed::RelayStats(int host) const {
   if (auto s = CheckHost(host); !s.ok()) return s;
   if (!Relayed(host)) return absl::NotFoundError(absl::StrCat("testbed ", name_, ": host ", host, " has no relay"));
   return ReadWholeFile(relay_stats_file(host));
+}
+
+const std::string& Testbed::BridgeOf(int host) const {
+  const int site = hosts_.at(host).site;
+  return site < 0 ? bridge_ : sites_.at(site).bridge;
+}
+
+absl::Status Testbed::CheckSite(int site) const {
+  if (site < 0 || site >= static_cast<int>(sites_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("testbed ", name_, ": no site ", site, " (it has ", sites_.size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+bool Testbed::SiteRelayed(int site) const {
+  return fs::exists(std::string(kNetnsDir) + "/" + sites_.at(site).relay_netns);
+}
+
+absl::Status Testbed::CreateSite(const Site& site) {
+  // The uplink is a veth pair from the site's bridge (uplink) to the core
+  // bridge (core_port), or with a delay two pairs with the relay between:
+  // uplink = tosite -relay- tocore = core_port. tbf on uplink shapes what the
+  // site sends, on core_port what it receives; frames are shaped, then
+  // delayed. No IPv6 link-local addresses on anything here: they would only
+  // add chatter to the links.
+  const Tools& t = GetTools();
+  std::vector<std::vector<std::string>> steps = {
+      {t.ip, "link", "add", site.bridge, "type", "bridge"},
+      {t.ip, "link", "set", site.bridge, "addrgenmode", "none"},
+      {t.ip, "link", "set", site.bridge, "up"},
+  };
+  const bool relayed = wan_delay_ms_ > 0;
+  if (relayed) {
+    const std::string& R = site.relay_netns;
+    steps.push_back({t.ip, "netns", "add", R});
+    steps.push_back({t.ip, "link", "add", site.uplink, "type", "veth", "peer", "name", kRelaySiteSide, "netns", R});
+    steps.push_back({t.ip, "link", "add", site.core_port, "type", "veth", "peer", "name", kRelayCoreSide, "netns", R});
+    for (const char* side : {kRelaySiteSide, kRelayCoreSide}) {
+      steps.push_back({t.ip, "-n", R, "link", "set", side, "addrgenmode", "none"});
+      steps.push_back({t.ip, "-n", R, "link", "set", side, "up"});
+    }
+  } else {
+    steps.push_back({t.ip, "link", "add", site.uplink, "type", "veth", "peer", "name", site.core_port});
+  }
+  for (const auto& [end, bridge] : {std::pair<std::string, std::string>{site.uplink, site.bridge},
+                                    {site.core_port, bridge_}}) {
+    steps.push_back({t.ip, "link", "set", end, "addrgenmode", "none"});
+    steps.push_back({t.ip, "link", "set", end, "master", bridge, "up"});
+    if (!wan_rate_.empty()) {
+      const ShapeOptions shape{wan_rate_};
+      steps.push_back({t.tc, "qdisc", "replace", "dev", end, "root", "tbf", "rate", shape.rate, "burst", shape.burst,
+                       "latency", shape.latency});
+    }
+  }
+  for (const auto& argv : steps) {
+    if (auto s = Run(argv); !s.ok()) return s;
+  }
+  if (!relayed) return absl::OkStatus();
+  // Each uplink holds half the one-way delay between two sites.
+  return StartRelayIn(site.relay_netns, kRelaySiteSide, kRelayCoreSide, int64_t{wan_delay_ms_} * 500,
+                      site_relay_stats_file(site.index), site_relay_log_file(site.index));
+}
+
+absl::Status Testbed::WaitForSiteLinks(int site) const {
+  const Site& s = sites_.at(site);
+  const bool relayed = SiteRelayed(site);
+  const auto deadline = std::chrono::steady_clock::now() + kLinkUpTimeout;
+  while (true) {
+    bool inside = true;
+    if (relayed) {
+      if (auto status = RunInNetns(s.relay_netns,
+                                   [&] { inside = LinkRunning(kRelaySiteSide) && LinkRunning(kRelayCoreSide); });
+          !status.ok()) {
+        return status;
+      }
+    }
+    if (inside && LinkRunning(s.uplink) && LinkRunning(s.core_port) && LinkRunning(s.bridge) && LinkRunning(bridge_)) {
+      return absl::OkStatus();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("testbed: link of site ", site, " (", s.uplink, ") not up after ",
+                                                      kLinkUpTimeout.count(), " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+absl::Status Testbed::CutSite(int site) {
+  if (auto s = CheckSite(site); !s.ok()) return s;
+  // Both ends, so neither bridge forwards to it (a relay between them then
+  // sees no carrier on either side).
+  for (const auto& end : {sites_[site].uplink, sites_[site].core_port}) {
+    if (auto s = Run({GetTools().ip, "link", "set", end, "down"}); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Testbed::RestoreSite(int site) {
+  if (auto s = CheckSite(site); !s.ok()) return s;
+  for (const auto& end : {sites_[site].uplink, sites_[site].core_port}) {
+    if (auto s = Run({GetTools().ip, "link", "set", end, "up"}); !s.ok()) return s;
+  }
+  return WaitForSiteLinks(site);
+}
+
+absl::StatusOr<std::string> Testbed::SiteRelayStats(int site) const {
+  if (auto s = CheckSite(site); !s.ok()) return s;
+  if (!SiteRelayed(site)) {
+    return absl::NotFoundError(absl::StrCat("testbed ", name_, ": site ", site, " has no relay (no wan delay)"));
+  }
+  return ReadWholeFile(site_relay_stats_file(site));
 }
 
 absl::StatusOr<std::vector<TestbedRecord>> ListTestbeds() {
@@ -887,6 +1155,17 @@ absl::StatusOr<std::vector<std::string>> SweepStaleLocked() {
     if (owner.empty() || claimed.count(owner) || !LinkExists(link)) continue;  // a veth may go with its peer
     if (auto s = Run({t.ip, "link", "del", link}); !s.ok()) return s;
     removed.push_back("link " + link);
+  }
+  // Relay counters and logs ("htb137-s0.relay", "htb137-h2.relay.log") of
+  // testbeds no live record claims.
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(kStateDir, error)) {
+    const std::string file = entry.path().filename();
+    const size_t dash = file.find('-');
+    if (dash == std::string::npos || file.find(".relay") == std::string::npos) continue;
+    const std::string owner = file.substr(0, dash);
+    if (TestbedOf(owner + "br") != owner || claimed.count(owner)) continue;
+    if (fs::remove(entry.path(), error)) removed.push_back("file " + entry.path().string());
   }
   return removed;
 }

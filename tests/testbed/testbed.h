@@ -9,6 +9,13 @@
 // kernel here has no netem), cut and restored, and processes run inside a
 // host with `ip netns exec`.
 //
+// With sites (TestbedOptions::sites), the hosts are grouped: each site's
+// hosts link to the site's own bridge, shaped and delayed as the site asks,
+// and each site's bridge links to the root host's bridge (the "core") over
+// its own shaped and delayed link, its uplink. The /24 stays one subnet
+// (every bridge is one Ethernet), so no routing is needed; traffic inside a
+// site never crosses an uplink, traffic between sites crosses two.
+//
 // Every object is named PREFIX+INDEX+suffix ("htb137br", "htb137h0",
 // "htb137v0"), and a state file per testbed (kStateDir/NAME.json) records its
 // owner process. Teardown happens in the destructor, in a watchdog process
@@ -46,10 +53,30 @@ struct Host {
   // The namespace of the link's delaying relay, e.g. "htb137d0"; it exists
   // once the host has been given a delay (SetDelay).
   std::string relay_netns;
+  // Its site, -1 in a testbed without sites.
+  int site = -1;
+  // "h3"; with sites, the site and the host's place in it: "s1h0".
+  std::string name;
+};
+
+// A group of hosts behind their own bridge, linked to the other sites
+// through the core bridge (the root host's).
+struct Site {
+  int index = 0;
+  std::string name;       // "s0"
+  std::string bridge;     // its hosts' links join it, e.g. "htb137s0"
+  std::string uplink;     // its link's end on `bridge`, e.g. "htb137u0"
+  std::string core_port;  // its link's end on the core bridge, e.g. "htb137w0"
+  // The namespace of its link's delaying relay, e.g. "htb137x0"; it exists
+  // when the testbed has a wan_delay_ms.
+  std::string relay_netns;
+  std::vector<int> hosts;  // indices of its hosts, in order
 };
 
 struct TestbedOptions {
-  int hosts = 2;  // 1..100
+  // 1..100; 0: 2 without sites, sites x hosts_per_site with them (any other
+  // count with sites is an error).
+  int hosts = 0;
   // The process whose death tears the testbed down; 0: this process. With
   // this process, a watchdog child notices its exit (a pipe closes); with
   // another process (the CLI's caller), the watchdog checks it every second.
@@ -57,8 +84,27 @@ struct TestbedOptions {
   // Without a watchdog only the destructor, Down() and SweepStale() remove it.
   bool watchdog = true;
   // One-way delay (ms) added to every host's link in each direction; 0: none
-  // (SetDelay for one host, or later).
+  // (SetDelay for one host, or later). Not with sites: site_delay_ms.
   int delay_ms = 0;
+
+  // Sites: 0 puts every host on the root host's bridge; 1..20 groups them,
+  // hosts_per_site each (host i is in site i / hosts_per_site), every site
+  // behind its own bridge and linked to the core (the root host's bridge).
+  int sites = 0;
+  int hosts_per_site = 2;
+  // Every host's link inside its site: tbf in each direction (tc syntax,
+  // "1gbit"); "": unshaped.
+  std::string site_rate;
+  // One way between two hosts of the same site: each host's link holds half
+  // in each direction (a relay per host, as SetDelay); 0: no relays.
+  int site_delay_ms = 0;
+  // Every site's uplink: tbf in each direction, so a site sends and
+  // receives at most this to and from all other sites together; "": unshaped.
+  std::string wan_rate;
+  // One way between two sites, on top of site_delay_ms: each site's uplink
+  // holds half in each direction (a relay per site). The root host, at the
+  // core, is half of it from every site.
+  int wan_delay_ms = 0;
 };
 
 struct ShapeOptions {
@@ -90,6 +136,11 @@ class Testbed {
   const std::string& root_address() const { return root_address_; }
   const std::vector<Host>& hosts() const { return hosts_; }
   const Host& host(int index) const { return hosts_.at(index); }
+  // Empty without sites.
+  const std::vector<Site>& sites() const { return sites_; }
+  const Site& site(int index) const { return sites_.at(index); }
+  // The index of the `nth` host of `site`.
+  int HostIndex(int site, int nth) const { return sites_.at(site).hosts.at(nth); }
   // `ip netns exec NETNS`, absolute path first: prepend it to a command's
   // argv to run it inside the host.
   std::vector<std::string> ExecPrefix(int host) const;
@@ -123,9 +174,20 @@ class Testbed {
   absl::Status Cut(int host);
   // Brings it back; returns once both ends are up.
   absl::Status Restore(int host);
+  // Takes a site's uplink down (both ends): its hosts still reach each
+  // other, but neither the other sites nor the root host; the other sites
+  // keep theirs. With two sites, the link between them is cut.
+  absl::Status CutSite(int site);
+  // Brings it back; returns once every end is up.
+  absl::Status RestoreSite(int site);
+  // The counters of the site uplink's relay as JSON, or NotFound without
+  // one (no wan_delay_ms).
+  absl::StatusOr<std::string> SiteRelayStats(int site) const;
 
   // The state file's content: {name, subnet, bridge, root_address,
-  // owner_pid, hosts: [{index, name, netns, veth, relay_netns, address}]}.
+  // owner_pid, hosts: [{index, name, site, netns, veth, relay_netns,
+  // address}], sites: [{index, name, bridge, uplink, core_port, relay_netns,
+  // hosts}], site_rate, site_delay_ms, wan_rate, wan_delay_ms}.
   std::string Json() const;
 
  private:
@@ -139,8 +201,14 @@ class Testbed {
   bool Relayed(int host) const;
   std::string relay_stats_file(int host) const;
   std::string relay_log_file(int host) const;
-  absl::Status StartRelay(int host, int delay_ms);
-  absl::Status StopRelay(int host);
+  std::string site_relay_stats_file(int site) const;
+  std::string site_relay_log_file(int site) const;
+  absl::Status SetDelayUs(int host, int64_t delay_us);
+  absl::Status CreateSite(const Site& site);
+  absl::Status WaitForSiteLinks(int site) const;
+  absl::Status CheckSite(int site) const;
+  bool SiteRelayed(int site) const;
+  const std::string& BridgeOf(int host) const;
 
   std::string name_;
   std::string bridge_;
@@ -150,6 +218,11 @@ class Testbed {
   pid_t owner_pid_ = 0;
   uint64_t owner_start_ = 0;  // the owner's start time, against pid reuse
   std::vector<Host> hosts_;
+  std::vector<Site> sites_;
+  std::string site_rate_;
+  int site_delay_ms_ = 0;
+  std::string wan_rate_;
+  int wan_delay_ms_ = 0;
   bool owned_ = false;
   bool down_ = false;
   int watchdog_fd_ = -1;  // write end of the pipe an in-process watchdog reads

@@ -20,10 +20,22 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// "2" or "h2".
-bool ParseHost(std::string text, int* host) {
+// "2" or "h2", or with sites also "s1h0" (site 1's first host).
+bool ParseHost(const Testbed& bed, std::string text, int* host) {
+  for (const auto& h : bed.hosts()) {
+    if (h.name == text) {
+      *host = h.index;
+      return true;
+    }
+  }
   if (!text.empty() && text[0] == 'h') text.erase(0, 1);
-  return absl::SimpleAtoi(text, host) && *host >= 0;
+  return absl::SimpleAtoi(text, host) && *host >= 0 && *host < static_cast<int>(bed.hosts().size());
+}
+
+// "1" or "s1".
+bool ParseSite(const Testbed& bed, std::string text, int* site) {
+  if (!text.empty() && text[0] == 's') text.erase(0, 1);
+  return absl::SimpleAtoi(text, site) && *site >= 0 && *site < static_cast<int>(bed.sites().size());
 }
 
 }  // namespace
@@ -31,7 +43,8 @@ bool ParseHost(std::string text, int* host) {
 int main(int argc, char** argv) {
   CLI::App app(
       "herd-testbed: hosts as network namespaces on a bridge, addresses from 198.18.0.0/15 only.\n"
-      "HOST is an index (0, 1, ...) or h0, h1, ...; NAME is what `up` printed (\"name\").",
+      "HOST is an index (0, 1, ...), h0, h1, ..., or with sites s0h0, s0h1, ...; SITE is 0, 1, ... or s0, s1, ...;\n"
+      "NAME is what `up` printed (\"name\").",
       "herd-testbed");
   app.require_subcommand(1);
 
@@ -39,12 +52,29 @@ int main(int argc, char** argv) {
   up_options.owner_pid = getppid();
   bool no_watchdog = false;
   auto* up = app.add_subcommand("up", "Create a testbed and print it as JSON");
-  up->add_option("--hosts", up_options.hosts, "Number of hosts (1..100)")->capture_default_str();
+  auto* hosts_option = up->add_option("--hosts", up_options.hosts, "Number of hosts (1..100; default 2)");
   up->add_option("--owner-pid", up_options.owner_pid,
                  "Tear the testbed down when this process exits (default: the caller of herd-testbed)");
   up->add_flag("--no-watchdog", no_watchdog, "Leave teardown to `down` or `sweep`");
   up->add_option("--delay-ms", up_options.delay_ms,
                  "One-way delay added to every host's link, each direction (ms, 0..10000; a relay per host)")
+      ->capture_default_str();
+  up->add_option("--sites", up_options.sites,
+                 "Group the hosts into this many sites (1..20), each behind its own bridge and linked to the "
+                 "others through the root host's bridge (default: none, one bridge)")
+      ->excludes(hosts_option);
+  up->add_option("--hosts-per-site", up_options.hosts_per_site, "Hosts in each site (with --sites)")
+      ->capture_default_str();
+  up->add_option("--site-rate", up_options.site_rate,
+                 "Every host's link inside its site, each direction (tc rate, e.g. 1gbit; default unshaped)");
+  up->add_option("--site-delay-ms", up_options.site_delay_ms,
+                 "One-way delay between two hosts of a site (ms, 0..10000; each host's link holds half)")
+      ->capture_default_str();
+  up->add_option("--wan-rate", up_options.wan_rate,
+                 "Every site's link to the other sites, each direction (tc rate, e.g. 50mbit; default unshaped)");
+  up->add_option("--wan-delay-ms", up_options.wan_delay_ms,
+                 "One-way delay between two sites, on top of the site delay (ms, 0..10000; each site's link "
+                 "holds half)")
       ->capture_default_str();
 
   std::string name;
@@ -85,6 +115,19 @@ int main(int argc, char** argv) {
   add_target(cut);
   auto* restore = app.add_subcommand("restore", "Bring a host's link back (returns once it is up)");
   add_target(restore);
+  std::string site_text;
+  auto add_site_target = [&](CLI::App* command) {
+    command->add_option("NAME", name, "Testbed name")->required();
+    command->add_option("SITE", site_text, "Site")->required();
+  };
+  auto* cut_site = app.add_subcommand(
+      "cut-site", "Take a site's link to the other sites down (its hosts still reach each other)");
+  add_site_target(cut_site);
+  auto* restore_site = app.add_subcommand("restore-site", "Bring a site's link back (returns once it is up)");
+  add_site_target(restore_site);
+  auto* site_relay_stats =
+      app.add_subcommand("site-relay-stats", "Print the counters of a site link's delaying relay as JSON");
+  add_site_target(site_relay_stats);
   std::vector<std::string> command;
   auto* exec = app.add_subcommand("exec", "Run a command inside a host: exec NAME HOST -- CMD [ARGS...]");
   add_target(exec);
@@ -132,8 +175,24 @@ int main(int argc, char** argv) {
     std::cout << (*bed)->Json() << "\n";
     return 0;
   }
+  if (*cut_site || *restore_site || *site_relay_stats) {
+    int site = -1;
+    if (!ParseSite(**bed, site_text, &site)) {
+      std::cerr << "herd-testbed: no site '" << site_text << "' in " << name << " (" << (*bed)->sites().size()
+                << " sites)\n";
+      return 2;
+    }
+    if (*site_relay_stats) {
+      auto stats = (*bed)->SiteRelayStats(site);
+      if (!stats.ok()) return Fail(stats.status());
+      std::cout << *stats;
+      return 0;
+    }
+    absl::Status status = *cut_site ? (*bed)->CutSite(site) : (*bed)->RestoreSite(site);
+    return status.ok() ? 0 : Fail(status);
+  }
   int host = -1;
-  if (!ParseHost(host_text, &host) || host >= static_cast<int>((*bed)->hosts().size())) {
+  if (!ParseHost(**bed, host_text, &host)) {
     std::cerr << "herd-testbed: no host '" << host_text << "' in " << name << " (" << (*bed)->hosts().size()
               << " hosts)\n";
     return 2;

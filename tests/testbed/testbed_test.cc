@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "tests/harness/process.h"
 
 namespace herd::testbed {
@@ -361,6 +364,56 @@ TEST(Testbed, DelayAddsTheConfiguredRoundTrip) {
   EXPECT_FALSE(NetnsExists(relay_netns));
 }
 
+// Payload rates (Mbit/s) of one TCP transfer of `bytes` from `from` to `to`
+// (-1: the root host): over the whole transfer, and over its second half,
+// past slow start.
+struct Rates {
+  double whole = 0;
+  double steady = 0;
+};
+
+Rates Transfer(const Testbed& bed, int from, int to, size_t bytes) {
+  int port = 0;
+  int listener = Listen(bed, to, &port);
+  // When the receiver saw each quarter of the data.
+  std::vector<std::chrono::steady_clock::time_point> quarters;
+  std::thread receiver([&] {
+    int conn = accept(listener, nullptr, nullptr);
+    std::vector<char> buffer(1 << 16);
+    size_t got = 0;
+    for (ssize_t n; conn >= 0 && (n = read(conn, buffer.data(), buffer.size())) > 0;) {
+      got += n;
+      while (quarters.size() < 4 && got >= (quarters.size() + 1) * bytes / 4) {
+        quarters.push_back(std::chrono::steady_clock::now());
+      }
+    }
+    if (conn >= 0) close(conn);
+  });
+  const std::vector<char> data(bytes, 'x');
+  const auto start = std::chrono::steady_clock::now();
+  int fd = Connect(bed, from, AddressOf(bed, to), port, seconds(10));
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) {
+    for (size_t sent = 0; sent < data.size();) {
+      ssize_t n = write(fd, data.data() + sent, data.size() - sent);
+      if (n <= 0) break;
+      sent += n;
+    }
+    shutdown(fd, SHUT_WR);
+  } else {
+    shutdown(listener, SHUT_RDWR);  // the receiver's accept returns
+  }
+  receiver.join();
+  if (fd >= 0) close(fd);
+  close(listener);
+  EXPECT_EQ(quarters.size(), 4u);
+  if (quarters.size() != 4) return {};
+  auto mbit = [](size_t n, auto begin, auto end) {
+    return n * 8 / 1e6 / std::chrono::duration<double>(end - begin).count();
+  };
+  return {mbit(bytes, start, quarters[3]), mbit(bytes / 2, quarters[1], quarters[3])};
+}
+
 // A bulk transfer through a shaped and delayed link (100 Mbit/s, 50 ms each
 // way: 100 ms round trip, a 1.25 MB window) reaches most of the rate.
 TEST(Testbed, ShapedAndDelayedLinkCarriesTheRate) {
@@ -371,49 +424,266 @@ TEST(Testbed, ShapedAndDelayedLinkCarriesTheRate) {
   ASSERT_TRUE(created.ok()) << created.status();
   auto& bed = *created;
   ASSERT_TRUE(bed->Shape(0, ShapeOptions{"100mbit"}).ok());
-  int port = 0;
-  int listener = Listen(*bed, 0, &port);
-  constexpr size_t kBytes = 40 << 20;
-  // When the receiver saw each quarter of the data.
-  std::vector<std::chrono::steady_clock::time_point> quarters;
-  std::thread receiver([&] {
-    int conn = accept(listener, nullptr, nullptr);
-    std::vector<char> buffer(1 << 16);
-    size_t got = 0;
-    for (ssize_t n; (n = read(conn, buffer.data(), buffer.size())) > 0;) {
-      got += n;
-      while (quarters.size() < 4 && got >= (quarters.size() + 1) * kBytes / 4) {
-        quarters.push_back(std::chrono::steady_clock::now());
-      }
-    }
-    close(conn);
-  });
-  const auto start = std::chrono::steady_clock::now();
-  int fd = Connect(*bed, -1, bed->host(0).address, port, seconds(10));
-  ASSERT_GE(fd, 0);
-  std::vector<char> data(kBytes, 'x');
-  for (size_t sent = 0; sent < data.size();) {
-    ssize_t n = write(fd, data.data() + sent, data.size() - sent);
-    ASSERT_GT(n, 0);
-    sent += n;
-  }
-  shutdown(fd, SHUT_WR);
-  receiver.join();
-  close(fd);
-  close(listener);
-  ASSERT_EQ(quarters.size(), 4u);
-  auto mbit = [](size_t bytes, auto from, auto to) {
-    return bytes * 8 / 1e6 / std::chrono::duration<double>(to - from).count();
-  };
-  const double whole = mbit(kBytes, start, quarters[3]);
-  const double steady = mbit(kBytes / 2, quarters[1], quarters[3]);  // the second half, past slow start
-  std::cout << "100 Mbit/s, 50 ms each way: " << whole << " Mbit/s overall, " << steady
+  const Rates rates = Transfer(*bed, -1, 0, 40 << 20);
+  std::cout << "100 Mbit/s, 50 ms each way: " << rates.whole << " Mbit/s overall, " << rates.steady
             << " Mbit/s over the second half\n";
-  EXPECT_LE(steady, 105);  // tbf still limits
-  EXPECT_GE(steady, 80);
+  EXPECT_LE(rates.steady, 105);  // tbf still limits
+  EXPECT_GE(rates.steady, 80);
   auto stats = bed->RelayStats(0);
   ASSERT_TRUE(stats.ok());
   std::cout << "relay: " << *stats;
+}
+
+// The example: 2 sites x 2 hosts, 1 Gbit/s inside a site, 50 Mbit/s
+// and 40 ms one way between the sites.
+TestbedOptions TwoSites(std::string site_rate, int site_delay_ms, std::string wan_rate, int wan_delay_ms) {
+  TestbedOptions options;
+  options.sites = 2;
+  options.hosts_per_site = 2;
+  options.site_rate = std::move(site_rate);
+  options.site_delay_ms = site_delay_ms;
+  options.wan_rate = std::move(wan_rate);
+  options.wan_delay_ms = wan_delay_ms;
+  return options;
+}
+
+// Every named object of a testbed in the root namespace or /run/netns.
+std::vector<std::string> ObjectsOf(const std::string& testbed) {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/run/netns", error)) {
+    const std::string name = entry.path().filename();
+    if (name.rfind(testbed, 0) == 0 && name.size() > testbed.size() && !std::isdigit(name[testbed.size()])) {
+      found.push_back("namespace " + name);
+    }
+  }
+  if (struct if_nameindex* links = if_nameindex(); links != nullptr) {
+    for (auto* link = links; link->if_index != 0; ++link) {
+      const std::string name = link->if_name;
+      if (name.rfind(testbed, 0) == 0 && name.size() > testbed.size() && !std::isdigit(name[testbed.size()])) {
+        found.push_back("link " + name);
+      }
+    }
+    if_freenameindex(links);
+  }
+  return found;
+}
+
+// Round trips inside a site are the bridge's (no delay asked), across sites
+// twice the inter-site delay; a bulk transfer across sites runs at the
+// inter-site rate and inside a site far faster, within the site rate.
+TEST(Testbed, SitesHaveTheConfiguredRoundTripsAndRates) {
+  auto created = Testbed::Create(TwoSites("1gbit", 0, "50mbit", 40));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& bed = *created;
+  ASSERT_EQ(bed->hosts().size(), 4u);
+  ASSERT_EQ(bed->sites().size(), 2u);
+  const std::vector<std::string> names = {"s0h0", "s0h1", "s1h0", "s1h1"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(bed->host(i).site, i / 2);
+    EXPECT_EQ(bed->host(i).name, names[i]);
+    EXPECT_EQ(bed->HostIndex(i / 2, i % 2), i);
+    EXPECT_TRUE(InBenchmarkRange(bed->host(i).address)) << bed->host(i).address;
+  }
+  for (const auto& site : bed->sites()) {
+    for (const auto& link : {site.bridge, site.uplink, site.core_port}) {
+      EXPECT_TRUE(LinkExists(link)) << link;
+      EXPECT_LE(link.size(), 15u);
+    }
+    EXPECT_TRUE(NetnsExists(site.relay_netns)) << site.relay_netns;
+  }
+  EXPECT_EQ(bed->site(1).hosts, (std::vector<int>{2, 3}));
+
+  constexpr int kTrips = 21;
+  constexpr double kMarginMs = 10;  // as in DelayAddsTheConfiguredRoundTrip
+  const std::vector<double> inside0 = RoundTrips(*bed, 1, 0, kTrips);
+  const std::vector<double> inside1 = RoundTrips(*bed, 3, 2, kTrips);
+  const std::vector<double> across = RoundTrips(*bed, 2, 0, kTrips);   // 2 x 40
+  const std::vector<double> to_root = RoundTrips(*bed, -1, 3, kTrips);  // 2 x 40 / 2: the core is halfway
+  std::cout << "round trip ms (min / median): inside site 0 " << Min(inside0) << " / " << Median(inside0)
+            << ", inside site 1 " << Min(inside1) << " / " << Median(inside1) << ", across " << Min(across) << " / "
+            << Median(across) << ", root host to site 1 " << Min(to_root) << " / " << Median(to_root) << "\n";
+  EXPECT_LT(Median(inside0), 5);
+  EXPECT_LT(Median(inside1), 5);
+  EXPECT_GE(Min(across), 80);
+  EXPECT_LE(Median(across), 80 + kMarginMs);
+  EXPECT_GE(Min(to_root), 40);
+  EXPECT_LE(Median(to_root), 40 + kMarginMs);
+
+  // Across: 50 Mbit/s of frames (two tbfs in series, one per uplink) with an
+  // 80 ms round trip; 24 MB is ~4 s, the second half well past slow start.
+  const Rates wan = Transfer(*bed, 0, 2, 24 << 20);
+  // Inside: 1 Gbit/s of frames, no relay; the floor is a quarter of it (five
+  // times the inter-site rate), far above what an uplink could carry.
+  const Rates lan = Transfer(*bed, 3, 2, 96 << 20);
+  std::cout << "across sites (50 Mbit/s): " << wan.whole << " Mbit/s overall, " << wan.steady
+            << " over the second half; inside a site (1 Gbit/s): " << lan.whole << " overall, " << lan.steady
+            << " over the second half\n";
+  // The ceiling is on the whole transfer: tbf passes at most its rate (plus
+  // one burst) from the start, whereas the second half can run faster than
+  // the link when the receiving thread was starved earlier and queues (tbf,
+  // socket buffers: tens of MB at 1 Gbit/s) drain into it at once. The floor
+  // is on the second half, past slow start.
+  EXPECT_LE(wan.whole, 50 * 1.05);
+  EXPECT_GE(wan.steady, 50 * 0.8);
+  EXPECT_LE(lan.whole, 1000 * 1.05);
+  EXPECT_GE(lan.steady, 1000 / 4.0);
+  // A loaded machine may not reach 1 Gbit/s unshaped either, so the ceiling
+  // alone cannot show the site's shaping: both ends of every host's link
+  // carry a tbf at the site rate, and the one the data left through held it
+  // back (overlimits).
+  for (const auto& h : bed->hosts()) {
+    const std::vector<std::string> bridge_end = {"/usr/sbin/tc", "-s", "qdisc", "show", "dev", h.veth};
+    const std::vector<std::string> host_end = {"/usr/sbin/tc", "-n", h.netns, "-s", "qdisc", "show", "dev", "eth0"};
+    for (const auto& show : {bridge_end, host_end}) {
+      CommandResult shown = RunCommand(show, seconds(30));
+      EXPECT_NE(shown.out.find("tbf"), std::string::npos) << shown.out << shown.err;
+      EXPECT_NE(shown.out.find("rate 1Gbit"), std::string::npos) << shown.out << shown.err;
+      if (show == host_end && h.index == 3) {  // the sender of the transfer inside site 1
+        EXPECT_EQ(shown.out.find("overlimits 0 "), std::string::npos) << shown.out;
+      }
+    }
+  }
+  for (int site : {0, 1}) {
+    auto stats = bed->SiteRelayStats(site);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    EXPECT_EQ(nlohmann::json::parse(*stats, nullptr, false).value("delay_us", -1), 20000) << *stats;
+  }
+  EXPECT_FALSE(bed->SiteRelayStats(2).ok());
+
+  const std::string name = bed->name();
+  ASSERT_TRUE(bed->Down().ok());
+  EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
+}
+
+// A site's delay is between two of its hosts; across sites it adds to the
+// inter-site delay. An odd inter-site delay splits exactly over the uplinks.
+TEST(Testbed, SiteDelayAppliesInsideAndAcrossSites) {
+  auto created = Testbed::Create(TwoSites("", 6, "", 15));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto& bed = *created;
+  constexpr int kTrips = 21;
+  constexpr double kMarginMs = 10;
+  const std::vector<double> inside = RoundTrips(*bed, 3, 2, kTrips);   // 2 x 6
+  const std::vector<double> across = RoundTrips(*bed, 1, 2, kTrips);   // 2 x (6 + 15)
+  const std::vector<double> to_root = RoundTrips(*bed, -1, 0, kTrips);  // 2 x (3 + 7.5)
+  std::cout << "round trip ms (min / median): inside " << Min(inside) << " / " << Median(inside) << ", across "
+            << Min(across) << " / " << Median(across) << ", root host to a host " << Min(to_root) << " / "
+            << Median(to_root) << "\n";
+  EXPECT_GE(Min(inside), 12);
+  EXPECT_LE(Median(inside), 12 + kMarginMs);
+  EXPECT_GE(Min(across), 42);
+  EXPECT_LE(Median(across), 42 + kMarginMs);
+  EXPECT_GE(Min(to_root), 21);
+  EXPECT_LE(Median(to_root), 21 + kMarginMs);
+  auto stats = bed->RelayStats(0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(nlohmann::json::parse(*stats, nullptr, false).value("delay_us", -1), 3000) << *stats;
+  stats = bed->SiteRelayStats(1);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(nlohmann::json::parse(*stats, nullptr, false).value("delay_us", -1), 7500) << *stats;
+}
+
+// Cutting a site's link partitions the sites: inside each site hosts still
+// talk, across they do not, and the root host (the core) keeps the other
+// site. Restored, new connections cross again and one made before the cut
+// carries data again. With and without a relay on the uplinks.
+TEST(Testbed, CuttingASiteLinkStopsOnlyCrossSiteTraffic) {
+  for (int wan_delay_ms : {0, 10}) {
+    SCOPED_TRACE(absl::StrCat("wan_delay_ms ", wan_delay_ms));
+    auto created = Testbed::Create(TwoSites("", 0, "100mbit", wan_delay_ms));
+    ASSERT_TRUE(created.ok()) << created.status();
+    auto& bed = *created;
+    std::vector<int> listeners, ports(4);
+    for (int i = 0; i < 4; ++i) listeners.push_back(Listen(*bed, i, &ports[i]));
+    // A connection across, made before the cut, echoing one byte at a time.
+    int echo_port = 0;
+    int echo_listener = Listen(*bed, 2, &echo_port);
+    int before = Connect(*bed, 0, bed->host(2).address, echo_port, seconds(10));
+    ASSERT_GE(before, 0);
+    int echoed = accept(echo_listener, nullptr, nullptr);
+    ASSERT_GE(echoed, 0);
+    char byte = 'a';
+    ASSERT_EQ(write(before, &byte, 1), 1);
+    ASSERT_EQ(read(echoed, &byte, 1), 1);
+
+    ASSERT_TRUE(bed->CutSite(1).ok());
+    EXPECT_TRUE(CanConnect(*bed, 1, 0, ports[0], seconds(10)));   // inside site 0
+    EXPECT_TRUE(CanConnect(*bed, 3, 2, ports[2], seconds(10)));   // inside site 1
+    EXPECT_TRUE(CanConnect(*bed, -1, 1, ports[1], seconds(10)));  // the core keeps site 0
+    EXPECT_FALSE(CanConnect(*bed, 0, 2, ports[2], seconds(1)));
+    EXPECT_FALSE(CanConnect(*bed, 3, 1, ports[1], seconds(1)));
+    EXPECT_FALSE(CanConnect(*bed, -1, 3, ports[3], seconds(1)));
+
+    ASSERT_TRUE(bed->RestoreSite(1).ok());
+    EXPECT_TRUE(CanConnect(*bed, 0, 2, ports[2], seconds(10)));
+    EXPECT_TRUE(CanConnect(*bed, 3, 1, ports[1], seconds(10)));
+    EXPECT_TRUE(CanConnect(*bed, -1, 3, ports[3], seconds(10)));
+    byte = 'b';
+    ASSERT_EQ(write(before, &byte, 1), 1);
+    ASSERT_EQ(read(echoed, &byte, 1), 1);
+    EXPECT_EQ(byte, 'b');
+
+    EXPECT_FALSE(bed->CutSite(2).ok());
+    EXPECT_FALSE(bed->RestoreSite(-1).ok());
+    for (int fd : listeners) close(fd);
+    for (int fd : {before, echoed, echo_listener}) close(fd);
+    const std::string name = bed->name();
+    ASSERT_TRUE(bed->Down().ok());
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
+  }
+}
+
+// Bad site options are refused, naming what is wrong; a creation that fails
+// half-way (tc refuses the rate) leaves no namespace, link or state file.
+TEST(Testbed, SiteOptionsAreCheckedAndAFailedCreationLeavesNothing) {
+  auto refused = [](TestbedOptions options, const std::string& says) {
+    auto bed = Testbed::Create(options);
+    EXPECT_FALSE(bed.ok());
+    if (!bed.ok()) {
+      EXPECT_EQ(bed.status().code(), absl::StatusCode::kInvalidArgument) << bed.status();
+      EXPECT_NE(bed.status().message().find(says), std::string::npos) << bed.status();
+    }
+  };
+  TestbedOptions options = TwoSites("", 0, "", 0);
+  options.sites = 21;
+  refused(options, "sites 21");
+  options = TwoSites("", 0, "", 0);
+  options.hosts_per_site = 0;
+  refused(options, "hosts_per_site 0");
+  options = TwoSites("", 0, "", 0);
+  options.hosts = 5;
+  refused(options, "hosts 5 is not sites x hosts_per_site (4)");
+  options = TwoSites("", 0, "", 0);
+  options.delay_ms = 5;
+  refused(options, "site_delay_ms");
+  options = TwoSites("", 0, "", -1);
+  refused(options, "wan_delay_ms -1");
+  options = TestbedOptions{};
+  options.wan_rate = "50mbit";
+  refused(options, "need sites");
+
+  auto bed = Testbed::Create(TwoSites("", 0, "fast", 10));
+  ASSERT_FALSE(bed.ok());
+  const std::string message(bed.status().message());
+  EXPECT_NE(message.find("tbf rate fast"), std::string::npos) << message;
+  // The testbed's name, from the failed command's device ("htb137u0").
+  const size_t at = message.find(kNamePrefix);
+  ASSERT_NE(at, std::string::npos) << message;
+  size_t end = at + std::strlen(kNamePrefix);
+  while (end < message.size() && std::isdigit(message[end])) ++end;
+  const std::string name = message.substr(at, end - at);
+  // A parallel run may take the name once it is free: then it is listed.
+  bool reused = false;
+  auto all = ListTestbeds();
+  ASSERT_TRUE(all.ok());
+  for (const auto& record : *all) {
+    EXPECT_NE(record.owner_pid, getpid()) << record.json;
+    reused = reused || record.name == name;
+  }
+  if (!reused) {
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
+  }
 }
 
 // The CLI's testbed lives past the CLI; it goes when its owner exits, with
@@ -455,6 +725,65 @@ TEST(Testbed, CliTestbedGoesWithItsOwner) {
       << "testbed " << name << " outlived its owner";
 }
 
+// `up --sites`: hosts named by site, the site commands, and everything of
+// it (site bridges, uplinks, both kinds of relay) gone with its owner.
+TEST(Testbed, CliSitesTestbedGoesWithItsOwner) {
+  CommandResult both = RunCommand({Cli(), "up", "--hosts", "2", "--sites", "2"}, seconds(60));
+  EXPECT_EQ(both.exit_code, 2) << both.err;  // --hosts or --sites, not both
+  Process owner({"/bin/sleep", "600"}, "/dev/null");
+  CommandResult up = RunCommand({Cli(), "up", "--sites", "2", "--hosts-per-site", "1", "--site-rate", "1gbit",
+                                 "--site-delay-ms", "2", "--wan-rate", "100mbit", "--wan-delay-ms", "4",
+                                 "--owner-pid", std::to_string(owner.pid())},
+                                seconds(60));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto json = nlohmann::json::parse(up.out);
+  const std::string name = json["name"];
+  EXPECT_EQ(json["hosts"][1]["name"], "s1h0");
+  EXPECT_EQ(json["hosts"][1]["site"], 1);
+  EXPECT_EQ(json["sites"][1]["hosts"], nlohmann::json::array({1}));
+  EXPECT_EQ(json["wan_rate"], "100mbit");
+  EXPECT_EQ(json["wan_delay_ms"], 4);
+  std::vector<std::string> namespaces = {json["hosts"][1]["netns"], json["hosts"][1]["relay_netns"],
+                                         json["sites"][1]["relay_netns"]};
+  for (const auto& netns : namespaces) EXPECT_TRUE(NetnsExists(netns)) << netns;
+  const std::string site_bridge = json["sites"][1]["bridge"];
+  EXPECT_TRUE(LinkExists(site_bridge));
+
+  CommandResult host_stats = RunCommand({Cli(), "relay-stats", name, "s1h0"}, seconds(30));
+  EXPECT_EQ(host_stats.exit_code, 0) << host_stats.err;
+  EXPECT_EQ(nlohmann::json::parse(host_stats.out, nullptr, false).value("delay_us", -1), 1000) << host_stats.out;
+  CommandResult site_stats = RunCommand({Cli(), "site-relay-stats", name, "s1"}, seconds(30));
+  EXPECT_EQ(site_stats.exit_code, 0) << site_stats.err;
+  EXPECT_EQ(nlohmann::json::parse(site_stats.out, nullptr, false).value("delay_us", -1), 2000) << site_stats.out;
+  CommandResult inside = RunCommand({Cli(), "exec", name, "s1h0", "--", "/bin/cat", "/proc/net/fib_trie"}, seconds(30));
+  EXPECT_EQ(inside.exit_code, 0) << inside.err;
+  EXPECT_NE(inside.out.find(json["hosts"][1]["address"].get<std::string>()), std::string::npos) << inside.out;
+  CommandResult cut = RunCommand({Cli(), "cut-site", name, "1"}, seconds(30));
+  EXPECT_EQ(cut.exit_code, 0) << cut.err;
+  CommandResult restore = RunCommand({Cli(), "restore-site", name, "s1"}, seconds(30));
+  EXPECT_EQ(restore.exit_code, 0) << restore.err;
+  CommandResult bad_site = RunCommand({Cli(), "cut-site", name, "2"}, seconds(30));
+  EXPECT_EQ(bad_site.exit_code, 2);
+  EXPECT_NE(bad_site.err.find("no site '2'"), std::string::npos) << bad_site.err;
+  CommandResult bad_host = RunCommand({Cli(), "cut", name, "s2h0"}, seconds(30));
+  EXPECT_EQ(bad_host.exit_code, 2);
+
+  owner.Signal(SIGKILL);
+  owner.Wait(seconds(10));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& netns : namespaces) {
+          if (NetnsExists(netns)) return false;
+        }
+        return !LinkExists(site_bridge) && !Listed(name, owner.pid());
+      },
+      seconds(20)))
+      << "testbed " << name << " outlived its owner";
+  if (!Listed(name, owner.pid())) {
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
+  }
+}
+
 TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   Process owner({"/bin/sleep", "600"}, "/dev/null");
   CommandResult up = RunCommand(
@@ -483,6 +812,36 @@ TEST(Testbed, SweepRemovesTestbedsOfDeadOwners) {
   EXPECT_FALSE(NetnsExists(netns)) << sweep.out;
   EXPECT_FALSE(NetnsExists(relay_netns)) << sweep.out;
   EXPECT_FALSE(Listed(name, owner_pid)) << sweep.out;
+}
+
+// A site testbed's objects that no state file claims any more (a run killed
+// mid-teardown) are recognised and removed by a sweep: site bridges,
+// uplinks and the uplinks' relays included.
+TEST(Testbed, SweepRemovesOrphanedSiteObjects) {
+  Process owner({"/bin/sleep", "600"}, "/dev/null");
+  CommandResult up = RunCommand({Cli(), "up", "--sites", "2", "--hosts-per-site", "1", "--wan-delay-ms", "1",
+                                 "--owner-pid", std::to_string(owner.pid()), "--no-watchdog"},
+                                seconds(60));
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  const std::string name = nlohmann::json::parse(up.out)["name"];
+  EXPECT_GE(ObjectsOf(name).size(), 12u);  // 2 x (host, bridge, uplink, core port, relay namespace, host link)
+  ASSERT_TRUE(fs::remove(std::string(kStateDir) + "/" + name + ".json"));
+  owner.Signal(SIGKILL);
+  owner.Wait(seconds(10));
+  CommandResult sweep = RunCommand({Cli(), "sweep"}, seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.err;
+  // A parallel run may take the name once it is free: then it is listed.
+  auto all = ListTestbeds();
+  ASSERT_TRUE(all.ok());
+  bool reused = false;
+  for (const auto& record : *all) reused = reused || record.name == name;
+  if (!reused) {
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{}) << sweep.out;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(kStateDir, error)) {
+      EXPECT_NE(entry.path().filename().string().rfind(name + "-", 0), 0u) << entry.path() << " left";
+    }
+  }
 }
 
 // A test process killed outright (a Bazel timeout) still leaves nothing:

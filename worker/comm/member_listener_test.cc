@@ -315,7 +315,7 @@ TEST(MemberConnector, RejectsBadOptions) {
   EXPECT_EQ(Connect(Params(2), 1, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The scenario at the transport: while real peers connect (one
+// An outsider flood at the transport: while real peers connect (one
 // before, two during), the listener is flooded with idle, random,
 // truncated, stalled, replayed, oversized and wrong-key connections. Every
 // real peer gets a clean authenticated socket, and every bad connection is

@@ -1,5 +1,6 @@
 // All-reduce through shared memory for ranks on one host, in front of
-// another Communicator (Gloo) that keeps every other collective.
+// another Communicator (herd's TCP mesh or Gloo) that keeps every other
+// collective.
 //
 // Over loopback TCP a rank's data crosses the kernel twice per ring step.
 // Here every rank's data sits in its slot of one shared segment; each rank

@@ -118,6 +118,7 @@ absl::Status Daemon::Register() {
   request.set_address(options_.address);
   request.set_device_kind(options_.device_kind);
   request.set_device_count(options_.device_count);
+  request.mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
   v1::RegisterWorkerResponse response;
   absl::Status status =
       FromGrpcStatus(Call(options_.rpc_timeout, /*cancel_on_stop=*/true, [&](grpc::ClientContext* context) {

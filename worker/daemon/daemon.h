@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@ struct DaemonOptions {
   std::string address;  // host peers use to reach this worker's trainers
   std::string device_kind = "cpu";
   int64_t device_count = 1;
+  std::map<std::string, std::string> labels;  // --label, sent with every registration
   std::string token;  // bearer token; empty when auth is off
   std::chrono::milliseconds rpc_timeout{5000};
   std::chrono::milliseconds min_backoff{200};

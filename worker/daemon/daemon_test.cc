@@ -4,9 +4,11 @@
 #include <prometheus/text_serializer.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -262,6 +264,33 @@ TEST_F(DaemonTest, RegistersWithItsIdentityAndWritesTheReadyFile) {
   EXPECT_EQ(ready["metrics"], "127.0.0.1:12345");
   EXPECT_EQ(MetricValue("herd_worker_registered"), 1);
   EXPECT_EQ(MetricValue("herd_worker_info{device=\"cpu\",worker=\"w1\"}"), 1);
+}
+
+TEST_F(DaemonTest, RegistersWithItsLabels) {
+  daemon_options_.labels = {{"site", "us-east"}, {"pool", "a100"}};
+  WriteTrainer("exit 0");
+  StartDaemon();
+  ASSERT_TRUE(WaitUntil([&] { return !cluster_.registrations().empty(); }));
+  const v1::RegisterWorkerRequest registration = cluster_.registrations().at(0);
+  const std::map<std::string, std::string> labels(registration.labels().begin(), registration.labels().end());
+  EXPECT_EQ(labels, (std::map<std::string, std::string>{{"pool", "a100"}, {"site", "us-east"}}));
+}
+
+TEST(WorkerMetricsLabels, InfoCarriesTheLabels) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry, "w1", "cpu", {{"topology.zone", "us-east-1a"}, {"pool", "a100"}});
+  const std::vector<prometheus::MetricFamily> families = registry.Collect();
+  auto info = std::find_if(families.begin(), families.end(),
+                           [](const prometheus::MetricFamily& f) { return f.name == "herd_worker_info"; });
+  ASSERT_NE(info, families.end());
+  ASSERT_EQ(info->metric.size(), 1u);
+  std::map<std::string, std::string> labels;
+  for (const prometheus::ClientMetric::Label& label : info->metric[0].label) labels[label.name] = label.value;
+  EXPECT_EQ(labels, (std::map<std::string, std::string>{{"device", "cpu"},
+                                                        {"label_pool", "a100"},
+                                                        {"label_topology_zone", "us-east-1a"},
+                                                        {"worker", "w1"}}));
+  EXPECT_EQ(info->metric[0].gauge.value, 1);
 }
 
 TEST_F(DaemonTest, ReportsATrainerExitWithItsCodeAndMessage) {

@@ -176,6 +176,7 @@ herd::worker::DaemonOptions DaemonOptionsFor(const herd::worker::WorkerConfig& c
   options.address = config.listen;
   options.device_kind = config.device;
   options.device_count = config.device_count();
+  options.labels = config.labels;
   options.token = token;
   options.ready_file = config.ready_file;
   options.metrics_address = metrics_address;
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
 
   MetricsEndpoint endpoint;
   if (absl::Status s = StartMetricsEndpoint(config->metrics_listen, &endpoint); !s.ok()) return CannotStart(s, 1);
-  WorkerMetrics metrics(*endpoint.registry, config->worker_id, config->device);
+  WorkerMetrics metrics(*endpoint.registry, config->worker_id, config->device, config->labels);
   // The trainers' metrics join this daemon's at scrape time (one target per worker).
   auto trainer_metrics = std::make_shared<TrainerMetricsCollector>();
   if (endpoint.exposer) endpoint.exposer->RegisterCollectable(trainer_metrics);

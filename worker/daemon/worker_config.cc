@@ -88,6 +88,12 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
   app.add_option("--ready-file", config.ready_file,
                  "Once registered, write {\"worker_id\":...,\"metrics\":\"host:port\"} here (atomically)");
 
+  app.add_option("--label", config.label_flags,
+                 "KEY=VALUE, repeatable: a label the coordinator keeps with this worker (shown by herd workers, "
+                 "matched by a job's placement.require, grouped by its sync.islands_by). Keys and values: 1 to 63 "
+                 "letters, digits, '-', '_' or '.', beginning and ending with a letter or digit; at most 32 labels")
+      ->allow_extra_args(false);
+
   app.set_version_flag("--version", std::string("herd-worker ") + kVersion);
   try {
     app.parse(argc, argv);
@@ -129,6 +135,9 @@ absl::Status FinishWorkerConfig(WorkerConfig* config, const std::string& host_na
   } else if (!config->gpus.empty()) {
     return absl::InvalidArgumentError("--gpus needs --device=cuda");
   }
+  absl::StatusOr<Labels> labels = ParseLabelFlags(config->label_flags);
+  if (!labels.ok()) return labels.status();
+  config->labels = *std::move(labels);
   if (config->coordinator.empty()) return absl::InvalidArgumentError("--coordinator: empty address");
   if (config->listen.empty()) return absl::InvalidArgumentError("--listen: empty host");
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/labels.h"
 #include "common/rpc_options.h"
 
 namespace herd::worker {
@@ -40,6 +41,9 @@ struct WorkerConfig {
   // at once). Keep it below the pod's terminationGracePeriodSeconds.
   double drain_timeout_seconds = 50;
   std::string ready_file;
+  // --label KEY=VALUE as given (repeatable), and parsed by FinishWorkerConfig.
+  std::vector<std::string> label_flags;
+  Labels labels;
 
   int64_t device_count() const { return device == "cuda" ? static_cast<int64_t>(gpu_indices.size()) : 1; }
 };
@@ -52,7 +56,7 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
 
 // Checks flag combinations and fills what depends on the machine: the worker
 // id (from `host_name` and the work dir), the trainer binary (herd-trainer
-// next to `self_path`), GPU indices, an absolute work dir. Creates the work
+// next to `self_path`), GPU indices, the labels, an absolute work dir. Creates the work
 // dir. INVALID_ARGUMENT / FAILED_PRECONDITION name the offending flag.
 absl::Status FinishWorkerConfig(WorkerConfig* config, const std::string& host_name, const std::string& self_path);
 

@@ -151,5 +151,34 @@ TEST_F(WorkerConfigTest, GpuFlags) {
   EXPECT_FALSE(ParseGpuList("-1", &indices).ok());
 }
 
+TEST_F(WorkerConfigTest, LabelsAreRepeatable) {
+  auto config = Parse({WorkDirFlag(), "--insecure-no-auth", "--label", "site=us-east", "--label=pool=a100"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  ASSERT_TRUE(Finish(&*config).ok());
+  EXPECT_EQ(config->labels, (Labels{{"site", "us-east"}, {"pool", "a100"}}));
+}
+
+TEST_F(WorkerConfigTest, NoLabelsByDefault) {
+  auto config = Parse({WorkDirFlag(), "--insecure-no-auth"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  ASSERT_TRUE(Finish(&*config).ok());
+  EXPECT_TRUE(config->labels.empty());
+}
+
+// One value per --label: a second word is not taken as another label.
+TEST_F(WorkerConfigTest, LabelTakesOneValue) {
+  auto config = Parse({WorkDirFlag(), "--insecure-no-auth", "--label", "site=a", "pool=b"});
+  EXPECT_FALSE(config.has_value());
+  EXPECT_EQ(exit_code_, 2);
+}
+
+TEST_F(WorkerConfigTest, BadLabelFailsStartNamingIt) {
+  auto config = Parse({WorkDirFlag(), "--insecure-no-auth", "--label", "site=us east"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  absl::Status status = Finish(&*config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--label 'site=us east': value 'us east' of label 'site'"));
+}
+
 }  // namespace
 }  // namespace herd::worker

@@ -1,11 +1,24 @@
 #include "worker/daemon/worker_metrics.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/labels.h"
 
 namespace herd::worker {
 
+namespace {
+
+// herd_worker_info's labels: the worker, its device kind and its --label ones.
+std::map<std::string, std::string> InfoLabels(const std::string& worker_id, const std::string& device,
+                                              const std::map<std::string, std::string>& labels) {
+  std::map<std::string, std::string> info = {{"worker", worker_id}, {"device", device}};
+  for (const auto& [key, value] : labels) info[MetricLabelName(key)] = value;
+  return info;
+}
+
+}  // namespace
+
 WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& worker_id,
-                             const std::string& device)
+                             const std::string& device, const std::map<std::string, std::string>& labels)
     : trainers_running_(prometheus::BuildGauge()
                             .Name("herd_worker_trainers_running")
                             .Help("Trainer processes this worker daemon is running now.")
@@ -27,9 +40,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& 
                       .Add({})) {
   prometheus::BuildGauge()
       .Name("herd_worker_info")
-      .Help("Constant 1, labelled with this worker's id and device kind.")
+      .Help("Constant 1, labelled with this worker's id, device kind and --label labels (label_KEY).")
       .Register(registry)
-      .Add({{"worker", worker_id}, {"device", device}})
+      .Add(InfoLabels(worker_id, device, labels))
       .Set(1);
 }
 

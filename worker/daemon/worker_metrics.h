@@ -6,13 +6,16 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <map>
 #include <string>
 
 namespace herd::worker {
 
 class WorkerMetrics {
  public:
-  WorkerMetrics(prometheus::Registry& registry, const std::string& worker_id, const std::string& device);
+  // `labels` (--label) join herd_worker_info as label_KEY (common/labels.h).
+  WorkerMetrics(prometheus::Registry& registry, const std::string& worker_id, const std::string& device,
+                const std::map<std::string, std::string>& labels = {});
 
   void SetTrainersRunning(size_t count);
   // Counts by code: "0", "1", ... or "signal_9" for a negative exit code.

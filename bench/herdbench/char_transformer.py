@@ -1,5 +1,5 @@
 """herd's char_transformer and text data in PyTorch, for the DDP peer
-(bench/ddp_host_rank.py --model char_transformer).
+(ddp_peer.py, gpu_peer.py).
 
 The same model as worker/models/char_transformer.cc with its defaults: a
 decoder-only transformer over bytes (vocabulary 256), token + learned

@@ -1,5 +1,5 @@
 """herd's resnet_small (worker/models/resnet_small.cc) in PyTorch, for
-bench/gpu_bench.py's PyTorch side.
+the DDP peer (gpu_peer.py).
 
 The same layers, options and registration order: a 3x3 stem (no bias) and
 its norm, three stages of two basic blocks (widths 16/32/64 by default;

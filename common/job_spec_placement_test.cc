@@ -1,0 +1,81 @@
+// placement.require and sync.islands_by: parsed from YAML, checked with
+// errors that name the field.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/job_spec.h"
+#include "common/job_spec_yaml.h"
+
+namespace herd {
+namespace {
+
+constexpr char kBase[] = R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 64, synthetic_features: 4, synthetic_classes: 2}
+batch_size: 8
+epochs: 1
+optimizer: {lr: 0.1}
+min_workers: 2
+)";
+
+absl::StatusOr<v1::JobSpec> Parsed(const std::string& extra) {
+  auto spec = ParseJobSpecYaml(std::string(kBase) + extra);
+  if (!spec.ok()) return spec.status();
+  ApplyJobDefaults(&*spec);
+  return spec;
+}
+
+std::string Invalid(const std::string& extra) {
+  auto spec = Parsed(extra);
+  if (!spec.ok()) return std::string(spec.status().message());
+  absl::Status status = ValidateJobSpec(*spec);
+  EXPECT_FALSE(status.ok()) << extra;
+  return std::string(status.message());
+}
+
+TEST(JobSpecPlacement, ParsesRequireAndIslandsBy) {
+  auto spec = Parsed("placement: {require: {pool: a100, site: us-east}}\nsync: {mode: average, islands_by: site}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->placement().require().size(), 2u);
+  EXPECT_EQ(spec->placement().require().at("pool"), "a100");
+  EXPECT_EQ(spec->placement().require().at("site"), "us-east");
+  EXPECT_EQ(spec->sync().islands_by(), "site");
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+}
+
+TEST(JobSpecPlacement, NoneByDefault) {
+  auto spec = Parsed("");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(spec->placement().require().empty());
+  EXPECT_EQ(spec->sync().islands_by(), "");
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok());
+}
+
+TEST(JobSpecPlacement, BadShapesAreNamed) {
+  EXPECT_EQ(Invalid("placement: a100\n"), "placement: expected a mapping");
+  EXPECT_EQ(Invalid("placement: {pool: a100}\n").rfind("placement.pool: unknown field (known: require)", 0), 0u);
+  EXPECT_EQ(Invalid("placement: {require: [a100]}\n"), "placement.require: expected a mapping");
+  EXPECT_EQ(Invalid("placement: {require: {pool: [a, b]}}\n"), "placement.require.pool: expected a string");
+}
+
+TEST(JobSpecPlacement, LabelSyntaxIsChecked) {
+  EXPECT_EQ(Invalid("placement: {require: {pool: 'a 100'}}\n"),
+            "placement.require: value 'a 100' of label 'pool' may only contain letters, digits, '-', '_' and '.'");
+  EXPECT_EQ(Invalid("placement: {require: {'-pool': a100}}\n"),
+            "placement.require: label key '-pool' must begin and end with a letter or digit");
+  EXPECT_EQ(Invalid("placement: {require: {pool: ''}}\n"),
+            "placement.require: value '' of label 'pool' must not be empty");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: 'site name'}\n"),
+            "sync.islands_by: label key 'site name' may only contain letters, digits, '-', '_' and '.'");
+}
+
+TEST(JobSpecPlacement, IslandsByNeedsModeAverage) {
+  EXPECT_EQ(Invalid("sync: {islands_by: site}\n"),
+            "sync.islands_by: needs sync.mode average (islands average their parameters across sites)");
+  EXPECT_EQ(Invalid("sync: {mode: allreduce, islands_by: site}\n"),
+            "sync.islands_by: needs sync.mode average (islands average their parameters across sites)");
+}
+
+}  // namespace
+}  // namespace herd
