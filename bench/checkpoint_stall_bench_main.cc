@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/bench_env.h"
+#include "common/spec_enums.h"
 #include "worker/models/model.h"
 #include "worker/train/checkpoint/checkpoint_files.h"
 #include "worker/train/checkpoint/checkpoint_writer.h"
@@ -64,10 +65,15 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
     return 1;
   }
+  auto optimizer_name = ParseSpecName<v1::OptimizerName>(flags.optimizer, "--optimizer");
+  if (!optimizer_name.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(optimizer_name.status().message()).c_str());
+    return 1;
+  }
   v1::OptimizerSpec optimizer_spec;
-  optimizer_spec.set_name(flags.optimizer);
+  optimizer_spec.set_name(*optimizer_name);
   optimizer_spec.set_lr(1e-4);
-  optimizer_spec.set_momentum(flags.optimizer == "sgd" ? 0.9 : 0);
+  optimizer_spec.set_momentum(*optimizer_name == v1::OPTIMIZER_NAME_SGD ? 0.9 : 0);
   optimizer_spec.set_beta1(0.9);
   optimizer_spec.set_beta2(0.999);
   optimizer_spec.set_eps(1e-8);

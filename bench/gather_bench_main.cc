@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
   WriteFile(dir + "/tokens.bin", RawBytes(tokens));
 
   v1::DatasetSpec idx, npy_u8, npy_f32, text_spec, token_spec;
-  idx.set_kind("idx");
+  idx.set_kind(v1::DATASET_KIND_IDX);
   idx.set_path(dir);
   for (auto* spec : {&npy_u8, &npy_f32}) {
-    spec->set_kind("npy");
+    spec->set_kind(v1::DATASET_KIND_NPY);
     spec->set_targets(dir + "/y.npy");
     spec->set_validation_targets(dir + "/y.npy");  // all rows train, as idx's train files
   }
@@ -120,14 +120,14 @@ int main(int argc, char** argv) {
   npy_u8.set_validation_inputs(dir + "/x_u8.npy");
   npy_f32.set_inputs(dir + "/x_f32.npy");
   npy_f32.set_validation_inputs(dir + "/x_f32.npy");
-  text_spec.set_kind("text");
+  text_spec.set_kind(v1::DATASET_KIND_TEXT);
   text_spec.set_path(dir + "/text.txt");
   text_spec.set_sequence_length(seq);
-  token_spec.set_kind("tokens");
+  token_spec.set_kind(v1::DATASET_KIND_TOKENS);
   token_spec.set_path(dir + "/tokens.bin");
   token_spec.set_sequence_length(seq);
   token_spec.set_vocab_size(256);
-  token_spec.set_dtype("uint16");
+  token_spec.set_dtype(v1::TOKEN_DTYPE_UINT16);
 
   nlohmann::json report;
   for (const auto& [name, spec] : std::vector<std::pair<std::string, v1::DatasetSpec>>{

@@ -19,6 +19,7 @@
 #include "bench/bench_env.h"
 #include "bench/file_store.h"
 #include "bench/fork_ranks.h"
+#include "common/spec_enums.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/models/model.h"
 #include "worker/train/sync/gradient_sync.h"
@@ -53,10 +54,12 @@ absl::StatusOr<nlohmann::json> RunRank(const Flags& flags, int world, int rank, 
   model_spec.set_name(flags.model);
   auto model = CreateModel(model_spec, ModelInputInfo{flags.sample_shape, flags.classes}, /*seed=*/1);
   if (!model.ok()) return model.status();
+  auto optimizer_name = ParseSpecName<v1::OptimizerName>(flags.optimizer, "--optimizer");
+  if (!optimizer_name.ok()) return optimizer_name.status();
   v1::OptimizerSpec optimizer_spec;
-  optimizer_spec.set_name(flags.optimizer);
+  optimizer_spec.set_name(*optimizer_name);
   optimizer_spec.set_lr(1e-3);
-  optimizer_spec.set_momentum(flags.optimizer == "sgd" ? 0.9 : 0);
+  optimizer_spec.set_momentum(*optimizer_name == v1::OPTIMIZER_NAME_SGD ? 0.9 : 0);
   optimizer_spec.set_beta1(0.9);
   optimizer_spec.set_beta2(0.999);
   optimizer_spec.set_eps(1e-8);

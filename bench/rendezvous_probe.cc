@@ -25,12 +25,12 @@ v1::JobSpec RendezvousJobSpec(int members) {
   v1::JobSpec spec;
   spec.set_name("bench-rendezvous");
   spec.mutable_model()->set_name("mlp");
-  spec.mutable_dataset()->set_kind("synthetic");
+  spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   spec.set_batch_size(32);
   spec.set_max_steps(1);
   spec.set_min_workers(members);
   spec.set_max_workers(members);
-  spec.set_device("cpu");
+  spec.set_device(v1::DEVICE_CPU);
   return spec;
 }
 

@@ -15,6 +15,7 @@
 #include "client/table.h"
 #include "common/control_chars.h"
 #include "common/labels.h"
+#include "common/spec_enums.h"
 
 namespace herd::client {
 
@@ -78,8 +79,10 @@ namespace {
 
 // Proto3's JSON mapping quotes 64-bit integers ("step": "420"). Counters in
 // herd stay far below 2^53, so print them as plain numbers: what jq users and
-// scripts expect from `-o json`.
-void UnquoteInt64Fields(const google::protobuf::Descriptor* descriptor, nlohmann::json& json) {
+// scripts expect from `-o json`. It names enum values by their constants; the
+// spec's closed sets print as in the job file instead ("mode": "average",
+// "" when unset), as they did when they were strings.
+void PlainJsonValues(const google::protobuf::Descriptor* descriptor, nlohmann::json& json) {
   using google::protobuf::FieldDescriptor;
   if (!json.is_object()) return;
   for (int i = 0; i < descriptor->field_count(); ++i) {
@@ -89,7 +92,12 @@ void UnquoteInt64Fields(const google::protobuf::Descriptor* descriptor, nlohmann
     const FieldDescriptor* element = field->is_map() ? field->message_type()->map_value() : field;
     auto convert = [&](nlohmann::json& value) {
       if (element->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        UnquoteInt64Fields(element->message_type(), value);
+        PlainJsonValues(element->message_type(), value);
+      } else if (element->cpp_type() == FieldDescriptor::CPPTYPE_ENUM && IsSpecEnum(element->enum_type())) {
+        const google::protobuf::EnumValueDescriptor* named =
+            value.is_string() ? element->enum_type()->FindValueByName(value.get<std::string>()) : nullptr;
+        const int number = named != nullptr ? named->number() : value.is_number() ? value.get<int>() : 0;
+        value = SpecEnumName(element->enum_type(), number);
       } else if (value.is_string() && (element->cpp_type() == FieldDescriptor::CPPTYPE_INT64 ||
                                        element->cpp_type() == FieldDescriptor::CPPTYPE_UINT64)) {
         const std::string text = value.get<std::string>();
@@ -120,7 +128,7 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
   if (!status.ok()) return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
   nlohmann::json parsed = nlohmann::json::parse(json);
-  UnquoteInt64Fields(message.GetDescriptor(), parsed);
+  PlainJsonValues(message.GetDescriptor(), parsed);
   return parsed.dump();
 }
 
@@ -276,10 +284,11 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   if (std::string straggler = FormatStraggler(job); !straggler.empty()) lines.push_back({"Slowest rank", straggler});
   lines.push_back({"Loss", job.step() > 0 ? FormatLoss(job.loss()) : "-"});
   std::string lr = job.learning_rate() > 0 ? absl::StrFormat("%.6g", job.learning_rate()) : "-";
-  if (job.learning_rate() > 0 && job.has_spec() && job.spec().optimizer().scale_lr() != "none" &&
-      !job.spec().optimizer().scale_lr().empty()) {
+  const v1::ScaleLr scale_lr = job.spec().optimizer().scale_lr();
+  if (job.learning_rate() > 0 && job.has_spec() && scale_lr != v1::SCALE_LR_NONE &&
+      scale_lr != v1::SCALE_LR_UNSPECIFIED) {
     absl::StrAppend(&lr, absl::StrFormat(" (optimizer.lr %g scaled %s at world size %d)", job.spec().optimizer().lr(),
-                                         job.spec().optimizer().scale_lr(), job.world_size()));
+                                         SpecName(scale_lr), job.world_size()));
   }
   lines.push_back({"Learning rate", lr});
   if (std::string overlap = FormatOverlap(job); !overlap.empty()) lines.push_back({"Overlap", overlap});
@@ -289,7 +298,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     std::string model = spec.model().name();
     if (!spec.model().path().empty()) absl::StrAppend(&model, " ", spec.model().path());
     lines.push_back({"Model", model});
-    lines.push_back({"Dataset", absl::StrCat(spec.dataset().kind(),
+    lines.push_back({"Dataset", absl::StrCat(SpecName(spec.dataset().kind()),
                                              spec.dataset().path().empty() ? "" : " " + spec.dataset().path())});
     if (spec.global_batch_size() > 0) {
       lines.push_back({"Batch size", absl::StrCat(spec.global_batch_size(), " global (micro-batches of at most ",
@@ -297,7 +306,9 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
     } else {
       lines.push_back({"Batch size", absl::StrCat(spec.batch_size(), " per worker")});
     }
-    if (spec.sync().shares() == "throughput") lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
+    if (spec.sync().shares() == v1::SHARES_THROUGHPUT) {
+      lines.push_back({"Batch shares", "throughput (follow each worker's rate)"});
+    }
     lines.push_back({"Workers wanted", absl::StrCat(spec.min_workers(), "..", spec.max_workers())});
     if (!spec.placement().require().empty()) {
       lines.push_back({"Placement", absl::StrCat("workers labelled ", FormatLabels(Labels(spec.placement().require().begin(),

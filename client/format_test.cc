@@ -89,6 +89,37 @@ TEST(FormatTest, JsonPrintsSixtyFourBitCountersAsNumbers) {
   EXPECT_EQ(parsed["jobs"][0]["spec"]["batch_size"], 64);
 }
 
+// The spec's closed sets are enums; `-o json` prints them as the job file
+// names them, "" when unset, as when they were strings. Other enums keep
+// their constants (state: RUNNING).
+TEST(FormatTest, JsonPrintsSpecChoicesByTheirYamlNames) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  job.mutable_spec()->set_device(v1::DEVICE_CUDA);
+  job.mutable_spec()->set_on_nonfinite(v1::ON_NONFINITE_SKIP_STEP);
+  job.mutable_spec()->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
+  job.mutable_spec()->mutable_sync()->set_same_host_transport(v1::SAME_HOST_TRANSPORT_TCP);
+  job.mutable_spec()->mutable_sync()->mutable_outer()->set_kind(v1::OUTER_KIND_NESTEROV);
+  job.mutable_spec()->mutable_model()->set_norm(v1::NORM_SYNC_BATCH);
+  job.mutable_spec()->mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
+  job.mutable_spec()->mutable_optimizer()->set_scale_lr(v1::ScaleLr(42));  // a newer coordinator's
+  job.mutable_spec()->mutable_checkpoint()->set_keep(3);
+  nlohmann::json parsed = nlohmann::json::parse(*ToJson(job));
+  EXPECT_EQ(parsed["state"], "RUNNING");
+  const nlohmann::json& spec = parsed["spec"];
+  EXPECT_EQ(spec["device"], "cuda");
+  EXPECT_EQ(spec["on_nonfinite"], "skip_step");
+  EXPECT_EQ(spec["sync"]["mode"], "average");
+  EXPECT_EQ(spec["sync"]["same_host_transport"], "tcp");
+  EXPECT_EQ(spec["sync"]["outer"]["kind"], "nesterov");
+  EXPECT_EQ(spec["model"]["norm"], "sync_batch");
+  EXPECT_EQ(spec["dataset"]["kind"], "synthetic");
+  EXPECT_EQ(spec["optimizer"]["scale_lr"], "42");
+  EXPECT_EQ(spec["optimizer"]["name"], "");  // unset
+  EXPECT_EQ(spec["sync"]["compression"], "");
+  EXPECT_EQ(spec["checkpoint"]["on_failure"], "");
+}
+
 TEST(FormatTest, ListResponsesWrapTheirItems) {
   v1::ListJobsResponse response;
   *response.add_jobs() = SampleJob();
@@ -329,9 +360,9 @@ TEST(FormatTest, DetailShowsTheLearningRateAndItsScaling) {
   job.set_learning_rate(0.15);
   job.set_world_size(3);
   job.mutable_spec()->mutable_optimizer()->set_lr(0.05);
-  job.mutable_spec()->mutable_optimizer()->set_scale_lr("linear");
+  job.mutable_spec()->mutable_optimizer()->set_scale_lr(v1::SCALE_LR_LINEAR);
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("0.15 (optimizer.lr 0.05 scaled linear at world size 3)"));
-  job.mutable_spec()->mutable_optimizer()->set_scale_lr("none");
+  job.mutable_spec()->mutable_optimizer()->set_scale_lr(v1::SCALE_LR_NONE);
   EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("scaled")));
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/control_chars.h"
 #include "common/labels.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -25,6 +26,15 @@ absl::Status CheckChoice(const std::string& field, const std::string& value,
   if (OneOf(value, allowed)) return absl::OkStatus();
   return Bad(field, absl::StrCat("unknown value '", value, "' (expected one of: ",
                                  absl::StrJoin(allowed, ", "), ")"));
+}
+
+// A closed set's value (set by defaults, or required): one the enum defines.
+template <typename E>
+absl::Status CheckEnum(const std::string& field, E value) {
+  const google::protobuf::EnumDescriptor* e = google::protobuf::GetEnumDescriptor<E>();
+  if (value != 0 && e->FindValueByNumber(static_cast<int>(value)) != nullptr) return absl::OkStatus();
+  return Bad(field, absl::StrCat("unknown value '", SpecEnumName(e, static_cast<int>(value)), "' (expected one of: ",
+                                 SpecEnumChoices(e), ")"));
 }
 
 // The first scalar under `message` (by its YAML path) that no check below
@@ -113,39 +123,43 @@ void ApplyJobDefaults(v1::JobSpec* spec) {
   if (spec->grad_accumulation() == 0) spec->set_grad_accumulation(1);
   if (spec->min_workers() == 0) spec->set_min_workers(1);
   if (spec->max_workers() == 0) spec->set_max_workers(spec->min_workers());
-  if (spec->device().empty()) spec->set_device("cpu");
+  if (spec->device() == v1::DEVICE_UNSPECIFIED) spec->set_device(v1::DEVICE_CPU);
   if (spec->threads() == 0) spec->set_threads(1);
   if (spec->log_interval_steps() == 0) spec->set_log_interval_steps(10);
 
   auto* opt = spec->mutable_optimizer();
-  if (opt->name().empty()) opt->set_name("sgd");
-  if (opt->lr() == 0) opt->set_lr(opt->name() == "sgd" ? 0.05 : 1e-3);
+  if (opt->name() == v1::OPTIMIZER_NAME_UNSPECIFIED) opt->set_name(v1::OPTIMIZER_NAME_SGD);
+  if (opt->lr() == 0) opt->set_lr(opt->name() == v1::OPTIMIZER_NAME_SGD ? 0.05 : 1e-3);
   if (opt->beta1() == 0) opt->set_beta1(0.9);
   if (opt->beta2() == 0) opt->set_beta2(0.999);
   if (opt->eps() == 0) opt->set_eps(1e-8);
-  if (opt->name() == "adamw" && opt->weight_decay() == 0) opt->set_weight_decay(0.01);
+  if (opt->name() == v1::OPTIMIZER_NAME_ADAMW && opt->weight_decay() == 0) opt->set_weight_decay(0.01);
 
-  if (opt->scale_lr().empty()) opt->set_scale_lr("none");
+  if (opt->scale_lr() == v1::SCALE_LR_UNSPECIFIED) opt->set_scale_lr(v1::SCALE_LR_NONE);
 
   auto* schedule = spec->mutable_schedule();
-  if (schedule->name().empty()) schedule->set_name("constant");
-  if (schedule->name() == "step" && schedule->gamma() == 0) schedule->set_gamma(0.1);
+  if (schedule->name() == v1::SCHEDULE_NAME_UNSPECIFIED) schedule->set_name(v1::SCHEDULE_NAME_CONSTANT);
+  if (schedule->name() == v1::SCHEDULE_NAME_STEP && schedule->gamma() == 0) schedule->set_gamma(0.1);
 
   ApplySyncDefaults(spec->mutable_sync());
 
   auto* dataset = spec->mutable_dataset();
-  if (dataset->kind() == "synthetic") {
+  if (dataset->kind() == v1::DATASET_KIND_SYNTHETIC) {
     if (dataset->synthetic_samples() == 0) dataset->set_synthetic_samples(4096);
     if (dataset->synthetic_features() == 0) dataset->set_synthetic_features(784);
     if (dataset->synthetic_classes() == 0) dataset->set_synthetic_classes(10);
   }
-  const bool sequences = dataset->kind() == "text" || dataset->kind() == "tokens";
+  const bool sequences = dataset->kind() == v1::DATASET_KIND_TEXT || dataset->kind() == v1::DATASET_KIND_TOKENS;
   if (sequences && dataset->sequence_length() == 0) dataset->set_sequence_length(64);
-  if (dataset->kind() == "tokens" && dataset->dtype().empty()) dataset->set_dtype("uint16");
+  if (dataset->kind() == v1::DATASET_KIND_TOKENS && dataset->dtype() == v1::TOKEN_DTYPE_UNSPECIFIED) {
+    dataset->set_dtype(v1::TOKEN_DTYPE_UINT16);
+  }
 
   if (spec->checkpoint().keep() == 0) spec->mutable_checkpoint()->set_keep(3);
-  if (spec->checkpoint().on_failure().empty()) spec->mutable_checkpoint()->set_on_failure("continue");
-  if (spec->on_nonfinite().empty()) spec->set_on_nonfinite("fail");
+  if (spec->checkpoint().on_failure() == v1::ON_FAILURE_UNSPECIFIED) {
+    spec->mutable_checkpoint()->set_on_failure(v1::ON_FAILURE_CONTINUE);
+  }
+  if (spec->on_nonfinite() == v1::ON_NONFINITE_UNSPECIFIED) spec->set_on_nonfinite(v1::ON_NONFINITE_FAIL);
   if (spec->restart_budget() == 0) spec->set_restart_budget(3);
   if (spec->collective_timeout_seconds() == 0) spec->set_collective_timeout_seconds(30);
 }
@@ -172,9 +186,9 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
                                                  spec.grad_accumulation(),
                                                  ": each rank accumulates as many micro-batches as its share needs"));
   }
-  if (!spec.optimizer().scale_lr().empty() && spec.optimizer().scale_lr() != "none") {
+  if (spec.optimizer().scale_lr() != v1::SCALE_LR_UNSPECIFIED && spec.optimizer().scale_lr() != v1::SCALE_LR_NONE) {
     return Bad("optimizer.scale_lr", absl::StrCat("must be none with global_batch_size, got ",
-                                                  spec.optimizer().scale_lr(),
+                                                  SpecName(spec.optimizer().scale_lr()),
                                                   ": the global batch does not change with the world size"));
   }
   const int64_t largest_share = (global + spec.min_workers() - 1) / spec.min_workers();
@@ -211,9 +225,10 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   };
   if (auto s = only("model.hidden", model.hidden_size() > 0, "mlp"); !s.ok()) return s;
   if (auto s = only("model.widths", model.widths_size() > 0, "resnet_small"); !s.ok()) return s;
-  if (auto s = only("model.norm", !model.norm().empty(), "resnet_small"); !s.ok()) return s;
-  if (!model.norm().empty()) {
-    if (auto s = CheckChoice("model.norm", model.norm(), {"group", "batch", "sync_batch"}); !s.ok()) return s;
+  const bool norm_set = model.norm() != v1::NORM_UNSPECIFIED;
+  if (auto s = only("model.norm", norm_set, "resnet_small"); !s.ok()) return s;
+  if (norm_set) {
+    if (auto s = CheckEnum("model.norm", model.norm()); !s.ok()) return s;
   }
   const std::pair<const char*, int64_t> transformer_sizes[] = {
       {"model.width", model.width()}, {"model.heads", model.heads()},
@@ -229,7 +244,7 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
   if (width % heads != 0) {
     return Bad("model.heads", absl::StrCat(heads, " heads do not divide model.width ", width));
   }
-  const int64_t data_vocabulary = dataset.kind() == "tokens" ? dataset.vocab_size() : 256;
+  const int64_t data_vocabulary = dataset.kind() == v1::DATASET_KIND_TOKENS ? dataset.vocab_size() : 256;
   if (model.vocab_size() > 0 && model.vocab_size() < data_vocabulary) {
     return Bad("model.vocab_size", absl::StrCat(model.vocab_size(), " is smaller than the dataset's vocabulary of ",
                                                 data_vocabulary));
@@ -244,26 +259,29 @@ absl::Status CheckModelSizes(const v1::ModelSpec& model, const v1::DatasetSpec& 
 // The fields each dataset kind reads: required ones set, and none of
 // another kind's (a field that would be ignored is a mistake worth naming).
 absl::Status CheckDatasetFiles(const v1::DatasetSpec& dataset) {
-  const std::string& kind = dataset.kind();
+  const v1::DatasetKind kind = dataset.kind();
   if (auto s = CheckRange("dataset.vocab_size", dataset.vocab_size(), 0, kMaxVocabulary); !s.ok()) return s;
   if (auto s = CheckRange("dataset.num_classes", dataset.num_classes(), 0, kMaxWidth); !s.ok()) return s;
   struct Owned {
     const char* field;
     bool set;
-    const char* owner;  // the one dataset.kind that reads it
+    v1::DatasetKind owner;  // the one dataset.kind that reads it
   };
-  const Owned owned[] = {{"dataset.dtype", !dataset.dtype().empty(), "tokens"},
-                         {"dataset.vocab_size", dataset.vocab_size() != 0, "tokens"},
-                         {"dataset.validation_path", !dataset.validation_path().empty(), "tokens"},
-                         {"dataset.inputs", !dataset.inputs().empty(), "npy"},
-                         {"dataset.targets", !dataset.targets().empty(), "npy"},
-                         {"dataset.validation_inputs", !dataset.validation_inputs().empty(), "npy"},
-                         {"dataset.validation_targets", !dataset.validation_targets().empty(), "npy"},
-                         {"dataset.num_classes", dataset.num_classes() != 0, "npy"}};
+  constexpr v1::DatasetKind kTokens = v1::DATASET_KIND_TOKENS, kNpy = v1::DATASET_KIND_NPY;
+  const Owned owned[] = {{"dataset.dtype", dataset.dtype() != v1::TOKEN_DTYPE_UNSPECIFIED, kTokens},
+                         {"dataset.vocab_size", dataset.vocab_size() != 0, kTokens},
+                         {"dataset.validation_path", !dataset.validation_path().empty(), kTokens},
+                         {"dataset.inputs", !dataset.inputs().empty(), kNpy},
+                         {"dataset.targets", !dataset.targets().empty(), kNpy},
+                         {"dataset.validation_inputs", !dataset.validation_inputs().empty(), kNpy},
+                         {"dataset.validation_targets", !dataset.validation_targets().empty(), kNpy},
+                         {"dataset.num_classes", dataset.num_classes() != 0, kNpy}};
   for (const Owned& o : owned) {
-    if (o.set && kind != o.owner) return Bad(o.field, absl::StrCat("only dataset.kind ", o.owner, " uses it"));
+    if (o.set && kind != o.owner) {
+      return Bad(o.field, absl::StrCat("only dataset.kind ", SpecName(o.owner), " uses it"));
+    }
   }
-  if (kind == "npy") {
+  if (kind == kNpy) {
     if (!dataset.path().empty()) return Bad("dataset.path", "dataset.kind npy reads dataset.inputs and targets");
     if (dataset.inputs().empty()) return Bad("dataset.inputs", "required for dataset.kind npy (a .npy file)");
     if (dataset.targets().empty()) return Bad("dataset.targets", "required for dataset.kind npy (a .npy file)");
@@ -274,13 +292,13 @@ absl::Status CheckDatasetFiles(const v1::DatasetSpec& dataset) {
     if (dataset.num_classes() == 1) return Bad("dataset.num_classes", "must be >= 2");
     return absl::OkStatus();
   }
-  if (kind != "synthetic" && dataset.path().empty()) {
-    return Bad("dataset.path", absl::StrCat("required for dataset.kind ", kind));
+  if (kind != v1::DATASET_KIND_SYNTHETIC && dataset.path().empty()) {
+    return Bad("dataset.path", absl::StrCat("required for dataset.kind ", SpecName(kind)));
   }
-  if (kind == "tokens") {
-    if (auto s = CheckChoice("dataset.dtype", dataset.dtype(), {"uint16", "uint32"}); !s.ok()) return s;
+  if (kind == kTokens) {
+    if (auto s = CheckEnum("dataset.dtype", dataset.dtype()); !s.ok()) return s;
     if (dataset.vocab_size() < 2) return Bad("dataset.vocab_size", "required for dataset.kind tokens (at least 2)");
-    if (dataset.dtype() == "uint16" && dataset.vocab_size() > 65536) {
+    if (dataset.dtype() == v1::TOKEN_DTYPE_UINT16 && dataset.vocab_size() > 65536) {
       return Bad("dataset.vocab_size", absl::StrCat(dataset.vocab_size(),
                                                     " ids do not fit dataset.dtype uint16 (at most 65536)"));
     }
@@ -301,10 +319,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   const auto& dataset = spec.dataset();
-  if (dataset.kind().empty()) return Bad("dataset.kind", "required");
-  if (auto s = CheckChoice("dataset.kind", dataset.kind(), {"idx", "text", "tokens", "npy", "synthetic"}); !s.ok()) {
-    return s;
-  }
+  if (dataset.kind() == v1::DATASET_KIND_UNSPECIFIED) return Bad("dataset.kind", "required");
+  if (auto s = CheckEnum("dataset.kind", dataset.kind()); !s.ok()) return s;
   if (auto s = CheckDatasetFiles(dataset); !s.ok()) return s;
   if (auto s = CheckRange("dataset.synthetic_samples", dataset.synthetic_samples(), 0, kMaxSyntheticSamples); !s.ok()) {
     return s;
@@ -312,16 +328,16 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (auto s = CheckRange("dataset.synthetic_features", dataset.synthetic_features(), 0, kMaxWidth); !s.ok()) return s;
   if (auto s = CheckRange("dataset.synthetic_classes", dataset.synthetic_classes(), 0, kMaxWidth); !s.ok()) return s;
   if (auto s = CheckRange("dataset.sequence_length", dataset.sequence_length(), 0, 4096); !s.ok()) return s;
-  if (dataset.kind() == "synthetic" && dataset.synthetic_classes() < 2) {
+  if (dataset.kind() == v1::DATASET_KIND_SYNTHETIC && dataset.synthetic_classes() < 2) {
     return Bad("dataset.synthetic_classes", "must be >= 2");
   }
-  const bool sequences = dataset.kind() == "text" || dataset.kind() == "tokens";
+  const bool sequences = dataset.kind() == v1::DATASET_KIND_TEXT || dataset.kind() == v1::DATASET_KIND_TOKENS;
   if (model.name() == "char_transformer" && !sequences) {
     return Bad("dataset.kind", "model char_transformer needs dataset.kind text or tokens");
   }
   if (sequences && model.name() != "char_transformer" && model.name() != "torchscript") {
     return Bad("model.name",
-               absl::StrCat("dataset.kind ", dataset.kind(), " needs model char_transformer or torchscript"));
+               absl::StrCat("dataset.kind ", SpecName(dataset.kind()), " needs model char_transformer or torchscript"));
   }
   if (auto s = CheckModelSizes(model, dataset); !s.ok()) return s;
   if (sequences && (dataset.sequence_length() < 2 || dataset.sequence_length() > 4096)) {
@@ -347,8 +363,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return Bad("max_workers", absl::StrCat("must be <= ", kMaxWorkers, ", got ", spec.max_workers()));
   }
   if (auto s = CheckGlobalBatch(spec); !s.ok()) return s;
-  if (auto s = CheckChoice("device", spec.device(), {"cpu", "cuda"}); !s.ok()) return s;
-  if (spec.bf16_autocast() && spec.device() != "cuda") return Bad("bf16_autocast", "needs device cuda");
+  if (auto s = CheckEnum("device", spec.device()); !s.ok()) return s;
+  if (spec.bf16_autocast() && spec.device() != v1::DEVICE_CUDA) return Bad("bf16_autocast", "needs device cuda");
   if (auto s = CheckRange("threads", spec.threads(), 1, 256); !s.ok()) return s;
   if (auto s = CheckRange("restart_budget", spec.restart_budget(), 0, 10000); !s.ok()) return s;
   if (spec.priority() < kMinPriority || spec.priority() > kMaxPriority) {
@@ -360,7 +376,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   const auto& opt = spec.optimizer();
-  if (auto s = CheckChoice("optimizer.name", opt.name(), {"sgd", "adam", "adamw"}); !s.ok()) return s;
+  if (auto s = CheckEnum("optimizer.name", opt.name()); !s.ok()) return s;
   if (!(opt.lr() > 0)) return Bad("optimizer.lr", absl::StrCat("must be > 0, got ", opt.lr()));
   if (auto s = CheckUnitInterval("optimizer.momentum", opt.momentum()); !s.ok()) return s;
   if (opt.weight_decay() < 0) {
@@ -371,16 +387,14 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!(opt.eps() > 0 && opt.eps() <= 1)) {
     return Bad("optimizer.eps", absl::StrCat("must be in (0, 1], got ", opt.eps()));
   }
-  if (auto s = CheckChoice("optimizer.scale_lr", opt.scale_lr(), {"none", "linear", "sqrt"}); !s.ok()) return s;
+  if (auto s = CheckEnum("optimizer.scale_lr", opt.scale_lr()); !s.ok()) return s;
 
   const auto& schedule = spec.schedule();
-  if (auto s = CheckChoice("schedule.name", schedule.name(), {"constant", "cosine", "step", "noam"}); !s.ok()) {
-    return s;
-  }
+  if (auto s = CheckEnum("schedule.name", schedule.name()); !s.ok()) return s;
   if (auto s = CheckRange("schedule.d_model", schedule.d_model(), 0, kMaxWidth); !s.ok()) return s;
   if (auto s = CheckRange("schedule.warmup_steps", schedule.warmup_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("schedule.step_size", schedule.step_size(), 0, kMaxSteps); !s.ok()) return s;
-  if (schedule.name() == "noam") {
+  if (schedule.name() == v1::SCHEDULE_NAME_NOAM) {
     if (schedule.d_model() <= 0) return Bad("schedule.d_model", "must be > 0 for schedule noam (the model width)");
     if (schedule.warmup_steps() <= 0) return Bad("schedule.warmup_steps", "must be > 0 for schedule noam");
   } else if (schedule.d_model() != 0) {
@@ -388,11 +402,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
   if (schedule.min_lr() < 0) return Bad("schedule.min_lr", absl::StrCat("must be >= 0, got ", schedule.min_lr()));
   if (schedule.gamma() < 0) return Bad("schedule.gamma", absl::StrCat("must be >= 0, got ", schedule.gamma()));
-  if (schedule.name() == "step" && schedule.step_size() <= 0) {
+  if (schedule.name() == v1::SCHEDULE_NAME_STEP && schedule.step_size() <= 0) {
     return Bad("schedule.step_size", "must be > 0 for schedule step");
   }
-  if (schedule.name() == "step" && schedule.gamma() <= 0) return Bad("schedule.gamma", "must be > 0 for schedule step");
-  if (schedule.name() == "cosine" && spec.max_steps() == 0 && spec.epochs() == 0) {
+  if (schedule.name() == v1::SCHEDULE_NAME_STEP && schedule.gamma() <= 0) {
+    return Bad("schedule.gamma", "must be > 0 for schedule step");
+  }
+  if (schedule.name() == v1::SCHEDULE_NAME_COSINE && spec.max_steps() == 0 && spec.epochs() == 0) {
     return Bad("schedule.name", "cosine needs epochs or max_steps to know its length");
   }
 
@@ -403,80 +419,82 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return s;
   }
   if (auto s = CheckRange("checkpoint.keep", spec.checkpoint().keep(), 1, 10000); !s.ok()) return s;
-  if (auto s = CheckChoice("checkpoint.on_failure", spec.checkpoint().on_failure(), {"continue", "fail"}); !s.ok()) {
-    return s;
-  }
-  if (auto s = CheckChoice("on_nonfinite", spec.on_nonfinite(), {"fail", "skip_step"}); !s.ok()) return s;
+  if (auto s = CheckEnum("checkpoint.on_failure", spec.checkpoint().on_failure()); !s.ok()) return s;
+  if (auto s = CheckEnum("on_nonfinite", spec.on_nonfinite()); !s.ok()) return s;
   if (auto s = CheckRange("eval.interval_steps", spec.eval().interval_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("eval.max_samples", spec.eval().max_samples(), 0, kMaxSyntheticSamples); !s.ok()) return s;
   return absl::OkStatus();
 }
 
 void ApplySyncDefaults(v1::SyncSpec* sync) {
-  if (sync->mode().empty()) sync->set_mode("allreduce");
+  if (sync->mode() == v1::SYNC_MODE_UNSPECIFIED) sync->set_mode(v1::SYNC_MODE_ALLREDUCE);
   if (sync->first_bucket_mib() == 0) sync->set_first_bucket_mib(1);
   if (sync->bucket_cap_mib() == 0) sync->set_bucket_cap_mib(25);
-  if (sync->compression().empty()) sync->set_compression("none");
-  if (sync->same_host_transport().empty()) sync->set_same_host_transport("shm");
-  if (sync->mode() == "average" && sync->every() == 0) sync->set_every(8);
+  if (sync->compression() == v1::COMPRESSION_UNSPECIFIED) sync->set_compression(v1::COMPRESSION_NONE);
+  if (sync->same_host_transport() == v1::SAME_HOST_TRANSPORT_UNSPECIFIED) {
+    sync->set_same_host_transport(v1::SAME_HOST_TRANSPORT_SHM);
+  }
+  const bool average = sync->mode() == v1::SYNC_MODE_AVERAGE;
+  if (average && sync->every() == 0) sync->set_every(8);
   if (sync->fragments() == 0) sync->set_fragments(1);
   if (sync->overlap() && sync->overlap_steps() == 0) sync->set_overlap_steps(1);
-  if (sync->shares().empty()) sync->set_shares("equal");
-  if (sync->outer().kind().empty()) sync->mutable_outer()->set_kind("none");
-  if (sync->outer().kind() == "nesterov") {
+  if (sync->shares() == v1::SHARES_UNSPECIFIED) sync->set_shares(v1::SHARES_EQUAL);
+  if (sync->outer().kind() == v1::OUTER_KIND_UNSPECIFIED) sync->mutable_outer()->set_kind(v1::OUTER_KIND_NONE);
+  if (sync->outer().kind() == v1::OUTER_KIND_NESTEROV) {
     if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
     if (sync->outer().momentum() == 0) sync->mutable_outer()->set_momentum(0.9);
   }
 }
 
 absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
-  if (auto s = CheckChoice("sync.mode", sync.mode(), {"allreduce", "average"}); !s.ok()) return s;
-  if (auto s = CheckChoice("sync.compression", sync.compression(), {"none", "fp16", "bf16", "int8"}); !s.ok()) {
-    return s;
+  if (auto s = CheckEnum("sync.mode", sync.mode()); !s.ok()) return s;
+  const bool average = sync.mode() == v1::SYNC_MODE_AVERAGE;
+  if (auto s = CheckEnum("sync.compression", sync.compression()); !s.ok()) return s;
+  if (sync.compression() == v1::COMPRESSION_INT8 && !average) {
+    return Bad("sync.compression", "int8 needs sync.mode average");
   }
-  if (sync.compression() == "int8" && sync.mode() != "average") return Bad("sync.compression", "int8 needs sync.mode average");
-  if (auto s = CheckChoice("sync.same_host_transport", sync.same_host_transport(), {"shm", "tcp"}); !s.ok()) {
-    return s;
-  }
+  if (auto s = CheckEnum("sync.same_host_transport", sync.same_host_transport()); !s.ok()) return s;
   if (sync.first_bucket_mib() <= 0 || sync.first_bucket_mib() > 1024) return Bad("sync.first_bucket_mib", "must be in (0, 1024]");
   if (sync.bucket_cap_mib() <= 0 || sync.bucket_cap_mib() > 1024) return Bad("sync.bucket_cap_mib", "must be in (0, 1024]");
   if (auto s = CheckRange("sync.every", sync.every(), 0, 1'000'000); !s.ok()) return s;
-  if (sync.mode() == "average" && sync.every() < 1) return Bad("sync.every", "must be >= 1 for mode average");
+  if (average && sync.every() < 1) return Bad("sync.every", "must be >= 1 for mode average");
   if (auto s = CheckRange("sync.warmup_steps", sync.warmup_steps(), 0, kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("sync.fragments", sync.fragments(), 0, 1024); !s.ok()) return s;
-  if (sync.fragments() > 1 && sync.mode() != "average") return Bad("sync.fragments", "needs sync.mode average");
-  if (sync.fragments() > sync.every() && sync.mode() == "average") {
+  if (sync.fragments() > 1 && !average) return Bad("sync.fragments", "needs sync.mode average");
+  if (sync.fragments() > sync.every() && average) {
     return Bad("sync.fragments", "must be <= sync.every (each fragment syncs once per `every` local steps)");
   }
-  if (sync.overlap() && sync.mode() != "average") return Bad("sync.overlap", "needs sync.mode average");
+  if (sync.overlap() && !average) return Bad("sync.overlap", "needs sync.mode average");
   if (auto s = CheckRange("sync.overlap_steps", sync.overlap_steps(), 0, 1'000'000); !s.ok()) return s;
-  if (sync.overlap_steps() > 0 && sync.mode() != "average") return Bad("sync.overlap_steps", "needs sync.mode average");
+  if (sync.overlap_steps() > 0 && !average) return Bad("sync.overlap_steps", "needs sync.mode average");
   if (sync.overlap() && sync.overlap_steps() > 1) {
     return Bad("sync.overlap", absl::StrCat("is overlap_steps: 1, but sync.overlap_steps is ", sync.overlap_steps(),
                                             ": set only sync.overlap_steps"));
   }
   if (sync.overlap_steps_auto()) {
-    if (sync.mode() != "average") return Bad("sync.overlap_steps", "auto needs sync.mode average");
+    if (!average) return Bad("sync.overlap_steps", "auto needs sync.mode average");
     if (sync.overlap() || sync.overlap_steps() > 0) {
       return Bad("sync.overlap_steps", "is auto, but sync.overlap or a number is set too: set only one");
     }
   }
-  if (sync.mode() == "average" && sync.overlap_steps() > sync.every()) {
+  if (average && sync.overlap_steps() > sync.every()) {
     return Bad("sync.overlap_steps", absl::StrCat("must be at most sync.every (", sync.every(), "), got ",
                                                   sync.overlap_steps(), ": a fragment's round is merged before its next one"));
   }
-  if (auto s = CheckChoice("sync.shares", sync.shares(), {"equal", "throughput"}); !s.ok()) return s;
-  if (sync.shard_optimizer() && sync.mode() != "allreduce") {
+  if (auto s = CheckEnum("sync.shares", sync.shares()); !s.ok()) return s;
+  if (sync.shard_optimizer() && sync.mode() != v1::SYNC_MODE_ALLREDUCE) {
     return Bad("sync.shard_optimizer", "needs sync.mode allreduce");
   }
-  if (auto s = CheckChoice("sync.outer.kind", sync.outer().kind(), {"none", "nesterov"}); !s.ok()) return s;
-  if (sync.outer().kind() != "none" && sync.mode() != "average") return Bad("sync.outer.kind", "needs sync.mode average");
+  if (auto s = CheckEnum("sync.outer.kind", sync.outer().kind()); !s.ok()) return s;
+  if (sync.outer().kind() != v1::OUTER_KIND_NONE && !average) return Bad("sync.outer.kind", "needs sync.mode average");
   if (sync.outer().lr() < 0) return Bad("sync.outer.lr", absl::StrCat("must be >= 0, got ", sync.outer().lr()));
-  if (sync.outer().kind() == "nesterov" && !(sync.outer().lr() > 0)) return Bad("sync.outer.lr", "must be > 0");
+  if (sync.outer().kind() == v1::OUTER_KIND_NESTEROV && !(sync.outer().lr() > 0)) {
+    return Bad("sync.outer.lr", "must be > 0");
+  }
   if (auto s = CheckUnitInterval("sync.outer.momentum", sync.outer().momentum()); !s.ok()) return s;
   if (!sync.islands_by().empty()) {
     if (auto s = ValidateLabelKey("sync.islands_by", sync.islands_by()); !s.ok()) return s;
-    if (sync.mode() != "average") {
+    if (!average) {
       return Bad("sync.islands_by", "needs sync.mode average (islands average their parameters across sites)");
     }
   }

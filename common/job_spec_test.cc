@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/job_spec_yaml.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -37,7 +38,10 @@ TEST(JobSpecYaml, ParsesFieldsAndShorthand) {
   EXPECT_EQ(spec.schedule().warmup_steps(), 10);
   EXPECT_EQ(spec.seed(), 7u);
   EXPECT_EQ(spec.max_workers(), 2);  // defaults to min_workers
-  EXPECT_EQ(spec.sync().mode(), "allreduce");
+  EXPECT_EQ(spec.sync().mode(), v1::SYNC_MODE_ALLREDUCE);
+  EXPECT_EQ(spec.optimizer().name(), v1::OPTIMIZER_NAME_SGD);
+  EXPECT_EQ(spec.schedule().name(), v1::SCHEDULE_NAME_COSINE);
+  EXPECT_EQ(spec.dataset().kind(), v1::DATASET_KIND_IDX);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
@@ -57,7 +61,7 @@ TEST(JobSpecYaml, ParsesCudaGraphs) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->cuda_graphs());
   ApplyJobDefaults(&*spec);
-  EXPECT_NE(spec->device(), "cuda");
+  EXPECT_NE(spec->device(), v1::DEVICE_CUDA);
   EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
   EXPECT_FALSE(GoodSpec().cuda_graphs());  // the default
   EXPECT_FALSE(ParseJobSpecYaml("model: mlp\ncuda_graphs: maybe\n").ok());
@@ -130,10 +134,10 @@ struct BadCase {
 
 TEST(JobSpecValidate, AcceptsNoamAndLrScaling) {
   auto spec = GoodSpec();
-  spec.mutable_schedule()->set_name("noam");
+  spec.mutable_schedule()->set_name(v1::SCHEDULE_NAME_NOAM);
   spec.mutable_schedule()->set_d_model(128);
   spec.mutable_schedule()->set_warmup_steps(400);
-  spec.mutable_optimizer()->set_scale_lr("sqrt");
+  spec.mutable_optimizer()->set_scale_lr(v1::SCALE_LR_SQRT);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
@@ -178,7 +182,7 @@ TEST(JobSpecValidate, TokenDatasetFields) {
   auto spec = ParseJobSpecYaml(model + "dataset: {kind: tokens, path: /d/train.bin, vocab_size: 50257}\n");
   ASSERT_TRUE(spec.ok());
   ApplyJobDefaults(&*spec);
-  EXPECT_EQ(spec->dataset().dtype(), "uint16");
+  EXPECT_EQ(spec->dataset().dtype(), v1::TOKEN_DTYPE_UINT16);
   EXPECT_EQ(spec->dataset().sequence_length(), 64);
   EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 100000, dtype: uint32, "
                             "validation_path: /d/v.bin}\n"),
@@ -188,8 +192,8 @@ TEST(JobSpecValidate, TokenDatasetFields) {
   EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 70000}\n"),
             "dataset.vocab_size: 70000 ids do not fit dataset.dtype uint16 (at most 65536)");
   EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, path: /d/t.bin, vocab_size: 500, dtype: int8}\n")
-                .rfind("dataset.dtype: unknown value 'int8'", 0),
-            0u);
+            ,
+            "dataset.dtype: unknown value 'int8' (expected one of: uint16, uint32)");
   EXPECT_EQ(Verdict(model + "dataset: {kind: tokens, vocab_size: 500}\n"),
             "dataset.path: required for dataset.kind tokens");
   EXPECT_EQ(Verdict("model: mlp\nbatch_size: 8\ndataset: {kind: tokens, path: /d/t.bin, vocab_size: 500}\n"),
@@ -225,8 +229,8 @@ TEST(JobSpecValidate, GlobalBatchSizeDivisibleIntoTheMinimumWorldIsAccepted) {
   spec.set_max_workers(5);
   spec.set_global_batch_size(96);  // 32 per rank at 3; 5 ranks split it unevenly, which is fine
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  EXPECT_EQ(spec.sync().shares(), "equal");  // the default
-  spec.mutable_sync()->set_shares("throughput");
+  EXPECT_EQ(spec.sync().shares(), v1::SHARES_EQUAL);  // the default
+  spec.mutable_sync()->set_shares(v1::SHARES_THROUGHPUT);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
@@ -235,64 +239,61 @@ TEST(JobSpecValidate, NamesTheBadField) {
       {"model.name", [](v1::JobSpec* s) { s->mutable_model()->set_name("gpt9"); }},
       {"model.path", [](v1::JobSpec* s) { s->mutable_model()->set_name("torchscript"); }},
       {"batch_size", [](v1::JobSpec* s) { s->set_batch_size(0); }},
-      {"dataset.kind", [](v1::JobSpec* s) { s->mutable_dataset()->set_kind("parquet"); }},
+      {"dataset.kind", [](v1::JobSpec* s) { s->mutable_dataset()->clear_kind(); }},  // required
       {"dataset.path", [](v1::JobSpec* s) { s->mutable_dataset()->clear_path(); }},
       {"max_workers", [](v1::JobSpec* s) { s->set_max_workers(1); }},
-      {"optimizer.name", [](v1::JobSpec* s) { s->mutable_optimizer()->set_name("lbfgs"); }},
+      {"optimizer.name", [](v1::JobSpec* s) { s->mutable_optimizer()->set_name(v1::OptimizerName(99)); }},
       {"optimizer.lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_lr(-1); }},
-      {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode("gossip"); }},
-      {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int4"); }},
-      {"sync.same_host_transport", [](v1::JobSpec* s) { s->mutable_sync()->set_same_host_transport("rdma"); }},
-      {"sync.compression", [](v1::JobSpec* s) { s->mutable_sync()->set_compression("int8"); }},  // allreduce
+      {"sync.mode", [](v1::JobSpec* s) { s->mutable_sync()->set_mode(v1::SyncMode(7)); }},  // a newer client's
+      {"sync.compression",  // int8 with allreduce
+       [](v1::JobSpec* s) { s->mutable_sync()->set_compression(v1::COMPRESSION_INT8); }},
       {"sync.fragments", [](v1::JobSpec* s) { s->mutable_sync()->set_fragments(2); }},         // allreduce
       {"sync.overlap", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap(true); }},          // allreduce
       {"sync.overlap_steps", [](v1::JobSpec* s) { s->mutable_sync()->set_overlap_steps(2); }},  // allreduce
       {"sync.overlap_steps",
        [](v1::JobSpec* s) {
-         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
          s->mutable_sync()->set_every(8);
          s->mutable_sync()->set_overlap_steps(-1);
        }},
       {"sync.overlap_steps",
        [](v1::JobSpec* s) {  // merged after the fragment's next round would launch
-         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
          s->mutable_sync()->set_every(4);
          s->mutable_sync()->set_overlap_steps(5);
        }},
       {"sync.overlap",
        [](v1::JobSpec* s) {  // overlap is overlap_steps: 1; both, disagreeing
-         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
          s->mutable_sync()->set_every(8);
          s->mutable_sync()->set_overlap(true);
          s->mutable_sync()->set_overlap_steps(3);
        }},
       {"sync.shard_optimizer",
        [](v1::JobSpec* s) {
-         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
          s->mutable_sync()->set_every(4);
          s->mutable_sync()->set_shard_optimizer(true);
        }},
       {"sync.fragments",
        [](v1::JobSpec* s) {
-         s->mutable_sync()->set_mode("average");
+         s->mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
          s->mutable_sync()->set_every(4);
          s->mutable_sync()->set_fragments(5);
        }},
-      {"device", [](v1::JobSpec* s) { s->set_device("tpu"); }},
+      {"device", [](v1::JobSpec* s) { s->set_device(v1::Device(3)); }},
       {"bf16_autocast", [](v1::JobSpec* s) { s->set_bf16_autocast(true); }},  // a cpu job
-      {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("step"); }},
-      {"schedule.name", [](v1::JobSpec* s) { s->mutable_schedule()->set_name("linear_decay"); }},
+      {"schedule.step_size", [](v1::JobSpec* s) { s->mutable_schedule()->set_name(v1::SCHEDULE_NAME_STEP); }},
       {"schedule.d_model", [](v1::JobSpec* s) {
-         s->mutable_schedule()->set_name("noam");
+         s->mutable_schedule()->set_name(v1::SCHEDULE_NAME_NOAM);
          s->mutable_schedule()->set_warmup_steps(100);
        }},
       {"schedule.warmup_steps", [](v1::JobSpec* s) {
-         s->mutable_schedule()->set_name("noam");
+         s->mutable_schedule()->set_name(v1::SCHEDULE_NAME_NOAM);
          s->mutable_schedule()->set_d_model(512);
          s->mutable_schedule()->set_warmup_steps(0);
        }},
       {"schedule.d_model", [](v1::JobSpec* s) { s->mutable_schedule()->set_d_model(512); }},
-      {"optimizer.scale_lr", [](v1::JobSpec* s) { s->mutable_optimizer()->set_scale_lr("cubic"); }},
       {"model.widths", [](v1::JobSpec* s) { s->mutable_model()->add_widths(16); }},  // GoodSpec is a mnist_cnn
       {"model.width", [](v1::JobSpec* s) { s->mutable_model()->set_width(256); }},
       {"model.hidden", [](v1::JobSpec* s) {
@@ -303,17 +304,16 @@ TEST(JobSpecValidate, NamesTheBadField) {
          s->mutable_model()->set_name("resnet_small");
          s->mutable_model()->add_widths(20);
        }},
-      {"model.norm", [](v1::JobSpec* s) { s->mutable_model()->set_norm("batch"); }},  // a mnist_cnn
+      {"model.norm", [](v1::JobSpec* s) { s->mutable_model()->set_norm(v1::NORM_BATCH); }},  // a mnist_cnn
       {"model.norm", [](v1::JobSpec* s) {
          s->mutable_model()->set_name("resnet_small");
-         s->mutable_model()->set_norm("layer");
+         s->mutable_model()->set_norm(v1::Norm(9));
        }},
       {"epochs", [](v1::JobSpec* s) { s->set_epochs(-1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(0.1); }},
       {"collective_timeout_seconds", [](v1::JobSpec* s) { s->set_collective_timeout_seconds(7200); }},
       {"priority", [](v1::JobSpec* s) { s->set_priority(1001); }},
       {"priority", [](v1::JobSpec* s) { s->set_priority(-1001); }},
-      {"sync.shares", [](v1::JobSpec* s) { s->mutable_sync()->set_shares("fastest"); }},
       {"global_batch_size", [](v1::JobSpec* s) { s->set_global_batch_size(-64); }},
       {"global_batch_size", [](v1::JobSpec* s) {  // below min_workers
          s->set_min_workers(3);
@@ -331,7 +331,7 @@ TEST(JobSpecValidate, NamesTheBadField) {
        }},
       {"optimizer.scale_lr", [](v1::JobSpec* s) {
          s->set_global_batch_size(128);
-         s->mutable_optimizer()->set_scale_lr("linear");
+         s->mutable_optimizer()->set_scale_lr(v1::SCALE_LR_LINEAR);
        }},
       {"global_batch_size", [](v1::JobSpec* s) {  // too many micro-batches of batch_size
          s->set_batch_size(1);
@@ -346,6 +346,101 @@ TEST(JobSpecValidate, NamesTheBadField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(status.message().rfind(std::string(c.field) + ":", 0), 0u) << status;
   }
+}
+
+// Every closed set keeps its YAML names, and a name outside it is refused
+// while the file is read, naming the field and listing the choices.
+TEST(JobSpecYaml, UnknownChoiceNamesTheFieldAndTheChoices) {
+  const struct {
+    const char* yaml;
+    const char* error;
+  } cases[] = {
+      {"model: {name: resnet_small, norm: layer}",
+       "model.norm: unknown value 'layer' (expected one of: group, batch, sync_batch)"},
+      {"dataset: {kind: parquet}",
+       "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
+      {"dataset: parquet",
+       "dataset.kind: unknown value 'parquet' (expected one of: idx, text, synthetic, tokens, npy)"},
+      {"dataset: {kind: tokens, dtype: int8}", "dataset.dtype: unknown value 'int8' (expected one of: uint16, uint32)"},
+      {"optimizer: {name: lbfgs}", "optimizer.name: unknown value 'lbfgs' (expected one of: sgd, adam, adamw)"},
+      {"optimizer: lbfgs", "optimizer.name: unknown value 'lbfgs' (expected one of: sgd, adam, adamw)"},
+      {"optimizer: {scale_lr: cubic}",
+       "optimizer.scale_lr: unknown value 'cubic' (expected one of: none, linear, sqrt)"},
+      {"schedule: {name: linear_decay}",
+       "schedule.name: unknown value 'linear_decay' (expected one of: constant, cosine, step, noam)"},
+      {"sync: {mode: gossip}", "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)"},
+      {"sync: gossip", "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)"},
+      {"sync: {compression: int4}", "sync.compression: unknown value 'int4' (expected one of: none, fp16, bf16, int8)"},
+      {"sync: {same_host_transport: rdma}",
+       "sync.same_host_transport: unknown value 'rdma' (expected one of: shm, tcp)"},
+      {"sync: {shares: fastest}", "sync.shares: unknown value 'fastest' (expected one of: equal, throughput)"},
+      {"sync: {outer: {kind: adam}}", "sync.outer.kind: unknown value 'adam' (expected one of: none, nesterov)"},
+      {"sync: {outer: adam}", "sync.outer.kind: unknown value 'adam' (expected one of: none, nesterov)"},
+      {"checkpoint: {on_failure: retry}",
+       "checkpoint.on_failure: unknown value 'retry' (expected one of: continue, fail)"},
+      {"device: tpu", "device: unknown value 'tpu' (expected one of: cpu, cuda)"},
+      {"on_nonfinite: ignore", "on_nonfinite: unknown value 'ignore' (expected one of: fail, skip_step)"},
+      {"device: CUDA", "device: unknown value 'CUDA' (expected one of: cpu, cuda)"},  // the names are lower case
+      {"device: DEVICE_CUDA", "device: unknown value 'DEVICE_CUDA' (expected one of: cpu, cuda)"},
+      {"sync: {mode: [average]}", "sync.mode: expected a string"},
+  };
+  for (const auto& c : cases) {
+    auto spec = ParseJobSpecYaml(c.yaml);
+    ASSERT_FALSE(spec.ok()) << c.yaml;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(spec.status().message(), c.error);
+  }
+}
+
+// Every YAML name of every closed set reads into its enum value.
+TEST(JobSpecYaml, EveryChoiceReadsAsItsEnumValue) {
+  auto spec = ParseJobSpecYaml(R"(
+model: {name: resnet_small, norm: sync_batch}
+dataset: {kind: tokens, dtype: uint32}
+optimizer: {name: adamw, scale_lr: sqrt}
+schedule: noam
+sync: {mode: average, compression: int8, same_host_transport: tcp, shares: throughput, outer: nesterov}
+checkpoint: {on_failure: fail}
+device: cuda
+on_nonfinite: skip_step
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model().norm(), v1::NORM_SYNC_BATCH);
+  EXPECT_EQ(spec->dataset().kind(), v1::DATASET_KIND_TOKENS);
+  EXPECT_EQ(spec->dataset().dtype(), v1::TOKEN_DTYPE_UINT32);
+  EXPECT_EQ(spec->optimizer().name(), v1::OPTIMIZER_NAME_ADAMW);
+  EXPECT_EQ(spec->optimizer().scale_lr(), v1::SCALE_LR_SQRT);
+  EXPECT_EQ(spec->schedule().name(), v1::SCHEDULE_NAME_NOAM);
+  EXPECT_EQ(spec->sync().mode(), v1::SYNC_MODE_AVERAGE);
+  EXPECT_EQ(spec->sync().compression(), v1::COMPRESSION_INT8);
+  EXPECT_EQ(spec->sync().same_host_transport(), v1::SAME_HOST_TRANSPORT_TCP);
+  EXPECT_EQ(spec->sync().shares(), v1::SHARES_THROUGHPUT);
+  EXPECT_EQ(spec->sync().outer().kind(), v1::OUTER_KIND_NESTEROV);
+  EXPECT_EQ(spec->checkpoint().on_failure(), v1::ON_FAILURE_FAIL);
+  EXPECT_EQ(spec->device(), v1::DEVICE_CUDA);
+  EXPECT_EQ(spec->on_nonfinite(), v1::ON_NONFINITE_SKIP_STEP);
+  EXPECT_EQ(SpecName(spec->sync().same_host_transport()), "tcp");
+  EXPECT_EQ(SpecName(spec->on_nonfinite()), "skip_step");
+}
+
+// An empty string is unset, as when these fields were strings: the default
+// applies, or a required field is named as such.
+TEST(JobSpecYaml, EmptyChoiceIsUnset) {
+  auto spec = ParseJobSpecYaml("device: ''\nsync: {mode: ''}\ndataset: {kind: ''}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->device(), v1::DEVICE_UNSPECIFIED);
+  ApplyJobDefaults(&*spec);
+  EXPECT_EQ(spec->device(), v1::DEVICE_CPU);
+  EXPECT_EQ(spec->sync().mode(), v1::SYNC_MODE_ALLREDUCE);
+  EXPECT_EQ(Verdict("model: mlp\nbatch_size: 8\ndataset: {kind: ''}\n"), "dataset.kind: required");
+}
+
+// A number no enum value has (a newer client's) is named in the error.
+TEST(JobSpecValidate, UndefinedEnumNumberNamesTheChoices) {
+  auto spec = GoodSpec();
+  spec.mutable_sync()->set_compression(v1::Compression(42));
+  EXPECT_EQ(ValidateJobSpec(spec).message(),
+            "sync.compression: unknown value '42' (expected one of: none, fp16, bf16, int8)");
 }
 
 }  // namespace

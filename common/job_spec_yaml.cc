@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "common/control_chars.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -90,6 +91,15 @@ absl::Status FillField(const YAML::Node& value, const std::string& path, const F
       refl->SetString(msg, field, *v);
       return absl::OkStatus();
     }
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      // A closed set, by its YAML name (common/spec_enums.h).
+      auto v = Scalar<std::string>(value, path, "a string");
+      if (!v.ok()) return v.status();
+      auto number = ParseSpecEnum(field->enum_type(), *v, path);
+      if (!number.ok()) return number.status();
+      refl->SetEnumValue(msg, field, *number);
+      return absl::OkStatus();
+    }
     case FieldDescriptor::CPPTYPE_INT64: {
       // `field: auto` where the message has a bool `<field>_auto`: the
       // value is chosen at run time (sync.overlap_steps).
@@ -137,8 +147,7 @@ absl::Status FillField(const YAML::Node& value, const std::string& path, const F
         if (f == nullptr) f = d->FindFieldByName("kind");
         if (f == nullptr) f = d->FindFieldByName("mode");
         if (f == nullptr) return Bad(path, "expected a mapping");
-        sub->GetReflection()->SetString(sub, f, value.Scalar());
-        return absl::OkStatus();
+        return FillField(value, Join(path, f->name()), f, sub);
       }
       return FillMessage(value, path, sub);
     }

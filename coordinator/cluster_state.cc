@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_enums.h"
 #include "coordinator/placement.h"
 #include "coordinator/state_edits.h"
 
@@ -134,7 +135,7 @@ std::string HeldForJob(const ClusterState& state, const WorkerRecord& worker) {
     auto it = state.jobs.find(job_id);
     if (it == state.jobs.end()) continue;
     const JobRecord& job = it->second;
-    if (job.info.state() != v1::RUNNING || job.info.spec().device() != worker.device_kind) continue;
+    if (job.info.state() != v1::RUNNING || SpecName(job.info.spec().device()) != worker.device_kind) continue;
     if (!FitsPlacement(worker.labels, job.info.spec())) continue;
     if (job.generation.RankOf(worker.id) >= 0) continue;
     if (static_cast<int64_t>(job.generation.members.size()) >= job.info.spec().max_workers()) continue;
@@ -157,8 +158,8 @@ std::vector<std::string> IdleWorkersFor(const ClusterState& state, const std::st
                                         const std::string& excluded, bool honor_reservations) {
   std::vector<std::string> first, free;
   for (const auto& [id, worker] : state.workers) {
-    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != spec.device() || id == excluded ||
-        !FitsPlacement(worker.labels, spec) || AwaitsTrainerAnswer(state, worker)) {
+    if (worker.state != v1::IDLE || !worker.Schedulable() || worker.device_kind != SpecName(spec.device()) ||
+        id == excluded || !FitsPlacement(worker.labels, spec) || AwaitsTrainerAnswer(state, worker)) {
       continue;
     }
     const std::string held_for = HeldForJob(state, worker);

@@ -18,7 +18,7 @@ using ::testing::SizeIs;
 constexpr double kLease = 10;
 constexpr double kMinWorkersWait = 60;
 
-v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, const std::string& device = "cpu") {
+v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, v1::Device device = v1::DEVICE_CPU) {
   v1::JobSpec spec;
   spec.set_min_workers(min_workers);
   spec.set_max_workers(max_workers);
@@ -175,7 +175,7 @@ TEST_F(ClusterStateTest, TakesAtMostMaxWorkersLowestIdsFirst) {
 
 TEST_F(ClusterStateTest, MatchesDeviceKind) {
   AddWorker("cpu1");
-  Submit("gpu-job", Spec(1, 2, "cuda"));
+  Submit("gpu-job", Spec(1, 2, v1::DEVICE_CUDA));
   Schedule(state_, clock_.Now());
   EXPECT_EQ(Job("gpu-job").info.state(), v1::PENDING);
 

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "common/spec_enums.h"
+#include "common/stored_spec.h"
 #include "coordinator/job_settings.h"
 #include "coordinator/release.h"
 #include "coordinator/validation.h"
@@ -271,6 +273,7 @@ std::string Coordinator::RandomHex(int digits) {
 // ---------------------------------------------------------------- jobs
 
 absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::string& owner) {
+  if (auto status = UpgradeStoredSpec(&spec); !status.ok()) return status;  // an older client's strings
   ApplyJobDefaults(&spec);
   if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
   absl::MutexLock lock(&mu_);
@@ -298,7 +301,7 @@ absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::
   }
   Publish(changes);
   LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
-            << " " << spec.device() << " workers)";
+            << " " << SpecName(spec.device()) << " workers)";
   return job.info;
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace herd::coordinator {
 namespace {
@@ -76,7 +77,7 @@ class CoordinatorTest : public ::testing::Test {
   static v1::JobSpec Spec(int64_t min_workers, int64_t max_workers) {
     v1::JobSpec spec;
     spec.mutable_model()->set_name("mlp");
-    spec.mutable_dataset()->set_kind("synthetic");
+    spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
     spec.set_batch_size(8);
     spec.set_min_workers(min_workers);
     spec.set_max_workers(max_workers);
@@ -161,13 +162,33 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
+// A client built while the closed sets were strings sends them under their
+// former numbers: the job runs with the choices it asked for.
+TEST_F(CoordinatorTest, SubmitFromAnOlderClientKeepsItsStringChoices) {
+  v1::JobSpec spec = Spec(1, 1);
+  v1::SyncSpec* sync = spec.mutable_sync();
+  sync->GetReflection()->MutableUnknownFields(sync)->AddLengthDelimited(1, "average");  // sync.mode
+  spec.GetReflection()->MutableUnknownFields(&spec)->AddLengthDelimited(32, "skip_step");  // on_nonfinite
+  auto job = coordinator_->SubmitJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec().sync().mode(), v1::SYNC_MODE_AVERAGE);
+  EXPECT_EQ(job->spec().sync().every(), 8);  // mode average's default
+  EXPECT_EQ(job->spec().on_nonfinite(), v1::ON_NONFINITE_SKIP_STEP);
+
+  sync->GetReflection()->MutableUnknownFields(sync)->Clear();
+  sync->GetReflection()->MutableUnknownFields(sync)->AddLengthDelimited(1, "gossip");
+  auto rejected = coordinator_->SubmitJob(spec);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rejected.status().message(), "sync.mode: unknown value 'gossip' (expected one of: allreduce, average)");
+}
+
 TEST_F(CoordinatorTest, SubmitDefaultsValidatesAndPersistsBeforeReturning) {
   auto job = coordinator_->SubmitJob(Spec(1, 1));
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_THAT(job->id(), MatchesRegex("job-[0-9a-f]{8}"));
   EXPECT_EQ(job->state(), v1::PENDING);
   EXPECT_EQ(job->name(), "mlp");                     // defaulted from the model
-  EXPECT_EQ(job->spec().optimizer().name(), "sgd");  // defaults applied
+  EXPECT_EQ(job->spec().optimizer().name(), v1::OPTIMIZER_NAME_SGD);  // defaults applied
   EXPECT_EQ(Stored().jobs.at(job->id()).info.state(), v1::PENDING);
 
   v1::JobSpec bad = Spec(1, 1);
@@ -504,7 +525,7 @@ TEST_F(CoordinatorTest, PeersCarryTheirWorkersLabelsInIslandOrder) {
     ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
   }
   v1::JobSpec spec = Spec(1, 4);
-  spec.mutable_sync()->set_mode("average");
+  spec.mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
   spec.mutable_sync()->set_islands_by("site");
   auto job = coordinator_->SubmitJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spec_enums.h"
 #include "coordinator/placement.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -255,7 +256,8 @@ std::vector<JobRecord*> RunningJobsInSubmitOrder(ClusterState& state) {
 int64_t LiveWorkersFitting(const ClusterState& state, const v1::JobSpec& spec) {
   return std::count_if(state.workers.begin(), state.workers.end(), [&](const auto& entry) {
     const WorkerRecord& worker = entry.second;
-    return worker.state != v1::DEAD && worker.device_kind == spec.device() && FitsPlacement(worker.labels, spec);
+    return worker.state != v1::DEAD && worker.device_kind == SpecName(spec.device()) &&
+           FitsPlacement(worker.labels, spec);
   });
 }
 

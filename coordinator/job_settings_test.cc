@@ -25,7 +25,7 @@ class JobSettingsTest : public ::testing::Test {
     }
     v1::JobSpec spec;
     spec.mutable_model()->set_name("mlp");
-    spec.mutable_dataset()->set_kind("synthetic");
+    spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
     spec.set_batch_size(8);
     spec.set_min_workers(1);
     spec.set_max_workers(3);

@@ -92,7 +92,7 @@ class PersistenceTest : public ::testing::Test {
     EXPECT_TRUE(coordinator_->RegisterWorker(request).ok());
     v1::JobSpec spec;
     spec.mutable_model()->set_name("mlp");
-    spec.mutable_dataset()->set_kind("synthetic");
+    spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
     spec.set_batch_size(8);
     auto job = coordinator_->SubmitJob(spec);
     EXPECT_TRUE(job.ok()) << job.status();

@@ -33,7 +33,7 @@ class ReleaseTest : public ::testing::Test {
     v1::JobSpec spec;
     spec.set_min_workers(min_workers);
     spec.set_max_workers(max_workers);
-    spec.set_device("cpu");
+    spec.set_device(v1::DEVICE_CPU);
     spec.set_restart_budget(0);  // a charged restart would fail the job
     ChangeSet changes;
     AddPendingJob(state_, "j", spec, clock_.Now(), &changes);
@@ -214,7 +214,7 @@ TEST_F(ReleaseTest, CordonedWorkersTakeNoNewJobUntilUncordoned) {
   v1::JobSpec spec;
   spec.set_min_workers(2);
   spec.set_max_workers(2);
-  spec.set_device("cpu");
+  spec.set_device(v1::DEVICE_CPU);
   ChangeSet changes;
   AddPendingJob(state_, "j", spec, clock_.Now(), &changes);
   Advance();

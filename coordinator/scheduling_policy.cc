@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_enums.h"
 #include "coordinator/placement.h"
 
 namespace herd::coordinator {
@@ -36,7 +37,7 @@ struct Coming {
 // Whether `worker_id` could run `spec`: its device kind and labels fit.
 bool Fits(const ClusterState& state, const std::string& worker_id, const v1::JobSpec& spec) {
   auto worker = state.workers.find(worker_id);
-  return worker != state.workers.end() && worker->second.device_kind == spec.device() &&
+  return worker != state.workers.end() && worker->second.device_kind == SpecName(spec.device()) &&
          FitsPlacement(worker->second.labels, spec);
 }
 
@@ -101,7 +102,7 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     const auto lower = [&](int64_t priority) { return priority < spec.priority(); };
     std::vector<size_t> claimed;
     for (size_t i = 0; i < coming.size() && missing > 0; ++i) {
-      if (!lower(coming[i].priority) || coming[i].worker->device_kind != spec.device() ||
+      if (!lower(coming[i].priority) || coming[i].worker->device_kind != SpecName(spec.device()) ||
           !FitsPlacement(coming[i].worker->labels, spec)) {
         continue;
       }

@@ -17,7 +17,7 @@ v1::JobSpec Spec(int64_t min_workers, int64_t max_workers, int64_t priority = 0,
   v1::JobSpec spec;
   spec.set_min_workers(min_workers);
   spec.set_max_workers(max_workers);
-  spec.set_device("cpu");
+  spec.set_device(v1::DEVICE_CPU);
   spec.set_priority(priority);
   spec.set_preemptible(preemptible);
   return spec;
@@ -278,10 +278,10 @@ TEST_F(SchedulingPolicyTest, PreemptsOnlyJobsOfTheSameDeviceKind) {
   AddWorkers(2, "cuda");
   Run("low", Spec(1, 2), 2);  // cpu
   v1::JobSpec high = Spec(1, 1, 1);
-  high.set_device("cuda");
+  high.set_device(v1::DEVICE_CUDA);
   Submit("high", high);
   v1::JobSpec cuda_low = Spec(1, 2);
-  cuda_low.set_device("cuda");
+  cuda_low.set_device(v1::DEVICE_CUDA);
   // The cuda job fits without preempting anyone.
   const SchedulePlan plan = PlanSchedule(state_);
   EXPECT_THAT(plan.releases, IsEmpty());
@@ -295,7 +295,7 @@ v1::JobSpec Requiring(v1::JobSpec spec, const std::map<std::string, std::string>
 }
 
 v1::JobSpec IslandsBy(v1::JobSpec spec, const std::string& key) {
-  spec.mutable_sync()->set_mode("average");
+  spec.mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
   spec.mutable_sync()->set_islands_by(key);
   return spec;
 }

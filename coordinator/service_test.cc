@@ -86,7 +86,7 @@ class ServiceTest : public ::testing::Test {
   static v1::JobSpec Spec(int64_t min_workers) {
     v1::JobSpec spec;
     spec.mutable_model()->set_name("mlp");
-    spec.mutable_dataset()->set_kind("synthetic");
+    spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
     spec.set_batch_size(16);
     spec.set_min_workers(min_workers);
     return spec;

@@ -58,7 +58,7 @@ ClusterState SampleState(ChangeSet* changes) {
   spec.set_batch_size(64);
   spec.set_min_workers(2);
   spec.set_max_workers(2);
-  spec.set_device("cuda");
+  spec.set_device(v1::DEVICE_CUDA);
   JobRecord& running = AddPendingJob(state, "job-running", spec, 600, changes);
   changes->Merge(Schedule(state, 601));
   running.generation.finished.insert("w2");
@@ -489,6 +489,41 @@ TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
     EXPECT_EQ(worker.job_id, "job-big") << id;
   }
   EXPECT_EQ(loaded->jobs.at("job-big").generation.members, state.jobs.at("job-big").generation.members);
+}
+
+// A job stored while the spec's closed sets were strings (device and
+// sync.mode under their former numbers) loads with the same choices as
+// enums, and is saved back without the strings.
+TEST(SqliteStateStore, JobStoredWithStringChoicesLoadsThemAsEnums) {
+  const std::string path = FreshDatabasePath("string_choices");
+  {
+    auto store = SqliteStateStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ChangeSet changes;
+    ASSERT_TRUE((*store)->Save(SampleState(&changes), changes).ok());
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    // name: "mnist", device: "cuda" (field 14), sync { mode: "average" } (field 11, its field 1).
+    const char* kOldSpec = "UPDATE jobs SET spec = x'0a056d6e697374720463756461' || x'5a090a0761766572616765' "
+                           "WHERE id = 'job-running'";
+    ASSERT_EQ(sqlite3_exec(db, kOldSpec, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto store = SqliteStateStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load(2000);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const v1::JobSpec& spec = loaded->jobs.at("job-running").info.spec();
+  EXPECT_EQ(spec.name(), "mnist");
+  EXPECT_EQ(spec.device(), v1::DEVICE_CUDA);
+  EXPECT_EQ(spec.sync().mode(), v1::SYNC_MODE_AVERAGE);
+  v1::JobSpec expected;
+  expected.set_name("mnist");
+  expected.set_device(v1::DEVICE_CUDA);
+  expected.mutable_sync()->set_mode(v1::SYNC_MODE_AVERAGE);
+  EXPECT_EQ(spec.SerializeAsString(), expected.SerializeAsString());  // nothing of the strings is kept
 }
 
 TEST(SqliteStateStore, OpenFailsClearlyForAnUnwritablePath) {

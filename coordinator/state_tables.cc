@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/stored_spec.h"
 
 namespace herd::coordinator {
 namespace {
@@ -145,6 +146,9 @@ std::vector<JobColumn> JobColumns() {
           [](JobRecord& j, const std::string& v) -> absl::Status {
             if (!j.info.mutable_spec()->ParseFromString(v)) {
               return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": stored spec does not parse"));
+            }
+            if (auto s = UpgradeStoredSpec(j.info.mutable_spec()); !s.ok()) {
+              return absl::DataLossError(absl::StrCat("job ", j.info.id(), ": stored spec: ", s.message()));
             }
             j.info.set_name(j.info.spec().name());
             return absl::OkStatus();

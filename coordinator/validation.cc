@@ -12,6 +12,7 @@
 #include "common/labels.h"
 #include "common/control_chars.h"
 #include "common/model_files.h"
+#include "common/spec_enums.h"
 
 namespace herd::coordinator {
 namespace {
@@ -63,9 +64,9 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
   if (request.address().size() > kMaxAddressBytes) {
     return absl::InvalidArgumentError(absl::StrCat("address: longer than ", kMaxAddressBytes, " characters"));
   }
-  if (request.device_kind() != "cpu" && request.device_kind() != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_kind: unknown value '", request.device_kind(), "' (expected one of: cpu, cuda)"));
+  // A worker's device kind is a job's device by its YAML name.
+  if (auto device = ParseSpecEnum(v1::Device_descriptor(), request.device_kind(), "device_kind"); !device.ok()) {
+    return device.status();
   }
   if (request.device_count() < 0) return absl::InvalidArgumentError("device_count: must be >= 0");
   return ValidateLabels("labels", Labels(request.labels().begin(), request.labels().end()));

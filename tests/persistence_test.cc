@@ -151,7 +151,7 @@ TEST(Persistence, NonFiniteSpecValuesAreRefusedNamingFieldAndValue) {
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   v1::SubmitJobRequest request;
   request.mutable_spec()->mutable_model()->set_name("mlp");
-  request.mutable_spec()->mutable_dataset()->set_kind("synthetic");
+  request.mutable_spec()->mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   request.mutable_spec()->set_batch_size(8);
   request.mutable_spec()->mutable_optimizer()->set_lr(std::numeric_limits<double>::infinity());
   v1::SubmitJobResponse response;

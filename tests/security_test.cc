@@ -289,7 +289,7 @@ TEST(Security, AWorkerCredentialCannotSubmitOrReadJobs) {
   Caller workers(cluster.address(), cluster.credentials().worker_token_file);
   v1::SubmitJobRequest request;
   request.mutable_spec()->mutable_model()->set_name("mlp");
-  request.mutable_spec()->mutable_dataset()->set_kind("synthetic");
+  request.mutable_spec()->mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   request.mutable_spec()->set_batch_size(8);
   v1::SubmitJobResponse response;
   grpc::Status submitted = workers.jobs->SubmitJob(workers.Context().get(), request, &response);
@@ -415,7 +415,7 @@ TEST(Security, ControlCharactersAreRefusedInNamesAndPrintedEscaped) {
   v1::SubmitJobRequest request;
   request.mutable_spec()->set_name(evil);
   request.mutable_spec()->mutable_model()->set_name("mlp");
-  request.mutable_spec()->mutable_dataset()->set_kind("synthetic");
+  request.mutable_spec()->mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   request.mutable_spec()->set_batch_size(8);
   v1::SubmitJobResponse response;
   grpc::Status refused = alice.jobs->SubmitJob(alice.Context().get(), request, &response);
@@ -578,7 +578,7 @@ TEST(Security, MutualTlsIdentityComesFromTheClientCertificate) {
   auto alice = as("alice-laptop");
   v1::SubmitJobRequest submit;
   submit.mutable_spec()->mutable_model()->set_name("mlp");
-  submit.mutable_spec()->mutable_dataset()->set_kind("synthetic");
+  submit.mutable_spec()->mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   submit.mutable_spec()->set_batch_size(8);
   v1::SubmitJobResponse submitted;
   grpc::Status status = alice->jobs->SubmitJob(alice->Context().get(), submit, &submitted);

@@ -26,7 +26,7 @@ inline ChangeSet RegisterWorkersAndBigJob(ClusterState& state, int workers, int 
   spec.set_batch_size(8 * workers);
   spec.set_min_workers(workers);
   spec.set_max_workers(workers);
-  spec.set_device("cpu");
+  spec.set_device(v1::DEVICE_CPU);
   AddPendingJob(state, "job-big", spec, 600, &changes);
   return changes;
 }

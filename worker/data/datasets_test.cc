@@ -14,7 +14,7 @@ void ExpectContains(const absl::Status& status, const std::string& text) {
 
 v1::DatasetSpec IdxSpec(const std::string& folder) {
   v1::DatasetSpec spec;
-  spec.set_kind("idx");
+  spec.set_kind(v1::DATASET_KIND_IDX);
   spec.set_path(folder);
   return spec;
 }
@@ -154,7 +154,7 @@ TEST(IdxDatasetTest, RealFashionMnist) {
 
 v1::DatasetSpec TextSpec(const std::string& file, int64_t sequence_length) {
   v1::DatasetSpec spec;
-  spec.set_kind("text");
+  spec.set_kind(v1::DATASET_KIND_TEXT);
   spec.set_path(file);
   spec.set_sequence_length(sequence_length);
   return spec;
@@ -215,7 +215,7 @@ TEST(TextDatasetTest, BadArguments) {
 
 v1::DatasetSpec SyntheticSpec(int64_t samples, int64_t features, int64_t classes) {
   v1::DatasetSpec spec;
-  spec.set_kind("synthetic");
+  spec.set_kind(v1::DATASET_KIND_SYNTHETIC);
   spec.set_synthetic_samples(samples);
   spec.set_synthetic_features(features);
   spec.set_synthetic_classes(classes);
@@ -269,10 +269,10 @@ TEST(SyntheticDatasetTest, BadSizes) {
 
 TEST(LoadDatasetTest, UnknownKind) {
   v1::DatasetSpec spec;
-  spec.set_kind("parquet");
+  spec.set_kind(v1::DatasetKind(99));  // a number no value has
   absl::Status status = LoadDataset(spec, true, 0).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  ExpectContains(status, "dataset.kind 'parquet'");
+  ExpectContains(status, "dataset.kind '99': expected idx, text, synthetic, tokens, npy");
 }
 
 }  // namespace

@@ -24,9 +24,10 @@ void ExpectError(const absl::Status& status, absl::StatusCode code, const std::v
   }
 }
 
-v1::DatasetSpec TokenSpec(const std::string& path, int64_t vocab, int64_t length, const std::string& dtype = "uint16") {
+v1::DatasetSpec TokenSpec(const std::string& path, int64_t vocab, int64_t length,
+                          v1::TokenDtype dtype = v1::TOKEN_DTYPE_UINT16) {
   v1::DatasetSpec spec;
-  spec.set_kind("tokens");
+  spec.set_kind(v1::DATASET_KIND_TOKENS);
   spec.set_path(path);
   spec.set_vocab_size(vocab);
   spec.set_sequence_length(length);
@@ -90,7 +91,7 @@ TEST(TokenDataset, Uint32IdsBeyondSixteenBits) {
   std::vector<uint32_t> tokens;
   for (uint32_t i = 0; i < 200; ++i) tokens.push_back(100000 + i);
   WriteFile(folder + "/t.bin", RawBytes(tokens));
-  auto set = LoadDataset(TokenSpec(folder + "/t.bin", 100200, 8, "uint32"), true, 0);
+  auto set = LoadDataset(TokenSpec(folder + "/t.bin", 100200, 8, v1::TOKEN_DTYPE_UINT32), true, 0);
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(Row((*set)->Get({2}).inputs, 0), Range(100016, 8));
 }
@@ -120,7 +121,7 @@ TEST(TokenDataset, BadFilesAreRefusedNamingTheFile) {
   ExpectError(LoadDataset(TokenSpec(folder + "/odd.bin", 500, 8), true, 0).status(), absl::StatusCode::kDataLoss,
               {"dataset.path " + folder + "/odd.bin", "301 bytes is not a whole number of uint16 tokens"});
   WriteFile(folder + "/six.bin", std::string(6, '\1'));
-  ExpectError(LoadDataset(TokenSpec(folder + "/six.bin", 500, 8, "uint32"), true, 0).status(),
+  ExpectError(LoadDataset(TokenSpec(folder + "/six.bin", 500, 8, v1::TOKEN_DTYPE_UINT32), true, 0).status(),
               absl::StatusCode::kDataLoss, {"6 bytes is not a whole number of uint32 tokens"});
 
   WriteFile(folder + "/short.bin", RawBytes(std::vector<uint16_t>(80, 1)));
@@ -188,7 +189,7 @@ TEST(TokenDataset, AFileTheWorkerMayNotReadIsRefused) {
 
 v1::DatasetSpec NpySpec(const std::string& inputs, const std::string& targets) {
   v1::DatasetSpec spec;
-  spec.set_kind("npy");
+  spec.set_kind(v1::DATASET_KIND_NPY);
   spec.set_inputs(inputs);
   spec.set_targets(targets);
   return spec;

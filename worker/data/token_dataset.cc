@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_enums.h"
 #include "worker/data/data_error.h"
 #include "worker/data/dataset_loaders.h"
 #include "worker/data/mapped_file.h"
@@ -92,11 +93,12 @@ absl::StatusOr<std::unique_ptr<Dataset>> LoadTokenDataset(const v1::DatasetSpec&
   const int64_t length = spec.sequence_length(), vocab = spec.vocab_size();
   if (length <= 0) return absl::InvalidArgumentError("dataset.sequence_length: must be positive for tokens");
   if (vocab < 2) return absl::InvalidArgumentError("dataset.vocab_size: required (at least 2) for tokens");
-  const std::string dtype = spec.dtype().empty() ? "uint16" : spec.dtype();
-  if (dtype != "uint16" && dtype != "uint32") {
-    return absl::InvalidArgumentError(absl::StrCat("dataset.dtype '", dtype, "': expected uint16 or uint32"));
+  const v1::TokenDtype type = spec.dtype() == v1::TOKEN_DTYPE_UNSPECIFIED ? v1::TOKEN_DTYPE_UINT16 : spec.dtype();
+  if (type != v1::TOKEN_DTYPE_UINT16 && type != v1::TOKEN_DTYPE_UINT32) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset.dtype '", SpecName(type), "': expected uint16 or uint32"));
   }
-  const int item_bytes = dtype == "uint16" ? 2 : 4;
+  const std::string dtype = SpecName(type);
+  const int item_bytes = type == v1::TOKEN_DTYPE_UINT16 ? 2 : 4;
   const bool separate = !train && !spec.validation_path().empty();
   const std::string field = separate ? "dataset.validation_path" : "dataset.path";
   const std::string& path = separate ? spec.validation_path() : spec.path();

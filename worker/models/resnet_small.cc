@@ -125,13 +125,19 @@ absl::StatusOr<std::shared_ptr<LogitsModule>> MakeResnetSmall(const v1::ModelSpe
                                                    ShapeString(info.sample_shape)));
   }
   NormKind norm = NormKind::kGroup;
-  if (spec.norm() == "batch") {
-    norm = NormKind::kBatch;
-  } else if (spec.norm() == "sync_batch") {
-    norm = NormKind::kSyncBatch;
-  } else if (!spec.norm().empty() && spec.norm() != "group") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.norm '", spec.norm(), "': expected group, batch or sync_batch"));
+  switch (spec.norm()) {
+    case v1::NORM_UNSPECIFIED:
+    case v1::NORM_GROUP:
+      break;
+    case v1::NORM_BATCH:
+      norm = NormKind::kBatch;
+      break;
+    case v1::NORM_SYNC_BATCH:
+      norm = NormKind::kSyncBatch;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.norm ", static_cast<int>(spec.norm()), ": expected group, batch or sync_batch"));
   }
   std::vector<int64_t> widths(spec.widths().begin(), spec.widths().end());
   if (widths.empty()) widths = {16, 32, 64};

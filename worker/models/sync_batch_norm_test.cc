@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/models/model.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -21,7 +22,7 @@ std::unique_ptr<Model> Resnet(const std::string& norm) {
   spec.set_name("resnet_small");
   spec.add_widths(8);
   spec.add_widths(16);
-  spec.set_norm(norm);
+  if (!norm.empty()) spec.set_norm(*ParseSpecName<v1::Norm>(norm, "model.norm"));
   auto model = CreateModel(spec, ModelInputInfo{kSampleShape, kClasses}, 7);
   EXPECT_TRUE(model.ok()) << model.status();
   (*model)->SetTraining(true);
@@ -114,7 +115,7 @@ class CountingSum : public ReplicaSum {
 TEST(BatchNormTest, NormChoiceIsValidatedAndGroupStaysTheDefault) {
   v1::ModelSpec spec;
   spec.set_name("resnet_small");
-  spec.set_norm("layer");
+  spec.set_norm(v1::Norm(9));  // a number no value has
   auto bad = CreateModel(spec, ModelInputInfo{kSampleShape, kClasses}, 1);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message().rfind("model.norm", 0), 0u) << bad.status();

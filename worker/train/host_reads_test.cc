@@ -32,7 +32,7 @@ v1::JobSpec Spec(int64_t max_steps, int64_t log_interval, double grad_clip_norm)
   v1::JobSpec spec;
   spec.set_name("host-reads");
   spec.mutable_model()->set_name("mlp");
-  spec.mutable_dataset()->set_kind("synthetic");
+  spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   spec.mutable_dataset()->set_synthetic_samples(4096);  // no epoch end within max_steps
   spec.mutable_dataset()->set_synthetic_features(8);
   spec.mutable_dataset()->set_synthetic_classes(3);
@@ -41,10 +41,10 @@ v1::JobSpec Spec(int64_t max_steps, int64_t log_interval, double grad_clip_norm)
   spec.set_log_interval_steps(log_interval);
   spec.set_grad_clip_norm(grad_clip_norm);
   spec.set_collective_timeout_seconds(30);
-  spec.mutable_optimizer()->set_name("sgd");
+  spec.mutable_optimizer()->set_name(v1::OPTIMIZER_NAME_SGD);
   spec.mutable_optimizer()->set_lr(0.05);
   spec.mutable_eval()->set_max_samples(16);
-  spec.mutable_sync()->set_same_host_transport("tcp");  // thread ranks: Gloo over loopback
+  spec.mutable_sync()->set_same_host_transport(v1::SAME_HOST_TRANSPORT_TCP);  // thread ranks: Gloo over loopback
   ApplyJobDefaults(&spec);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
   return spec;

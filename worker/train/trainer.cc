@@ -262,7 +262,7 @@ CaptureEnvironment Trainer::CaptureEnvironmentNow() const {
   env.fused_optimizer = HasFusedStep(spec_.optimizer().name(), /*amsgrad=*/false);
   env.world_size = join_.world_size();
   env.nccl_backend = group_.data != nullptr && group_.data == group_.nccl.get();
-  env.local_steps = spec_.sync().mode() == "average";
+  env.local_steps = spec_.sync().mode() == v1::SYNC_MODE_AVERAGE;
   env.skip_step = ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep;
   // The step still reads the host (the sync's update, the ledger, gradient
   // clipping's norm) between forward and optimizer: not capturable yet.

@@ -27,6 +27,7 @@
 #include "worker/train/testing/in_process_coordinator.h"
 #include "worker/train/report/trainer_metrics.h"
 #include "worker/train/training_context.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -38,7 +39,7 @@ v1::JobSpec Spec(const std::string& mode) {
   v1::JobSpec spec;
   spec.set_name("in-process");
   spec.mutable_model()->set_name("mlp");
-  spec.mutable_dataset()->set_kind("synthetic");
+  spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
   spec.mutable_dataset()->set_synthetic_samples(kSamples);
   spec.mutable_dataset()->set_synthetic_features(16);
   spec.mutable_dataset()->set_synthetic_classes(4);
@@ -46,16 +47,16 @@ v1::JobSpec Spec(const std::string& mode) {
   spec.set_epochs(2);
   spec.set_log_interval_steps(2);
   spec.set_collective_timeout_seconds(30);
-  spec.mutable_optimizer()->set_name("sgd");
+  spec.mutable_optimizer()->set_name(v1::OPTIMIZER_NAME_SGD);
   spec.mutable_optimizer()->set_lr(0.05);
   spec.mutable_optimizer()->set_momentum(0.9);  // state the heal must carry
   spec.mutable_eval()->set_max_samples(64);
-  spec.mutable_sync()->set_mode(mode);
-  spec.mutable_sync()->set_same_host_transport("tcp");  // thread ranks: Gloo over loopback
+  spec.mutable_sync()->set_mode(*ParseSpecName<v1::SyncMode>(mode, "sync.mode"));
+  spec.mutable_sync()->set_same_host_transport(v1::SAME_HOST_TRANSPORT_TCP);  // thread ranks: Gloo over loopback
   if (mode == "average") {
     spec.mutable_sync()->set_every(3);
     spec.mutable_sync()->set_warmup_steps(2);
-    spec.mutable_sync()->mutable_outer()->set_kind("nesterov");
+    spec.mutable_sync()->mutable_outer()->set_kind(v1::OUTER_KIND_NESTEROV);
   }
   ApplyJobDefaults(&spec);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
@@ -340,7 +341,7 @@ INSTANTIATE_TEST_SUITE_P(
                                s->set_every(4);
                                s->set_fragments(2);
                                s->set_overlap(true);
-                               s->set_compression("int8");
+                               s->set_compression(v1::COMPRESSION_INT8);
                              },
                              /*resume_after_step=*/2},
                     // Rounds landing 3 steps late, int8 scales exchanged in the background.
@@ -349,7 +350,7 @@ INSTANTIATE_TEST_SUITE_P(
                                s->set_every(4);
                                s->set_fragments(2);
                                s->set_overlap_steps(3);
-                               s->set_compression("int8");
+                               s->set_compression(v1::COMPRESSION_INT8);
                              },
                              /*resume_after_step=*/2}),
     [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
@@ -391,9 +392,9 @@ TEST_P(BatchNormHealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds
   spec.mutable_model()->set_name("resnet_small");
   spec.mutable_model()->add_widths(8);
   spec.mutable_model()->add_widths(16);
-  spec.mutable_model()->set_norm(c.norm);
+  spec.mutable_model()->set_norm(*ParseSpecName<v1::Norm>(c.norm, "model.norm"));
   spec.mutable_dataset()->Clear();
-  spec.mutable_dataset()->set_kind("idx");
+  spec.mutable_dataset()->set_kind(v1::DATASET_KIND_IDX);
   spec.mutable_dataset()->set_path(TinyImageFolder());
   ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 
@@ -550,7 +551,7 @@ TEST(InProcessTrainers, RandomFaultPointsCostNothing) {
 // sync.shard_optimizer (ZeRO-1): the job's optimizer, and settings on top.
 v1::JobSpec ShardedSpec(const std::string& optimizer, bool shard, const std::function<void(v1::JobSpec*)>& tweak = {}) {
   v1::JobSpec spec = Spec("allreduce");
-  spec.mutable_optimizer()->set_name(optimizer);
+  spec.mutable_optimizer()->set_name(*ParseSpecName<v1::OptimizerName>(optimizer, "optimizer.name"));
   if (optimizer != "sgd") {
     spec.mutable_optimizer()->set_lr(0.01);
     spec.mutable_optimizer()->set_momentum(0);
@@ -634,7 +635,7 @@ INSTANTIATE_TEST_SUITE_P(
                     ShardCase{"adam_bf16_wire_w3", "adam", 3,
                               [](v1::JobSpec* s) {
                                 s->set_max_steps(25);
-                                s->mutable_sync()->set_compression("bf16");
+                                s->mutable_sync()->set_compression(v1::COMPRESSION_BF16);
                               }},
                     ShardCase{"sgd_momentum_w3", "sgd", 3, [](v1::JobSpec* s) { s->set_max_steps(25); }}),
     [](const testing::TestParamInfo<ShardCase>& info) { return info.param.name; });

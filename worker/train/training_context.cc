@@ -38,7 +38,7 @@ CheckpointKeeperOptions KeeperOptions(const v1::JobSpec& spec, const TrainerOpti
   keeper.job_id = options.job_id;
   keeper.optimizer = spec.optimizer();
   keeper.interval_steps = spec.checkpoint().interval_steps();
-  keeper.fail_on_error = spec.checkpoint().on_failure() == "fail";
+  keeper.fail_on_error = spec.checkpoint().on_failure() == v1::ON_FAILURE_FAIL;
   keeper.reporter = reporter;
   keeper.metrics = metrics;
   keeper.before_write = options.checkpoint_before_write;
@@ -73,8 +73,8 @@ absl::StatusOr<std::unique_ptr<TrainingContext>> TrainingContext::Create(const v
   const auto start = std::chrono::steady_clock::now();
   auto sync = ParseSyncConfig(spec.sync());
   if (!sync.ok()) return sync.status();
-  NonFinitePolicy on_nonfinite;
-  if (auto s = ParseNonFinitePolicy(spec.on_nonfinite(), &on_nonfinite); !s.ok()) return s;
+  const NonFinitePolicy on_nonfinite =
+      spec.on_nonfinite() == v1::ON_NONFINITE_SKIP_STEP ? NonFinitePolicy::kSkipStep : NonFinitePolicy::kFail;
   std::unique_ptr<TrainingContext> context(new TrainingContext(spec, seed, std::move(options), *std::move(sync),
                                                                on_nonfinite, metrics, ledger, reporter));
   MarkAlive();

@@ -15,6 +15,7 @@
 #include "worker/train/checkpoint/checkpoint_files.h"
 #include "worker/train/optim/optimizer_factory.h"
 #include "worker/train/checkpoint/training_state.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 v1::OptimizerSpec OptimizerSpecFor(const std::string& name) {
   v1::OptimizerSpec opt;
-  opt.set_name(name);
+  opt.set_name(*ParseSpecName<v1::OptimizerName>(name, "optimizer.name"));
   opt.set_lr(0.05);
   opt.set_momentum(0.9);
   opt.set_beta1(0.9);

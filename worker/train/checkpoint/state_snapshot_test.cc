@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/train/optim/optimizer_factory.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -18,7 +19,7 @@ Training Make(const std::string& optimizer_name) {
   Training s;
   s.model = *CreateModel(spec, ModelInputInfo{{16}, 4}, 3);
   v1::OptimizerSpec opt;
-  opt.set_name(optimizer_name);
+  opt.set_name(*ParseSpecName<v1::OptimizerName>(optimizer_name, "optimizer.name"));
   opt.set_lr(0.05);
   opt.set_momentum(0.9);
   opt.set_beta1(0.9);
@@ -105,7 +106,7 @@ TEST(StateSnapshot, RefusesAModelOfAnotherShape) {
   spec.set_name("mlp");
   auto wider = *CreateModel(spec, ModelInputInfo{{32}, 4}, 3);
   v1::OptimizerSpec sgd;
-  sgd.set_name("sgd");
+  sgd.set_name(v1::OPTIMIZER_NAME_SGD);
   sgd.set_lr(0.1);
   auto optimizer = *MakeOptimizer(sgd, wider->Parameters());
   TrainingPosition position;
@@ -119,10 +120,10 @@ TEST(SnapshotBuffers, RunningStatisticsAreCapturedAndApplied) {
   v1::ModelSpec spec;
   spec.set_name("resnet_small");
   spec.add_widths(8);
-  spec.set_norm("batch");
+  spec.set_norm(v1::NORM_BATCH);
   std::unique_ptr<Model> model = *CreateModel(spec, ModelInputInfo{{1, 4, 4}, 4}, 3);
   v1::OptimizerSpec opt;
-  opt.set_name("sgd");
+  opt.set_name(v1::OPTIMIZER_NAME_SGD);
   opt.set_lr(0.05);
   auto optimizer = *MakeOptimizer(opt, model->Parameters());
   torch::manual_seed(1);

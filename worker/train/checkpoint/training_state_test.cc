@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/train/optim/optimizer_factory.h"
+#include "common/spec_enums.h"
 
 namespace herd {
 namespace {
@@ -20,11 +21,11 @@ Replica Build(uint64_t seed, const std::string& norm = "") {
     r.model = std::move(*CreateModel(spec, ModelInputInfo{{8}, 3}, seed));
   } else {
     spec.add_widths(8);
-    spec.set_norm(norm);
+    spec.set_norm(*ParseSpecName<v1::Norm>(norm, "model.norm"));
     r.model = std::move(*CreateModel(spec, ModelInputInfo{{1, 4, 4}, 3}, seed));
   }
   v1::OptimizerSpec opt;
-  opt.set_name("sgd");
+  opt.set_name(v1::OPTIMIZER_NAME_SGD);
   opt.set_lr(0.1);
   opt.set_momentum(0.9);
   r.optimizer = std::move(*MakeOptimizer(opt, r.model->Parameters()));
@@ -117,7 +118,7 @@ TEST(TrainingState, MismatchedStateIsRejected) {
   spec.set_name("mlp");
   auto other = std::move(*CreateModel(spec, ModelInputInfo{{16}, 3}, 1));  // wider input
   v1::OptimizerSpec opt;
-  opt.set_name("sgd");
+  opt.set_name(v1::OPTIMIZER_NAME_SGD);
   opt.set_lr(0.1);
   auto optimizer = std::move(*MakeOptimizer(opt, other->Parameters()));
   TrainingPosition position;

@@ -7,7 +7,7 @@ namespace {
 
 LearningRatePlan Unscaled(double lr) { return LearningRatePlan{lr, 0}; }
 
-v1::OptimizerSpec Optimizer(double lr, const std::string& scale) {
+v1::OptimizerSpec Optimizer(double lr, v1::ScaleLr scale) {
   v1::OptimizerSpec optimizer;
   optimizer.set_lr(lr);
   optimizer.set_scale_lr(scale);
@@ -16,7 +16,7 @@ v1::OptimizerSpec Optimizer(double lr, const std::string& scale) {
 
 TEST(LrSchedule, WarmupIsLinearThenConstant) {
   v1::ScheduleSpec s;
-  s.set_name("constant");
+  s.set_name(v1::SCHEDULE_NAME_CONSTANT);
   s.set_warmup_steps(4);
   EXPECT_DOUBLE_EQ(LearningRateAt(s, Unscaled(0.4), 0, 100), 0.1);
   EXPECT_DOUBLE_EQ(LearningRateAt(s, Unscaled(0.4), 3, 100), 0.4);
@@ -25,7 +25,7 @@ TEST(LrSchedule, WarmupIsLinearThenConstant) {
 
 TEST(LrSchedule, CosineDecaysToFloor) {
   v1::ScheduleSpec s;
-  s.set_name("cosine");
+  s.set_name(v1::SCHEDULE_NAME_COSINE);
   s.set_warmup_steps(10);
   s.set_min_lr(0.01);
   EXPECT_DOUBLE_EQ(LearningRateAt(s, Unscaled(1.0), 10, 110), 1.0);
@@ -36,7 +36,7 @@ TEST(LrSchedule, CosineDecaysToFloor) {
 
 TEST(LrSchedule, StepDecay) {
   v1::ScheduleSpec s;
-  s.set_name("step");
+  s.set_name(v1::SCHEDULE_NAME_STEP);
   s.set_step_size(10);
   s.set_gamma(0.5);
   EXPECT_DOUBLE_EQ(LearningRateAt(s, Unscaled(1.0), 9, 100), 1.0);
@@ -48,7 +48,7 @@ TEST(LrSchedule, StepDecay) {
 // peaking at the end of warmup, times optimizer.lr as a factor.
 TEST(LrSchedule, NoamRisesThroughWarmupThenDecaysAsInverseSqrt) {
   v1::ScheduleSpec s;
-  s.set_name("noam");
+  s.set_name(v1::SCHEDULE_NAME_NOAM);
   s.set_d_model(64);
   s.set_warmup_steps(100);
   const double peak = 2.0 / 8.0 / 10.0;  // factor 2, 64^-0.5 = 1/8, 100^-0.5 = 1/10
@@ -60,27 +60,27 @@ TEST(LrSchedule, NoamRisesThroughWarmupThenDecaysAsInverseSqrt) {
 }
 
 TEST(LrSchedule, ScalingFollowsTheWorldSize) {
-  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, "none"), 4).base_lr, 0.1);
-  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, ""), 4).base_lr, 0.1);
-  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, "linear"), 4).base_lr, 0.4);
-  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, "sqrt"), 4).base_lr, 0.2);
-  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, "linear"), 1).base_lr, 0.1);
-  EXPECT_NE(PlanLearningRate(Optimizer(0.1, "linear"), 3).Describe(Optimizer(0.1, "linear"), 3).find("linear"),
-            std::string::npos);
+  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_NONE), 4).base_lr, 0.1);
+  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_UNSPECIFIED), 4).base_lr, 0.1);
+  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 4).base_lr, 0.4);
+  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_SQRT), 4).base_lr, 0.2);
+  EXPECT_DOUBLE_EQ(PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 1).base_lr, 0.1);
+  const v1::OptimizerSpec linear = Optimizer(0.1, v1::SCALE_LR_LINEAR);
+  EXPECT_NE(PlanLearningRate(linear, 3).Describe(linear, 3).find("linear"), std::string::npos);
 }
 
 // Goyal et al.'s gradual warmup: a scaled rate ramps from the unscaled lr,
 // not from 0, and reaches the scaled rate at the end of warmup.
 TEST(LrSchedule, ScaledWarmupRampsFromTheUnscaledRate) {
   v1::ScheduleSpec s;
-  s.set_name("constant");
+  s.set_name(v1::SCHEDULE_NAME_CONSTANT);
   s.set_warmup_steps(5);
-  const LearningRatePlan plan = PlanLearningRate(Optimizer(0.1, "linear"), 3);
+  const LearningRatePlan plan = PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_LINEAR), 3);
   EXPECT_NEAR(LearningRateAt(s, plan, 0, 100), 0.1 + 0.2 / 5, 1e-12);
   EXPECT_NEAR(LearningRateAt(s, plan, 4, 100), 0.3, 1e-12);
   EXPECT_NEAR(LearningRateAt(s, plan, 50, 100), 0.3, 1e-12);
   // Unscaled keeps the old ramp from 0.
-  EXPECT_NEAR(LearningRateAt(s, PlanLearningRate(Optimizer(0.1, "none"), 3), 0, 100), 0.02, 1e-12);
+  EXPECT_NEAR(LearningRateAt(s, PlanLearningRate(Optimizer(0.1, v1::SCALE_LR_NONE), 3), 0, 100), 0.02, 1e-12);
 }
 
 }  // namespace

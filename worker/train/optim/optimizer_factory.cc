@@ -10,23 +10,23 @@ namespace herd {
 
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const v1::OptimizerSpec& spec,
                                                                       std::vector<torch::Tensor> params) {
-  if (spec.name() == "sgd") {
+  if (spec.name() == v1::OPTIMIZER_NAME_SGD) {
     return std::make_unique<torch::optim::SGD>(
         params, torch::optim::SGDOptions(spec.lr()).momentum(spec.momentum()).weight_decay(spec.weight_decay()));
   }
-  if (spec.name() == "adam") {
+  if (spec.name() == v1::OPTIMIZER_NAME_ADAM) {
     return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(spec.lr())
                                                             .betas({spec.beta1(), spec.beta2()})
                                                             .eps(spec.eps())
                                                             .weight_decay(spec.weight_decay()));
   }
-  if (spec.name() == "adamw") {
+  if (spec.name() == v1::OPTIMIZER_NAME_ADAMW) {
     return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(spec.lr())
                                                              .betas({spec.beta1(), spec.beta2()})
                                                              .eps(spec.eps())
                                                              .weight_decay(spec.weight_decay()));
   }
-  return absl::InvalidArgumentError(absl::StrCat("optimizer.name: unknown optimizer '", spec.name(), "'"));
+  return absl::InvalidArgumentError(absl::StrCat("optimizer.name: unknown optimizer ", static_cast<int>(spec.name())));
 }
 
 void SetLearningRate(torch::optim::Optimizer* optimizer, double lr) {

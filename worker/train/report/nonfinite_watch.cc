@@ -4,17 +4,6 @@
 
 namespace herd {
 
-absl::Status ParseNonFinitePolicy(const std::string& text, NonFinitePolicy* policy) {
-  if (text.empty() || text == "fail") {
-    *policy = NonFinitePolicy::kFail;
-  } else if (text == "skip_step") {
-    *policy = NonFinitePolicy::kSkipStep;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("on_nonfinite: \"", text, "\" is not one of fail, skip_step"));
-  }
-  return absl::OkStatus();
-}
-
 void NonFiniteWatch::Reset(const torch::Device& device) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   step_ = torch::full({}, -1.0, options);

@@ -19,10 +19,6 @@ namespace herd {
 
 enum class NonFinitePolicy { kFail, kSkipStep };
 
-// The spec's on_nonfinite ("" is the default, fail); INVALID_ARGUMENT
-// naming the field otherwise.
-absl::Status ParseNonFinitePolicy(const std::string& text, NonFinitePolicy* policy);
-
 class NonFiniteWatch {
  public:
   enum Kind { kLoss = 0, kGradientNorm = 1 };

@@ -48,9 +48,16 @@ StepCaptureDecision StepCapture::Next(const StepEvent& event) {
   return d;
 }
 
-bool HasFusedStep(const std::string& optimizer, bool amsgrad) {
-  if (optimizer == "sgd") return true;
-  return (optimizer == "adam" || optimizer == "adamw") && !amsgrad;
+bool HasFusedStep(v1::OptimizerName optimizer, bool amsgrad) {
+  switch (optimizer) {
+    case v1::OPTIMIZER_NAME_SGD:
+      return true;
+    case v1::OPTIMIZER_NAME_ADAM:
+    case v1::OPTIMIZER_NAME_ADAMW:
+      return !amsgrad;
+    default:
+      return false;
+  }
 }
 
 }  // namespace herd

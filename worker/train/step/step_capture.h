@@ -11,6 +11,7 @@
 #include <string>
 
 #include "worker/train/step/step_capture_policy.h"
+#include "proto/herd.pb.h"
 
 namespace herd {
 
@@ -45,6 +46,6 @@ class StepCapture {
 };
 
 // The optimizers whose update has a fused CUDA kernel (fused_optimizer.h).
-bool HasFusedStep(const std::string& optimizer, bool amsgrad);
+bool HasFusedStep(v1::OptimizerName optimizer, bool amsgrad);
 
 }  // namespace herd

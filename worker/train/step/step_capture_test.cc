@@ -92,11 +92,11 @@ TEST(StepCapture, AFailedCaptureIsEagerForTheRestOfTheRun) {
 }
 
 TEST(StepCapture, FusedStepsAreSgdAdamAndAdamwWithoutAmsgrad) {
-  EXPECT_TRUE(HasFusedStep("sgd", false));
-  EXPECT_TRUE(HasFusedStep("adam", false));
-  EXPECT_TRUE(HasFusedStep("adamw", false));
-  EXPECT_FALSE(HasFusedStep("adamw", true));
-  EXPECT_FALSE(HasFusedStep("rmsprop", false));
+  EXPECT_TRUE(HasFusedStep(v1::OPTIMIZER_NAME_SGD, false));
+  EXPECT_TRUE(HasFusedStep(v1::OPTIMIZER_NAME_ADAM, false));
+  EXPECT_TRUE(HasFusedStep(v1::OPTIMIZER_NAME_ADAMW, false));
+  EXPECT_FALSE(HasFusedStep(v1::OPTIMIZER_NAME_ADAMW, true));
+  EXPECT_FALSE(HasFusedStep(v1::OptimizerName(9), false));
 }
 
 }  // namespace

@@ -39,13 +39,6 @@ BucketLayout PlanBuckets(const std::vector<torch::Tensor>& params, double first_
   return layout;
 }
 
-absl::StatusOr<DataType> ParseWireType(const std::string& compression) {
-  if (compression.empty() || compression == "none") return DataType::kFloat32;
-  if (compression == "fp16") return DataType::kFloat16;
-  if (compression == "bf16") return DataType::kBFloat16;
-  return absl::InvalidArgumentError(absl::StrCat("sync.compression: unknown value \"", compression, "\""));
-}
-
 torch::ScalarType TorchType(DataType type) {
   switch (type) {
     case DataType::kFloat16:

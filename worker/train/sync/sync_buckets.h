@@ -36,10 +36,6 @@ struct BucketLayout {
 BucketLayout PlanBuckets(const std::vector<torch::Tensor>& params, double first_bucket_mib, double bucket_cap_mib,
                          bool only_requiring_grad);
 
-// sync.compression: none (or empty) -> float32, fp16, bf16; INVALID_ARGUMENT
-// naming the field otherwise.
-absl::StatusOr<DataType> ParseWireType(const std::string& compression);
-
 torch::ScalarType TorchType(DataType type);
 
 }  // namespace herd

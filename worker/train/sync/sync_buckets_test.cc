@@ -31,15 +31,5 @@ TEST(SyncBuckets, ParametersWithoutGradientsCanBeLeftOut) {
   EXPECT_EQ(PlanBuckets(params, 100 * kFloat, 100 * kFloat, false).elements[0], 12);
 }
 
-TEST(SyncBuckets, WireTypeParsingNamesTheField) {
-  EXPECT_EQ(ParseWireType("none").value(), DataType::kFloat32);
-  EXPECT_EQ(ParseWireType("").value(), DataType::kFloat32);
-  EXPECT_EQ(ParseWireType("fp16").value(), DataType::kFloat16);
-  EXPECT_EQ(ParseWireType("bf16").value(), DataType::kBFloat16);
-  auto bad = ParseWireType("int3");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("sync.compression"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace herd
