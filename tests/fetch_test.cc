@@ -242,5 +242,42 @@ TEST(Fetch, ATokenTransformerEvaluatesInPyTorchAsInHerd) {
       << evaluated.out;
 }
 
+// The image models' twins too: an mlp of non-default width and a
+// resnet_small with batch norm, whose running statistics (buffers) travel in
+// the file and drive PyTorch's evaluation as they drove herd's.
+TEST(Fetch, MlpAndResnetEvaluateInPyTorchAsInHerd) {
+  LocalCluster cluster;
+  const std::string common =
+      "dataset: {kind: idx, path: /usr/share/datasets/fashion-mnist}\nbatch_size: 32\nmax_steps: 30\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\neval: {max_samples: 1000}\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 4\nthreads: 1\n";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"model: {name: mlp, hidden: [64, 32]}\n", R"({"hidden": [64, 32]})"},
+      {"model: {name: resnet_small, widths: [8, 16], norm: batch}\n", R"({"widths": [8, 16], "norm": "batch"})"}};
+  std::vector<std::string> jobs;
+  for (const auto& [model, config] : models) jobs.push_back(cluster.Submit(model + common));
+  const std::string out = cluster.root() + "/fetched";
+  fs::create_directories(out);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    nlohmann::json done = cluster.WaitForState(jobs[i], {"SUCCEEDED", "FAILED"}, seconds(240));
+    ASSERT_EQ(done.value("state", ""), "SUCCEEDED") << done.dump() << cluster.Logs();
+    CommandResult fetched = cluster.Herd({"fetch", jobs[i], "--out", out}, seconds(60));
+    ASSERT_EQ(fetched.exit_code, 0) << fetched.err;
+    CommandResult evaluated =
+        RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
+                    out + "/" + jobs[i] + ".safetensors", "--max-samples", "1000"},
+                   seconds(120));
+    ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+    nlohmann::json torch = nlohmann::json::parse(evaluated.out);
+    std::cout << "herd eval " << done.at("eval").dump() << "; PyTorch on the fetched file " << evaluated.out;
+    EXPECT_EQ(torch.at("config"), nlohmann::json::parse(models[i].second));
+    EXPECT_EQ(torch.value("samples", 0), 1000);
+    EXPECT_LT(done.at("eval").at("loss").get<double>(), 0.8 * std::log(10.0));  // trained: chance is ln(10)
+    EXPECT_NEAR(torch.at("accuracy").get<double>(), done.at("eval").at("accuracy").get<double>(), 1e-4)
+        << evaluated.out;
+    EXPECT_NEAR(torch.at("loss").get<double>(), done.at("eval").at("loss").get<double>(), 1e-4) << evaluated.out;
+  }
+}
+
 }  // namespace
 }  // namespace herd::testing
