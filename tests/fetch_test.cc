@@ -193,11 +193,11 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
   EXPECT_EQ(Names(out), (std::vector<std::string>{job + "-step-" + std::to_string(step), job + ".pt"}));
 }
 
-// A GPT-style char_transformer on a token file: the PyTorch twin is rebuilt
-// from the file's herd_config (non-default heads, a context longer than the
-// windows, a padded vocabulary) and scores the same validation windows as
-// herd's own final evaluation did.
-TEST(Fetch, ATokenTransformerEvaluatesInPyTorchAsInHerd) {
+// A GPT-style char_transformer on a token file, then on a text file: the
+// PyTorch twin is rebuilt from the file's herd_config (non-default heads, a
+// context longer than the windows, a padded vocabulary) and scores the same
+// validation windows as herd's own final evaluation did.
+TEST(Fetch, TokenAndTextTransformersEvaluateInPyTorchAsInHerd) {
   LocalCluster cluster;
   // The next token is a fixed function of the current one (a cycle through
   // 97 of 100 ids), so a trained model beats chance.
@@ -240,6 +240,37 @@ TEST(Fetch, ATokenTransformerEvaluatesInPyTorchAsInHerd) {
   EXPECT_NEAR(torch.at("loss").get<double>(), herd_loss, 1e-4) << evaluated.out;
   EXPECT_NEAR(torch.at("accuracy").get<double>(), done.at("eval").at("accuracy").get<double>(), 1e-4)
       << evaluated.out;
+
+  // A text file: bytes, the last 10% of them ((400 - 1) / 16 = 24 windows, all evaluated).
+  std::string text;
+  while (text.size() < 4000) text += "the quick brown fox jumps over the lazy dog. ";
+  text.resize(4000);
+  const std::string text_file = cluster.root() + "/corpus.txt";
+  std::ofstream(text_file, std::ios::binary) << text;
+  const std::string text_job = cluster.Submit(
+      "model: {name: char_transformer, width: 32, heads: 8, layers: 1}\n"
+      "dataset: {kind: text, path: " + text_file + ", sequence_length: 16}\n"
+      "batch_size: 8\nmax_steps: 40\noptimizer: {name: adam, lr: 0.01}\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 5\nthreads: 1\n");
+  nlohmann::json text_done = cluster.WaitForState(text_job, {"SUCCEEDED", "FAILED"}, seconds(240));
+  ASSERT_EQ(text_done.value("state", ""), "SUCCEEDED") << text_done.dump() << cluster.Logs();
+  ASSERT_EQ(cluster.Herd({"fetch", text_job, "--out", out}, seconds(60)).exit_code, 0);
+  CommandResult text_evaluated =
+      RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
+                  out + "/" + text_job + ".safetensors", "--kind", "text", "--data", text_file, "--sequence-length",
+                  "16"},
+                 seconds(120));
+  ASSERT_EQ(text_evaluated.exit_code, 0) << text_evaluated.err;
+  nlohmann::json text_torch = nlohmann::json::parse(text_evaluated.out);
+  std::cout << "herd eval " << text_done.at("eval").dump() << "; PyTorch on the fetched file " << text_evaluated.out;
+  EXPECT_EQ(text_torch.at("config"),
+            nlohmann::json::parse(R"({"vocab_size": 256, "context": 16, "width": 32, "heads": 8, "layers": 1})"));
+  EXPECT_EQ(text_torch.value("samples", 0), 24);
+  EXPECT_LT(text_done.at("eval").at("loss").get<double>(), 0.5 * std::log(256.0));
+  EXPECT_NEAR(text_torch.at("loss").get<double>(), text_done.at("eval").at("loss").get<double>(), 1e-4)
+      << text_evaluated.out;
+  EXPECT_NEAR(text_torch.at("accuracy").get<double>(), text_done.at("eval").at("accuracy").get<double>(), 1e-4)
+      << text_evaluated.out;
 }
 
 // The image models' twins too: an mlp of non-default width and a
