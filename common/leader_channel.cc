@@ -109,7 +109,8 @@ void LeaderChannel::Learn(const std::string& address, const grpc::Status& status
 
 grpc::Status LeaderChannel::Call(const NewContext& new_context, const Attempt& attempt,
                                  const LeaderCallPolicy& policy) {
-  std::vector<std::string> tried;
+  // Each address once, in the order first tried, with what it said last.
+  std::vector<std::pair<std::string, std::string>> tried;
   std::chrono::milliseconds pause = policy.first_pause;
   for (int pass = 0; pass < std::max(policy.passes, 1); ++pass) {
     if (pass > 0) {
@@ -126,11 +127,14 @@ grpc::Status LeaderChannel::Call(const NewContext& new_context, const Attempt& a
       if (!ShouldTryElsewhere(status)) return status;
       Learn(address, status, *context);
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && !policy.retry_after_deadline) return status;
-      tried.push_back(absl::StrCat(address, ": ", status.error_message()));
+      auto said = std::find_if(tried.begin(), tried.end(), [&](const auto& entry) { return entry.first == address; });
+      if (said == tried.end()) said = tried.insert(tried.end(), {address, ""});
+      said->second = status.error_message();
     }
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      absl::StrCat("no coordinator answered as the leader; tried ", absl::StrJoin(tried, "; ")));
+                      absl::StrCat("no coordinator answered as the leader; tried ",
+                                   absl::StrJoin(tried, "; ", absl::PairFormatter(": "))));
 }
 
 }  // namespace herd

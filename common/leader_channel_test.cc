@@ -146,6 +146,8 @@ TEST(LeaderChannel, GivesUpNamingEveryAddressTried) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(calls, 6);  // bounded: each address once a pass
   EXPECT_THAT(status.error_message(), HasSubstr(dead + ": "));
+  const std::string follower_said = follower.address() + ": not the leader";
+  EXPECT_EQ(status.error_message().find(follower_said), status.error_message().rfind(follower_said));  // once
   EXPECT_THAT(status.error_message(), HasSubstr(follower.address() + ": not the leader; no coordinator leads now"));
 }
 

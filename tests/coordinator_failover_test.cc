@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -147,7 +148,7 @@ int64_t RecordedStep(LocalCluster& cluster, const std::string& job_id) {
   if (json.is_discarded()) return newest;
   for (const auto& checkpoint : json.value("checkpoints", nlohmann::json::array())) {
     const auto& step = checkpoint["step"];  // proto JSON writes int64 as a string
-    newest = std::max(newest, step.is_string() ? std::stoll(step.get<std::string>()) : step.get<int64_t>());
+    newest = std::max<int64_t>(newest, step.is_string() ? std::stoll(step.get<std::string>()) : step.get<int64_t>());
   }
   return newest;
 }
@@ -233,6 +234,7 @@ seed: 5
   ASSERT_TRUE(WaitForLeading("b", true, seconds(30))) << b->Log();
   const double takeover = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LE(takeover, 5.0) << b->Log();
+  std::cout << "the standby led " << takeover << " s after the leader was killed\n";
   auto [after, seconds_to_progress] = WaitForProgressOn(cluster, id, 2, Field(running, "step"), seconds(60));
   EXPECT_EQ(after.value("state", ""), "RUNNING") << after.dump(2) << cluster.Logs();
   EXPECT_GT(Field(after, "step"), Field(running, "step")) << cluster.Logs();
@@ -247,6 +249,7 @@ seed: 5
   CommandResult refused = cluster.Herd({"submit", spec});
   EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;  // the CLI's exit code for UNAVAILABLE
   EXPECT_THAT(refused.err, ::testing::HasSubstr("etcd")) << refused.err;
+  std::cout << "a submit while etcd is down: " << refused.err;
   // Its lease unrenewable, the leader steps down (exit 3); its supervisor
   // (here the test) starts it again, and it answers as a standby naming etcd.
   std::optional<int> b_exit = b->Wait(seconds(30));
@@ -257,6 +260,7 @@ seed: 5
   CommandResult no_leader = cluster.Herd({"submit", spec});
   EXPECT_EQ(no_leader.exit_code, 3) << no_leader.out << no_leader.err;
   EXPECT_THAT(no_leader.err, ::testing::HasSubstr("etcd does not answer")) << no_leader.err;
+  std::cout << "and once the leader stepped down: " << no_leader.err;
   EXPECT_TRUE(WaitUntil([&] { return LedgerBytes(ledger_dir) > ledger_before + 4096; }, seconds(30)))
       << "the trainers stopped while etcd was down\n" << cluster.Logs();
 
