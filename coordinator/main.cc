@@ -9,6 +9,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "common/leader_channel.h"
 #include "common/version.h"
 #include "coordinator/ready_file.h"
 #include "coordinator/server.h"
@@ -121,6 +122,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("herd-coordinator ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
+  if (!options.advertise.empty()) {
+    auto advertised = herd::ParseCoordinatorAddresses(options.advertise);
+    if (!advertised.ok() || advertised->size() != 1) {
+      std::cerr << "herd-coordinator: --advertise: \"" << options.advertise << "\" is not one HOST:PORT\n";
+      return 2;
+    }
+  }
   if (options.store.state_dir.empty() && options.store.store.empty()) {
     std::cerr << "herd-coordinator: one of --state-dir or --store is required\n";
     return 2;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -273,8 +274,13 @@ seed: 5
   EXPECT_GT(Field(recovered, "step"), Field(after, "step") + 10) << cluster.Logs();
   CommandResult accepted = cluster.Herd({"submit", spec});
   EXPECT_EQ(accepted.exit_code, 0) << accepted.err;
-  CommandResult listed = cluster.Herd({"list"});
-  EXPECT_NE(listed.out.find(id), std::string::npos) << listed.out;
+  // The job acknowledged before the outage is there; the refused submits
+  // left nothing behind.
+  nlohmann::json listed = cluster.HerdJson({"list"});
+  std::vector<std::string> ids;
+  for (const auto& job : listed.value("jobs", nlohmann::json::array())) ids.push_back(job.value("id", ""));
+  EXPECT_EQ(ids.size(), 2u) << listed.dump(2);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << listed.dump(2);
   b->Signal(SIGTERM);
   b->Wait(seconds(30));
 }
