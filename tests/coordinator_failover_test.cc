@@ -61,11 +61,12 @@ class CoordinatorFailoverTest : public ::testing::Test {
   // A coordinator on the etcd store; its ready file appears once it answers
   // (as a standby: "leading": false) and says "leading": true once it leads.
   std::unique_ptr<Process> StartCoordinator(const std::string& name, const std::string& listen = "127.0.0.1:0",
-                                            const std::string& auth = "--insecure-no-auth") {
+                                            const std::string& auth = "--insecure-no-auth", int lease_seconds = 2) {
     std::filesystem::remove(Ready(name));
     return std::make_unique<Process>(
         std::vector<std::string>{LocalCluster::Binary("coordinator/herd-coordinator"), "--store=" + Store(),
-                                 "--etcd-lease-seconds=2", "--listen=" + listen, "--metrics-listen=", auth,
+                                 "--etcd-lease-seconds=" + std::to_string(lease_seconds), "--listen=" + listen,
+                                 "--metrics-listen=", auth,
                                  "--ready-file=" + Ready(name)},
         root_ + "/" + name + "." + std::to_string(++started_) + ".log");
   }
@@ -179,12 +180,15 @@ TEST_F(CoordinatorFailoverTest, WorkersAndTheCliGivenBothAddressesFollowTheLeade
   options.workers = 2;
   options.coordinator_port = std::stoi(a_address.substr(a_address.rfind(':') + 1));
   options.store = Store();
-  options.coordinator_args = {"--etcd-lease-seconds=2"};
+  // 3 s: a standby leads 2-3 s after the leader dies (well inside 5 s), and a
+  // leader cut off from etcd keeps leading for 2 s at least, time enough for
+  // the submit that finds etcd gone.
+  options.coordinator_args = {"--etcd-lease-seconds=3"};
   options.coordinator_addresses = a_address + "," + b_address;
   options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
   LocalCluster cluster(options);  // coordinator "a" leads; workers know both addresses
   const std::string auth = "--auth-file=" + cluster.credentials().auth_file;
-  auto b = StartCoordinator("b", b_address, auth);
+  auto b = StartCoordinator("b", b_address, auth, 3);
   ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b->Log();
 
   // The follower answers every service with the leader's address.
@@ -256,7 +260,7 @@ seed: 5
   std::optional<int> b_exit = b->Wait(seconds(30));
   ASSERT_TRUE(b_exit.has_value()) << b->Log();
   EXPECT_EQ(*b_exit, 3) << b->Log();
-  b = StartCoordinator("b", b_address, auth);
+  b = StartCoordinator("b", b_address, auth, 3);
   ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b->Log();
   CommandResult no_leader = cluster.Herd({"submit", spec});
   EXPECT_EQ(no_leader.exit_code, 3) << no_leader.out << no_leader.err;
