@@ -106,6 +106,10 @@ TEST(LeaderChannel, AFollowerSendsTheCallToTheLeaderItNames) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(LeaderHint(direct), leader.address());
   EXPECT_EQ(refused.error_message(), "not the leader; the leader is " + leader.address());
+  // Alive all the same: a liveness probe asks for kLivenessService.
+  auto alive = CheckHealth((*channel)->ChannelTo(follower.address()), kLivenessService, std::chrono::seconds(5));
+  ASSERT_TRUE(alive.ok()) << alive.status();
+  EXPECT_TRUE(*alive);
 
   std::vector<std::string> called;
   grpc::Status status = (*channel)->Call(ShortCall, [&](const auto& to, grpc::ClientContext* context) {

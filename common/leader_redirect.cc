@@ -1,18 +1,58 @@
 #include "common/leader_redirect.h"
 
+#include <grpcpp/support/byte_buffer.h>
+
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace herd {
 namespace {
 
-// Finishes at once: the request is never read.
+constexpr char kHealthCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+// HealthCheckRequest{service = 1} as sent for kLivenessService.
+std::string LivenessRequest() {
+  std::string request = {0x0a, static_cast<char>(sizeof(kLivenessService) - 1)};
+  return request + kLivenessService;
+}
+
+std::string Bytes(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (!buffer.Dump(&slices).ok()) return bytes;
+  for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes;
+}
+
+// Finishes at once with "not the leader", except for a liveness check: its
+// request is read and answered SERVING.
 class Redirect : public grpc::ServerGenericBidiReactor {
  public:
-  Redirect(grpc::GenericCallbackServerContext* context, const std::string& leader, const std::string& why) {
+  Redirect(grpc::GenericCallbackServerContext* context, const std::string& leader, const std::string& why)
+      : refusal_(NotLeaderStatus(leader, why)) {
     if (!leader.empty()) context->AddTrailingMetadata(kLeaderMetadataKey, leader);
-    Finish(NotLeaderStatus(leader, why));
+    if (context->method() == kHealthCheckMethod) {
+      StartRead(&request_);
+    } else {
+      Finish(refusal_);
+    }
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok || Bytes(request_) != LivenessRequest()) {
+      Finish(refusal_);
+      return;
+    }
+    grpc::Slice serving(std::string{0x08, 0x01});  // HealthCheckResponse{status: SERVING}
+    response_ = grpc::ByteBuffer(&serving, 1);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
   void OnDone() override { delete this; }
+
+ private:
+  const grpc::Status refusal_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
 };
 
 }  // namespace

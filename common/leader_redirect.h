@@ -16,6 +16,9 @@
 namespace herd {
 
 inline constexpr char kLeaderMetadataKey[] = "herd-leader";
+// The health service name that every coordinator, leading or not, answers
+// SERVING: a liveness probe asks for it, a readiness probe for "" (leading).
+inline constexpr char kLivenessService[] = "herd.live";
 
 // The status a follower answers: `leader` is "" while nobody leads, and then
 // `why` (e.g. "etcd does not answer") says what keeps an election from ending.
@@ -24,9 +27,10 @@ grpc::Status NotLeaderStatus(const std::string& leader, const std::string& why);
 // The leader a failed call's trailing metadata names ("" when none).
 std::string LeaderHint(const grpc::ClientContext& context);
 
-// Answers every method (the health service's too, so a Kubernetes probe sees
-// a follower as not ready) with NotLeaderStatus. Register it alone on a
-// follower's server.
+// Answers every method (the health check of "" too, so a Kubernetes
+// readiness probe sees a follower as not ready) with NotLeaderStatus; only
+// the health check of kLivenessService answers SERVING (it is alive).
+// Register it alone on a follower's server.
 class NotLeaderService : public grpc::CallbackGenericService {
  public:
   // Thread-safe: the campaign updates them as the leader key changes.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_serving.h"
+#include "common/leader_redirect.h"
 #include "common/private_dir.h"
 #include "coordinator/standby_server.h"
 #include "coordinator/store_spec.h"
@@ -109,6 +110,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
   server->listen_address_ = WithPort(listen, started->port);
+  if (auto* health = server->server_->GetHealthCheckService()) health->SetServingStatus(kLivenessService, true);
   server->coordinator_->StartServing();
 
   if (!options.metrics_listen.empty()) {

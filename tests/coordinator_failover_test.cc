@@ -209,7 +209,9 @@ TEST_F(CoordinatorFailoverTest, WorkersAndTheCliGivenBothAddressesFollowTheLeade
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
     EXPECT_EQ(LeaderHint(context), a_address);
   }
-  EXPECT_FALSE(CheckHealth(*channel, "", std::chrono::seconds(5)).ok());  // a probe finds it not ready
+  EXPECT_FALSE(CheckHealth(*channel, "", std::chrono::seconds(5)).ok());  // a readiness probe: not ready
+  auto alive = CheckHealth(*channel, kLivenessService, std::chrono::seconds(5));  // a liveness probe: alive
+  EXPECT_TRUE(alive.ok() && *alive) << alive.status();
   // The CLI given the follower alone follows it to the leader.
   CommandResult via_follower = cluster.Herd({"workers", "--coordinator", b_address});
   EXPECT_EQ(via_follower.exit_code, 0) << via_follower.err;
@@ -240,6 +242,9 @@ seed: 5
   const double takeover = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LE(takeover, 5.0) << b->Log();
   std::cout << "the standby led " << takeover << " s after the leader was killed\n";
+  auto leader_alive = CheckHealth(*channel, kLivenessService, std::chrono::seconds(5));
+  EXPECT_TRUE(leader_alive.ok() && *leader_alive) << leader_alive.status();
+  EXPECT_TRUE(CheckHealth(*channel, "", std::chrono::seconds(5)).value_or(false));  // ready: it leads
   auto [after, seconds_to_progress] = WaitForProgressOn(cluster, id, 2, Field(running, "step"), seconds(60));
   EXPECT_EQ(after.value("state", ""), "RUNNING") << after.dump(2) << cluster.Logs();
   EXPECT_GT(Field(after, "step"), Field(running, "step")) << cluster.Logs();
