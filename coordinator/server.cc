@@ -82,7 +82,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   }
   auto store = OpenStore(store_options);
   if (!store.ok()) return store.status();
-  standby.reset();  // frees the port for the real server
+  // Leading now; until the state is loaded and the real server binds, callers
+  // hear that and retry.
+  if (standby != nullptr) standby->SetLeader("", "this coordinator leads and is loading the state");
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   server->state_dir_lock_ = std::move(store->lock);
@@ -106,6 +108,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->cluster_service_.get());
+  standby.reset();  // frees the port for the real server
   auto started = BuildAndStartServer(builder, listen, *credentials);
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
