@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "client/cli_args.h"
 #include "client/commands.h"
+#include "client/leader_lookup.h"
 #include "common/auth.h"
 #include "common/rpc_options.h"
 
@@ -73,12 +74,18 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
     *environment.err << "herd: " << options.status().message() << "\n";
     return kExitUsage;
   }
-  auto channel = MakeChannel(args->flags.coordinator, args->flags.tls);
-  if (!channel.ok()) {
-    *environment.err << "herd: " << channel.status().message() << "\n";
+  auto coordinators = LeaderChannel::Open(args->flags.coordinator, args->flags.tls);
+  if (!coordinators.ok()) {
+    *environment.err << "herd: --coordinator: " << coordinators.status().message() << "\n";
     return kExitUsage;
   }
-  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(*channel);
+  absl::StatusOr<std::string> leader = FindLeader(**coordinators, options->timeout);
+  if (!leader.ok()) {
+    *environment.err << "herd: cannot reach a leading coordinator: " << leader.status().message() << "\n";
+    return kExitUnreachable;
+  }
+  options->coordinator = *leader;
+  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub((*coordinators)->ChannelTo(*leader));
   const CommandContext context{stub.get(), *options, environment.out, environment.err, environment.clock};
   return RunSubcommand(*args, context);
 }

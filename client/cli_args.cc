@@ -15,7 +15,9 @@ constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
 // The global options, accepted before the subcommand and after it (so that
 // `herd list -o json` works and `herd list --help` shows them).
 void AddGlobalOptions(CLI::App* app, GlobalFlags* flags) {
-  app->add_option("--coordinator", flags->coordinator, "Coordinator address host:port (else $HERD_COORDINATOR)")
+  app->add_option("--coordinator", flags->coordinator,
+                  "Coordinator address host:port, or several separated by commas: the one that leads is called "
+                  "(else $HERD_COORDINATOR)")
       ->capture_default_str();
   app->add_option("--token-file", flags->token_file, "File holding the bearer token (else $HERD_TOKEN_FILE)")
       ->expected(0, 1);

@@ -43,11 +43,13 @@ void SetServing(grpc::Server* server, bool serving) {
   }
 }
 
-absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
-                                 std::chrono::milliseconds timeout) {
+grpc::Status CallHealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                             grpc::ClientContext* context, bool* serving) {
   // HealthCheckRequest{service = 1: string}, encoded by hand: herd has no
   // other use for the health proto.
-  if (service.size() > 127) return absl::InvalidArgumentError("health check service name too long");
+  if (service.size() > 127) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "health check service name too long");
+  }
   std::string request;
   if (!service.empty()) {
     request.push_back(0x0a);
@@ -57,10 +59,8 @@ absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel, 
   grpc::Slice request_slice(request);
   grpc::ByteBuffer request_buffer(&request_slice, 1);
   grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
   grpc::CompletionQueue queue;
-  auto call = stub.PrepareUnaryCall(&context, kHealthCheckMethod, request_buffer, &queue);
+  auto call = stub.PrepareUnaryCall(context, kHealthCheckMethod, request_buffer, &queue);
   call->StartCall();
   grpc::ByteBuffer response;
   grpc::Status status;
@@ -71,13 +71,24 @@ absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel, 
   queue.Shutdown();
   while (queue.Next(&tag, &ok)) {
   }
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return status;
   std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable health check response");
+  if (!response.Dump(&slices).ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "unreadable health check response");
   std::string bytes;
   for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   // HealthCheckResponse{status = 1: enum}; absent means UNKNOWN (0).
-  return bytes.size() >= 2 && bytes[0] == 0x08 && bytes[1] == kServing;
+  *serving = bytes.size() >= 2 && bytes[0] == 0x08 && bytes[1] == kServing;
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                                 std::chrono::milliseconds timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  bool serving = false;
+  grpc::Status status = CallHealthCheck(channel, service, &context, &serving);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return serving;
 }
 
 }  // namespace herd

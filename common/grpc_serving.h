@@ -5,6 +5,7 @@
 #pragma once
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
@@ -35,6 +36,11 @@ void SetServing(grpc::Server* server, bool serving);
 
 // Calls grpc.health.v1.Health/Check for `service` ("" = the whole server):
 // true for SERVING, false for any other status; an error when the call fails.
+// The same on a caller's `context` (its deadline, its trailers afterwards):
+// `*serving` is set when the call succeeds.
+grpc::Status CallHealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                             grpc::ClientContext* context, bool* serving);
+
 absl::StatusOr<bool> CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
                                  std::chrono::milliseconds timeout);
 

@@ -168,6 +168,11 @@ absl::Status Coordinator::Persist(const ChangeSet& changes) {
   if (unsaved_workers_.empty()) worker_trouble_ = WriteTrouble();
   metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
   if (first_failure.ok()) return absl::OkStatus();
+  // A store that does not answer (etcd down or out of reach) is worth a
+  // retry later: UNAVAILABLE, naming the store, as the store said.
+  if (absl::IsUnavailable(first_failure) || absl::IsDeadlineExceeded(first_failure)) {
+    return absl::UnavailableError(absl::StrCat("state change not persisted: ", first_failure.message()));
+  }
   return absl::InternalError(absl::StrCat("state change not persisted: ", first_failure.message()));
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "common/leader_channel.h"
 #include "common/version.h"
 #include "coordinator/ready_file.h"
 #include "coordinator/server.h"
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
       "etcd://HOST:PORT[,HOST:PORT...] (etcd's v3 API; coordinators sharing --etcd-prefix elect one leader, "
       "the others wait as standbys and take over when its lease ends; see docs/design.md)");
   state_dir_option->excludes(store_option);
+  app.add_option("--advertise", options.advertise,
+                 "with --store=etcd://: HOST:PORT that workers, trainers and the CLI reach this coordinator at; "
+                 "standbys name it to callers while this one leads (default: the --listen address with its bound "
+                 "port, the host's name for a wildcard host)");
   app.add_option("--etcd-prefix", options.store.etcd_prefix,
                  "with --store=etcd://: the key prefix of this coordinator's state and its leader key")
       ->capture_default_str();
@@ -112,10 +117,18 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", options.tls.ca_file, "CA (PEM) that client certificates must chain to");
   app.add_flag("--tls-require-client-cert", options.tls.require_client_cert, "require mutual TLS");
   app.add_option("--ready-file", ready_file,
-                 "once serving, write {\"listen\": ADDR, \"metrics\": ADDR} here (atomically)");
+                 "once serving, write {\"listen\": ADDR, \"metrics\": ADDR, \"leading\": true} here (atomically); "
+                 "with --store=etcd:// a standby writes it with \"leading\": false as soon as it answers");
   app.set_version_flag("--version", std::string("herd-coordinator ") + herd::kVersion);
   CLI11_PARSE(app, argc, argv);
 
+  if (!options.advertise.empty()) {
+    auto advertised = herd::ParseCoordinatorAddresses(options.advertise);
+    if (!advertised.ok() || advertised->size() != 1) {
+      std::cerr << "herd-coordinator: --advertise: \"" << options.advertise << "\" is not one HOST:PORT\n";
+      return 2;
+    }
+  }
   if (options.store.state_dir.empty() && options.store.store.empty()) {
     std::cerr << "herd-coordinator: one of --state-dir or --store is required\n";
     return 2;
@@ -134,6 +147,14 @@ int main(int argc, char** argv) {
     LOG(WARNING) << "authentication is disabled (--insecure-no-auth): anyone who can reach the port controls jobs";
   }
 
+  // A standby answers "not the leader" before it leads: say where.
+  options.on_standby = [&ready_file](const std::string& listen) {
+    LOG(INFO) << "herd-coordinator: standby, answering on " << listen << " with the leader's address";
+    if (ready_file.empty()) return;
+    if (auto status = herd::coordinator::WriteReadyFile(ready_file, listen, "", /*leading=*/false); !status.ok()) {
+      LOG(ERROR) << status;
+    }
+  };
   auto server = herd::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) {
     LOG(ERROR) << "herd-coordinator: " << server.status();

@@ -8,9 +8,11 @@
 
 namespace herd::coordinator {
 
-// Writes {"listen": ..., "metrics": ...} to `path` atomically (a temporary
-// file renamed into place), so a reader never sees half a file.
+// Writes {"listen": ..., "metrics": ..., "leading": ...} to `path`
+// atomically (a temporary file renamed into place), so a reader never sees
+// half a file. On etcd a standby writes it with "leading": false as soon as
+// it answers (with "not the leader"), and again with true once it leads.
 absl::Status WriteReadyFile(const std::string& path, const std::string& listen_address,
-                            const std::string& metrics_address);
+                            const std::string& metrics_address, bool leading = true);
 
 }  // namespace herd::coordinator

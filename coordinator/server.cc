@@ -1,13 +1,17 @@
 #include "coordinator/server.h"
 
 #include <grpcpp/server_builder.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_serving.h"
+#include "common/leader_redirect.h"
 #include "common/private_dir.h"
+#include "coordinator/standby_server.h"
+#include "coordinator/store_spec.h"
 
 namespace herd::coordinator {
 
@@ -16,6 +20,30 @@ std::string WithPort(const std::string& address, int port) {
   std::string host = colon == std::string::npos ? address : address.substr(0, colon);
   return absl::StrCat(host, ":", port);
 }
+
+std::string AdvertisedAddress(const std::string& listen, const std::string& hostname) {
+  const size_t colon = listen.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    return absl::StrCat(hostname, listen.substr(colon == std::string::npos ? listen.size() : colon));
+  }
+  return listen;
+}
+
+namespace {
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+bool StoresInEtcd(const StoreOptions& store) {
+  auto spec = ParseStoreSpec(store.store);
+  return !store.store.empty() && spec.ok() && spec->kind == StoreSpec::Kind::kEtcd;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& options) {
   // --state-dir: created before the auth file is read, as it always was.
@@ -29,12 +57,34 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
     if (!loaded.ok()) return loaded.status();
     auth = *std::move(loaded);
   }
-  StoreOptions store_options = options.store;
-  if (store_options.identity.empty()) store_options.identity = options.listen;
-  auto store = OpenStore(store_options);
-  if (!store.ok()) return store.status();
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
+  StoreOptions store_options = options.store;
+  std::string listen = options.listen;
+  // etcd: answer "not the leader" on the port while campaigning, so that
+  // clients find the leader; the real server takes the port over below.
+  std::unique_ptr<StandbyServer> standby;
+  if (StoresInEtcd(options.store)) {
+    auto started = StandbyServer::Start(options.listen, *credentials);
+    if (!started.ok()) return started.status();
+    standby = *std::move(started);
+    listen = WithPort(options.listen, standby->port());
+    store_options.on_follow = [standby = standby.get(), listen, announced = false,
+                               on_standby = options.on_standby](const std::string& leader,
+                                                                const std::string& why) mutable {
+      standby->SetLeader(leader, why);
+      if (!announced && on_standby) on_standby(listen);
+      announced = true;
+    };
+  }
+  if (store_options.identity.empty()) {
+    store_options.identity = options.advertise.empty() ? AdvertisedAddress(listen, HostName()) : options.advertise;
+  }
+  auto store = OpenStore(store_options);
+  if (!store.ok()) return store.status();
+  // Leading now; until the state is loaded and the real server binds, callers
+  // hear that and retry.
+  if (standby != nullptr) standby->SetLeader("", "this coordinator leads and is loading the state");
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   server->state_dir_lock_ = std::move(store->lock);
@@ -58,10 +108,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->cluster_service_.get());
-  auto started = BuildAndStartServer(builder, options.listen, *credentials);
+  standby.reset();  // frees the port for the real server
+  auto started = BuildAndStartServer(builder, listen, *credentials);
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
-  server->listen_address_ = WithPort(options.listen, started->port);
+  server->listen_address_ = WithPort(listen, started->port);
+  if (auto* health = server->server_->GetHealthCheckService()) health->SetServingStatus(kLivenessService, true);
   server->coordinator_->StartServing();
 
   if (!options.metrics_listen.empty()) {

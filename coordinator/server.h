@@ -6,6 +6,7 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,13 @@ struct ServerOptions {
   // auth disabled (--insecure-no-auth), every caller is an admin.
   std::string auth_file;
   TlsOptions tls;
+  // The address clients reach this coordinator at, kept in etcd's leader
+  // key for followers to name; "": the listen address with its bound port,
+  // the host's name standing in for a wildcard host (0.0.0.0, [::]).
+  std::string advertise;
+  // etcd: called once this coordinator knows it is a standby (another leads,
+  // or etcd does not answer), with the address it answers on.
+  std::function<void(const std::string& listen_address)> on_standby;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;
   const Clock* clock = nullptr;  // nullptr: the system clock
@@ -79,5 +87,9 @@ class CoordinatorServer {
 
 // `address` with its port replaced by `port` ("0.0.0.0:0", 7070 -> "0.0.0.0:7070").
 std::string WithPort(const std::string& address, int port);
+
+// `listen` (with its bound port) as others can reach it: a wildcard host
+// (0.0.0.0, [::], ::, empty) becomes `hostname`.
+std::string AdvertisedAddress(const std::string& listen, const std::string& hostname);
 
 }  // namespace herd::coordinator

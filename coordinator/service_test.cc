@@ -511,5 +511,15 @@ TEST_F(ServiceWithMetricsTest, MetricsEndpointCountsRpcsByMethodAndCode) {
   EXPECT_THAT(page, HasSubstr("# HELP herd_coordinator_workers_alive "));
 }
 
+// What a standby names to callers: the bound address, a wildcard host
+// replaced by the host's name.
+TEST(AdvertisedAddress, AWildcardHostBecomesTheHostName) {
+  EXPECT_EQ(AdvertisedAddress("0.0.0.0:7070", "coord-0"), "coord-0:7070");
+  EXPECT_EQ(AdvertisedAddress("[::]:7070", "coord-0"), "coord-0:7070");
+  EXPECT_EQ(AdvertisedAddress(":7070", "coord-0"), "coord-0:7070");
+  EXPECT_EQ(AdvertisedAddress("10.0.0.5:7070", "coord-0"), "10.0.0.5:7070");
+  EXPECT_EQ(AdvertisedAddress("coord-0.herd:7070", "other"), "coord-0.herd:7070");
+}
+
 }  // namespace
 }  // namespace herd::coordinator

@@ -72,6 +72,7 @@ absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& 
     if (lost) std::call_once(*once, lost);
   };
   leadership.on_lost = step_down;
+  leadership.on_follow = options.on_follow;
   LOG(INFO) << "etcd store " << *prefix << " on " << options.store << ": campaigning for " << leadership.key;
   auto leading = EtcdLeadership::Campaign(shared, leadership);
   if (!leading.ok()) return leading.status();

@@ -21,8 +21,12 @@ struct StoreOptions {
   std::string store;
   std::string etcd_prefix = "/herd/";
   int64_t etcd_lease_seconds = 5;
-  std::string identity;  // the etcd leader key's value: who leads
+  // The etcd leader key's value: the address clients reach this
+  // coordinator at (followers send callers there).
+  std::string identity;
   std::function<void()> on_leadership_lost;
+  // etcd: who leads while this coordinator waits (EtcdLeadership's on_follow).
+  std::function<void(const std::string& leader, const std::string& why)> on_follow;
 };
 
 struct OpenedStore {

@@ -19,7 +19,12 @@ struct Attempt {
   bool leading = false;
   int64_t token = 0;
   int64_t watch_from = 0;
+  std::string leader;  // the key's value when another leads
 };
+
+void Follow(const LeadershipOptions& options, const std::string& leader, const std::string& why) {
+  if (options.on_follow) options.on_follow(leader, why);
+}
 
 absl::StatusOr<Attempt> TryToLead(EtcdClient& client, const LeadershipOptions& options, int64_t lease_id) {
   etcdserverpb::TxnRequest txn;
@@ -42,6 +47,9 @@ absl::StatusOr<Attempt> TryToLead(EtcdClient& client, const LeadershipOptions& o
     return attempt;
   }
   attempt.watch_from = response->header().revision() + 1;
+  if (response->responses_size() > 0 && response->responses(0).response_range().kvs_size() > 0) {
+    attempt.leader = response->responses(0).response_range().kvs(0).value();
+  }
   return attempt;
 }
 
@@ -61,6 +69,7 @@ absl::StatusOr<std::unique_ptr<EtcdLeadership>> EtcdLeadership::Campaign(std::sh
     if (!lease.ok()) {
       LOG_IF(WARNING, lease.status() != last_error) << "leadership: " << lease.status() << " (retrying)";
       last_error = lease.status();
+      Follow(options, "", absl::StrCat("etcd does not answer: ", lease.status().message()));
       absl::SleepFor(kRetryPause);
       continue;
     }
@@ -73,13 +82,16 @@ absl::StatusOr<std::unique_ptr<EtcdLeadership>> EtcdLeadership::Campaign(std::sh
     if (!attempt.ok()) {
       LOG_IF(WARNING, attempt.status() != last_error) << "leadership: " << attempt.status() << " (retrying)";
       last_error = attempt.status();
+      Follow(options, "", absl::StrCat("etcd does not answer: ", attempt.status().message()));
       absl::SleepFor(kRetryPause);
       continue;
     }
     // Someone leads: wait for the key to go, a second at a time so that
     // `stop` is honoured.
+    Follow(options, attempt->leader, "");
     while (stop == nullptr || !stop()) {
       absl::Status deleted = client->WaitForDelete(options.key, attempt->watch_from, 1);
+      if (deleted.ok()) Follow(options, "", "the leader's lease ended; an election is under way");
       if (deleted.ok() || !absl::IsDeadlineExceeded(deleted)) break;
     }
   }

@@ -29,6 +29,10 @@ struct LeadershipOptions {
   // or revoked) or could not be renewed for a whole lease: stop acting as
   // the leader. Writes are refused by the fence in any case.
   std::function<void()> on_lost;
+  // Called from Campaign whenever it learns who leads: the leader key's
+  // value, or "" with why nobody can be named (the key is gone and an
+  // election is under way, or etcd does not answer). Followers pass it on.
+  std::function<void(const std::string& leader, const std::string& why)> on_follow;
 };
 
 class EtcdLeadership {

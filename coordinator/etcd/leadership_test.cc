@@ -170,6 +170,42 @@ TEST_F(LeadershipTest, ACampaignStopsWhenAsked) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kCancelled);
 }
 
+// A standby learns who leads (the leader key's value) while it waits, and
+// that nobody can be named when etcd does not answer.
+TEST_F(LeadershipTest, AStandbyLearnsWhoLeads) {
+  StartEtcd(1);
+  absl::Notification a_lost, b_lost;
+  auto a = EtcdLeadership::Campaign(Client(), Options("127.0.0.1:7070", &a_lost));
+  ASSERT_TRUE(a.ok()) << a.status();
+  LeadershipOptions b_options = Options("127.0.0.1:7071", &b_lost);
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, std::string>> followed;
+  b_options.on_follow = [&](const std::string& leader, const std::string& why) {
+    absl::MutexLock lock(&mu);
+    followed.emplace_back(leader, why);
+  };
+  auto heard = [&] {
+    absl::MutexLock lock(&mu);
+    return !followed.empty();
+  };
+  auto b = EtcdLeadership::Campaign(Client(), b_options, heard);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kCancelled);
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_FALSE(followed.empty());
+    EXPECT_EQ(followed.front().first, "127.0.0.1:7070");
+  }
+
+  etcd_->Kill(0);
+  followed.clear();
+  auto c = EtcdLeadership::Campaign(Client(), b_options, heard);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kCancelled);
+  absl::MutexLock lock(&mu);
+  ASSERT_FALSE(followed.empty());
+  EXPECT_EQ(followed.front().first, "");
+  EXPECT_THAT(followed.front().second, HasSubstr("etcd does not answer"));
+}
+
 // Three etcd members; the member the leader's client uses is killed: its
 // writes and lease renewals move to the others, and it keeps leading.
 TEST_F(LeadershipTest, ThreeMembersLosingTheOneInUseCostNoLeadership) {

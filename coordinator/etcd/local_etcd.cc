@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
                                   "--initial-cluster-token=" + etcd->root_, "--logger=zap", "--log-level=warn"}) {
       argv.push_back(flag);
     }
+    etcd->argvs_.push_back(argv);
     etcd->members_.push_back(std::make_unique<testing::Process>(std::move(argv), etcd->root_ + "/" + name + ".log"));
   }
   // Ready when a write commits through every member: each is up and Raft
@@ -98,6 +99,11 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
 void LocalEtcd::Kill(int index) {
   members_.at(index)->Signal(SIGKILL);
   members_.at(index)->Wait(std::chrono::seconds(10));
+}
+
+void LocalEtcd::Restart(int index) {
+  members_.at(index) = std::make_unique<testing::Process>(argvs_.at(index),
+                                                         absl::StrCat(root_, "/e", index, ".restarted.log"));
 }
 
 LocalEtcd::~LocalEtcd() {

@@ -27,12 +27,16 @@ class LocalEtcd {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
   // SIGKILLs member `index` and waits for it to exit.
   void Kill(int index);
+  // Starts a killed member `index` again on its data folder and ports, as a
+  // supervisor would; it rejoins the cluster (returns at once).
+  void Restart(int index);
 
  private:
   LocalEtcd() = default;
 
   std::string root_;
   std::vector<std::string> endpoints_;
+  std::vector<std::vector<std::string>> argvs_;
   std::vector<std::unique_ptr<testing::Process>> members_;
 };
 

@@ -75,7 +75,7 @@ void LocalCluster::StartCoordinator() {
   argv.insert(argv.end(), {Binary("coordinator/herd-coordinator"),
                            "--listen=" + address_,
                            "--metrics-listen=" + options_.coordinator_host + ":0",
-                           "--state-dir=" + state_dir(),
+                           options_.store.empty() ? "--state-dir=" + state_dir() : "--store=" + options_.store,
                            "--lease-seconds=" + std::to_string(options_.lease_seconds),
                            "--ready-file=" + ready});
   argv.push_back(options_.auth ? "--auth-file=" + credentials_.auth_file : "--insecure-no-auth");
@@ -105,7 +105,7 @@ void LocalCluster::StartWorker(int index) {
   if (!options_.worker_hosts.empty()) host = options_.worker_hosts[index % options_.worker_hosts.size()];
   std::vector<std::string> argv = host.exec_prefix;
   argv.insert(argv.end(), {Binary("worker/daemon/herd-worker"),
-                           "--coordinator=" + address_,
+                           "--coordinator=" + coordinator_addresses(),
                            "--worker-id=" + worker_id(index),
                            "--work-dir=" + worker_dir(index),
                            "--listen=" + host.address,
@@ -133,7 +133,7 @@ CommandResult LocalCluster::HerdAs(const std::string& token_file, std::vector<st
                                    std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {Binary("client/herd")};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env = {"HERD_COORDINATOR=" + address_, "HERD_TOKEN_FILE=" + token_file};
+  std::vector<std::string> env = {"HERD_COORDINATOR=" + coordinator_addresses(), "HERD_TOKEN_FILE=" + token_file};
   return RunCommand(argv, timeout, env);
 }
 

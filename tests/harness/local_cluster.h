@@ -36,6 +36,11 @@ struct ClusterOptions {
   std::string checkpoint_root;
   // The coordinator's --state-dir; empty: ROOT/state.
   std::string state_dir;
+  // The coordinator's --store (e.g. etcd://...) in place of --state-dir.
+  std::string store;
+  // What workers and the CLI are given as --coordinator (e.g. the addresses
+  // of a leader and its standbys); empty: the coordinator's address.
+  std::string coordinator_addresses;
   // The coordinator's listen address; workers on other hosts need one they
   // can reach (a testbed's root_address()).
   std::string coordinator_host = "127.0.0.1";
@@ -70,6 +75,10 @@ class LocalCluster {
 
   const std::string& root() const { return root_; }
   const std::string& address() const { return address_; }
+  // What workers and the CLI are given as --coordinator.
+  const std::string& coordinator_addresses() const {
+    return options_.coordinator_addresses.empty() ? address_ : options_.coordinator_addresses;
+  }
   // With auth: the auth file and every principal's token file. Herd() runs
   // the CLI as user "alice"; workers (and so trainers) use the worker token.
   const TestCredentials& credentials() const { return credentials_; }

@@ -31,7 +31,8 @@ CLI::Validator NoControlCharacters() {
 // The one description of the flags: both the parser and the help text.
 void AddFlags(CLI::App* app, TrainerArgs* args) {
   const CLI::Validator text = NoControlCharacters();
-  app->add_option("--coordinator", args->coordinator, "coordinator address host:port")
+  app->add_option("--coordinator", args->coordinator,
+                  "coordinator address host:port, or several separated by commas (the leader among them is called)")
       ->check(text)
       ->capture_default_str();
   app->add_option("--job", args->job, "job id")->required()->check(text);

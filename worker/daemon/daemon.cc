@@ -28,10 +28,10 @@ std::string Seconds(std::chrono::milliseconds delay) { return absl::StrCat(delay
 
 }  // namespace
 
-Daemon::Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub,
-               TrainerSupervisor* supervisor, WorkerMetrics* metrics)
+Daemon::Daemon(DaemonOptions options, std::shared_ptr<LeaderChannel> coordinator, TrainerSupervisor* supervisor,
+               WorkerMetrics* metrics)
     : options_(std::move(options)),
-      stub_(std::move(stub)),
+      coordinator_(std::move(coordinator)),
       supervisor_(supervisor),
       metrics_(metrics),
       heartbeat_interval_(options_.default_heartbeat_interval),
@@ -78,20 +78,23 @@ void Daemon::Stop() {
   if (in_flight_ != nullptr) in_flight_->TryCancel();
 }
 
-grpc::Status Daemon::Call(std::chrono::milliseconds timeout, bool cancel_on_stop,
-                          const std::function<grpc::Status(grpc::ClientContext*)>& rpc) {
-  auto context = NewCallContext(options_.token, timeout);
-  if (cancel_on_stop) {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return grpc::Status(grpc::StatusCode::CANCELLED, "worker is stopping");
-    in_flight_ = context.get();
-  }
-  grpc::Status status = rpc(context.get());
-  if (cancel_on_stop) {
-    absl::MutexLock lock(&mu_);
-    in_flight_ = nullptr;
-  }
-  return status;
+grpc::Status Daemon::Call(std::chrono::milliseconds timeout, bool cancel_on_stop, const Rpc& rpc) {
+  auto new_context = [&] { return NewCallContext(options_.token, timeout); };
+  return coordinator_->Call(new_context, [&](const std::shared_ptr<grpc::Channel>& channel,
+                                             grpc::ClientContext* context) {
+    if (cancel_on_stop) {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return grpc::Status(grpc::StatusCode::CANCELLED, "worker is stopping");
+      in_flight_ = context;
+    }
+    auto stub = v1::ClusterService::NewStub(channel);
+    grpc::Status status = rpc(*stub, context);
+    if (cancel_on_stop) {
+      absl::MutexLock lock(&mu_);
+      in_flight_ = nullptr;
+    }
+    return status;
+  });
 }
 
 bool Daemon::WaitFor(std::chrono::milliseconds delay, bool wake_on_exit) {
@@ -121,9 +124,9 @@ absl::Status Daemon::Register() {
   request.mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
   v1::RegisterWorkerResponse response;
   absl::Status status =
-      FromGrpcStatus(Call(options_.rpc_timeout, /*cancel_on_stop=*/true, [&](grpc::ClientContext* context) {
+      FromGrpcStatus(Call(options_.rpc_timeout, /*cancel_on_stop=*/true, [&](auto& stub, grpc::ClientContext* context) {
         context->AddMetadata(kIncarnationMetadataKey, incarnation_);
-        return stub_->RegisterWorker(context, request, &response);
+        return stub.RegisterWorker(context, request, &response);
       }));
   if (!status.ok()) return status;
   auto interval = std::chrono::milliseconds(static_cast<int64_t>(response.heartbeat_interval_seconds() * 1000));
@@ -158,8 +161,8 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
       [&](const v1::CommitCheckpointRequest& record) -> absl::StatusOr<v1::CommitCheckpointResponse> {
         v1::CommitCheckpointResponse response;
         absl::Status status =
-            FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
-              return stub_->CommitCheckpoint(context, record, &response);
+            FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](auto& stub, auto* context) {
+              return stub.CommitCheckpoint(context, record, &response);
             }));
         if (!status.ok()) return status;
         return response;
@@ -171,8 +174,8 @@ absl::StatusOr<Daemon::HeartbeatOutcome> Daemon::Heartbeat(bool apply_assignment
   for (const v1::TrainerExit& exit : report.exits) *request.add_exits() = exit;
   v1::HeartbeatResponse response;
   absl::Status status =
-      FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](grpc::ClientContext* context) {
-        return stub_->Heartbeat(context, request, &response);
+      FromGrpcStatus(Call(timeout, /*cancel_on_stop=*/apply_assignments, [&](auto& stub, grpc::ClientContext* context) {
+        return stub.Heartbeat(context, request, &response);
       }));
   if (absl::IsNotFound(status)) return HeartbeatOutcome::kReregister;  // e.g. lease expired
   if (!status.ok()) {

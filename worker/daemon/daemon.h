@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/leader_channel.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/backoff.h"
 #include "worker/daemon/trainer_supervisor.h"
@@ -52,8 +53,9 @@ struct DaemonOptions {
 class Daemon {
  public:
   // `supervisor` and `metrics` must outlive the daemon.
-  Daemon(DaemonOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub,
-         TrainerSupervisor* supervisor, WorkerMetrics* metrics);
+  // `coordinator`: the coordinator's addresses (the leader among them is called).
+  Daemon(DaemonOptions options, std::shared_ptr<LeaderChannel> coordinator, TrainerSupervisor* supervisor,
+         WorkerMetrics* metrics);
   ~Daemon();
 
   // Runs until Stop() or a finished Drain(), then stops every trainer and
@@ -80,14 +82,17 @@ class Daemon {
   // Waits up to `delay`; returns early when stopping (then false) or, with
   // `wake_on_exit`, when a trainer exited (its exit should be reported now).
   bool WaitFor(std::chrono::milliseconds delay, bool wake_on_exit);
-  // Runs one RPC with a fresh deadline-bound context. With `cancel_on_stop`,
-  // Stop() cancels it, so a stop signal never waits for a silent coordinator.
-  grpc::Status Call(std::chrono::milliseconds timeout, bool cancel_on_stop,
-                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc);
+  // Runs one RPC with a fresh deadline-bound context on the leading
+  // coordinator (following a follower's hint, or past an address that does
+  // not answer, within one pass over the addresses; Run() backs off between
+  // passes). With `cancel_on_stop`, Stop() cancels it, so a stop signal never
+  // waits for a silent coordinator.
+  using Rpc = std::function<grpc::Status(v1::ClusterService::StubInterface&, grpc::ClientContext*)>;
+  grpc::Status Call(std::chrono::milliseconds timeout, bool cancel_on_stop, const Rpc& rpc);
   void ReapLoop();
 
   const DaemonOptions options_;
-  std::unique_ptr<v1::ClusterService::StubInterface> stub_;
+  std::shared_ptr<LeaderChannel> coordinator_;
   TrainerSupervisor* const supervisor_;
   WorkerMetrics* const metrics_;
   std::chrono::milliseconds heartbeat_interval_;

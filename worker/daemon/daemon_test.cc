@@ -199,11 +199,10 @@ class DaemonTest : public ::testing::Test {
 
   void StartDaemon() {
     supervisor_ = std::make_unique<TrainerSupervisor>(supervisor_options_, &metrics_);
-    auto channel = MakeChannel(address_);
-    ASSERT_TRUE(channel.ok());
-    channel_ = *channel;
-    daemon_ = std::make_unique<Daemon>(daemon_options_, v1::ClusterService::NewStub(*channel), supervisor_.get(),
-                                       &metrics_);
+    auto coordinator = LeaderChannel::Open(address_, {});
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    channel_ = (*coordinator)->current();
+    daemon_ = std::make_unique<Daemon>(daemon_options_, *coordinator, supervisor_.get(), &metrics_);
     daemon_thread_ = std::thread([this] { daemon_->Run(); });
   }
 

@@ -42,8 +42,8 @@ absl::StatusOr<int64_t> StartOffset(const std::string& worker_id, const std::str
 
 }  // namespace
 
-LogUplink::LogUplink(LogUplinkOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub)
-    : options_(std::move(options)), stub_(std::move(stub)) {}
+LogUplink::LogUplink(LogUplinkOptions options, std::shared_ptr<LeaderChannel> coordinator)
+    : options_(std::move(options)), coordinator_(std::move(coordinator)) {}
 
 LogUplink::~LogUplink() {
   Stop();
@@ -89,13 +89,17 @@ void LogUplink::WatchLoop() {
     if (!call) return;
     v1::WatchLogRequestsRequest request;
     request.set_worker_id(options_.worker_id);
-    auto reader = stub_->WatchLogRequests(call.get(), request);
+    const std::string address = coordinator_->current_address();
+    auto stub = v1::ClusterService::NewStub(coordinator_->ChannelTo(address));
+    auto reader = stub->WatchLogRequests(call.get(), request);
     v1::LogRequest ask;
     while (reader->Read(&ask)) {
       backoff.Reset();
       StartUpload(ask);
     }
     grpc::Status status = reader->Finish();
+    // A follower's answer names the leader: the next stream goes there.
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) coordinator_->Learn(address, status, *call);
     // The period's deadline ends a healthy stream: reopen at once.
     if (status.ok() || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       backoff.Reset();
@@ -136,7 +140,7 @@ void LogUplink::SendLog(const v1::LogRequest& request) {
   auto call = NewContext(kUploadDeadline);
   if (!call) return;
   v1::UploadLogResponse response;
-  auto writer = stub_->UploadLog(call.get(), &response);
+  auto writer = v1::ClusterService::NewStub(coordinator_->current())->UploadLog(call.get(), &response);
   v1::UploadLogRequest message;
   message.set_session(request.session());
   message.set_worker_id(options_.worker_id);
@@ -192,7 +196,7 @@ void LogUplink::SendFile(const v1::LogRequest& request) {
   auto call = NewContext(kUploadDeadline);
   if (!call) return;
   v1::UploadLogResponse response;
-  auto writer = stub_->UploadLog(call.get(), &response);
+  auto writer = v1::ClusterService::NewStub(coordinator_->current())->UploadLog(call.get(), &response);
   v1::UploadLogRequest message;
   message.set_session(request.session());
   message.set_worker_id(options_.worker_id);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/leader_channel.h"
 #include "proto/herd.grpc.pb.h"
 
 namespace herd::worker {
@@ -42,7 +43,8 @@ struct LogUplinkOptions {
 
 class LogUplink {
  public:
-  LogUplink(LogUplinkOptions options, std::unique_ptr<v1::ClusterService::StubInterface> stub);
+  // Talks to the leader among `coordinator`'s addresses: the one that asks.
+  LogUplink(LogUplinkOptions options, std::shared_ptr<LeaderChannel> coordinator);
   ~LogUplink();  // Stop()s
 
   void Start();
@@ -66,7 +68,7 @@ class LogUplink {
   bool WaitUnlessStopping(std::chrono::milliseconds delay);
 
   const LogUplinkOptions options_;
-  std::unique_ptr<v1::ClusterService::StubInterface> stub_;
+  std::shared_ptr<LeaderChannel> coordinator_;
   std::thread watcher_;
 
   absl::Mutex mu_;

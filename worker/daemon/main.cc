@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/grpc_serving.h"
+#include "common/leader_channel.h"
 #include "common/rpc_options.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/daemon/daemon.h"
@@ -245,8 +246,8 @@ int main(int argc, char** argv) {
   if (!config.has_value()) return exit_code;
   const absl::StatusOr<std::string> token = ReadToken(*config);
   if (!token.ok()) return CannotStart(token.status(), 2);
-  auto channel = herd::MakeChannel(config->coordinator, config->tls);
-  if (!channel.ok()) return CannotStart(channel.status(), 2);
+  auto coordinator = herd::LeaderChannel::Open(config->coordinator, config->tls);
+  if (!coordinator.ok()) return CannotStart(coordinator.status(), 2);
 
   MetricsEndpoint endpoint;
   if (absl::Status s = StartMetricsEndpoint(config->metrics_listen, &endpoint); !s.ok()) return CannotStart(s, 1);
@@ -266,8 +267,8 @@ int main(int argc, char** argv) {
     registered = now_registered;
     herd::SetServing(health, now_registered);
   };
-  Daemon daemon(daemon_options, herd::v1::ClusterService::NewStub(*channel), &supervisor, &metrics);
-  LogUplink log_uplink(LogUplinkOptionsFor(*config, *token, &supervisor), herd::v1::ClusterService::NewStub(*channel));
+  Daemon daemon(daemon_options, *coordinator, &supervisor, &metrics);
+  LogUplink log_uplink(LogUplinkOptionsFor(*config, *token, &supervisor), *coordinator);
   log_uplink.Start();
 
   LOG(INFO) << "herd-worker " << config->worker_id << " starting; coordinator " << config->coordinator

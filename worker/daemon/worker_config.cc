@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/leader_channel.h"
 #include "common/version.h"
 #include "worker/daemon/identifiers.h"
 
@@ -25,7 +26,9 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
 
   CLI::App app("herd-worker: runs herd trainers on this node for the jobs the coordinator assigns it.",
                "herd-worker");
-  app.add_option("--coordinator", config.coordinator, "Coordinator address host:port (default: $HERD_COORDINATOR)")
+  app.add_option("--coordinator", config.coordinator,
+                 "Coordinator address host:port, or several separated by commas (coordinators on etcd: the leader "
+                 "among them is followed); default: $HERD_COORDINATOR")
       ->capture_default_str();
   app.add_option("--listen", config.listen,
                  "Host that peers use to reach this worker's trainers (data plane); sent to the coordinator")
@@ -139,6 +142,9 @@ absl::Status FinishWorkerConfig(WorkerConfig* config, const std::string& host_na
   if (!labels.ok()) return labels.status();
   config->labels = *std::move(labels);
   if (config->coordinator.empty()) return absl::InvalidArgumentError("--coordinator: empty address");
+  if (auto addresses = ParseCoordinatorAddresses(config->coordinator); !addresses.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--coordinator: ", addresses.status().message()));
+  }
   if (config->listen.empty()) return absl::InvalidArgumentError("--listen: empty host");
 
   std::error_code error;

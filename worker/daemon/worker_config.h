@@ -13,7 +13,7 @@
 namespace herd::worker {
 
 struct WorkerConfig {
-  std::string coordinator = "127.0.0.1:7070";
+  std::string coordinator = "127.0.0.1:7070";  // one HOST:PORT, or several separated by commas
   std::string listen = "127.0.0.1";
   std::string metrics_listen = "127.0.0.1:9100";  // empty: no metrics server
   std::string health_listen;                      // empty: no gRPC health server

@@ -208,10 +208,11 @@ int Train(const herd::TrainerArgs& args) {
   if (auto s = herd::SetAliveFile(args.alive_file); !s.ok()) return Fail(args, s);
   auto token = ReadToken(args);
   if (!token.ok()) return Fail(args, token.status());
-  auto channel = herd::MakeChannel(args.coordinator, herd::TlsOptions{args.tls_ca, args.tls_cert, args.tls_key});
-  if (!channel.ok()) return Fail(args, channel.status());
+  auto coordinator =
+      herd::LeaderChannel::Open(args.coordinator, herd::TlsOptions{args.tls_ca, args.tls_cert, args.tls_key});
+  if (!coordinator.ok()) return Fail(args, coordinator.status());
 
-  herd::ClusterClient client(*channel, herd::ClusterClientOptions{args.job, args.worker_id, *token});
+  herd::ClusterClient client(*coordinator, herd::ClusterClientOptions{args.job, args.worker_id, *token});
   const std::chrono::milliseconds join_timeout = SecondsToMillis(args.join_timeout_seconds);
   auto join = herd::JoinWithin(&client, join_timeout);
   if (!join.ok()) return Fail(args, join.status());

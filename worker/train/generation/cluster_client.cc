@@ -17,8 +17,9 @@ class CoordinatorKvStore : public RendezvousStore {
     request.set_key(key);
     request.set_value(value);
     v1::KvSetResponse response;
-    auto context = NewCallContext(client_->options().token, client_->options().rpc_timeout);
-    return FromGrpcStatus(client_->stub()->KvSet(context.get(), request, &response));
+    return FromGrpcStatus(client_->Call(client_->options().rpc_timeout, [&](auto& stub, auto* context) {
+      return stub.KvSet(context, request, &response);
+    }));
   }
 
   absl::Status Get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
@@ -29,8 +30,10 @@ class CoordinatorKvStore : public RendezvousStore {
     request.set_wait_ms(timeout.count());
     v1::KvGetResponse response;
     // The server waits up to `timeout`; give the call itself a margin on top.
-    auto context = NewCallContext(client_->options().token, timeout + client_->options().rpc_timeout);
-    absl::Status status = FromGrpcStatus(client_->stub()->KvGet(context.get(), request, &response));
+    absl::Status status =
+        FromGrpcStatus(client_->Call(timeout + client_->options().rpc_timeout, [&](auto& stub, auto* context) {
+          return stub.KvGet(context, request, &response);
+        }));
     if (status.ok()) *value = response.value();
     return status;
   }
@@ -42,8 +45,18 @@ class CoordinatorKvStore : public RendezvousStore {
 
 }  // namespace
 
-ClusterClient::ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClientOptions options)
-    : stub_(v1::ClusterService::NewStub(channel)), options_(std::move(options)) {}
+ClusterClient::ClusterClient(std::shared_ptr<LeaderChannel> coordinator, ClusterClientOptions options)
+    : coordinator_(std::move(coordinator)), options_(std::move(options)) {}
+
+grpc::Status ClusterClient::Call(std::chrono::milliseconds timeout, const Rpc& rpc) {
+  // One pass over the addresses (a follower's hint followed at once); the
+  // trainer's own retries wait between passes.
+  return coordinator_->Call([&] { return NewCallContext(options_.token, timeout); },
+                            [&](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* context) {
+                              auto stub = v1::ClusterService::NewStub(channel);
+                              return rpc(*stub, context);
+                            });
+}
 
 absl::StatusOr<v1::JoinGenerationResponse> ClusterClient::JoinGeneration(std::chrono::milliseconds wait,
                                                                          int64_t after_generation,
@@ -55,16 +68,18 @@ absl::StatusOr<v1::JoinGenerationResponse> ClusterClient::JoinGeneration(std::ch
   request.set_worker_id(options_.worker_id);
   request.set_wait_ms(wait.count());
   v1::JoinGenerationResponse response;
-  auto context = NewCallContext(options_.token, wait + options_.rpc_timeout);
-  absl::Status status = FromGrpcStatus(stub_->JoinGeneration(context.get(), request, &response));
+  absl::Status status = FromGrpcStatus(Call(wait + options_.rpc_timeout, [&](auto& stub, auto* context) {
+    return stub.JoinGeneration(context, request, &response);
+  }));
   if (!status.ok()) return status;
   return response;
 }
 
 absl::StatusOr<v1::ReportProgressResponse> ClusterClient::ReportProgress(const v1::ReportProgressRequest& request) {
   v1::ReportProgressResponse response;
-  auto context = NewCallContext(options_.token, options_.rpc_timeout);
-  absl::Status status = FromGrpcStatus(stub_->ReportProgress(context.get(), request, &response));
+  absl::Status status = FromGrpcStatus(Call(options_.rpc_timeout, [&](auto& stub, auto* context) {
+    return stub.ReportProgress(context, request, &response);
+  }));
   if (!status.ok()) return status;
   return response;
 }
@@ -72,16 +87,18 @@ absl::StatusOr<v1::ReportProgressResponse> ClusterClient::ReportProgress(const v
 absl::StatusOr<v1::CommitCheckpointResponse> ClusterClient::CommitCheckpoint(
     const v1::CommitCheckpointRequest& request) {
   v1::CommitCheckpointResponse response;
-  auto context = NewCallContext(options_.token, options_.rpc_timeout);
-  absl::Status status = FromGrpcStatus(stub_->CommitCheckpoint(context.get(), request, &response));
+  absl::Status status = FromGrpcStatus(Call(options_.rpc_timeout, [&](auto& stub, auto* context) {
+    return stub.CommitCheckpoint(context, request, &response);
+  }));
   if (!status.ok()) return status;
   return response;
 }
 
 absl::Status ClusterClient::ReportFailure(const v1::ReportFailureRequest& request) {
   v1::ReportFailureResponse response;
-  auto context = NewCallContext(options_.token, options_.rpc_timeout);
-  return FromGrpcStatus(stub_->ReportFailure(context.get(), request, &response));
+  return FromGrpcStatus(Call(options_.rpc_timeout, [&](auto& stub, auto* context) {
+    return stub.ReportFailure(context, request, &response);
+  }));
 }
 
 std::shared_ptr<RendezvousStore> ClusterClient::KvStore(int64_t generation) {

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/leader_channel.h"
 #include "proto/herd.grpc.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/train/generation/coordinator_link.h"
@@ -22,7 +24,10 @@ struct ClusterClientOptions {
 
 class ClusterClient : public CoordinatorLink {
  public:
-  ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClientOptions options);
+  // Calls go to the leader among the coordinator's addresses.
+  ClusterClient(std::shared_ptr<LeaderChannel> coordinator, ClusterClientOptions options);
+  ClusterClient(std::shared_ptr<grpc::Channel> channel, ClusterClientOptions options)
+      : ClusterClient(LeaderChannel::Over(std::move(channel)), std::move(options)) {}
 
   const std::string& job_id() const override { return options_.job_id; }
   const std::string& worker_id() const override { return options_.worker_id; }
@@ -36,10 +41,12 @@ class ClusterClient : public CoordinatorLink {
   std::shared_ptr<RendezvousStore> KvStore(int64_t generation) override;
 
   const ClusterClientOptions& options() const { return options_; }
-  v1::ClusterService::Stub* stub() { return stub_.get(); }
+  // Runs one ClusterService call on the leader, `timeout` each try.
+  using Rpc = std::function<grpc::Status(v1::ClusterService::Stub&, grpc::ClientContext*)>;
+  grpc::Status Call(std::chrono::milliseconds timeout, const Rpc& rpc);
 
  private:
-  std::unique_ptr<v1::ClusterService::Stub> stub_;
+  std::shared_ptr<LeaderChannel> coordinator_;
   ClusterClientOptions options_;
 };
 
