@@ -237,6 +237,54 @@ TEST_F(CoordinatorTest, CleanExitsInHeartbeatsFinishTheJob) {
   for (const auto& worker : coordinator_->ListWorkers()) EXPECT_EQ(worker.state(), v1::IDLE) << worker.id();
 }
 
+// A rank that exits OK with its final report passed the final commit point
+// with every rank: a member lost after it (killed before its own exit) does
+// not re-form the job, whose training is complete.
+TEST_F(CoordinatorTest, AMemberLostAfterAnotherFinishedTrainingCostsNothing) {
+  const std::string job_id = StartTwoWorkerJob();
+  v1::TrainerExit done;
+  done.set_job_id(job_id);
+  done.set_generation(1);
+  done.set_exit_code(0);
+  done.mutable_final_progress()->set_rank(0);
+  done.mutable_final_progress()->set_step(400);
+  Heartbeat("w1", {done});
+  v1::TrainerExit killed;
+  killed.set_job_id(job_id);
+  killed.set_generation(1);
+  killed.set_exit_code(137);
+  Heartbeat("w2", {killed});
+  auto job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->state(), v1::SUCCEEDED) << job->DebugString();
+  EXPECT_EQ(job->generation(), 1);
+  EXPECT_EQ(job->step(), 400);
+}
+
+// The same in the other order: the lost member's exit arrives first and the
+// job re-forms; the finished rank's exit, from the older generation, still
+// ends the job as SUCCEEDED instead of leaving a generation that can only
+// fail for want of the state.
+TEST_F(CoordinatorTest, FinishedTrainingEndsTheJobEvenAfterAReform) {
+  const std::string job_id = StartTwoWorkerJob();
+  v1::TrainerExit killed;
+  killed.set_job_id(job_id);
+  killed.set_generation(1);
+  killed.set_exit_code(137);
+  Heartbeat("w2", {killed});
+  ASSERT_EQ(coordinator_->GetJob(job_id)->state(), v1::RUNNING);
+  ASSERT_EQ(coordinator_->GetJob(job_id)->generation(), 2);
+  v1::TrainerExit done;
+  done.set_job_id(job_id);
+  done.set_generation(1);
+  done.set_exit_code(0);
+  done.mutable_final_progress()->set_rank(0);
+  done.mutable_final_progress()->set_step(400);
+  Heartbeat("w1", {done});
+  auto job = coordinator_->GetJob(job_id);
+  EXPECT_EQ(job->state(), v1::SUCCEEDED) << job->DebugString();
+  EXPECT_EQ(job->step(), 400);
+}
+
 // Once serving, a restarted coordinator gives its members a lease plus the
 // restart grace to come back: their reconnect backoff after the outage is not
 // silence. Past that they are lost as usual.

@@ -435,6 +435,16 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   const bool release_all = exit.exit_code() == v1::TRAINER_EXIT_RELEASED_ALL;
   const bool release = exit.exit_code() == v1::TRAINER_EXIT_RELEASED || release_all;
   const bool release_asked = job.release_requested.count(worker_id) > 0;
+  // A trainer that exits OK with its final report passed the final commit
+  // point, whose collectives (replica check, final agreement) every rank of
+  // its generation took part in: training is complete. A member lost after
+  // that, even one whose loss already re-formed the job, costs nothing.
+  const bool finished_training = exit.exit_code() == v1::TRAINER_EXIT_OK && exit.has_final_progress();
+  if (finished_training && exit.generation() != generation.number) {
+    if (exit.final_progress().step() >= job.info.step()) RecordProgress(job, exit.final_progress());
+    FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
+    return changes;
+  }
   if (exit.generation() != generation.number && !(release && release_asked)) return changes;
   const int64_t rank = generation.RankOf(worker_id);
   if (rank < 0) return changes;
@@ -463,6 +473,17 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     // nothing was lost, nothing is charged.
     NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
+    return changes;
+  }
+  if (exit.exit_code() != 0 && !generation.finished.empty()) {
+    // Another rank finished training (see finished_training): this one was
+    // lost after the final commit point; the job's result is complete.
+    generation.finished.insert(worker_id);
+    if (generation.finished.size() == generation.members.size()) {
+      FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
+    } else {
+      Touch(job, now, &changes);
+    }
     return changes;
   }
   if (exit.exit_code() != 0) {
