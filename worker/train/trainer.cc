@@ -115,7 +115,11 @@ absl::Status Trainer::ConnectGroup() {
   comm_ = group_.control.get();
   replica_sum_ = std::make_unique<CommunicatorReplicaSum>(group_.data, ctx_.options().compute_mutex);
   collective_forward_ = ctx_.model()->SetReplicaSum(replica_sum_.get());
-  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), group_.data);
+  std::optional<IslandComms> islands;
+  if (group_.islands.has_value()) {
+    islands = IslandComms{&*group_.islands, group_.island->data, group_.cross != nullptr ? group_.cross->data : nullptr};
+  }
+  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), group_.data, islands ? &*islands : nullptr);
   if (!sync.ok()) return sync.status();
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();
