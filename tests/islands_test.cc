@@ -101,7 +101,7 @@ TEST_F(Islands, SitesAllReduceInsideAndOnlyRoundsCrossTheUplinks) {
   // Every step's all-reduce stays inside its site: a site's uplink carries
   // a small part of what its hosts' own links carry (the rounds, 1/kEvery
   // of the steps, plus the coordinator's traffic; about 1/11 on a quiet
-  // machine). Were the steps summed across sites, it would carry about half.
+  // machine). Were the steps summed across sites, most of it would cross.
   for (const auto& site : bed_->sites()) {
     const uint64_t uplink = LinkBytes(site.uplink) - uplink_before[site.index];
     uint64_t hosts = 0;
