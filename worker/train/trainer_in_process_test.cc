@@ -420,6 +420,35 @@ TEST(InProcessIslands, IslandsTrainOtherwiseThanFlatAveraging) {
   EXPECT_FALSE(torch::equal(islands["a0"].params, plain["a0"].params));
 }
 
+// An island that loses a member goes on at the smaller size: the next
+// generation has islands of 2 and 1 (one shard, a rank without one), heals
+// from the commits held, carries the outer state into the new layout and
+// ends with the survivors identical and every sample once.
+TEST(InProcessIslands, IslandLosingARankGoesOnAtTheSmallerSize) {
+  v1::JobSpec spec = Spec("average");
+  spec.mutable_sync()->set_islands_by("site");
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 10, {"b1"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"a0", "a1", "b0"}); }};
+  InProcessJob job(spec, kIslandWorkers, {crash});
+  job_ptr = &job;
+  for (const auto& id : kIslandWorkers) job.coordinator().SetLabels(id, {{"site", id.substr(0, 1)}});
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["b1"].status.code(), absl::StatusCode::kInternal) << outcomes["b1"].status;
+  for (const auto& id : {"a0", "a1", "b0"}) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].epoch, spec.epochs()) << id;
+    EXPECT_EQ(outcomes[id].step, outcomes["a0"].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, outcomes["a0"].params)) << id;
+  }
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     IslandModes, IslandHealTest,
     testing::Values(HealCase{"nesterov", "average", 12},
