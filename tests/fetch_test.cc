@@ -4,6 +4,8 @@
 // daemons, trainers, CLI and Debian's python3-torch.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -189,6 +191,123 @@ TEST(Fetch, TheFinalModelComesBackCheckedAndEvaluatesInPyTorchAsInHerd) {
       << gone.err;
   EXPECT_FALSE(fs::exists(model));
   EXPECT_EQ(Names(out), (std::vector<std::string>{job + "-step-" + std::to_string(step), job + ".pt"}));
+}
+
+// A GPT-style char_transformer on a token file, then on a text file: the
+// PyTorch twin is rebuilt from the file's herd_config (non-default heads, a
+// context longer than the windows, a padded vocabulary) and scores the same
+// validation windows as herd's own final evaluation did.
+TEST(Fetch, TokenAndTextTransformersEvaluateInPyTorchAsInHerd) {
+  LocalCluster cluster;
+  // The next token is a fixed function of the current one (a cycle through
+  // 97 of 100 ids), so a trained model beats chance.
+  std::vector<uint16_t> tokens(6000);
+  uint16_t next = 1;
+  for (uint16_t& token : tokens) {
+    token = next;
+    next = static_cast<uint16_t>((next * 7 + 3) % 97);
+  }
+  const std::string corpus = cluster.root() + "/corpus.bin";
+  std::ofstream(corpus, std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  const std::string job = cluster.Submit(
+      "model: {name: char_transformer, width: 32, heads: 2, layers: 2, context: 24, vocab_size: 112}\n"
+      "dataset: {kind: tokens, path: " + corpus + ", dtype: uint16, vocab_size: 100, sequence_length: 16}\n"
+      "batch_size: 8\nmax_steps: 60\noptimizer: {name: adam, lr: 0.01}\neval: {max_samples: 30}\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 5\nthreads: 1\n");
+  nlohmann::json done = cluster.WaitForState(job, {"SUCCEEDED", "FAILED"}, seconds(240));
+  ASSERT_EQ(done.value("state", ""), "SUCCEEDED") << done.dump() << cluster.Logs();
+
+  const std::string out = cluster.root() + "/fetched";
+  fs::create_directories(out);
+  CommandResult fetched = cluster.Herd({"fetch", job, "--out", out}, seconds(60));
+  ASSERT_EQ(fetched.exit_code, 0) << fetched.err;
+  // The validation split is the last 10% of the file: (600 - 1) / 16 = 37
+  // windows, of which eval.max_samples takes the first 30.
+  CommandResult evaluated = RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
+                                        out + "/" + job + ".safetensors", "--kind", "tokens", "--data", corpus,
+                                        "--dtype", "uint16", "--sequence-length", "16", "--max-samples", "30"},
+                                       seconds(120));
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+  nlohmann::json torch = nlohmann::json::parse(evaluated.out);
+  std::cout << "herd eval " << done.at("eval").dump() << "; PyTorch on the fetched file " << evaluated.out;
+  EXPECT_EQ(torch.value("model", ""), "char_transformer");
+  EXPECT_EQ(torch.at("config"),
+            nlohmann::json::parse(R"({"vocab_size": 112, "context": 24, "width": 32, "heads": 2, "layers": 2})"));
+  EXPECT_EQ(torch.value("samples", 0), 30);
+  const double herd_loss = done.at("eval").at("loss").get<double>();
+  EXPECT_LT(herd_loss, 0.5 * std::log(100.0));  // trained: chance is ln(100)
+  EXPECT_NEAR(torch.at("loss").get<double>(), herd_loss, 1e-4) << evaluated.out;
+  EXPECT_NEAR(torch.at("accuracy").get<double>(), done.at("eval").at("accuracy").get<double>(), 1e-4)
+      << evaluated.out;
+
+  // A text file: bytes, the last 10% of them ((400 - 1) / 16 = 24 windows, all evaluated).
+  std::string text;
+  while (text.size() < 4000) text += "the quick brown fox jumps over the lazy dog. ";
+  text.resize(4000);
+  const std::string text_file = cluster.root() + "/corpus.txt";
+  std::ofstream(text_file, std::ios::binary) << text;
+  const std::string text_job = cluster.Submit(
+      "model: {name: char_transformer, width: 32, heads: 8, layers: 1}\n"
+      "dataset: {kind: text, path: " + text_file + ", sequence_length: 16}\n"
+      "batch_size: 8\nmax_steps: 40\noptimizer: {name: adam, lr: 0.01}\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 5\nthreads: 1\n");
+  nlohmann::json text_done = cluster.WaitForState(text_job, {"SUCCEEDED", "FAILED"}, seconds(240));
+  ASSERT_EQ(text_done.value("state", ""), "SUCCEEDED") << text_done.dump() << cluster.Logs();
+  ASSERT_EQ(cluster.Herd({"fetch", text_job, "--out", out}, seconds(60)).exit_code, 0);
+  CommandResult text_evaluated =
+      RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
+                  out + "/" + text_job + ".safetensors", "--kind", "text", "--data", text_file, "--sequence-length",
+                  "16"},
+                 seconds(120));
+  ASSERT_EQ(text_evaluated.exit_code, 0) << text_evaluated.err;
+  nlohmann::json text_torch = nlohmann::json::parse(text_evaluated.out);
+  std::cout << "herd eval " << text_done.at("eval").dump() << "; PyTorch on the fetched file " << text_evaluated.out;
+  EXPECT_EQ(text_torch.at("config"),
+            nlohmann::json::parse(R"({"vocab_size": 256, "context": 16, "width": 32, "heads": 8, "layers": 1})"));
+  EXPECT_EQ(text_torch.value("samples", 0), 24);
+  EXPECT_LT(text_done.at("eval").at("loss").get<double>(), 0.5 * std::log(256.0));
+  EXPECT_NEAR(text_torch.at("loss").get<double>(), text_done.at("eval").at("loss").get<double>(), 1e-4)
+      << text_evaluated.out;
+  EXPECT_NEAR(text_torch.at("accuracy").get<double>(), text_done.at("eval").at("accuracy").get<double>(), 1e-4)
+      << text_evaluated.out;
+}
+
+// The image models' twins too: an mlp of non-default width and a
+// resnet_small with batch norm, whose running statistics (buffers) travel in
+// the file and drive PyTorch's evaluation as they drove herd's.
+TEST(Fetch, MlpAndResnetEvaluateInPyTorchAsInHerd) {
+  LocalCluster cluster;
+  const std::string common =
+      "dataset: {kind: idx, path: /usr/share/datasets/fashion-mnist}\nbatch_size: 32\nmax_steps: 30\n"
+      "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\neval: {max_samples: 1000}\n"
+      "min_workers: 2\nmax_workers: 2\nseed: 4\nthreads: 1\n";
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"model: {name: mlp, hidden: [64, 32]}\n", R"({"hidden": [64, 32]})"},
+      {"model: {name: resnet_small, widths: [8, 16], norm: batch}\n", R"({"widths": [8, 16], "norm": "batch"})"}};
+  std::vector<std::string> jobs;
+  for (const auto& [model, config] : models) jobs.push_back(cluster.Submit(model + common));
+  const std::string out = cluster.root() + "/fetched";
+  fs::create_directories(out);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    nlohmann::json done = cluster.WaitForState(jobs[i], {"SUCCEEDED", "FAILED"}, seconds(240));
+    ASSERT_EQ(done.value("state", ""), "SUCCEEDED") << done.dump() << cluster.Logs();
+    CommandResult fetched = cluster.Herd({"fetch", jobs[i], "--out", out}, seconds(60));
+    ASSERT_EQ(fetched.exit_code, 0) << fetched.err;
+    CommandResult evaluated =
+        RunCommand({"/usr/bin/python3", LocalCluster::Binary("examples/evaluate_fetched_model.py"),
+                    out + "/" + jobs[i] + ".safetensors", "--max-samples", "1000"},
+                   seconds(120));
+    ASSERT_EQ(evaluated.exit_code, 0) << evaluated.err;
+    nlohmann::json torch = nlohmann::json::parse(evaluated.out);
+    std::cout << "herd eval " << done.at("eval").dump() << "; PyTorch on the fetched file " << evaluated.out;
+    EXPECT_EQ(torch.at("config"), nlohmann::json::parse(models[i].second));
+    EXPECT_EQ(torch.value("samples", 0), 1000);
+    EXPECT_LT(done.at("eval").at("loss").get<double>(), 0.8 * std::log(10.0));  // trained: chance is ln(10)
+    EXPECT_NEAR(torch.at("accuracy").get<double>(), done.at("eval").at("accuracy").get<double>(), 1e-4)
+        << evaluated.out;
+    EXPECT_NEAR(torch.at("loss").get<double>(), done.at("eval").at("loss").get<double>(), 1e-4) << evaluated.out;
+  }
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 // waits for.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "tests/harness/http_client.h"
 #include "tests/harness/job_watch.h"
@@ -57,16 +59,23 @@ TEST_F(PlacementTest, WorkersShowTheirLabels) {
   EXPECT_NE(table.out.find("pool=a100,site=us-east"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("pool=t4"), std::string::npos) << table.out;
 
-  auto metrics = HttpGet(cluster_.coordinator_metrics_address(), "/metrics");
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_NE(metrics->body.find("herd_coordinator_worker_labels{label_pool=\"a100\",label_site=\"us-east\",worker=\"" +
-                               cluster_.worker_id(0) + "\"} 1"),
-            std::string::npos)
-      << metrics->body;
-  EXPECT_NE(metrics->body.find("herd_coordinator_worker_labels{label_pool=\"t4\",worker=\"" + cluster_.worker_id(1) +
-                               "\"} 1"),
-            std::string::npos)
-      << metrics->body;
+  // The coordinator publishes its gauges at each upkeep tick: wait for the
+  // first one after both registrations, bounded by the lease.
+  const std::string first = "herd_coordinator_worker_labels{label_pool=\"a100\",label_site=\"us-east\",worker=\"" +
+                            cluster_.worker_id(0) + "\"} 1";
+  const std::string second =
+      "herd_coordinator_worker_labels{label_pool=\"t4\",worker=\"" + cluster_.worker_id(1) + "\"} 1";
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto metrics = HttpGet(cluster_.coordinator_metrics_address(), "/metrics");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    body = metrics->body;
+    if (body.find(first) != std::string::npos && body.find(second) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(body.find(first), std::string::npos) << body;
+  EXPECT_NE(body.find(second), std::string::npos) << body;
 
   const auto ready = nlohmann::json::parse(ReadFile(cluster_.root() + "/" + cluster_.worker_id(0) + ".json"));
   auto worker_metrics = HttpGet(ready["metrics"].get<std::string>(), "/metrics");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,9 @@ class Block : public torch::nn::Module {
 class CharTransformer : public LogitsModule {
  public:
   CharTransformer(int64_t vocabulary, int64_t context, int64_t width, int64_t heads, int64_t layers)
-      : context_(context) {
+      : context_(context),
+        config_(absl::StrCat("{\"vocab_size\": ", vocabulary, ", \"context\": ", context, ", \"width\": ", width,
+                             ", \"heads\": ", heads, ", \"layers\": ", layers, "}")) {
     tokens_ = register_module("token_embedding", torch::nn::Embedding(vocabulary, width));
     positions_ = register_module("position_embedding", torch::nn::Embedding(context, width));
     for (int64_t i = 0; i < layers; ++i) {
@@ -93,8 +96,11 @@ class CharTransformer : public LogitsModule {
     return head_->forward(final_norm_->forward(x));
   }
 
+  std::string Config() const override { return config_; }
+
  private:
   int64_t context_;
+  std::string config_;
   torch::nn::Embedding tokens_{nullptr}, positions_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
   torch::nn::LayerNorm final_norm_{nullptr};

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/models/builtin_models.h"
 
 namespace herd {
@@ -24,12 +25,16 @@ class Mlp : public LogitsModule {
     }
     net->push_back(torch::nn::Linear(width, classes));
     net_ = register_module("net", net);
+    config_ = absl::StrCat("{\"hidden\": [", absl::StrJoin(hidden, ", "), "]}");
   }
+
+  std::string Config() const override { return config_; }
 
   torch::Tensor forward(const torch::Tensor& inputs) override { return net_->forward(inputs); }
 
  private:
   torch::nn::Sequential net_{nullptr};
+  std::string config_;
 };
 
 }  // namespace

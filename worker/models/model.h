@@ -47,6 +47,10 @@ class Model {
   virtual void SetTraining(bool training) = 0;
   virtual void To(const torch::Device& device) = 0;
   virtual std::string name() const = 0;
+  // The sizes the model was built with, defaults resolved, as a JSON object
+  // ({"heads": 4, ...}): what rebuilding it elsewhere (its PyTorch twin)
+  // needs beyond the tensors' names and shapes. "{}" when nothing is needed.
+  virtual std::string Config() const { return "{}"; }
 };
 
 struct ModelInputInfo {

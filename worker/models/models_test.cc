@@ -164,6 +164,9 @@ TEST(ModelTest, SizedModelsHaveTheAskedShapesAndTrain) {
   auto sized_mlp = CreateModel(mlp, ModelInputInfo{{20}, 3}, 0);
   ASSERT_TRUE(sized_mlp.ok()) << sized_mlp.status();
   EXPECT_EQ(CountParameters(**sized_mlp), 20 * 64 + 64 + 64 * 32 + 32 + 32 * 16 + 16 + 16 * 3 + 3);
+  // The sizes, defaults resolved, go into the safetensors metadata (herd_config).
+  EXPECT_EQ((*sized_mlp)->Config(), R"({"hidden": [64, 32, 16]})");
+  EXPECT_EQ((*CreateModel(Spec("mlp"), ModelInputInfo{{20}, 3}, 0))->Config(), R"({"hidden": [1024, 1024]})");
 
   v1::ModelSpec transformer = Spec("char_transformer");
   transformer.set_width(48);
@@ -180,6 +183,10 @@ TEST(ModelTest, SizedModelsHaveTheAskedShapesAndTrain) {
   EXPECT_EQ(shapes.count("block4.fc1.weight"), 0u);
   const Batch tokens = TinyBatch(BuiltinCase{"char_transformer", {16}, 40, true}, 2, 5);
   EXPECT_EQ((*sized_transformer)->Forward(tokens).logits.sizes().vec(), (std::vector<int64_t>{2, 16, 40}));
+  EXPECT_EQ((*sized_transformer)->Config(),
+            R"({"vocab_size": 40, "context": 32, "width": 48, "heads": 3, "layers": 3})");
+  EXPECT_EQ((*CreateModel(Spec("char_transformer"), ModelInputInfo{{16}, 256}, 0))->Config(),
+            R"({"vocab_size": 256, "context": 16, "width": 128, "heads": 4, "layers": 2})");
 
   v1::ModelSpec resnet = Spec("resnet_small");
   resnet.add_widths(8);
@@ -193,6 +200,8 @@ TEST(ModelTest, SizedModelsHaveTheAskedShapesAndTrain) {
   EXPECT_EQ(resnet_shapes.count("stage3_block1.conv1.weight"), 0u);
   const Batch images = TinyBatch(BuiltinCase{"resnet_small", {1, 12, 12}, 5, false}, 2, 5);
   EXPECT_EQ((*sized_resnet)->Forward(images).logits.sizes().vec(), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ((*sized_resnet)->Config(), R"({"widths": [8, 24], "norm": "group"})");
+  EXPECT_EQ((*CreateModel(Spec("mnist_cnn"), ModelInputInfo{{1, 28, 28}, 10}, 0))->Config(), "{}");
 
   // What the spec check cannot know without the data is refused at build.
   transformer.set_context(8);

@@ -21,6 +21,8 @@ class LogitsModule : public torch::nn::Module {
   virtual void ChooseLayouts() {}
   // See Model::SetReplicaSum.
   virtual bool SetReplicaSum(ReplicaSum* /*sum*/) { return false; }
+  // See Model::Config.
+  virtual std::string Config() const { return "{}"; }
 };
 
 class ModuleModel : public Model {
@@ -31,6 +33,7 @@ class ModuleModel : public Model {
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() override;
   std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() override;
   bool SetReplicaSum(ReplicaSum* sum) override { return module_->SetReplicaSum(sum); }
+  std::string Config() const override { return module_->Config(); }
   ModelOutput Forward(const Batch& batch) override;
   void SetTraining(bool training) override;
   void To(const torch::Device& device) override;

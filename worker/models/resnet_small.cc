@@ -17,9 +17,11 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/models/builtin_models.h"
 #include "worker/models/sync_batch_norm.h"
 
@@ -34,6 +36,15 @@ torch::nn::Conv2d Conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) 
 }
 
 enum class NormKind { kGroup, kBatch, kSyncBatch };
+
+const char* NormName(NormKind kind) {
+  switch (kind) {
+    case NormKind::kBatch: return "batch";
+    case NormKind::kSyncBatch: return "sync_batch";
+    case NormKind::kGroup: break;
+  }
+  return "group";
+}
 
 // A normalization layer of the chosen kind, registered under `name`.
 torch::nn::AnyModule RegisterNorm(torch::nn::Module& parent, const std::string& name, NormKind kind,
@@ -91,7 +102,10 @@ class ResnetSmall : public LogitsModule {
       }
     }
     fc_ = register_module("fc", torch::nn::Linear(width, classes));
+    config_ = absl::StrCat("{\"widths\": [", absl::StrJoin(widths, ", "), "], \"norm\": \"", NormName(norm), "\"}");
   }
+
+  std::string Config() const override { return config_; }
 
   torch::Tensor forward(const torch::Tensor& inputs) override {
     torch::Tensor x = at::relu(stem_norm_.forward(stem_conv_->forward(inputs)));
@@ -115,6 +129,7 @@ class ResnetSmall : public LogitsModule {
   torch::nn::AnyModule stem_norm_;
   std::vector<std::shared_ptr<BasicBlock>> blocks_;
   torch::nn::Linear fc_{nullptr};
+  std::string config_;
 };
 
 }  // namespace

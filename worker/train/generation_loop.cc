@@ -14,7 +14,9 @@ namespace herd {
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
                                                       int64_t after_generation, bool at_boundary) {
   constexpr std::chrono::milliseconds kChunk{10000};
+  constexpr std::chrono::milliseconds kMaxBackoff{2000};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::milliseconds backoff{100};
   while (true) {
     MarkAlive();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -23,8 +25,19 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, s
                                at_boundary);
     if (joined.ok()) {
       if (absl::Status marked = MarkJoined(joined->generation()); !marked.ok()) LOG(WARNING) << marked;
+      return joined;
     }
-    if (joined.ok() || joined.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kChunk) return joined;
+    const absl::StatusCode code = joined.status().code();
+    // A coordinator that cannot be reached for a moment (starved, restarting,
+    // handing over to a standby) costs a retry, not the trainer: only the
+    // timeout ends the wait.
+    if (code == absl::StatusCode::kUnavailable && left > backoff) {
+      LOG(WARNING) << "joining: " << joined.status() << "; retrying in " << backoff.count() << " ms";
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      continue;
+    }
+    if (code != absl::StatusCode::kDeadlineExceeded || left <= kChunk) return joined;
   }
 }
 

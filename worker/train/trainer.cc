@@ -242,8 +242,9 @@ absl::Status Trainer::SaveFinalModel() {
   // state_dict order: parameters, then buffers.
   std::vector<std::pair<std::string, torch::Tensor>> tensors = ctx_.model()->NamedParameters();
   for (auto& named : ctx_.model()->NamedBuffers()) tensors.push_back(std::move(named));
-  auto written =
-      WriteFinalModel(ctx_.options().work_dir, tensors, {{"format", "pt"}, {"herd_model", ctx_.model()->name()}});
+  auto written = WriteFinalModel(
+      ctx_.options().work_dir, tensors,
+      {{"format", "pt"}, {"herd_model", ctx_.model()->name()}, {"herd_config", ctx_.model()->Config()}});
   if (!written.ok()) return written.status();
   final_model_files_ = *std::move(written);
   return absl::OkStatus();
