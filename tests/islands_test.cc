@@ -89,7 +89,7 @@ TEST_F(Islands, SitesAllReduceInsideAndOnlyRoundsCrossTheUplinks) {
   for (int i = 0; i < kSites * kHostsPerSite; ++i) {
     const std::string log = ReadFile(cluster_->job_dir(i, job_id) + "/trainer.log");
     EXPECT_NE(log.find("across islands (local steps all-reduce over the island's 2 ranks; each round averages 2 "
-                       "shards in parallel, this rank one of them)"),
+                       "shard(s) in parallel, this rank one of them)"),
               std::string::npos)
         << "worker " << i << ":\n" << log;
     EXPECT_NE(log.find("replicas verified bitwise across 4 ranks"), std::string::npos) << "worker " << i;

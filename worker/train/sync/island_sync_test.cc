@@ -3,6 +3,7 @@
 // prefixes the trainer's group communicators use).
 #include "worker/train/sync/island_sync.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -74,12 +75,18 @@ void RunRanks(int world, const std::function<void(int rank)>& body) {
   for (auto& t : threads) t.join();
 }
 
+// Values from a generator of their own: ranks are threads, and the
+// global generator would be shared between them.
+torch::Tensor Random(at::IntArrayRef sizes, uint64_t seed) {
+  return at::randn(sizes, at::detail::createCPUGenerator(seed), at::kFloat);
+}
+
 // Four tensors of different sizes, the same on every rank.
 std::vector<torch::Tensor> Params() {
-  torch::manual_seed(3);
   std::vector<torch::Tensor> params;
+  uint64_t seed = 3;
   for (auto sizes : std::vector<std::vector<int64_t>>{{6, 5}, {5}, {5, 4}, {4}}) {
-    params.push_back(torch::randn(sizes).requires_grad_(true));
+    params.push_back(Random(sizes, ++seed).requires_grad_(true));
   }
   return params;
 }
@@ -89,8 +96,7 @@ std::vector<torch::Tensor> Params() {
 torch::Tensor Loss(const std::vector<torch::Tensor>& params, int data_rank, int64_t step) {
   torch::Tensor loss = torch::zeros({});
   for (size_t i = 0; i < params.size(); ++i) {
-    torch::manual_seed(1000 * step + 10 * data_rank + static_cast<int64_t>(i));
-    const torch::Tensor x = torch::randn(params[i].sizes());
+    const torch::Tensor x = Random(params[i].sizes(), 1000 * step + 10 * data_rank + i);
     loss = loss + (params[i] * x).sum() + 0.5 * params[i].pow(2).sum();
   }
   return loss;

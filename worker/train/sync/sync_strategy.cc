@@ -308,9 +308,10 @@ class AveragingStrategy : public SyncStrategy {
     }
     std::string islands;
     if (island_gradients_ != nullptr) {
+      // Island gradients come only with island rounds (CreateIslandStrategy).
       const auto* rounds = static_cast<const IslandRounds*>(averaging_.get());
       islands = absl::StrCat(" across islands (local steps all-reduce over the island's ", island_ranks_.size(),
-                             " ranks; each round averages ", rounds->shards().size(), " shards in parallel, ",
+                             " ranks; each round averages ", rounds->shards().size(), " shard(s) in parallel, ",
                              rounds->owns_shard() ? "this rank one of them" : "this rank none", ")");
     }
     return absl::StrCat("sync average: a round every ", config_.every, " local steps", islands, fragments, " after ",
