@@ -77,5 +77,12 @@ TEST(JobSpecPlacement, IslandsByNeedsModeAverage) {
             "sync.islands_by: needs sync.mode average (islands average their parameters across sites)");
 }
 
+TEST(JobSpecPlacement, IslandsByRefusesWhatCrossGroupsCannotAgreeOn) {
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, overlap_steps: auto}\n"),
+            "sync.islands_by: does not support sync.overlap_steps auto yet");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, shares: throughput}\n"),
+            "sync.islands_by: does not support sync.shares throughput yet");
+}
+
 }  // namespace
 }  // namespace herd

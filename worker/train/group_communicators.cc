@@ -8,6 +8,7 @@
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/shm_allreduce.h"
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 #include "worker/comm/tcp_mesh_communicator.h"
 
 namespace herd {
@@ -30,7 +31,7 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenerationResponse& join,
                                                             std::chrono::milliseconds timeout, CoordinatorLink* link,
-                                                            const DataPlaneOptions& plane) {
+                                                            const DataPlaneOptions& plane, const std::string& prefix) {
   const int rank = static_cast<int>(join.rank());
   const std::string& host = join.peers(join.rank()).address();
   if (plane.plane == DataPlane::kGloo) {
@@ -39,11 +40,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenera
     gloo.size = static_cast<int>(join.world_size());
     gloo.host = host;
     gloo.timeout = timeout;
-    gloo.key_prefix = "gloo/";
+    gloo.key_prefix = prefix + "gloo/";
     return CreateGlooCommunicator(gloo, link->KvStore(join.generation()));
   }
   TcpMeshOptions tcp;
-  tcp.mesh.key_prefix = "mesh/";
+  tcp.mesh.key_prefix = prefix + "mesh/";
   tcp.mesh.generation = join.generation();
   tcp.mesh.rank = rank;
   tcp.mesh.world_size = static_cast<int>(join.world_size());
@@ -73,26 +74,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenera
   return comm;
 }
 
-}  // namespace
-
-absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenerationResponse& join,
-                                                            const TrainingContext& context, CoordinatorLink* link) {
-  return CreateGroupCommunicatorsOn(join, context, link, DataPlaneOptions{});
-}
-
-CommunicatorFactory GroupCommunicatorsOn(DataPlaneOptions plane) {
-  return [plane = std::move(plane)](const v1::JoinGenerationResponse& join, const TrainingContext& context,
-                                    CoordinatorLink* link) {
-    return CreateGroupCommunicatorsOn(join, context, link, plane);
-  };
-}
-
-absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGenerationResponse& join,
-                                                              const TrainingContext& context, CoordinatorLink* link,
-                                                              const DataPlaneOptions& plane) {
+// The communicators of the ranks in `join` (the generation's, or a
+// subgroup's); `prefix` prefixes their store keys, so subgroups bootstrap
+// apart in the generation's store, each TCP mesh with its own member key.
+absl::StatusOr<GroupCommunicators> CreateGroup(const v1::JoinGenerationResponse& join, const TrainingContext& context,
+                                               CoordinatorLink* link, const DataPlaneOptions& plane,
+                                               const std::string& prefix) {
   GroupCommunicators group;
   const std::chrono::milliseconds timeout = context.CollectiveTimeout();
-  auto comm = CreateControl(join, timeout, link, plane);
+  auto comm = CreateControl(join, timeout, link, plane, prefix);
   if (!comm.ok()) return comm.status();
   group.control = std::move(*comm);
   group.data = group.control.get();
@@ -109,7 +99,7 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGene
     shm.slot_bytes = std::min<size_t>(bytes, size_t{64} << 20);
     shm.in_place_bytes = shm.slot_bytes + 64 * context.params().size();
     shm.timeout = timeout;
-    shm.key_prefix = "shm/";
+    shm.key_prefix = prefix + "shm/";
     auto created = CreateShmAllReduce(shm, group.control.get(), link->KvStore(join.generation()));
     if (created.ok()) {
       group.shm = std::move(*created);
@@ -127,13 +117,70 @@ absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGene
     nccl.size = static_cast<int>(join.world_size());
     nccl.device = context.device().index();
     nccl.timeout = timeout;
-    nccl.key_prefix = "nccl/";
+    nccl.key_prefix = prefix + "nccl/";
     nccl.compute_stream = nullptr;  // LibTorch computes on the legacy default stream
     auto created = CreateNcclCommunicator(nccl, link->KvStore(join.generation()));
     if (!created.ok()) return created.status();
     group.nccl = std::move(*created);
     group.data = group.nccl.get();
   }
+  return group;
+}
+
+// "island/K/" and "cross/P/": distinct per subgroup, so no two subgroups
+// (nor the generation's own group) share a store key or a member key.
+absl::Status AddIslandGroups(const v1::JoinGenerationResponse& join, const TrainingContext& context,
+                             CoordinatorLink* link, const DataPlaneOptions& plane, GroupCommunicators* group) {
+  auto layout = LayoutIslands(join.peers(), join.spec().sync().islands_by(), static_cast<int>(join.rank()));
+  if (!layout.ok()) return layout.status();
+  auto island = CreateGroup(SubgroupJoin(join, layout->my_island()), context, link, plane,
+                            absl::StrCat("island/", layout->island, "/"));
+  if (!island.ok()) return WithContext(island.status(), absl::StrCat("island ", layout->values[layout->island], ": "));
+  group->island = std::make_unique<GroupCommunicators>(*std::move(island));
+  if (layout->owns_shard()) {
+    auto cross = CreateGroup(SubgroupJoin(join, layout->cross), context, link, plane,
+                             absl::StrCat("cross/", layout->position, "/"));
+    if (!cross.ok()) return WithContext(cross.status(), absl::StrCat("cross group ", layout->position, ": "));
+    group->cross = std::make_unique<GroupCommunicators>(*std::move(cross));
+  }
+  group->islands = *std::move(layout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenerationResponse& join,
+                                                            const TrainingContext& context, CoordinatorLink* link) {
+  return CreateGroupCommunicatorsOn(join, context, link, DataPlaneOptions{});
+}
+
+CommunicatorFactory GroupCommunicatorsOn(DataPlaneOptions plane) {
+  return [plane = std::move(plane)](const v1::JoinGenerationResponse& join, const TrainingContext& context,
+                                    CoordinatorLink* link) {
+    return CreateGroupCommunicatorsOn(join, context, link, plane);
+  };
+}
+
+
+v1::JoinGenerationResponse SubgroupJoin(const v1::JoinGenerationResponse& join, const std::vector<int>& ranks) {
+  v1::JoinGenerationResponse sub = join;
+  sub.clear_peers();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    v1::Peer* peer = sub.add_peers();
+    *peer = join.peers(ranks[i]);
+    peer->set_rank(static_cast<int64_t>(i));
+    if (ranks[i] == join.rank()) sub.set_rank(static_cast<int64_t>(i));
+  }
+  sub.set_world_size(static_cast<int64_t>(ranks.size()));
+  return sub;
+}
+
+absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGenerationResponse& join,
+                                                              const TrainingContext& context, CoordinatorLink* link,
+                                                              const DataPlaneOptions& plane) {
+  auto group = CreateGroup(join, context, link, plane, "");
+  if (!group.ok() || join.spec().sync().islands_by().empty()) return group;
+  if (auto s = AddIslandGroups(join, context, link, plane, &*group); !s.ok()) return s;
   return group;
 }
 

@@ -6,13 +6,16 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/member_listener.h"
 #include "worker/train/generation/coordinator_link.h"
+#include "worker/train/sync/island_layout.h"
 #include "worker/train/training_context.h"
 
 namespace herd {
@@ -42,7 +45,18 @@ struct GroupCommunicators {
   std::unique_ptr<Communicator> nccl;
   // Gradients and averaging: nccl on cuda, else shm, else control.
   Communicator* data = nullptr;
+  // sync.islands_by: where this rank stands among the islands, and the
+  // communicators of its island and of its cross group (the ranks at its
+  // position in every island; absent where that position owns no shard),
+  // each built as this group is, over its own ranks.
+  std::optional<IslandLayout> islands;
+  std::unique_ptr<GroupCommunicators> island;
+  std::unique_ptr<GroupCommunicators> cross;
 };
+
+// The join of a subgroup: `ranks` (ascending ranks of `join`, this rank
+// among them) renumbered 0..n-1 in that order, with their peers.
+v1::JoinGenerationResponse SubgroupJoin(const v1::JoinGenerationResponse& join, const std::vector<int>& ranks);
 
 using CommunicatorFactory = std::function<absl::StatusOr<GroupCommunicators>(
     const v1::JoinGenerationResponse& join, const TrainingContext& context, CoordinatorLink* link)>;

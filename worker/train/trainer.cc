@@ -115,7 +115,17 @@ absl::Status Trainer::ConnectGroup() {
   comm_ = group_.control.get();
   replica_sum_ = std::make_unique<CommunicatorReplicaSum>(group_.data, ctx_.options().compute_mutex);
   collective_forward_ = ctx_.model()->SetReplicaSum(replica_sum_.get());
-  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), group_.data);
+  std::optional<IslandComms> islands;
+  if (group_.islands.has_value()) {
+    islands = IslandComms{&*group_.islands, group_.island->data, group_.cross != nullptr ? group_.cross->data : nullptr};
+    const IslandLayout& layout = *group_.islands;
+    LOG(INFO) << "island " << layout.values[static_cast<size_t>(layout.island)] << " (" << layout.my_island().size()
+              << " ranks) over " << group_.island->data->backend() << ", position " << layout.position << ", "
+              << (group_.cross != nullptr ? absl::StrCat("cross group of ", layout.cross.size(), " ranks over ",
+                                                         group_.cross->data->backend())
+                                          : std::string("no shard (its island is larger than the smallest)"));
+  }
+  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), group_.data, islands ? &*islands : nullptr);
   if (!sync.ok()) return sync.status();
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();

@@ -355,6 +355,116 @@ INSTANTIATE_TEST_SUITE_P(
                              /*resume_after_step=*/2}),
     [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
 
+// sync.islands_by: two islands of two ranks (sites a and b), ordered by
+// island as the coordinator orders them.
+const std::vector<std::string> kIslandWorkers = {"a0", "a1", "b0", "b1"};
+
+std::map<std::string, RankOutcome> RunIslands(const v1::JobSpec& spec, std::vector<Fault> faults,
+                                              InProcessJob** job_out = nullptr) {
+  static std::vector<std::unique_ptr<InProcessJob>> jobs;  // kept for the caller's checks
+  jobs.push_back(std::make_unique<InProcessJob>(spec, kIslandWorkers, std::move(faults)));
+  InProcessJob& job = *jobs.back();
+  for (const auto& id : kIslandWorkers) job.coordinator().SetLabels(id, {{"site", id.substr(0, 1)}});
+  if (job_out != nullptr) *job_out = &job;
+  return job.Run();
+}
+
+class IslandHealTest : public testing::TestWithParam<HealCase> {};
+
+// Islands train to the end with every rank bitwise identical (the trainer
+// verifies it across all four), and a failed generation heals: the job ends
+// bitwise where an uninterrupted run ends, so the outer state of every
+// shard, the island schedule and the sampler position were all carried,
+// and no committed step is lost.
+TEST_P(IslandHealTest, FailedGenerationEndsBitwiseWhereAnUninterruptedRunEnds) {
+  v1::JobSpec spec = HealSpec(GetParam());
+  spec.mutable_sync()->set_islands_by("site");
+  ASSERT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  InProcessJob* clean = nullptr;
+  auto reference = RunIslands(spec, {}, &clean);
+  for (const auto& id : kIslandWorkers) {
+    ASSERT_TRUE(reference[id].status.ok()) << id << ": " << reference[id].status;
+    EXPECT_TRUE(torch::equal(reference[id].params, reference["a0"].params)) << id;
+  }
+  EXPECT_EQ(clean->coordinator().generation(), 1);
+  ExpectEverySampleOnce(clean->LedgerContents(), spec.epochs());
+
+  InProcessJob* faulty = nullptr;
+  auto outcomes = RunIslands(spec, {CollectiveFailure(1, GetParam().fault_call, kIslandWorkers)}, &faulty);
+  for (const auto& id : kIslandWorkers) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].step, reference[id].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, reference[id].params)) << id << " ends elsewhere";
+  }
+  EXPECT_EQ(faulty->coordinator().generation(), 2);
+  EXPECT_FALSE(faulty->coordinator().failures().empty());
+  const LedgerReplay replay = ExpectEverySampleOnce(faulty->LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), GetParam().resume_after_step);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(faulty->coordinator(), 1));
+  EXPECT_GT(replay.rolled_back_records, 0) << "the fault came after the last step: nothing was re-run";
+}
+
+// Islands end elsewhere than the flat averaging of the same four ranks: the
+// island all-reduce and the shard rounds changed what was trained.
+TEST(InProcessIslands, IslandsTrainOtherwiseThanFlatAveraging) {
+  const v1::JobSpec flat_spec = Spec("average");
+  v1::JobSpec spec = flat_spec;
+  spec.mutable_sync()->set_islands_by("site");
+  auto islands = RunIslands(spec, {});
+  InProcessJob flat(flat_spec, kIslandWorkers, {});
+  auto plain = flat.Run();
+  ASSERT_TRUE(islands["a0"].status.ok()) << islands["a0"].status;
+  ASSERT_TRUE(plain["a0"].status.ok()) << plain["a0"].status;
+  EXPECT_EQ(islands["a0"].step, plain["a0"].step);
+  EXPECT_FALSE(torch::equal(islands["a0"].params, plain["a0"].params));
+}
+
+// An island that loses a member goes on at the smaller size: the next
+// generation has islands of 2 and 1 (one shard, a rank without one), heals
+// from the commits held, carries the outer state into the new layout and
+// ends with the survivors identical and every sample once.
+TEST(InProcessIslands, IslandLosingARankGoesOnAtTheSmallerSize) {
+  v1::JobSpec spec = Spec("average");
+  spec.mutable_sync()->set_islands_by("site");
+  InProcessJob* job_ptr = nullptr;
+  Fault crash{1, 10, {"b1"}, absl::InternalError("injected: the trainer crashed"),
+              [&job_ptr] { job_ptr->coordinator().SetMembers({"a0", "a1", "b0"}); }};
+  InProcessJob job(spec, kIslandWorkers, {crash});
+  job_ptr = &job;
+  for (const auto& id : kIslandWorkers) job.coordinator().SetLabels(id, {{"site", id.substr(0, 1)}});
+  auto outcomes = job.Run();
+
+  EXPECT_EQ(outcomes["b1"].status.code(), absl::StatusCode::kInternal) << outcomes["b1"].status;
+  for (const auto& id : {"a0", "a1", "b0"}) {
+    ASSERT_TRUE(outcomes[id].status.ok()) << id << ": " << outcomes[id].status;
+    EXPECT_EQ(outcomes[id].epoch, spec.epochs()) << id;
+    EXPECT_EQ(outcomes[id].step, outcomes["a0"].step) << id;
+    EXPECT_TRUE(torch::equal(outcomes[id].params, outcomes["a0"].params)) << id;
+  }
+  EXPECT_EQ(job.coordinator().generation(), 2);
+  const LedgerReplay replay = ExpectEverySampleOnce(job.LedgerContents(), spec.epochs());
+  ASSERT_EQ(replay.generation_start_step.count(2), 1u);
+  EXPECT_GT(replay.generation_start_step.at(2), 0);
+  EXPECT_GE(replay.generation_start_step.at(2), LastReportedStep(job.coordinator(), 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    IslandModes, IslandHealTest,
+    testing::Values(HealCase{"nesterov", "average", 12},
+                    // Rounds cross islands over their own groups: the
+                    // generation's control communicator (where the fault
+                    // is injected) carries fewer calls than in plain averaging.
+                    HealCase{"int8_fragments_overlap", "average", 10,
+                             [](v1::SyncSpec* s) {
+                               s->set_every(4);
+                               s->set_fragments(2);
+                               s->set_overlap(true);
+                               s->set_compression(v1::COMPRESSION_INT8);
+                             },
+                             /*resume_after_step=*/2}),
+    [](const testing::TestParamInfo<HealCase>& info) { return info.param.name; });
+
 // A folder of kSamples 1x8x8 training images (and 64 test images) with
 // random pixels and labels: image data for resnet_small.
 std::string TinyImageFolder() {

@@ -43,7 +43,7 @@ absl::Status TrainingStep::Run(int64_t last_commit_step, bool* epoch_end) {
   StepStats stats;
   ProgressWindow step_losses;  // skip_step holds the step's losses until the step is kept
   if (ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep) step_losses.Reset(ctx_.device(), step_losses.start);
-  RunMicroBatches(plan, local, mine, &timer, &stats, &step_losses);
+  RunMicroBatches(plan, local, &timer, &stats, &step_losses);
   if (!setup_.replica_sum->status().ok()) return setup_.replica_sum->status();
   timer.Lap();
   if (auto s = Update(local, step_losses); !s.ok()) return s;
@@ -68,15 +68,19 @@ absl::Status TrainingStep::Run(int64_t last_commit_step, bool* epoch_end) {
   return absl::OkStatus();
 }
 
-void TrainingStep::RunMicroBatches(const StepPlan& plan, bool local, int64_t mine, StepTimer* timer,
+void TrainingStep::RunMicroBatches(const StepPlan& plan, bool local, StepTimer* timer,
                                    StepStats* stats, ProgressWindow* step_losses) {
   const auto& micros = plan.micro_batches;
+  int64_t covered = 0;  // the samples of the ranks the gradient sum covers
+  for (int r : setup_.sync->GradientRanks(local)) {
+    if (static_cast<size_t>(r) < plan.takes.size()) covered += plan.takes[static_cast<size_t>(r)];
+  }
   const bool may_skip = ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep;
   // Undefined rather than zero: the next backward allocates fresh gradients
   // instead of accumulating into last step's bucket views.
   for (const auto& p : ctx_.params()) p.mutable_grad() = torch::Tensor();
   for (size_t m = 0; m < micros.size(); ++m) {
-    if (m + 1 == micros.size() && !local) setup_.sync->ArmBackward();
+    if (m + 1 == micros.size() && setup_.sync->SyncsGradients(local)) setup_.sync->ArmBackward(local);
     const auto& indices = micros[m];
     // A short last step leaves some ranks idle, unless the forward is a
     // collective: then they run it on no rows.
@@ -84,10 +88,11 @@ void TrainingStep::RunMicroBatches(const StepPlan& plan, bool local, int64_t min
     const Batch batch = setup_.feed->Take(indices);
     // The next step's batches are gathered while this one computes.
     if (m + 1 == micros.size()) setup_.feed->PrefetchNext(ctx_.position(), plan.global_count);
-    // Scaled so that summing gradients over ranks yields the global-batch
-    // mean; a local step takes the mean over this rank's samples instead.
+    // Scaled so that summing gradients over the ranks the sync sums them
+    // over yields the mean over their samples: the global batch's, this
+    // rank's own on a local step, the island's on an island's local step.
     const auto rows = static_cast<int64_t>(indices.size());
-    const double share = static_cast<double>(rows) / static_cast<double>(local ? mine : plan.global_count);
+    const double share = static_cast<double>(rows) / static_cast<double>(covered);
     ForwardBackward(batch, rows, share, timer, stats, may_skip ? step_losses : &book_.window());
   }
 }

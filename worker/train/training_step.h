@@ -49,7 +49,7 @@ class TrainingStep {
   std::optional<StepTimes> CloseTimes() { return times_.Close(); }
 
  private:
-  void RunMicroBatches(const StepPlan& plan, bool local, int64_t mine, StepTimer* timer, StepStats* stats,
+  void RunMicroBatches(const StepPlan& plan, bool local, StepTimer* timer, StepStats* stats,
                        ProgressWindow* step_losses);
   void ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer, StepStats* stats,
                        ProgressWindow* losses);

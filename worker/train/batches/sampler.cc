@@ -107,6 +107,7 @@ StepPlan EpochSampler::PlanStep(int64_t epoch, int64_t position, const std::vect
     rounds = std::max(rounds, (takes[r] + micro_batch - 1) / micro_batch);
   }
   plan.micro_batches.resize(static_cast<size_t>(rounds));
+  plan.takes = takes;
   int64_t offset = position;
   for (int64_t k = 0; k < rounds; ++k) {
     for (size_t r = 0; r < takes.size(); ++r) {

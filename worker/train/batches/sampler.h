@@ -29,6 +29,7 @@ struct StepSlice {
 struct StepPlan {
   std::vector<std::vector<int64_t>> micro_batches;
   int64_t global_count = 0;
+  std::vector<int64_t> takes;  // each rank's samples in the step (sum: global_count)
 };
 
 class EpochSampler {

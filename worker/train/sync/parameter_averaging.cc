@@ -446,6 +446,44 @@ absl::Status ParameterAveraging::RestoreOuterState(const std::vector<torch::Tens
   return RestoreFlat("outer optimizer state", state, OuterState());
 }
 
+std::vector<torch::Tensor> ParameterAveraging::OuterStateByParameter() const {
+  if (outer_.kind != OuterKind::kNesterov) return {};
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> state;
+  for (const auto& p : params_) state.push_back(torch::empty({p.numel()}, p.options().requires_grad(false)));
+  for (const Bucket* bucket : AllBuckets()) {
+    for (size_t j = 0; j < bucket->params.size(); ++j) {
+      const ParameterPiece& piece = pieces_[bucket->params[j]];
+      state[piece.param].narrow(0, piece.start, piece.numel).copy_(
+          bucket->momentum.narrow(0, bucket->offsets[j], piece.numel));
+    }
+  }
+  return state;
+}
+
+absl::Status ParameterAveraging::RestoreOuterStateByParameter(const std::vector<torch::Tensor>& state) {
+  const size_t expected = outer_.kind == OuterKind::kNesterov ? params_.size() : 0;
+  if (state.size() != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outer optimizer state has ", state.size(), " parameter tensors, expected ", expected));
+  }
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (state[i].numel() != params_[i].numel()) {
+      return absl::InvalidArgumentError(absl::StrCat("outer optimizer state of parameter ", i, " has ",
+                                                     state[i].numel(), " elements, expected ", params_[i].numel()));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (Bucket* bucket : AllBuckets()) {
+    for (size_t j = 0; j < bucket->params.size(); ++j) {
+      const ParameterPiece& piece = pieces_[bucket->params[j]];
+      bucket->momentum.narrow(0, bucket->offsets[j], piece.numel)
+          .copy_(state[piece.param].reshape({-1}).narrow(0, piece.start, piece.numel));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<torch::Tensor> ParameterAveraging::Residuals() const {
   std::vector<torch::Tensor> state;
   for (const Bucket* bucket : AllBuckets()) {

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/sync/averaging_rounds.h"
 #include "worker/train/sync/round_timeline.h"
 #include "worker/train/sync/sync_config.h"
 
@@ -68,21 +69,7 @@ struct ParameterAveragingOptions {
   OuterStepConfig outer;
 };
 
-// What the last round did.
-struct AveragingRoundStats {
-  int64_t rounds = 0;             // rounds so far, this one included
-  int64_t wire_bytes = 0;         // bytes this rank contributed to the round's collectives
-  double seconds = 0;             // this round's time blocking the caller (launch and finish)
-  double interval_seconds = 0;    // since the previous round ended (or the anchor was set)
-  // Where each fragment round finished by the last Finish spent its time.
-  std::vector<RoundTimeline> timelines;
-  // Each finished round's side payload (see Launch), all-gathered: rank r's
-  // values at [r * n, (r + 1) * n); empty for a round launched without one.
-  // The same on every rank, in the order of `timelines`.
-  std::vector<std::vector<float>> side_payloads;
-};
-
-class ParameterAveraging {
+class ParameterAveraging : public AveragingRounds {
  public:
   // INVALID_ARGUMENT for bucket sizes <= 0, a parameter that is not float32,
   // fewer parameter elements than fragments, or int8 with
@@ -90,13 +77,13 @@ class ParameterAveraging {
   static absl::StatusOr<std::unique_ptr<ParameterAveraging>> Create(std::vector<torch::Tensor> params,
                                                                    Communicator* comm,
                                                                    ParameterAveragingOptions options);
-  ~ParameterAveraging();
+  ~ParameterAveraging() override;
   ParameterAveraging(const ParameterAveraging&) = delete;
   ParameterAveraging& operator=(const ParameterAveraging&) = delete;
 
   // Takes the current parameters as the anchor. Only valid when every
   // replica holds the same values (after a broadcast or an all-reduce step).
-  void ResetAnchor();
+  void ResetAnchor() override;
 
   // Collective: every rank calls it at the same step, with no round in
   // flight (FAILED_PRECONDITION otherwise). Syncs every fragment. On success
@@ -105,7 +92,7 @@ class ParameterAveraging {
   // `weights[f]`: in fragment f's mean this rank's parameters count that
   // many times (the weights of all ranks sum to the world size); empty: a
   // plain mean.
-  absl::Status Round(const std::vector<double>& weights = {});
+  absl::Status Round(const std::vector<double>& weights = {}) override;
 
   // Collective: starts the round of `fragment`. Several may be in flight.
   // With `keep_local_steps`, Finish keeps the steps taken since the launch;
@@ -118,37 +105,45 @@ class ParameterAveraging {
   // issued after the round's data, so they add no round trip before it.
   // Every rank must pass as many.
   absl::Status Launch(int fragment, bool keep_local_steps, double weight = 1, bool overlap_scales = false,
-                      std::vector<float> side = {});
+                      std::vector<float> side = {}) override;
   // Collective: for each of the `count` oldest launched rounds (all, by
   // default) still exchanging its int8 scales, waits for them, encodes and
   // starts its data all-reduce.
-  absl::Status Advance(int count = -1);
+  absl::Status Advance(int count = -1) override;
   // Waits for the `count` oldest launched rounds (all, by default), in
   // launch order, and merges each into its fragment (see above). Counts as
   // one round in last_round().
-  absl::Status Finish(int count = -1);
-  bool in_flight() const { return !launched_.empty(); }
+  absl::Status Finish(int count = -1) override;
+  bool in_flight() const override { return !launched_.empty(); }
   int rounds_in_flight() const { return static_cast<int>(launched_.size()); }
-  int fragments() const { return static_cast<int>(fragments_.size()); }
+  int fragments() const override { return static_cast<int>(fragments_.size()); }
   // Parameter indices per fragment (registration order). Fragments cut the
   // flattened parameters into equal ranges, so one parameter may be in two.
   std::vector<std::vector<int>> fragment_params() const;
 
-  const AveragingRoundStats& last_round() const { return stats_; }
+  const AveragingRoundStats& last_round() const override { return stats_; }
 
   // This rank's int8 rounding residuals (one flat tensor per bucket; empty
   // without int8): like the inner optimizer state, local to the rank, kept
   // in its in-memory commits and not in checkpoints.
-  std::vector<torch::Tensor> Residuals() const;
+  std::vector<torch::Tensor> Residuals() const override;
   // Empty `state`: zero residuals (a rank starting from another's state).
-  absl::Status RestoreResiduals(const std::vector<torch::Tensor>& state);
+  absl::Status RestoreResiduals(const std::vector<torch::Tensor>& state) override;
 
   // The outer optimizer's state (nesterov momentum, one flat tensor per
   // bucket; empty for outer none), for checkpoints: the rest of the state is
   // the parameters themselves, which equal the anchor at every round.
-  std::vector<torch::Tensor> OuterState() const;
+  std::vector<torch::Tensor> OuterState() const override;
   // INVALID_ARGUMENT when `state` does not match this instance's buckets.
-  absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state);
+  absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) override;
+  // The same state laid out by parameter rather than by bucket: one flat
+  // float32 tensor per parameter (its elements in row-major order), empty
+  // for outer none. Independent of fragments and bucket sizes, so it moves
+  // between instances over different parts of a model (island shards).
+  std::vector<torch::Tensor> OuterStateByParameter() const;
+  // INVALID_ARGUMENT when `state` does not hold one tensor per parameter of
+  // its numel (or is not empty for outer none).
+  absl::Status RestoreOuterStateByParameter(const std::vector<torch::Tensor>& state);
   std::vector<int64_t> bucket_elements() const;
 
  private:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "worker/train/optim/grad_clip.h"
 #include "worker/train/sync/overlap_controller.h"
+#include "worker/train/sync/island_sync.h"
 #include "worker/train/sync/parameter_averaging.h"
 #include "worker/train/optim/sharded_optimizer.h"
 #include "worker/comm/peer_fault.h"
@@ -186,9 +187,21 @@ class ShardedAllReduceStrategy : public AllReduceStrategy {
 class AveragingStrategy : public SyncStrategy {
  public:
   AveragingStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config,
-                    std::unique_ptr<ParameterAveraging> averaging)
+                    std::unique_ptr<AveragingRounds> averaging)
       : SyncStrategy(std::move(params), data, config), config_(config), averaging_(std::move(averaging)) {
     ResetSamples();
+  }
+
+  // sync.islands_by: local steps sum their gradients over `island` (whose
+  // ranks in the generation are `island_ranks`), so an island's replicas
+  // stay identical between the rounds across islands.
+  void SumLocalStepsOver(Communicator* island, std::vector<int> island_ranks, const SyncConfig& config) {
+    island_gradients_ = std::make_unique<GradientSync>(params_, island, GradientOptions(config));
+    island_ranks_ = std::move(island_ranks);
+  }
+
+  const std::vector<int>& GradientRanks(bool local) const override {
+    return local && island_gradients_ != nullptr ? island_ranks_ : SyncStrategy::GradientRanks(local);
   }
 
   bool LocalStep(int64_t steps_done) const override { return steps_done >= config_.warmup_steps; }
@@ -207,6 +220,10 @@ class AveragingStrategy : public SyncStrategy {
     for (FragmentSamples& samples : samples_) {
       samples.rank += at.rank_samples;
       samples.step += at.step_samples;
+    }
+    if (island_gradients_ != nullptr) {
+      const GradientSyncStats& island = island_gradients_->last_stats();
+      Count(traffic, island.wire_bytes, island.exposed_wait_seconds);
     }
     ++traffic->local_steps;
     ++local_steps_since_full_sync_;
@@ -289,7 +306,15 @@ class AveragingStrategy : public SyncStrategy {
     } else if (config_.overlap_steps > 0) {
       overlap = absl::StrCat(", merged ", config_.overlap_steps, " step(s) after launch (overlap_steps)");
     }
-    return absl::StrCat("sync average: a round every ", config_.every, " local steps", fragments, " after ",
+    std::string islands;
+    if (island_gradients_ != nullptr) {
+      // Island gradients come only with island rounds (CreateIslandStrategy).
+      const auto* rounds = static_cast<const IslandRounds*>(averaging_.get());
+      islands = absl::StrCat(" across islands (local steps all-reduce over the island's ", island_ranks_.size(),
+                             " ranks; each round averages ", rounds->shards().size(), " shard(s) in parallel, ",
+                             rounds->owns_shard() ? "this rank one of them" : "this rank none", ")");
+    }
+    return absl::StrCat("sync average: a round every ", config_.every, " local steps", islands, fragments, " after ",
                         config_.warmup_steps, " all-reduce steps, outer ", OuterKindName(config_.outer.kind), overlap,
                         config_.int8_wire ? ", int8 wire with error feedback" : "");
   }
@@ -316,6 +341,10 @@ class AveragingStrategy : public SyncStrategy {
   }
 
  protected:
+  GradientSync* StepGradients(bool local) const override {
+    return local && island_gradients_ != nullptr ? island_gradients_.get() : SyncStrategy::StepGradients(local);
+  }
+  absl::Status GatherOptimizerState(torch::optim::Optimizer&) override { return averaging_->GatherOuterState(); }
   absl::Status RestoreOuterState(const std::vector<torch::Tensor>& state) override {
     return state.empty() ? absl::OkStatus() : averaging_->RestoreOuterState(state);
   }
@@ -465,7 +494,9 @@ class AveragingStrategy : public SyncStrategy {
   }
 
   const SyncConfig config_;
-  std::unique_ptr<ParameterAveraging> averaging_;
+  std::unique_ptr<AveragingRounds> averaging_;
+  std::unique_ptr<GradientSync> island_gradients_;  // sync.islands_by only
+  std::vector<int> island_ranks_;
   int64_t local_steps_since_full_sync_ = 0;
   bool in_sync_ = true;
   std::deque<RoundInFlight> rounds_;  // oldest first
@@ -484,16 +515,40 @@ class AveragingStrategy : public SyncStrategy {
   std::vector<FragmentSamples> samples_;
 };
 
+// Mode average across islands: rounds over each rank's shard and cross
+// group (island_sync.h), local steps summed over the island.
+absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateIslandStrategy(const SyncConfig& config,
+                                                                   std::vector<torch::Tensor> params,
+                                                                   Communicator* data, const IslandComms& islands,
+                                                                   const ParameterAveragingOptions& options) {
+  // Each cross group measures and weighs only its own ranks: tau or the
+  // weights would differ between an island's shards and their schedules
+  // part (job_spec.cc refuses both with islands_by).
+  if (config.overlap_auto || config.throughput_shares) {
+    return absl::InvalidArgumentError("sync.islands_by: overlap_steps auto and shares throughput are not supported");
+  }
+  auto rounds = IslandRounds::Create(params, *islands.layout, islands.island, islands.cross, options);
+  if (!rounds.ok()) return rounds.status();
+  auto strategy = std::make_unique<AveragingStrategy>(params, data, config, std::move(*rounds));
+  strategy->SumLocalStepsOver(islands.island, islands.layout->my_island(), config);
+  return std::unique_ptr<SyncStrategy>(std::move(strategy));
+}
+
 }  // namespace
 
 SyncStrategy::SyncStrategy(std::vector<torch::Tensor> params, Communicator* data, const SyncConfig& config)
     : params_(params),
       data_(data),
-      gradients_(std::make_unique<GradientSync>(std::move(params), data, GradientOptions(config))) {}
+      gradients_(std::make_unique<GradientSync>(std::move(params), data, GradientOptions(config))),
+      own_rank_{data->rank()} {
+  for (int r = 0; r < data->size(); ++r) all_ranks_.push_back(r);
+}
 
 SyncStrategy::~SyncStrategy() = default;
 
-void SyncStrategy::ArmBackward() { gradients_->ArmForBackward(); }
+void SyncStrategy::ArmBackward(bool local) {
+  if (GradientSync* gradients = StepGradients(local); gradients != nullptr) gradients->ArmForBackward();
+}
 
 absl::Status SyncStrategy::Update(bool local, const UpdateInputs& in) {
   if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
@@ -530,11 +585,12 @@ absl::StatusOr<bool> SyncStrategy::AgreeToSkip(const UpdateInputs& in) {
 
 absl::Status SyncStrategy::FinishGradients(bool local, int64_t step) {
   last_step_ = SyncStepCost{};
-  if (local) return absl::OkStatus();
+  GradientSync* gradients = StepGradients(local);
+  if (gradients == nullptr) return absl::OkStatus();
   const auto start = std::chrono::steady_clock::now();
-  absl::Status s = gradients_->Finish();
+  absl::Status s = gradients->Finish();
   last_step_.finish_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  last_step_.launched_during_backward = gradients_->last_stats().launched_during_backward;
+  last_step_.launched_during_backward = gradients->last_stats().launched_during_backward;
   return s.ok() ? s : AtStep(s, "gradient all-reduce", step);
 }
 
@@ -582,7 +638,7 @@ std::string SyncStrategy::BucketSummary() const {
 
 absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfig& config,
                                                                  std::vector<torch::Tensor> params,
-                                                                 Communicator* data) {
+                                                                 Communicator* data, const IslandComms* islands) {
   switch (config.mode) {
     case SyncMode::kAllReduce:
       if (config.shard_optimizer) return ShardedAllReduceStrategy::Create(std::move(params), data, config);
@@ -595,6 +651,7 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfi
       options.int8_wire = config.int8_wire;
       options.fragments = config.fragments;
       options.outer = config.outer;
+      if (islands != nullptr) return CreateIslandStrategy(config, std::move(params), data, *islands, options);
       auto averaging = ParameterAveraging::Create(params, data, options);
       if (!averaging.ok()) return averaging.status();
       return std::unique_ptr<SyncStrategy>(

@@ -39,6 +39,7 @@
 #include "worker/models/model.h"
 #include "worker/train/optim/fused_optimizer.h"
 #include "worker/train/sync/gradient_sync.h"
+#include "worker/train/sync/island_layout.h"
 #include "worker/train/step/host_reads.h"
 #include "worker/train/checkpoint/state_snapshot.h"
 #include "worker/train/sync/sync_config.h"
@@ -95,9 +96,17 @@ class SyncStrategy {
 
   // Whether the step after `steps_done` steps trains without gradient sync.
   virtual bool LocalStep(int64_t steps_done) const = 0;
-  // Before the backward of a non-local step's last micro-batch: its
-  // gradient hooks launch the sync's buckets as gradients arrive.
-  void ArmBackward();
+  // Whether the step's gradients are summed over ranks: every non-local
+  // step, and with sync.islands_by local steps too (over the island).
+  bool SyncsGradients(bool local) const { return StepGradients(local) != nullptr; }
+  // The ranks whose samples the step's summed gradient covers: each scales
+  // its loss by its samples over theirs, so the sum is their mean. All
+  // ranks on a non-local step, this rank alone on a local one, its island's
+  // ranks on an island's local step.
+  virtual const std::vector<int>& GradientRanks(bool local) const { return local ? own_rank_ : all_ranks_; }
+  // Before the backward of the last micro-batch of a step that syncs
+  // gradients: its gradient hooks launch the sync's buckets as gradients arrive.
+  void ArmBackward(bool local);
   // The replica update of a step, after its backward: finishes the gradient
   // sync (skipped on a local step), clips by the one rule (grad_clip.h),
   // steps the optimizer (the whole of it, or this rank's range), and shares
@@ -155,8 +164,10 @@ class SyncStrategy {
   // Before a commit is captured: makes the optimizer state whole.
   virtual absl::Status GatherOptimizerState(torch::optim::Optimizer&) { return absl::OkStatus(); }
 
+  // The gradient sync of a step, or null where it sums nothing.
+  virtual GradientSync* StepGradients(bool local) const { return local ? nullptr : gradients_.get(); }
   // Update's first part: the gradient sync finished (timed into last_step_),
-  // or nothing on a local step.
+  // or nothing where the step syncs no gradients.
   absl::Status FinishGradients(bool local, int64_t step);
   // Update's second part (skip_nonfinite): whether every rank drops the
   // step; sets last_step_.skipped. A collective.
@@ -174,11 +185,23 @@ class SyncStrategy {
   std::unique_ptr<GradientSync> gradients_;
   FusedOptimizerStep fused_;  // CUDA: the optimizer step as fused kernels
   SyncStepCost last_step_;
+  std::vector<int> all_ranks_;  // 0..size-1
+  std::vector<int> own_rank_;   // {rank}
 };
 
-// INVALID_ARGUMENT when the config cannot run on these parameters.
+// sync.islands_by: this rank's island and cross group, from the
+// generation's communicators (worker/train/group_communicators.h).
+struct IslandComms {
+  const IslandLayout* layout = nullptr;
+  Communicator* island = nullptr;
+  Communicator* cross = nullptr;  // null where this rank's position owns no shard
+};
+
+// INVALID_ARGUMENT when the config cannot run on these parameters. With
+// `islands` (sync.islands_by), mode average runs island rounds (island_sync.h).
 absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateSyncStrategy(const SyncConfig& config,
                                                                  std::vector<torch::Tensor> params,
-                                                                 Communicator* data);
+                                                                 Communicator* data,
+                                                                 const IslandComms* islands = nullptr);
 
 }  // namespace herd

@@ -61,6 +61,11 @@ void InProcessCoordinator::SetMembers(std::vector<std::string> worker_ids) {
   FormIfCompleteLocked();
 }
 
+void InProcessCoordinator::SetLabels(const std::string& worker_id, std::map<std::string, std::string> labels) {
+  std::lock_guard<std::mutex> lock(mu_);
+  labels_[worker_id] = std::move(labels);
+}
+
 void InProcessCoordinator::Fence() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!forming_) StartNextLocked();
@@ -125,8 +130,12 @@ absl::StatusOr<v1::JoinGenerationResponse> InProcessCoordinator::Join(const std:
       response.set_world_size(static_cast<int64_t>(formed_members_.size()));
       for (size_t i = 0; i < formed_members_.size(); ++i) {
         auto* peer = response.add_peers();
+        peer->set_rank(static_cast<int64_t>(i));
         peer->set_worker_id(formed_members_[i]);
         peer->set_address("127.0.0.1");
+        if (auto it = labels_.find(formed_members_[i]); it != labels_.end()) {
+          peer->mutable_labels()->insert(it->second.begin(), it->second.end());
+        }
       }
       *response.mutable_spec() = spec_;
       response.set_seed(seed_);

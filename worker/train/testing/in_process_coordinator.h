@@ -29,6 +29,10 @@ class InProcessCoordinator {
 
   // The workers of the next generation, in rank order.
   void SetMembers(std::vector<std::string> worker_ids);
+  // A worker's labels (herd-worker --label), handed to every rank in its
+  // generation's Peer.labels as the real coordinator does. The test orders
+  // members by island itself (SetMembers).
+  void SetLabels(const std::string& worker_id, std::map<std::string, std::string> labels);
   // Supersedes the current generation as the real coordinator's fencing does
   // (a worker joined or left): its members' next report is refused.
   void Fence();
@@ -68,6 +72,7 @@ class InProcessCoordinator {
   bool forming_ = true;               // generation_ + 1 is waiting for its members
   std::map<std::string, int64_t> joined_;  // worker -> generation it asked to join
   std::map<int64_t, std::shared_ptr<InMemoryStore>> stores_;
+  std::map<std::string, std::map<std::string, std::string>> labels_;
   std::vector<v1::ReportProgressRequest> reports_;
   std::vector<v1::ReportFailureRequest> failures_;
   std::string checkpoint_path_;
