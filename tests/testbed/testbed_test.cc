@@ -101,11 +101,22 @@ int Connect(const Testbed& bed, int from, const std::string& address, int port, 
   return fd;
 }
 
+// Whether a connection gets through within `timeout`. A connect can fail
+// fast rather than time out (EHOSTUNREACH when an address resolution begun
+// while a link was cut gives up): that attempt is over, not the question,
+// so it tries again until the timeout.
 bool CanConnect(const Testbed& bed, int from, int to, int port, milliseconds timeout) {
-  int fd = Connect(bed, from, AddressOf(bed, to), port, timeout);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= milliseconds(0)) return false;
+    int fd = Connect(bed, from, AddressOf(bed, to), port, left);
+    if (fd >= 0) {
+      close(fd);
+      return true;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
 }
 
 std::unique_ptr<Testbed> MustCreate(int hosts) {
