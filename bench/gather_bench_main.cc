@@ -20,8 +20,8 @@
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
 #include "worker/data/dataset.h"
-#include "worker/data/idx_test_files.h"
-#include "worker/data/npy_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
+#include "worker/data/testing/npy_test_files.h"
 
 namespace herd {
 namespace {

@@ -18,7 +18,7 @@
 #include "tests/harness/local_cluster.h"
 #include "tests/harness/lookup_model.h"
 #include "tests/harness/memory_cgroup.h"
-#include "worker/data/npy_test_files.h"
+#include "worker/data/testing/npy_test_files.h"
 
 namespace herd::testing {
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
-#include "worker/comm/ending_store.h"
+#include "worker/comm/testing/ending_store.h"
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/member_key_exchange.h"
 #include "worker/comm/member_socket.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "worker/comm/nccl_checks.h"
+#include "worker/comm/testing/nccl_checks.h"
 #include "worker/comm/nccl_device.h"
 
 namespace herd {

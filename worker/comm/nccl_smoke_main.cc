@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
-#include "worker/comm/nccl_checks.h"
+#include "worker/comm/testing/nccl_checks.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/nccl_device.h"
 

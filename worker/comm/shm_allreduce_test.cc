@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/comm/in_memory_store.h"
 
 namespace herd {

@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
-#include "worker/data/idx_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
 
 namespace herd {
 namespace {

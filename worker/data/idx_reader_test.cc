@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "worker/data/idx_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
 
 namespace herd {
 namespace {

@@ -11,8 +11,8 @@
 #include "gtest/gtest.h"
 #include "worker/data/data_error.h"
 #include "worker/data/dataset.h"
-#include "worker/data/idx_test_files.h"
-#include "worker/data/npy_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
+#include "worker/data/testing/npy_test_files.h"
 
 namespace herd {
 namespace {

@@ -1,7 +1,7 @@
 #include "worker/data/npy_header.h"
 
 #include "gtest/gtest.h"
-#include "worker/data/npy_test_files.h"
+#include "worker/data/testing/npy_test_files.h"
 
 namespace herd {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "worker/train/checkpoint/checkpoint_files.h"
-#include "worker/data/idx_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
 #include "worker/train/generation_loop.h"
 #include "worker/train/report/progress_reporter.h"
 #include "worker/train/sync/replicas.h"

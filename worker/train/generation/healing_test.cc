@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "common/sha256.h"
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 
 namespace herd {
 namespace {

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 
 namespace herd {
 namespace {

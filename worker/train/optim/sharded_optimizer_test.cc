@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/train/optim/grad_clip.h"
 #include "worker/train/checkpoint/state_snapshot.h"
 

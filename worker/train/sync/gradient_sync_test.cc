@@ -6,7 +6,7 @@
 #include <functional>
 #include <mutex>
 
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/shm_allreduce.h"
 

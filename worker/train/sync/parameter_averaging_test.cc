@@ -6,7 +6,7 @@
 #include <functional>
 #include <mutex>
 
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/train/sync/gradient_sync.h"
 #include "worker/train/sync/replicas.h"
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/train/sync/int8_wire.h"
 #include "worker/train/sync/parameter_averaging.h"
 

@@ -1,4 +1,4 @@
-#include "worker/data/npy_test_files.h"
+#include "worker/data/testing/npy_test_files.h"
 
 #include <fstream>
 #include <stdexcept>

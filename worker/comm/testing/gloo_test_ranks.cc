@@ -1,4 +1,4 @@
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/comm/nccl_checks.h"
+#include "worker/comm/testing/nccl_checks.h"
 
 #include <atomic>
 #include <chrono>
@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/comm/bfloat16.h"
-#include "worker/comm/ending_store.h"
+#include "worker/comm/testing/ending_store.h"
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/comm/nccl_device.h"

@@ -1,4 +1,4 @@
-#include "worker/data/idx_test_files.h"
+#include "worker/data/testing/idx_test_files.h"
 
 #include <zlib.h>
 
