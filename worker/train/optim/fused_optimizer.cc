@@ -50,7 +50,7 @@ bool Fusable(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGro
     if (!p.grad().defined()) continue;
     auto found = optimizer.state().find(OptimizerStateKey(p));
     bool has = false;
-    if (found != optimizer.state().end()) {
+    if (found != optimizer.state().end() && found->second != nullptr) {
       auto state = ReadParamState(*found->second);
       if (!state.ok() || state->kind != spec->kind) return false;
       has = spec->kind == OptimizerKind::kSgd && state->tensors[kMomentumBuffer].defined();

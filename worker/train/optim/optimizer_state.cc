@@ -98,6 +98,7 @@ ParamState NewParamState(const OptimizerStateSpec& spec, const torch::Tensor& pa
 int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer) {
   int64_t bytes = 0;
   for (const auto& [key, entry] : optimizer.state()) {
+    if (entry == nullptr) continue;
     auto state = ReadParamState(*entry);
     if (!state.ok()) continue;
     for (const torch::Tensor& t : state->tensors) bytes += Bytes(t);

@@ -54,7 +54,7 @@ absl::StatusOr<OptimizerStateSpec> ShardableSpec(torch::optim::Optimizer& optimi
 // -1 without state, else the step count (0 for SGD, which keeps none).
 absl::StatusOr<int64_t> StepOf(torch::optim::Optimizer& optimizer, const torch::Tensor& key) {
   auto found = optimizer.state().find(OptimizerStateKey(key));
-  if (found == optimizer.state().end()) return -1;
+  if (found == optimizer.state().end() || found->second == nullptr) return -1;
   auto state = ReadParamState(*found->second);
   if (!state.ok()) return state.status();
   return state->step;
@@ -209,7 +209,7 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
     if (Whole(own_[k])) continue;
     const OptimizerStateKeyType piece_key = OptimizerStateKey(own_tensors_[k]);
     auto whole = state.find(OptimizerStateKey(params_[own_[k].param]));
-    if (whole == state.end()) continue;
+    if (whole == state.end() || whole->second == nullptr) continue;
     auto whole_state = ReadParamState(*whole->second);
     if (!whole_state.ok()) continue;  // StepOwnRange and GatherState refuse such an optimizer
     // A piece's state: its elements of every tensor, the same step count.
@@ -379,21 +379,13 @@ OptimizerShards::StateBlocks OptimizerShards::PlanStateBlocks(const std::vector<
   return blocks;
 }
 
-absl::StatusOr<torch::Tensor> OptimizerShards::ExchangeStateBlocks(torch::optim::Optimizer& optimizer,
-                                                                   const std::vector<int64_t>& steps,
-                                                                   const OptimizerStateSpec& spec,
-                                                                   const StateBlocks& blocks) {
-  const size_t rank = static_cast<size_t>(comm_->rank());
-  const auto options = params_.front().options().requires_grad(false);
-  torch::Tensor gathered = torch::empty({blocks.buffer_elements}, options);
-  torch::Tensor send = blocks.all_gather ? torch::zeros({blocks.largest}, options)
-                                         : gathered.narrow(0, blocks.start[rank], blocks.elements[rank]);
-  // This rank's pieces, flat order: each piece's live state tensors in the spec's order.
+absl::Status OptimizerShards::PackOwnState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                                          const OptimizerStateSpec& spec, const torch::Tensor& send) const {
   int64_t offset = 0;
   for (size_t k = 0; k < own_.size(); ++k) {
     if (steps[own_[k].param] < 0) continue;
     auto found = optimizer.state().find(OptimizerStateKey(own_tensors_[k]));
-    if (found == optimizer.state().end()) {
+    if (found == optimizer.state().end() || found->second == nullptr) {
       return absl::InternalError(
           absl::StrCat("sync.shard_optimizer: this rank's piece of parameter ", own_[k].param, " has no state"));
     }
@@ -405,6 +397,19 @@ absl::StatusOr<torch::Tensor> OptimizerShards::ExchangeStateBlocks(torch::optim:
       offset += tensor.numel();
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> OptimizerShards::ExchangeStateBlocks(torch::optim::Optimizer& optimizer,
+                                                                   const std::vector<int64_t>& steps,
+                                                                   const OptimizerStateSpec& spec,
+                                                                   const StateBlocks& blocks) {
+  const size_t rank = static_cast<size_t>(comm_->rank());
+  const auto options = params_.front().options().requires_grad(false);
+  torch::Tensor gathered = torch::empty({blocks.buffer_elements}, options);
+  torch::Tensor send = blocks.all_gather ? torch::zeros({blocks.largest}, options)
+                                         : gathered.narrow(0, blocks.start[rank], blocks.elements[rank]);
+  if (auto s = PackOwnState(optimizer, steps, spec, send); !s.ok()) return s;
   const size_t element_size = gathered.element_size();
   if (blocks.all_gather) {
     if (auto s = comm_->AllGather(send.data_ptr(), static_cast<size_t>(blocks.largest) * element_size,

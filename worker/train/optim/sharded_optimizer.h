@@ -127,7 +127,11 @@ class OptimizerShards {
   // (-1 no state); INTERNAL where they disagree.
   absl::StatusOr<std::vector<int64_t>> GatherSteps(torch::optim::Optimizer& optimizer) const;
   StateBlocks PlanStateBlocks(const std::vector<int64_t>& steps, size_t live_tensors) const;
-  // Collective: every rank's piece state, packed in flat order.
+  // This rank's piece state into `send`: pieces in flat order, each piece's
+  // live state tensors in the spec's order.
+  absl::Status PackOwnState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                            const OptimizerStateSpec& spec, const torch::Tensor& send) const;
+  // Collective: every rank's piece state, packed by PackOwnState.
   absl::StatusOr<torch::Tensor> ExchangeStateBlocks(torch::optim::Optimizer& optimizer,
                                                     const std::vector<int64_t>& steps, const OptimizerStateSpec& spec,
                                                     const StateBlocks& blocks);
