@@ -48,7 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
-#include "worker/train/optim/optimizer_state.h"  // OptimizerStateBytes
+#include "worker/train/optim/optimizer_state.h"
 #include "worker/train/optim/shard_piece.h"
 
 namespace herd {
