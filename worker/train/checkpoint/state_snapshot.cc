@@ -1,22 +1,17 @@
 #include "worker/train/checkpoint/state_snapshot.h"
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "worker/train/optim/optimizer_state.h"
 
 namespace herd {
 namespace {
 
-using torch::optim::AdamParamState;
-using torch::optim::AdamWParamState;
 using torch::optim::OptimizerParamState;
-using torch::optim::SGDParamState;
 
 // Where a copy goes: the host (Capture of a host snapshot), a given device
 // (Apply: the parameter's), or unset: `from`'s own device.
@@ -39,34 +34,20 @@ void CopyTensor(const torch::Tensor& from, torch::Tensor* to, Destination destin
   to->copy_(from, /*non_blocking=*/to_host_from_device);
 }
 
-template <typename State>
-State* ReuseOrMake(std::unique_ptr<OptimizerParamState>* slot) {
-  if (auto* existing = dynamic_cast<State*>(slot->get())) return existing;
-  *slot = std::make_unique<State>();
-  return static_cast<State*>(slot->get());
-}
-
-template <typename AdamState>
-void CopyAdam(const AdamState& from, std::unique_ptr<OptimizerParamState>* slot, Destination destination) {
-  AdamState* to = ReuseOrMake<AdamState>(slot);
-  to->step(from.step());
-  CopyTensor(from.exp_avg(), &to->exp_avg(), destination);
-  CopyTensor(from.exp_avg_sq(), &to->exp_avg_sq(), destination);
-  CopyTensor(from.max_exp_avg_sq(), &to->max_exp_avg_sq(), destination);
-}
-
-// A deep copy of one parameter's optimizer state into `slot`.
+// A deep copy of one parameter's optimizer state into `slot`, into the
+// tensors already there where they fit.
 absl::Status CopyParamState(const OptimizerParamState& from, std::unique_ptr<OptimizerParamState>* slot,
                             Destination destination) {
-  if (const auto* sgd = dynamic_cast<const SGDParamState*>(&from)) {
-    CopyTensor(sgd->momentum_buffer(), &ReuseOrMake<SGDParamState>(slot)->momentum_buffer(), destination);
-  } else if (const auto* adamw = dynamic_cast<const AdamWParamState*>(&from)) {
-    CopyAdam(*adamw, slot, destination);
-  } else if (const auto* adam = dynamic_cast<const AdamParamState*>(&from)) {
-    CopyAdam(*adam, slot, destination);
-  } else {
-    return absl::UnimplementedError("in-memory snapshot: unsupported optimizer state");
+  auto state = ReadParamState(from);
+  if (!state.ok()) return absl::UnimplementedError("in-memory snapshot: unsupported optimizer state");
+  ParamState to{state->kind, state->step, {}};
+  if (*slot != nullptr) {
+    auto existing = ReadParamState(**slot);
+    if (existing.ok() && existing->kind == to.kind) to.tensors = existing->tensors;
   }
+  to.tensors.resize(state->tensors.size());
+  for (size_t i = 0; i < state->tensors.size(); ++i) CopyTensor(state->tensors[i], &to.tensors[i], destination);
+  WriteParamState(to, slot);
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "worker/train/optim/optimizer_state.h"
 #include "worker/train/step/torch_compat.h"
 
 namespace herd {
@@ -28,40 +29,36 @@ std::unique_ptr<torch::optim::OptimizerParamState>& StateSlot(torch::optim::Opti
   return optimizer.state()[OptimizerStateKey(p)];
 }
 
-// Adam and AdamW share their state type's fields; State is the state type.
-template <typename State>
-State& AdamState(torch::optim::Optimizer& optimizer, const torch::Tensor& p) {
-  auto& slot = StateSlot(optimizer, p);
-  if (slot == nullptr) {
-    auto state = std::make_unique<State>();
-    state->step(0);
-    state->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    state->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    slot = std::move(state);
-  }
-  return static_cast<State&>(*slot);
-}
-
 // Whether the fused kernels can step this group exactly as LibTorch would.
 bool Fusable(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group) {
   auto& options = group.options();
-  if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) return kHaveFusedAdam && !o->amsgrad();
-  if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) return kHaveFusedAdam && !o->amsgrad();
-  auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options);
-  if (o == nullptr || !kHaveFusedSgd) return false;
-  if (o->momentum() == 0) return true;
-  // LibTorch creates a momentum buffer on a parameter's first step; the
-  // kernel's is_first_step is one flag for the whole group.
+  const auto spec = StateSpecOf(options);
+  if (!spec.ok()) return false;
+  if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+    if (!kHaveFusedAdam || o->amsgrad()) return false;
+  } else if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+    if (!kHaveFusedAdam || o->amsgrad()) return false;
+  } else if (!kHaveFusedSgd) {
+    return false;
+  }
+  // The state there is the group's kind (Step reads it as such); and
+  // LibTorch creates a momentum buffer on a parameter's first step, while
+  // the kernel's is_first_step is one flag for the whole group.
   int with = 0;
   int without = 0;
   for (const auto& p : group.params()) {
     if (!p.grad().defined()) continue;
     auto found = optimizer.state().find(OptimizerStateKey(p));
-    const bool has = found != optimizer.state().end() &&
-                     static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().defined();
+    bool has = false;
+    if (found != optimizer.state().end() && found->second != nullptr) {
+      auto state = ReadParamState(*found->second);
+      if (!state.ok() || state->kind != spec->kind) return false;
+      has = spec->kind == OptimizerKind::kSgd && state->tensors[kMomentumBuffer].defined();
+    }
     (has ? with : without) += 1;
   }
-  return with == 0 || without == 0;
+  const auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options);
+  return sgd == nullptr || sgd->momentum() == 0 || with == 0 || without == 0;
 }
 
 }  // namespace
@@ -94,29 +91,26 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
     }
     if (params.empty()) continue;
     auto& options = group.options();
-    const bool adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options) != nullptr;
-    if (adamw || dynamic_cast<torch::optim::AdamOptions*>(&options) != nullptr) {
+    const OptimizerStateSpec spec = *StateSpecOf(options);  // Fusable checked it
+    if (spec.kind != OptimizerKind::kSgd) {
       std::vector<torch::Tensor> exp_avgs;
       std::vector<torch::Tensor> exp_avg_sqs;
       std::vector<torch::Tensor> steps;
       for (const auto& p : params) {
-        auto visit = [&](auto& state) {
-          exp_avgs.push_back(state.exp_avg());
-          exp_avg_sqs.push_back(state.exp_avg_sq());
-          steps.push_back(StepTensor(p, state.step()));
-          state.step(state.step() + 1);
-        };
-        if (adamw) {
-          visit(AdamState<torch::optim::AdamWParamState>(optimizer, p));
-        } else {
-          visit(AdamState<torch::optim::AdamParamState>(optimizer, p));
-        }
+        auto& slot = StateSlot(optimizer, p);
+        if (slot == nullptr) WriteParamState(NewParamState(spec, p, /*zeroed=*/true), &slot);
+        ParamState state = *ReadParamState(*slot);  // of the group's kind: Fusable checked it
+        exp_avgs.push_back(state.tensors[kExpAvg]);
+        exp_avg_sqs.push_back(state.tensors[kExpAvgSq]);
+        steps.push_back(StepTensor(p, state.step));
+        state.step += 1;
+        WriteParamState(state, &slot);
       }
       // The kernels read the count of the update they make (1 on the first,
       // for its bias correction) and do not increment it: PyTorch adds 1
       // before calling them, and so does this, in one multi-tensor kernel.
       torch::_foreach_add_(steps, 1);
-      if (adamw) {
+      if (spec.kind == OptimizerKind::kAdamW) {
         const auto& o = static_cast<torch::optim::AdamWOptions&>(options);
         FusedAdamStep(true, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
                       std::get<1>(o.betas()), o.weight_decay(), o.eps());
@@ -133,14 +127,15 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
     if (o.momentum() != 0) {
       for (const auto& p : params) {
         auto& slot = StateSlot(optimizer, p);
-        if (slot == nullptr) slot = std::make_unique<torch::optim::SGDParamState>();
-        auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
-        if (!state.momentum_buffer().defined()) {
+        ParamState state;  // SGD's, no tensors yet
+        if (slot != nullptr) state = *ReadParamState(*slot);  // of the group's kind: Fusable checked it
+        if (state.tensors.empty() || !state.tensors[kMomentumBuffer].defined()) {
           // LibTorch's first step copies the gradient in: so does the kernel.
-          state.momentum_buffer(torch::empty_like(p, torch::MemoryFormat::Preserve));
+          state = NewParamState(spec, p, /*zeroed=*/false);
+          WriteParamState(state, &slot);
           first = true;
         }
-        buffers.push_back(state.momentum_buffer());
+        buffers.push_back(state.tensors[kMomentumBuffer]);
       }
     }
     FusedSgdStep(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),

@@ -1,9 +1,5 @@
 #include "worker/train/optim/sharded_optimizer.h"
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,17 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/train/optim/grad_clip.h"
-#include "worker/train/checkpoint/state_snapshot.h"
+#include "worker/train/step/torch_compat.h"  // OptimizerStateKey
 
 namespace herd {
 namespace {
 
-using torch::optim::AdamOptions;
-using torch::optim::AdamParamState;
-using torch::optim::AdamWOptions;
-using torch::optim::AdamWParamState;
 using torch::optim::OptimizerParamState;
-using torch::optim::SGDParamState;
 
 int64_t Bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
@@ -48,101 +39,25 @@ torch::Tensor Cut(const torch::Tensor& t, int64_t offset, int64_t length) {
   return t.defined() ? ReadFlat(t, offset, length).clone() : t;
 }
 
-template <typename State>
-std::unique_ptr<OptimizerParamState> CutAdam(const State& whole, int64_t offset, int64_t length) {
-  auto piece = std::make_unique<State>(whole);  // step and the rest as they are
-  piece->exp_avg(Cut(whole.exp_avg(), offset, length));
-  piece->exp_avg_sq(Cut(whole.exp_avg_sq(), offset, length));
-  piece->max_exp_avg_sq(Cut(whole.max_exp_avg_sq(), offset, length));
-  return piece;
-}
-
-// A piece's state from a whole parameter's: its elements of every tensor,
-// the same step count.
-std::unique_ptr<OptimizerParamState> CutState(const OptimizerParamState& whole, int64_t offset, int64_t length) {
-  if (const auto* s = dynamic_cast<const SGDParamState*>(&whole)) {
-    auto piece = std::make_unique<SGDParamState>(*s);
-    piece->momentum_buffer(Cut(s->momentum_buffer(), offset, length));
-    return piece;
-  }
-  if (const auto* s = dynamic_cast<const AdamParamState*>(&whole)) return CutAdam(*s, offset, length);
-  if (const auto* s = dynamic_cast<const AdamWParamState*>(&whole)) return CutAdam(*s, offset, length);
-  return nullptr;
-}
-
-// The state tensors of one parameter or piece, in a fixed order: SGD's
-// momentum, or Adam's/AdamW's exp_avg, exp_avg_sq (and max_exp_avg_sq with
-// amsgrad). With `create`, missing ones are made (empty, like `like`) first.
-template <typename State>
-std::vector<torch::Tensor> AdamTensors(State* state, const torch::Tensor& like, bool amsgrad, bool create) {
-  if (create) {
-    state->exp_avg(torch::empty_like(like));
-    state->exp_avg_sq(torch::empty_like(like));
-    if (amsgrad) state->max_exp_avg_sq(torch::empty_like(like));
-  }
-  std::vector<torch::Tensor> tensors = {state->exp_avg(), state->exp_avg_sq()};
-  if (amsgrad) tensors.push_back(state->max_exp_avg_sq());
-  return tensors;
-}
-
-template <typename State>
-State* StateFor(torch::optim::Optimizer& optimizer, const torch::Tensor& key) {
-  auto& slot = optimizer.state()[OptimizerStateKey(key)];
-  if (slot == nullptr) slot = std::make_unique<State>();
-  return static_cast<State*>(slot.get());
-}
-
-// What GatherState needs to know of the optimizer.
-struct Kind {
-  bool sgd = false;
-  bool adamw = false;
-  bool amsgrad = false;
-  int64_t tensors = 0;  // state tensors per parameter
-};
-
-absl::StatusOr<Kind> KindOf(torch::optim::Optimizer& optimizer) {
+// What a sharded optimizer keeps per parameter: one parameter group (the
+// step swaps its parameters for the pieces) of an optimizer optimizer_state.h
+// describes.
+absl::StatusOr<OptimizerStateSpec> ShardableSpec(torch::optim::Optimizer& optimizer) {
   if (optimizer.param_groups().size() != 1) {
     return absl::UnimplementedError("sync.shard_optimizer: the optimizer must have exactly one parameter group");
   }
-  const auto& options = optimizer.param_groups().front().options();
-  Kind kind;
-  if (dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr) {
-    kind.sgd = true;
-  } else if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) {
-    kind.adamw = true;
-    kind.amsgrad = static_cast<const AdamWOptions&>(options).amsgrad();
-  } else if (dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr) {
-    kind.amsgrad = static_cast<const AdamOptions&>(options).amsgrad();
-  } else {
-    return absl::UnimplementedError("sync.shard_optimizer: unsupported optimizer (sgd, adam and adamw are)");
-  }
-  kind.tensors = kind.sgd ? 1 : (kind.amsgrad ? 3 : 2);
-  return kind;
-}
-
-// The state tensors of `key`'s entry (created, shaped like `like`, with `create`).
-std::vector<torch::Tensor> StateTensors(torch::optim::Optimizer& optimizer, const Kind& kind, const torch::Tensor& key,
-                                        const torch::Tensor& like, bool create) {
-  if (kind.sgd) {
-    auto* state = StateFor<SGDParamState>(optimizer, key);
-    if (create) state->momentum_buffer(torch::empty_like(like));
-    return {state->momentum_buffer()};
-  }
-  if (kind.adamw) return AdamTensors(StateFor<AdamWParamState>(optimizer, key), like, kind.amsgrad, create);
-  return AdamTensors(StateFor<AdamParamState>(optimizer, key), like, kind.amsgrad, create);
+  auto spec = StateSpecOf(optimizer.param_groups().front().options());
+  if (!spec.ok()) return absl::UnimplementedError(absl::StrCat("sync.shard_optimizer: ", spec.status().message()));
+  return spec;
 }
 
 // -1 without state, else the step count (0 for SGD, which keeps none).
-int64_t StepOf(const OptimizerParamState* state) {
-  if (state == nullptr) return -1;
-  if (const auto* a = dynamic_cast<const AdamParamState*>(state)) return a->step();
-  if (const auto* a = dynamic_cast<const AdamWParamState*>(state)) return a->step();
-  return 0;
-}
-
-void SetStep(OptimizerParamState* state, int64_t step) {
-  if (auto* a = dynamic_cast<AdamParamState*>(state)) a->step(step);
-  if (auto* a = dynamic_cast<AdamWParamState*>(state)) a->step(step);
+absl::StatusOr<int64_t> StepOf(torch::optim::Optimizer& optimizer, const torch::Tensor& key) {
+  auto found = optimizer.state().find(OptimizerStateKey(key));
+  if (found == optimizer.state().end() || found->second == nullptr) return -1;
+  auto state = ReadParamState(*found->second);
+  if (!state.ok()) return state.status();
+  return state->step;
 }
 
 // Restores the parameter group's parameters when the step is over, thrown or not.
@@ -187,20 +102,6 @@ std::vector<ShardPiece> ShardPieces(const std::vector<int64_t>& numels, int worl
     flat = end;
   }
   return pieces;
-}
-
-int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer) {
-  int64_t bytes = 0;
-  for (const auto& [key, state] : optimizer.state()) {
-    if (const auto* sgd = dynamic_cast<const SGDParamState*>(state.get())) {
-      bytes += Bytes(sgd->momentum_buffer());
-    } else if (const auto* adam = dynamic_cast<const AdamParamState*>(state.get())) {
-      bytes += Bytes(adam->exp_avg()) + Bytes(adam->exp_avg_sq()) + Bytes(adam->max_exp_avg_sq());
-    } else if (const auto* adamw = dynamic_cast<const AdamWParamState*>(state.get())) {
-      bytes += Bytes(adamw->exp_avg()) + Bytes(adamw->exp_avg_sq()) + Bytes(adamw->max_exp_avg_sq());
-    }
-  }
-  return bytes;
 }
 
 absl::StatusOr<std::unique_ptr<OptimizerShards>> OptimizerShards::Create(std::vector<torch::Tensor> params,
@@ -308,9 +209,15 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
     if (Whole(own_[k])) continue;
     const OptimizerStateKeyType piece_key = OptimizerStateKey(own_tensors_[k]);
     auto whole = state.find(OptimizerStateKey(params_[own_[k].param]));
-    if (whole != state.end()) {
-      state[piece_key] = CutState(*whole->second, own_[k].offset, own_[k].length);
-    }
+    if (whole == state.end() || whole->second == nullptr) continue;
+    auto whole_state = ReadParamState(*whole->second);
+    if (!whole_state.ok()) continue;  // StepOwnRange and GatherState refuse such an optimizer
+    // A piece's state: its elements of every tensor, the same step count.
+    std::unique_ptr<OptimizerParamState> piece;
+    WriteParamState(
+        MapStateTensors(*whole_state, [&](const torch::Tensor& t) { return Cut(t, own_[k].offset, own_[k].length); }),
+        &piece);
+    state[piece_key] = std::move(piece);
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     if (whole_params_.count(i) == 0) state.erase(OptimizerStateKey(params_[i]));
@@ -319,7 +226,7 @@ void OptimizerShards::DropForeignState(torch::optim::Optimizer& optimizer) {
 }
 
 absl::Status OptimizerShards::StepOwnRange(torch::optim::Optimizer& optimizer) {
-  if (auto kind = KindOf(optimizer); !kind.ok()) return kind.status();
+  if (auto spec = ShardableSpec(optimizer); !spec.ok()) return spec.status();
   DropForeignState(optimizer);
   {
     torch::NoGradGuard no_grad;
@@ -395,30 +302,41 @@ absl::StatusOr<double> OptimizerShards::ClipGradNorm(double max_norm) {
 }
 
 absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
-  auto kind_or = KindOf(optimizer);
-  if (!kind_or.ok()) return kind_or.status();
-  const Kind kind = *kind_or;
-  const size_t n = params_.size();
-  if (n == 0) return absl::OkStatus();
+  auto spec = ShardableSpec(optimizer);
+  if (!spec.ok()) return spec.status();
+  if (params_.empty()) return absl::OkStatus();
   DropForeignState(optimizer);  // the pieces hold this rank's whole share now
+  if (comm_->size() == 1) return absl::OkStatus();  // one rank: every piece is a whole parameter
   torch::NoGradGuard no_grad;
-  const int64_t world = comm_->size();
-  if (world == 1) return absl::OkStatus();  // one rank: every piece is a whole parameter
-  const int rank = comm_->rank();
+  auto steps = GatherSteps(optimizer);
+  if (!steps.ok()) return steps.status();
+  const StateBlocks blocks = PlanStateBlocks(*steps, spec->live_tensors);
+  if (blocks.largest == 0) {
+    pieces_hold_state_ = false;  // no state anywhere: none in pieces either
+    return absl::OkStatus();
+  }
+  auto gathered = ExchangeStateBlocks(optimizer, *steps, *spec, blocks);
+  if (!gathered.ok()) return gathered.status();
+  // Only now, with everything received, is the whole state made and the
+  // pieces' dropped: a failed gather leaves each rank with its own pieces.
+  AssembleWholeState(optimizer, *steps, *spec, blocks, *gathered);
+  return absl::OkStatus();
+}
 
-  // Collective 1: per parameter, what this rank's pieces of it hold: -2 no
-  // piece, -1 no state yet (none before the first step), else the step
-  // count (0 for SGD). On the parameters' device: NCCL moves device memory only.
+absl::StatusOr<std::vector<int64_t>> OptimizerShards::GatherSteps(torch::optim::Optimizer& optimizer) const {
+  // Per parameter, what this rank's pieces of it hold: -2 no piece, -1 no
+  // state yet (none before the first step), else the step count (0 for
+  // SGD). On the parameters' device: NCCL moves device memory only.
+  const size_t n = params_.size();
   std::vector<int64_t> own_steps(n, -2);
   for (size_t k = 0; k < own_.size(); ++k) {
-    auto found = optimizer.state().find(OptimizerStateKey(own_tensors_[k]));
-    own_steps[own_[k].param] = StepOf(found == optimizer.state().end() ? nullptr : found->second.get());
+    auto step = StepOf(optimizer, own_tensors_[k]);
+    if (!step.ok()) return step.status();
+    own_steps[own_[k].param] = *step;
   }
-  const auto device = params_.front().device();
-  // (world > 1 here: one rank returned above.)
   torch::Tensor mine =
-      torch::from_blob(own_steps.data(), {static_cast<int64_t>(n)}, torch::kInt64).clone().to(device);
-  torch::Tensor everyone = torch::empty({static_cast<int64_t>(n) * world}, mine.options());
+      torch::from_blob(own_steps.data(), {static_cast<int64_t>(n)}, torch::kInt64).clone().to(params_.front().device());
+  torch::Tensor everyone = torch::empty({static_cast<int64_t>(n) * comm_->size()}, mine.options());
   if (auto s = comm_->AllGather(mine.data_ptr(), n * sizeof(int64_t), everyone.data_ptr()); !s.ok()) return s;
   everyone = everyone.cpu();
   const int64_t* all = everyone.data_ptr<int64_t>();
@@ -436,73 +354,103 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
     seen[piece.param] = true;
     step[piece.param] = step_of(piece);
   }
+  return step;
+}
 
-  // Collective 2: every rank's piece state tensors, packed in flat order
-  // into one block per rank. One all-gather, each block padded to the
-  // largest, when that padding costs at most as much as the data itself;
-  // else (blocks far apart in size) one broadcast per rank of its exact block.
-  std::vector<int64_t> block_elements(static_cast<size_t>(world), 0);
+OptimizerShards::StateBlocks OptimizerShards::PlanStateBlocks(const std::vector<int64_t>& steps,
+                                                              size_t live_tensors) const {
+  const int64_t world = comm_->size();
+  StateBlocks blocks;
+  blocks.elements.assign(static_cast<size_t>(world), 0);
   for (const ShardPiece& piece : pieces_) {
-    if (step[piece.param] >= 0) block_elements[static_cast<size_t>(piece.rank)] += kind.tensors * piece.length;
-  }
-  const int64_t block = *std::max_element(block_elements.begin(), block_elements.end());
-  const int64_t total = std::accumulate(block_elements.begin(), block_elements.end(), int64_t{0});
-  if (block == 0) {
-    pieces_hold_state_ = false;  // no state anywhere: none in pieces either
-    return absl::OkStatus();
-  }
-  const bool all_gather = block * world <= 2 * total;  // every rank decides alike
-  std::vector<int64_t> start(static_cast<size_t>(world), 0);
-  for (int64_t r = 1; r < world; ++r) {
-    start[static_cast<size_t>(r)] = all_gather ? r * block : start[r - 1] + block_elements[r - 1];
-  }
-  const auto state_options = params_.front().options().requires_grad(false);
-  torch::Tensor gathered = torch::empty({all_gather ? block * world : total}, state_options);
-  torch::Tensor send = all_gather ? torch::zeros({block}, state_options)
-                                  : gathered.narrow(0, start[static_cast<size_t>(rank)],
-                                                   block_elements[static_cast<size_t>(rank)]);
-  int64_t offset = 0;
-  for (size_t k = 0; k < own_.size(); ++k) {
-    if (step[own_[k].param] < 0) continue;
-    for (const torch::Tensor& t : StateTensors(optimizer, kind, own_tensors_[k], own_tensors_[k], false)) {
-      send.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
-      offset += t.numel();
+    if (steps[piece.param] >= 0) {
+      blocks.elements[static_cast<size_t>(piece.rank)] += static_cast<int64_t>(live_tensors) * piece.length;
     }
   }
+  blocks.largest = *std::max_element(blocks.elements.begin(), blocks.elements.end());
+  const int64_t total = std::accumulate(blocks.elements.begin(), blocks.elements.end(), int64_t{0});
+  blocks.all_gather = blocks.largest * world <= 2 * total;  // every rank decides alike
+  blocks.buffer_elements = blocks.all_gather ? blocks.largest * world : total;
+  blocks.start.assign(static_cast<size_t>(world), 0);
+  for (size_t r = 1; r < blocks.start.size(); ++r) {
+    blocks.start[r] = blocks.all_gather ? static_cast<int64_t>(r) * blocks.largest
+                                        : blocks.start[r - 1] + blocks.elements[r - 1];
+  }
+  return blocks;
+}
+
+absl::Status OptimizerShards::PackOwnState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                                          const OptimizerStateSpec& spec, const torch::Tensor& send) const {
+  int64_t offset = 0;
+  for (size_t k = 0; k < own_.size(); ++k) {
+    if (steps[own_[k].param] < 0) continue;
+    auto found = optimizer.state().find(OptimizerStateKey(own_tensors_[k]));
+    if (found == optimizer.state().end() || found->second == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("sync.shard_optimizer: this rank's piece of parameter ", own_[k].param, " has no state"));
+    }
+    auto state = ReadParamState(*found->second);
+    if (!state.ok()) return state.status();
+    for (size_t t = 0; t < spec.live_tensors; ++t) {
+      const torch::Tensor& tensor = state->tensors[t];
+      send.narrow(0, offset, tensor.numel()).copy_(tensor.reshape({-1}));
+      offset += tensor.numel();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> OptimizerShards::ExchangeStateBlocks(torch::optim::Optimizer& optimizer,
+                                                                   const std::vector<int64_t>& steps,
+                                                                   const OptimizerStateSpec& spec,
+                                                                   const StateBlocks& blocks) {
+  const size_t rank = static_cast<size_t>(comm_->rank());
+  const auto options = params_.front().options().requires_grad(false);
+  torch::Tensor gathered = torch::empty({blocks.buffer_elements}, options);
+  torch::Tensor send = blocks.all_gather ? torch::zeros({blocks.largest}, options)
+                                         : gathered.narrow(0, blocks.start[rank], blocks.elements[rank]);
+  if (auto s = PackOwnState(optimizer, steps, spec, send); !s.ok()) return s;
   const size_t element_size = gathered.element_size();
-  if (world == 1) {
-    gathered.copy_(send);
-  } else if (all_gather) {
-    if (auto s = comm_->AllGather(send.data_ptr(), static_cast<size_t>(block) * element_size, gathered.data_ptr());
+  if (blocks.all_gather) {
+    if (auto s = comm_->AllGather(send.data_ptr(), static_cast<size_t>(blocks.largest) * element_size,
+                                  gathered.data_ptr());
         !s.ok()) {
       return s;
     }
-  } else {
-    std::vector<std::shared_ptr<Work>> works;
-    for (int r = 0; r < world; ++r) {
-      const int64_t elements = block_elements[static_cast<size_t>(r)];
-      if (elements == 0) continue;
-      torch::Tensor range = gathered.narrow(0, start[static_cast<size_t>(r)], elements);
-      works.push_back(comm_->BroadcastAsync(range.data_ptr(), static_cast<size_t>(elements) * element_size, r));
-    }
-    absl::Status first;
-    for (auto& work : works) first.Update(work->Wait());
-    if (!first.ok()) return first;
+    return gathered;
   }
+  std::vector<std::shared_ptr<Work>> works;
+  for (size_t r = 0; r < blocks.elements.size(); ++r) {
+    const int64_t elements = blocks.elements[r];
+    if (elements == 0) continue;
+    torch::Tensor range = gathered.narrow(0, blocks.start[r], elements);
+    works.push_back(
+        comm_->BroadcastAsync(range.data_ptr(), static_cast<size_t>(elements) * element_size, static_cast<int>(r)));
+  }
+  absl::Status first;
+  for (auto& work : works) first.Update(work->Wait());
+  if (!first.ok()) return first;
+  return gathered;
+}
 
-  // Only now, with everything received, is the whole state made and the
-  // pieces' dropped: a failed gather leaves each rank with its own pieces.
-  std::vector<std::vector<torch::Tensor>> whole(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (step[i] < 0 || whole_params_.count(i) > 0) continue;  // this rank's whole pieces are there already
-    whole[i] = StateTensors(optimizer, kind, params_[i], params_[i], /*create=*/true);
-    SetStep(optimizer.state()[OptimizerStateKey(params_[i])].get(), step[i]);
+void OptimizerShards::AssembleWholeState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                                         const OptimizerStateSpec& spec, const StateBlocks& blocks,
+                                         const torch::Tensor& gathered) {
+  // Whole state for every parameter with state, but those this rank owns
+  // whole (their state is there already): the live tensors to fill.
+  std::vector<std::vector<torch::Tensor>> whole(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (steps[i] < 0 || whole_params_.count(i) > 0) continue;
+    ParamState state = NewParamState(spec, params_[i], /*zeroed=*/false);
+    state.step = steps[i];
+    WriteParamState(state, &optimizer.state()[OptimizerStateKey(params_[i])]);
+    whole[i].assign(state.tensors.begin(), state.tensors.begin() + static_cast<std::ptrdiff_t>(spec.live_tensors));
   }
-  std::vector<int64_t> next = start;
+  std::vector<int64_t> next = blocks.start;
   for (const ShardPiece& piece : pieces_) {
-    if (step[piece.param] < 0) continue;
+    if (steps[piece.param] < 0) continue;
     int64_t& at = next[static_cast<size_t>(piece.rank)];
-    if (whole[piece.param].empty()) at += kind.tensors * piece.length;
+    if (whole[piece.param].empty()) at += static_cast<int64_t>(spec.live_tensors) * piece.length;
     for (torch::Tensor& t : whole[piece.param]) {
       WriteFlat(t, piece.offset, piece.length, gathered.narrow(0, at, piece.length));
       at += piece.length;
@@ -512,7 +460,6 @@ absl::Status OptimizerShards::GatherState(torch::optim::Optimizer& optimizer) {
     if (!Whole(own_[k])) optimizer.state().erase(OptimizerStateKey(own_tensors_[k]));
   }
   pieces_hold_state_ = false;
-  return absl::OkStatus();
 }
 
 }  // namespace herd

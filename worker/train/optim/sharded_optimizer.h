@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
+#include "worker/train/optim/optimizer_state.h"
 #include "worker/train/optim/shard_piece.h"
 
 namespace herd {
@@ -59,9 +60,6 @@ std::vector<int64_t> FlatShardBounds(int64_t total_elements, int world);
 // The pieces of tensors of `numels` elements each at `world` ranks, in flat
 // order (parameter, then offset); no empty pieces.
 std::vector<ShardPiece> ShardPieces(const std::vector<int64_t>& numels, int world);
-
-// Bytes of optimizer state held (every state tensor of every entry).
-int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer);
 
 class OptimizerShards {
  public:
@@ -114,6 +112,32 @@ class OptimizerShards {
 
  private:
   OptimizerShards(std::vector<torch::Tensor> params, Communicator* comm, std::vector<ShardPiece> pieces);
+
+  // GatherState's parts. Where each rank's packed piece state lies in the
+  // exchanged buffer: one padded all-gather, or one broadcast per rank of
+  // its exact block where the padding would cost more than the data.
+  struct StateBlocks {
+    std::vector<int64_t> elements;  // per rank
+    std::vector<int64_t> start;     // per rank: where its block starts in the buffer
+    int64_t largest = 0;
+    int64_t buffer_elements = 0;
+    bool all_gather = false;
+  };
+  // Collective: per parameter, the step count its owners' pieces agree on
+  // (-1 no state); INTERNAL where they disagree.
+  absl::StatusOr<std::vector<int64_t>> GatherSteps(torch::optim::Optimizer& optimizer) const;
+  StateBlocks PlanStateBlocks(const std::vector<int64_t>& steps, size_t live_tensors) const;
+  // This rank's piece state into `send`: pieces in flat order, each piece's
+  // live state tensors in the spec's order.
+  absl::Status PackOwnState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                            const OptimizerStateSpec& spec, const torch::Tensor& send) const;
+  // Collective: every rank's piece state, packed by PackOwnState.
+  absl::StatusOr<torch::Tensor> ExchangeStateBlocks(torch::optim::Optimizer& optimizer,
+                                                    const std::vector<int64_t>& steps, const OptimizerStateSpec& spec,
+                                                    const StateBlocks& blocks);
+  // The whole per-parameter state from the exchanged pieces; drops the pieces'.
+  void AssembleWholeState(torch::optim::Optimizer& optimizer, const std::vector<int64_t>& steps,
+                          const OptimizerStateSpec& spec, const StateBlocks& blocks, const torch::Tensor& gathered);
 
   bool Whole(const ShardPiece& piece) const { return piece.length == params_[piece.param].numel(); }
   // The parameter's elements of `piece` (flat, logical order), and writing them.

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/train/optim/grad_clip.h"
-#include "worker/train/checkpoint/state_snapshot.h"
+#include "worker/train/step/torch_compat.h"  // OptimizerStateKey
 
 namespace herd {
 namespace {
