@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/gloo_test_ranks.h"
+#include "worker/comm/testing/gloo_test_ranks.h"
 #include "worker/train/optim/optimizer_factory.h"
 #include "worker/train/optim/sharded_optimizer.h"
 #include "worker/train/step/torch_compat.h"
