@@ -445,7 +445,7 @@ TEST(Testbed, ShapedAndDelayedLinkCarriesTheRate) {
   std::cout << "relay: " << *stats;
 }
 
-// The example: 2 sites x 2 hosts, 1 Gbit/s inside a site, 50 Mbit/s
+// A typical two-datacenter shape: 2 sites x 2 hosts, 1 Gbit/s inside a site, 50 Mbit/s
 // and 40 ms one way between the sites.
 TestbedOptions TwoSites(std::string site_rate, int site_delay_ms, std::string wan_rate, int wan_delay_ms) {
   TestbedOptions options;
