@@ -72,6 +72,12 @@ struct JobRecord {
   // or ends. Mirrored in info.unresponsive; not persisted (a restarted
   // coordinator re-admits them as it re-admits every held worker).
   std::map<std::string, v1::UnresponsiveMember> unresponsive;
+  // Worker id -> the last formed generation it was a member of. A member
+  // cut off from the coordinator may finish training unheard while a loss
+  // starts the next generation without it; its trainer's finishing exit for
+  // the generation it served still ends the job (ApplyTrainerExit).
+  // Persisted.
+  std::map<std::string, int64_t> served;
 };
 
 struct WorkerRecord {

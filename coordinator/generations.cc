@@ -104,6 +104,7 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
   generation.start_step = info.step();
   for (const std::string& member : generation.members) {
     SetWorker(state.workers.at(member), v1::BUSY, info.id(), changes);
+    job.served[member] = generation.number;
   }
   MirrorGeneration(job);
   info.set_state(v1::RUNNING);
@@ -419,11 +420,16 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   JobRecord& job = it->second;
   Generation& generation = job.generation;
   if (job.info.state() != v1::RUNNING) return changes;
+  const bool finished_training = exit.exit_code() == v1::TRAINER_EXIT_OK && exit.has_final_progress();
   // Only a worker the job holds may end it: a worker credential must not
-  // fail other jobs by naming them.
+  // fail other jobs by naming them. A finishing exit also counts from a
+  // worker that served in the generation it names, though a loss (its lease
+  // lapsed while it trained on, cut off) let it go since.
   auto worker = state.workers.find(worker_id);
+  auto served = job.served.find(worker_id);
   const bool holds_job = generation.RankOf(worker_id) >= 0 ||
-                         (worker != state.workers.end() && worker->second.job_id == job.info.id());
+                         (worker != state.workers.end() && worker->second.job_id == job.info.id()) ||
+                         (finished_training && served != job.served.end() && served->second == exit.generation());
   if (!holds_job) return changes;
   if (exit.exit_code() == v1::TRAINER_EXIT_JOB_ERROR) {
     // Whatever generation it came from, another one would fail the same way.
@@ -439,7 +445,6 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   // point, whose collectives (replica check, final agreement) every rank of
   // its generation took part in: training is complete. A member lost after
   // that, even one whose loss already re-formed the job, costs nothing.
-  const bool finished_training = exit.exit_code() == v1::TRAINER_EXIT_OK && exit.has_final_progress();
   if (finished_training && exit.generation() != generation.number) {
     if (exit.final_progress().step() >= job.info.step()) RecordProgress(job, exit.final_progress());
     FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
