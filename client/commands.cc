@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/progress.h"
+#include "client/unreachable.h"
 #include "common/control_chars.h"
 #include "common/job_spec.h"
 #include "common/job_spec_yaml.h"
@@ -145,8 +146,10 @@ int Watch(const CommandContext& context, const std::string& job_id) {
 
 int ReportRpcError(const CommandContext& context, const absl::Status& status) {
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    *context.err << "herd: cannot reach coordinator at " << context.options.coordinator << ": "
-                 << EscapeControlChars(status.message()) << "\n";
+    *context.err << "herd: "
+                 << EscapeControlChars(CannotReach({context.options.coordinator},
+                                                   ConnectFailureCause(std::string(status.message()))))
+                 << "\n";
     return kExitUnreachable;
   }
   // Messages may quote names and reasons: printed inert.
