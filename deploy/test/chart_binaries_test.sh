@@ -36,12 +36,13 @@ render_all() {
   render default --set $TOKENS
   render gpu --set $TOKENS,worker.gpu.enabled=true,worker.gpu.count=2
   render tls --set $TOKENS "${TLS_VALUES[@]}"
+  render ha --set $TOKENS --set coordinator.replicas=2,etcd.enabled=true
   render extra --set $TOKENS --set 'coordinator.extraArgs={--tls-require-client-cert}' \
     --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
 }
 
 coordinator_flags_are_known() {
-  for rendering in default tls extra; do
+  for rendering in default tls extra ha; do
     flags_known "$COORDINATOR_BIN" "$rendering" coordinator coordinator
   done
 }
