@@ -61,6 +61,10 @@ class FakeJobService final : public v1::JobService::Service {
       while (!context->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return grpc::Status::CANCELLED;
     }
+    if (request->id() == "unstored") {
+      // Reached, but its store is not: what a coordinator says with etcd down.
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "state change not persisted: etcd txn failed");
+    }
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->id());
     if (it == jobs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + request->id());
@@ -520,6 +524,12 @@ TEST_F(CommandsTest, NoCoordinatorOfSeveralAnsweringIsSaidPlainly) {
   EXPECT_EQ(Herd({"status", "job-1", "--coordinator", dead[0] + "," + dead[1]}), kExitUnreachable);
   EXPECT_EQ(err_.str(),
             "herd: cannot reach the coordinator at " + dead[0] + ", " + dead[1] + ": connection refused\n");
+}
+
+TEST_F(CommandsTest, AnUnavailableCoordinatorThatAnsweredIsNotCalledUnreachable) {
+  EXPECT_EQ(Herd({"status", "unstored"}), kExitUnreachable);
+  EXPECT_EQ(err_.str(), "herd: the coordinator at " + address_ +
+                            " is unavailable: state change not persisted: etcd txn failed\n");
 }
 
 TEST_F(CommandsTest, DeadlineOnEveryCall) {

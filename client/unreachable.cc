@@ -27,8 +27,10 @@ constexpr char kConnectFailure[] = "failed to connect to all addresses; last err
 
 }  // namespace
 
+bool IsConnectFailure(const std::string& message) { return absl::StartsWith(message, kConnectFailure); }
+
 void AddressAnswers::Note(const std::string& address, const std::string& message) {
-  const bool connect_failed = absl::StartsWith(message, kConnectFailure);
+  const bool connect_failed = IsConnectFailure(message);
   auto answer = std::find_if(answers_.begin(), answers_.end(), [&](const Answer& a) { return a.address == address; });
   if (answer == answers_.end()) answer = answers_.insert(answers_.end(), Answer{address, "", false});
   if (answer->connect_failed && connect_failed) return;
@@ -43,7 +45,7 @@ std::string AddressAnswers::Reason() const {
 }
 
 std::string ConnectFailureCause(const std::string& message) {
-  if (!absl::StartsWith(message, kConnectFailure)) return message;
+  if (!IsConnectFailure(message)) return message;
   const size_t last = message.rfind(": ");
   std::string cause = message.substr(last + 2);
   if (cause.empty()) return message;

@@ -36,6 +36,10 @@ class AddressAnswers {
   std::vector<Answer> answers_;
 };
 
+// Whether `message` is gRPC's for an address it could not connect to (not an
+// answer from the server).
+bool IsConnectFailure(const std::string& message);
+
 // gRPC's message for an address it could not connect to ("failed to connect
 // to all addresses; last error: UNKNOWN: ipv4:HOST:PORT: Failed to connect to
 // remote host: Connection refused") cut to its cause ("connection refused"):
