@@ -52,6 +52,16 @@ coordinator_flags_are_known() {
   done
 }
 
+# The chart's etcd (etcd.enabled) runs etcd 3.5 by default; Debian's 3.4
+# here must know every flag it renders too (3.4 or later is supported).
+etcd_flags_are_known() {
+  if [ ! -x "$ETCD_BIN" ]; then
+    echo "SKIP: $ETCD_BIN is missing (Debian's etcd-server; scripts/setup.sh installs it)"
+    return 0
+  fi
+  flags_known "$ETCD_BIN" ha etcd etcd
+}
+
 worker_flags_are_known() {
   for rendering in default gpu tls extra; do
     flags_known "$WORKER_BIN" "$rendering" worker worker
@@ -239,6 +249,7 @@ ha_coordinators_run() {
 render_all || die "rendering failed"
 run_case coordinator_flags_are_known coordinator_flags_are_known
 run_case worker_flags_are_known worker_flags_are_known
+run_case etcd_flags_are_known etcd_flags_are_known
 run_case rendered_pods_run rendered_pods_run
 run_case existing_secret_pods_run existing_secret_pods_run
 run_case mutual_tls_pods_run mutual_tls_pods_run
