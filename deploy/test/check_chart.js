@@ -157,6 +157,10 @@ function checkOwnEtcd() {
   assert.equal(e.readinessProbe.httpGet.path, "/health");
   assert.ok(e.livenessProbe.tcpSocket, "a member without a quorum is not restarted for it");
   checkSecurity(etcd, "etcd");
+  // Drains keep a quorum up.
+  const [budget] = r.all("PodDisruptionBudget").filter((b) => selects(b.spec.selector.matchLabels, podLabels(etcd)));
+  assert.ok(budget, "a PodDisruptionBudget for the members");
+  assert.equal(budget.spec.minAvailable, Math.floor(etcd.spec.replicas / 2) + 1, "a quorum stays up");
   // Only coordinators reach the client port, only members the peer port.
   const policy = r.all("NetworkPolicy").find((p) => selects(p.spec.podSelector.matchLabels, podLabels(etcd)));
   assert.ok(policy, "etcd has a NetworkPolicy");
