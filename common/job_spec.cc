@@ -413,6 +413,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   if (auto s = ValidateSyncSpec(spec.sync()); !s.ok()) return s;
+  if (spec.sync().min_workers_per_island() > spec.max_workers()) {
+    return Bad("sync.min_workers_per_island",
+               absl::StrCat("must be <= max_workers (", spec.max_workers(), "), got ",
+                            spec.sync().min_workers_per_island(), ": no island could ever have that many ranks"));
+  }
   if (auto s = ValidatePlacement(spec.placement()); !s.ok()) return s;
 
   if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
@@ -439,6 +444,7 @@ void ApplySyncDefaults(v1::SyncSpec* sync) {
   if (sync->fragments() == 0) sync->set_fragments(1);
   if (sync->overlap() && sync->overlap_steps() == 0) sync->set_overlap_steps(1);
   if (sync->shares() == v1::SHARES_UNSPECIFIED) sync->set_shares(v1::SHARES_EQUAL);
+  if (!sync->islands_by().empty() && sync->min_workers_per_island() == 0) sync->set_min_workers_per_island(1);
   if (sync->outer().kind() == v1::OUTER_KIND_UNSPECIFIED) sync->mutable_outer()->set_kind(v1::OUTER_KIND_NONE);
   if (sync->outer().kind() == v1::OUTER_KIND_NESTEROV) {
     if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
@@ -503,6 +509,12 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     if (sync.shares() == v1::SHARES_THROUGHPUT) {
       return Bad("sync.islands_by", "does not support sync.shares throughput yet");
     }
+  }
+  if (auto s = CheckRange("sync.min_workers_per_island", sync.min_workers_per_island(), 0, kMaxWorkers); !s.ok()) {
+    return s;
+  }
+  if (sync.min_workers_per_island() > 0 && sync.islands_by().empty()) {
+    return Bad("sync.min_workers_per_island", "needs sync.islands_by (it is the fewest ranks an island may have)");
   }
   return absl::OkStatus();
 }

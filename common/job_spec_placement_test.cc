@@ -84,5 +84,31 @@ TEST(JobSpecPlacement, IslandsByRefusesWhatCrossGroupsCannotAgreeOn) {
             "sync.islands_by: does not support sync.shares throughput yet");
 }
 
+TEST(JobSpecPlacement, MinWorkersPerIslandIsOneByDefaultWithIslands) {
+  auto spec = Parsed("sync: {mode: average, islands_by: site}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->sync().min_workers_per_island(), 1);
+  auto flat = Parsed("sync: {mode: average}\n");
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(flat->sync().min_workers_per_island(), 0);
+
+  auto two = Parsed("max_workers: 4\nsync: {mode: average, islands_by: site, min_workers_per_island: 2}\n");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->sync().min_workers_per_island(), 2);
+  EXPECT_TRUE(ValidateJobSpec(*two).ok()) << ValidateJobSpec(*two);
+}
+
+TEST(JobSpecPlacement, MinWorkersPerIslandIsCheckedNamingTheField) {
+  EXPECT_EQ(Invalid("sync: {mode: average, min_workers_per_island: 2}\n"),
+            "sync.min_workers_per_island: needs sync.islands_by (it is the fewest ranks an island may have)");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: -1}\n"),
+            "sync.min_workers_per_island: must be in [0, 4096], got -1");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: 3}\n"),
+            "sync.min_workers_per_island: must be <= max_workers (2), got 3: no island could ever have that many "
+            "ranks");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: two}\n"),
+            "sync.min_workers_per_island: expected an integer, got 'two'");
+}
+
 }  // namespace
 }  // namespace herd
