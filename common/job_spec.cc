@@ -177,7 +177,10 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
     return Bad("global_batch_size", absl::StrCat(global, " is below min_workers (", spec.min_workers(),
                                                  "): every rank needs at least one sample per step"));
   }
-  if (global % spec.min_workers() != 0) {
+  // With islands the step is split among the islands first
+  // (IslandShares), so no world size splits it evenly in general.
+  const bool islands = !spec.sync().islands_by().empty();
+  if (!islands && global % spec.min_workers() != 0) {
     return Bad("global_batch_size", absl::StrCat(global, " is not divisible by min_workers (", spec.min_workers(),
                                                  "): the minimum world could not split it evenly"));
   }
@@ -191,12 +194,14 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
                                                   SpecName(spec.optimizer().scale_lr()),
                                                   ": the global batch does not change with the world size"));
   }
-  const int64_t largest_share = (global + spec.min_workers() - 1) / spec.min_workers();
+  // With islands, an island of one rank may take the whole step.
+  const int64_t largest_share = islands ? global : (global + spec.min_workers() - 1) / spec.min_workers();
   const int64_t micro_batches = (largest_share + spec.batch_size() - 1) / spec.batch_size();
   if (micro_batches > 65536) {
-    return Bad("global_batch_size", absl::StrCat(global, " needs ", micro_batches, " micro-batches of batch_size ",
-                                                 spec.batch_size(), " per rank at min_workers ", spec.min_workers(),
-                                                 " (at most 65536)"));
+    return Bad("global_batch_size",
+               absl::StrCat(global, " needs ", micro_batches, " micro-batches of batch_size ", spec.batch_size(),
+                            islands ? " on a rank alone in its island" : " per rank at min_workers ",
+                            islands ? "" : absl::StrCat(spec.min_workers()), " (at most 65536)"));
   }
   return absl::OkStatus();
 }

@@ -110,5 +110,17 @@ TEST(JobSpecPlacement, MinWorkersPerIslandIsCheckedNamingTheField) {
             "sync.min_workers_per_island: expected an integer, got 'two'");
 }
 
+TEST(JobSpecPlacement, GlobalBatchWithIslandsNeedNotDivideByMinWorkers) {
+  // The step is split among the islands first: 2 sites of 2 at min_workers 3.
+  auto spec = Parsed("min_workers: 3\nmax_workers: 4\nglobal_batch_size: 64\nsync: {mode: average, islands_by: site}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  EXPECT_EQ(Invalid("min_workers: 3\nmax_workers: 4\nglobal_batch_size: 64\nsync: {mode: average}\n"),
+            "global_batch_size: 64 is not divisible by min_workers (3): the minimum world could not split it evenly");
+  EXPECT_EQ(Invalid("global_batch_size: 524296\nsync: {mode: average, islands_by: site}\n"),
+            "global_batch_size: 524296 needs 65537 micro-batches of batch_size 8 on a rank alone in its island "
+            "(at most 65536)");
+}
+
 }  // namespace
 }  // namespace herd
