@@ -135,8 +135,15 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
     // the job holds it (HeldForJob) until its island can rejoin.
     if (!Contains(survivors, member)) ReleaseWorker(state, member, job.info.id(), changes);
   }
+  std::vector<std::string> candidates = generation.members;
+  candidates.insert(candidates.end(), idle.begin(), idle.end());
+  const std::map<std::string, int64_t> sitting_out = IslandsSittingOut(state, spec, candidates, chosen);
   generation.members = survivors;
   Form(state, job, joiners, now, changes);
+  // Why an island with workers at hand does not train, until the next one forms.
+  if (!sitting_out.empty()) {
+    job.info.set_reason(IslandsSittingOutText(sitting_out, spec.sync().min_workers_per_island()));
+  }
   return true;
 }
 

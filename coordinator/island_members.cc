@@ -89,4 +89,19 @@ std::vector<std::string> ChooseMembers(const ClusterState& state, const v1::JobS
   return chosen;
 }
 
+std::map<std::string, int64_t> IslandsSittingOut(const ClusterState& state, const v1::JobSpec& spec,
+                                                 const std::vector<std::string>& candidates,
+                                                 const std::vector<std::string>& chosen) {
+  const std::string& key = spec.sync().islands_by();
+  std::map<std::string, int64_t> out;
+  if (key.empty()) return out;
+  std::set<std::string> chosen_islands;
+  for (const std::string& id : chosen) chosen_islands.insert(IslandOf(state, key, id));
+  for (const std::string& id : candidates) {
+    const std::string island = IslandOf(state, key, id);
+    if (!chosen_islands.count(island)) ++out[island];
+  }
+  return out;
+}
+
 }  // namespace herd::coordinator

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,12 @@ namespace herd::coordinator {
 std::vector<std::string> ChooseMembers(const ClusterState& state, const v1::JobSpec& spec,
                                        const std::vector<std::string>& survivors,
                                        const std::vector<std::string>& joiners, int64_t limit);
+
+// The islands of `candidates` none of which ChooseMembers chose (they sit
+// out), each with how many of its workers were available, by label value.
+// Empty without islands.
+std::map<std::string, int64_t> IslandsSittingOut(const ClusterState& state, const v1::JobSpec& spec,
+                                                 const std::vector<std::string>& candidates,
+                                                 const std::vector<std::string>& chosen);
 
 }  // namespace herd::coordinator

@@ -102,6 +102,9 @@ TEST_F(IslandMembersTest, AnIslandShortOfItsMinimumSitsOut) {
   EXPECT_THAT(ChooseMembers(state_, spec, {"a1", "a2", "b1"}, {"b2"}, 5), ElementsAre("a1", "a2", "b1", "b2"));
   // Nobody is chosen when no island reaches the minimum.
   EXPECT_THAT(ChooseMembers(state_, spec, {"a1"}, {"b1", "c1"}, 5), IsEmpty());
+  EXPECT_EQ(IslandsSittingOut(state_, spec, {"a1", "a2", "b1", "c1"}, {"a1", "a2"}),
+            (std::map<std::string, int64_t>{{"b", 1}, {"c", 1}}));
+  EXPECT_TRUE(IslandsSittingOut(state_, spec, {"a1", "a2"}, {"a1", "a2"}).empty());
 }
 
 TEST_F(IslandMembersTest, TheLimitFillsWholeIslandsFirst) {
@@ -161,6 +164,9 @@ TEST_F(IslandMembersTest, AnIslandBelowItsMinimumSitsOutHeldUntilItCanRejoin) {
   // no other job, and the job does not re-form for it while b is short.
   EXPECT_EQ(state_.workers.at("b1").state, v1::IDLE);
   EXPECT_EQ(HeldForJob(state_, state_.workers.at("b1")), "j");
+  EXPECT_EQ(Job().info.reason(),
+            "island 'b' (1 worker) sits out: fewer than sync.min_workers_per_island (2) workers available; rejoins "
+            "when it has enough");
   now_ += kLease + 1;
   Beat({"b2"}, {"a1", "a2", "b1"});
   const int64_t without_b = Job().generation.number;
@@ -173,6 +179,7 @@ TEST_F(IslandMembersTest, AnIslandBelowItsMinimumSitsOutHeldUntilItCanRejoin) {
   ASSERT_TRUE(ReformAtNextBoundary());
   EXPECT_TRUE(Job().generation.formed);
   EXPECT_THAT(Job().generation.members, ElementsAre("a1", "a2", "b1", "b2"));
+  EXPECT_EQ(Job().info.reason(), "");
 }
 
 TEST_F(IslandMembersTest, AWholeSiteLostLeavesTheOtherGoingOnAndItsReturnReformsTheJob) {
