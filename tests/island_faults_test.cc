@@ -160,10 +160,17 @@ TEST_F(IslandFaults, KilledRankLeavesItsIslandSmallerWithTheGlobalBatchWhole) {
   const int64_t first_generation = Field(job, "generation");
 
   SignalWorker(*cluster_, 3, SIGKILL);
-  job = watch.Until([&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 3; },
-                    seconds(60));
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 3; },
+      seconds(60));
   ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster_->Logs();
   const int64_t smaller = Field(job, "generation");
+  // One re-form, leaving out exactly the killed worker: the survivor of its
+  // island blamed it by its generation rank, not by its rank in the island.
+  EXPECT_EQ(smaller, first_generation + 1) << job.dump(2);
+  EXPECT_EQ(job.value("workers", nlohmann::json::array()),
+            nlohmann::json({cluster_->worker_id(0), cluster_->worker_id(1), cluster_->worker_id(2)}))
+      << job.dump(2);
   const int64_t step_smaller = Field(job, "step");
   job = watch.Until([&](const auto& j) { return Field(j, "step") > step_smaller + 10; }, seconds(60));
   EXPECT_EQ(Field(job, "generation"), smaller) << job.dump(2);
@@ -210,8 +217,9 @@ TEST_F(IslandFaults, SitesCutApartForLongerThanTheLeaseKeepTheirProgressAndRefor
 
   const auto cut_at = Clock::now();
   ASSERT_TRUE(bed_->CutSite(1).ok());
-  job = watch.Until([&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 2; },
-                    seconds(60));
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 2; },
+      seconds(60));
   ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster_->Logs();
   const int64_t alone = Field(job, "generation");
   const int64_t step_alone = Field(job, "step");
@@ -237,6 +245,9 @@ TEST_F(IslandFaults, SitesCutApartForLongerThanTheLeaseKeepTheirProgressAndRefor
     // The same trainer throughout: it kept its context across the cut ...
     const std::string log = ReadFile(cluster_->job_dir(i, id) + "/trainer.log");
     EXPECT_EQ(Count(log, "job context loaded"), 1) << "worker " << i << ":\n" << log;
+    // ... and its commit while cut off ...
+    EXPECT_NE(log.find("keeping the job context and the commit of step"), std::string::npos)
+        << "worker " << i << ":\n" << log;
     // ... and healed from site s0's newer commit when the sites re-formed.
     EXPECT_NE(log.find("generation " + std::to_string(together) + ": healed from rank 0's commit"), std::string::npos)
         << "worker " << i << ":\n" << log;
