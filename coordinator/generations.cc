@@ -130,6 +130,17 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   if (static_cast<int64_t>(chosen.size()) < spec.min_workers()) return false;
   std::vector<std::string> survivors, joiners;
   for (const std::string& id : chosen) (Contains(generation.members, id) ? survivors : joiners).push_back(id);
+  // Never form from older state than a survivor holds: when only survivors
+  // of islands that sit out hold the commit, the job waits for them to
+  // have enough rather than start over from a checkpoint.
+  const auto holds_commit = [&](const std::string& id) {
+    return !job.without_commit.count(id) &&
+           (Contains(generation.members, id) || HeldForJob(state, state.workers.at(id)) == job.info.id());
+  };
+  if (std::none_of(chosen.begin(), chosen.end(), holds_commit) &&
+      std::any_of(generation.members.begin(), generation.members.end(), holds_commit)) {
+    return false;
+  }
   for (const std::string& member : generation.members) {
     // A survivor whose island sits out: its trainer keeps its commit and
     // the job holds it (HeldForJob) until its island can rejoin.

@@ -206,5 +206,35 @@ TEST_F(IslandMembersTest, AWholeSiteLostLeavesTheOtherGoingOnAndItsReturnReforms
   EXPECT_EQ(Job().restarts_used, 1) << "taking a site back is no failure";
 }
 
+TEST_F(IslandMembersTest, OnlyAShortIslandHoldingTheCommitMakesTheJobWaitRatherThanStartOver) {
+  AddTwoSites();
+  Submit(IslandSpec(2, 4, 2));
+  Schedule(state_, now_);
+  ASSERT_EQ(Job().generation.members.size(), 4u);
+  // Rank 0 reports a commit: every member holds it in memory.
+  v1::ReportProgressRequest report;
+  report.set_job_id("j");
+  report.set_generation(Job().generation.number);
+  report.set_rank(0);
+  report.set_step(20);
+  ChangeSet committed;
+  ASSERT_FALSE(ApplyProgress(state_, report, now_, &committed));
+  // Everyone but b1 is lost; two fresh workers of site a register.
+  now_ += kLease + 1;
+  Beat({"a1", "a2", "b2"}, {"b1"});
+  AddWorker("a3", "a");
+  AddWorker("a4", "a");
+  ExpireLeases(state_, now_, kLease);
+  // a3 and a4 would make site a, but hold no commit: b1 alone holds it,
+  // short of its island's minimum. The job waits instead of starting over.
+  EXPECT_FALSE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("b1"));
+  // A second worker of site b: both islands form, healed from b1's commit.
+  AddWorker("b3", "b");
+  Advance();
+  ASSERT_TRUE(Job().generation.formed);
+  EXPECT_THAT(Job().generation.members, ElementsAre("a3", "a4", "b1", "b3"));
+}
+
 }  // namespace
 }  // namespace herd::coordinator
