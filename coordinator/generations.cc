@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/spec_enums.h"
+#include "coordinator/island_members.h"
 #include "coordinator/placement.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -119,15 +120,42 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
 // reach min_workers; false (and nothing changed) otherwise.
 bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, double now, ChangeSet* changes) {
   const v1::JobSpec& spec = job.info.spec();
-  std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
-  const int64_t have = static_cast<int64_t>(job.generation.members.size());
-  if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
+  Generation& generation = job.generation;
+  const std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = job.generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
-  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
-  Form(state, job, idle, now, changes);
+  const int64_t want = generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
+  // With islands, one short of its minimum sits out (island_members.h).
+  const std::vector<std::string> chosen = ChooseMembers(state, spec, generation.members, idle, want);
+  if (static_cast<int64_t>(chosen.size()) < spec.min_workers()) return false;
+  std::vector<std::string> survivors, joiners;
+  for (const std::string& id : chosen) (Contains(generation.members, id) ? survivors : joiners).push_back(id);
+  // Never form from older state than a survivor holds: when only survivors
+  // of islands that sit out hold the commit, the job waits for them to
+  // have enough rather than start over from a checkpoint.
+  const auto holds_commit = [&](const std::string& id) {
+    return !job.without_commit.count(id) &&
+           (Contains(generation.members, id) || HeldForJob(state, state.workers.at(id)) == job.info.id());
+  };
+  if (std::none_of(chosen.begin(), chosen.end(), holds_commit) &&
+      std::any_of(generation.members.begin(), generation.members.end(), holds_commit)) {
+    return false;
+  }
+  for (const std::string& member : generation.members) {
+    // A survivor whose island sits out: its trainer keeps its commit and
+    // the job holds it (HeldForJob) until its island can rejoin.
+    if (!Contains(survivors, member)) ReleaseWorker(state, member, job.info.id(), changes);
+  }
+  std::vector<std::string> candidates = generation.members;
+  candidates.insert(candidates.end(), idle.begin(), idle.end());
+  const std::map<std::string, int64_t> sitting_out = IslandsSittingOut(state, spec, candidates, chosen);
+  generation.members = survivors;
+  Form(state, job, joiners, now, changes);
+  // Why an island with workers at hand does not train, until the next one forms.
+  if (!sitting_out.empty()) {
+    job.info.set_reason(IslandsSittingOutText(sitting_out, spec.sync().min_workers_per_island()));
+  }
   return true;
 }
 
@@ -639,7 +667,12 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (!job->release_requested.empty()) continue;  // it is shrinking
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
-    if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;
+    // Only idle workers that would join: with islands, one whose island
+    // stays short of its minimum would re-form the job into the same members.
+    const std::vector<std::string> idle = IdleWorkersFor(state, job->info.id(), spec);
+    if (ChooseMembers(state, spec, generation.members, idle, spec.max_workers()).size() <= generation.members.size()) {
+      continue;
+    }
     // Fencing now would cost the steps since the last commit: the ranks
     // re-form at their next commit point instead (ReformAtBoundary).
     job->reform_requested_generation = generation.number;

@@ -1,6 +1,9 @@
 #include "coordinator/job_reasons.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace herd::coordinator {
 
@@ -113,6 +116,16 @@ std::string SuspendedText(int64_t step, const std::string& from) {
 
 std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need) {
   return absl::StrCat("waiting for workers with ", placement, ": ", fitting, " registered fit, need ", need);
+}
+
+std::string IslandsSittingOutText(const std::map<std::string, int64_t>& sitting_out, int64_t minimum) {
+  std::vector<std::string> parts;
+  for (const auto& [island, available] : sitting_out) {
+    parts.push_back(absl::StrCat("'", island, "' (", available, available == 1 ? " worker" : " workers", ")"));
+  }
+  return absl::StrCat(parts.size() == 1 ? "island " : "islands ", absl::StrJoin(parts, ", "),
+                      parts.size() == 1 ? " sits" : " sit", " out: fewer than sync.min_workers_per_island (", minimum,
+                      ") workers available; rejoins when it has enough");
 }
 
 std::string AllReleasedText(int64_t step, const std::string& from) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -76,5 +77,9 @@ std::string AllReleasedText(int64_t step, const std::string& from);
 // `placement` is PlacementText (placement.h); `fitting` live workers fit
 // it, `need` its min_workers.
 std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need);
+// A RUNNING job whose generation formed without the islands `sitting_out`
+// (label value -> its workers available), each short of `minimum`
+// (sync.min_workers_per_island).
+std::string IslandsSittingOutText(const std::map<std::string, int64_t>& sitting_out, int64_t minimum);
 
 }  // namespace herd::coordinator

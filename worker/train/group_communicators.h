@@ -45,6 +45,10 @@ struct GroupCommunicators {
   std::unique_ptr<Communicator> nccl;
   // Gradients and averaging: nccl on cuda, else shm, else control.
   Communicator* data = nullptr;
+  // An island's or a cross group's: `data` seen from the whole generation,
+  // its failures blaming generation ranks (subgroup_communicator.h); then
+  // `data` points here. Declared after what it wraps: it goes first.
+  std::unique_ptr<Communicator> subgroup_data;
   // sync.islands_by: where this rank stands among the islands, and the
   // communicators of its island and of its cross group (the ranks at its
   // position in every island; absent where that position owns no shard),

@@ -41,6 +41,9 @@ struct BatchFeedOptions {
   // The model's training forward is a collective: ranks with no rows still run it.
   bool collective_forward = false;
   bool throughput_shares = false;
+  // With islands and global_batch_size: each rank's island (IslandShares);
+  // empty: equal shares over all ranks.
+  std::vector<int> island_of;
 };
 
 class BatchFeed {
