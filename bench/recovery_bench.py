@@ -21,14 +21,15 @@ Three figures, each over --reps repetitions, medians printed:
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
 
---data-plane herd|gloo starts the workers with that `herd-worker
---data-plane` (default: the daemon's own default, herd). The kill case also
+--data-plane tcp|gloo starts the workers with that `herd-worker
+--data-plane` (default: the daemon's own default, tcp; herd, tcp's old name,
+is still accepted). The kill case also
 prints how long the survivors' new generation took to be ready (the
 trainer's "generation N ready in X s" line: communicators, member handshake
 included, and healing), the part of a re-form the data plane changes.
 
 Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin] [--cases kill,coordinator,readmit,restart]
-       [--data-plane herd|gloo]
+       [--data-plane tcp|gloo]
 """
 import argparse
 import json
@@ -179,7 +180,7 @@ def main():
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     parser.add_argument("--cases", default="kill,coordinator,readmit,restart",
                         help="comma-separated: kill, coordinator, readmit, restart")
-    parser.add_argument("--data-plane", choices=["herd", "gloo"], default=None,
+    parser.add_argument("--data-plane", choices=["tcp", "gloo", "herd"], default=None,
                         help="herd-worker --data-plane for every worker (default: the daemon's default)")
     args = parser.parse_args()
     if args.data_plane:

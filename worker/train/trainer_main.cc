@@ -239,8 +239,11 @@ int Train(const herd::TrainerArgs& args) {
   herd::GenerationLoopOptions loop;
   loop.join_timeout = join_timeout;
   herd::DataPlaneAudit audit(registry, args.job, args.worker_id);
+  std::string old_name;
+  const std::string data_plane = herd::CurrentDataPlaneName(args.data_plane, &old_name);
+  if (!old_name.empty()) LOG(WARNING) << old_name;
   loop.communicators = herd::GroupCommunicatorsOn(
-      {args.data_plane == "gloo" ? herd::DataPlane::kGloo : herd::DataPlane::kHerd,
+      {data_plane == herd::kGlooDataPlane ? herd::DataPlane::kGloo : herd::DataPlane::kTcp,
        args.congestion_control,
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
