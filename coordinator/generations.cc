@@ -124,7 +124,8 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = job.generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
+  const int64_t want =
+      job.generation.reason == GenerationStartReason::kReleased ? spec.min_workers() : spec.max_workers();
   idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
   Form(state, job, idle, now, changes);
   return true;
@@ -143,7 +144,7 @@ void Wait(JobRecord& job, double now, ChangeSet* changes) {
 // the other members are released. A failure (`charge`) first spends one unit
 // of the restart budget, or fails the job when none is left. `excluded` (the
 // worker whose trainer just failed) is not taken back at once.
-void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationReason reason,
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationStartReason reason,
                     const std::string& cause, bool charge, const std::string& excluded, double now,
                     ChangeSet* changes) {
   if (charge) {
@@ -199,7 +200,8 @@ void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::str
     return;
   }
   const bool already_paid = IsFailure(generation.reason) && !generation.committed;
-  NextGeneration(state, job, keep, GenerationReason::kMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kMemberLost, cause, /*charge=*/!already_paid, "", now,
+                 changes);
 }
 
 // A RUNNING job loaded by a restarted coordinator, once every unfinished
@@ -214,8 +216,8 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false,
-                 "", now, changes);
+  NextGeneration(state, job, running, GenerationStartReason::kCoordinatorRestart, "coordinator restarted",
+                 /*charge=*/false, "", now, changes);
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
@@ -280,7 +282,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
     JobRecord& job = state.jobs.at(start.job_id);
     job.generation = Generation{};
     job.generation.number = job.next_generation++;
-    job.generation.reason = GenerationReason::kStart;
+    job.generation.reason = GenerationStartReason::kStart;
     Form(state, job, start.workers, now, &changes);
   }
   for (const MemberRelease& release : plan.releases) {
@@ -471,7 +473,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (release) {
     // Every other rank committed the same boundary and holds it in memory:
     // nothing was lost, nothing is charged.
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
@@ -490,7 +492,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kMemberLost, cause,
                    /*charge=*/true, worker_id, now, &changes);
     return changes;
   }
@@ -527,8 +529,8 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now,
-                 &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationStartReason::kJoin, "", /*charge=*/false, "",
+                 now, &changes);
   return changes;
 }
 
@@ -603,7 +605,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
       MirrorUnresponsive(job);
     }
   }
-  NextGeneration(state, job, keep, GenerationReason::kFailureReported, cause, /*charge=*/true, blamed, now, &changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kFailureReported, cause, /*charge=*/true, blamed, now,
+                 &changes);
   return changes;
 }
 

@@ -177,7 +177,7 @@ int Fail(const herd::TrainerArgs& args, const absl::Status& status) {
 }
 
 // The exit after the generations ended with `end`.
-int Finish(const herd::TrainerArgs& args, const herd::GenerationEnd& end, herd::TrainingContext* context,
+int Finish(const herd::TrainerArgs& args, const herd::GenerationResult& end, herd::TrainingContext* context,
            herd::ProgressReporter* reporter) {
   // Whatever ended training, a checkpoint write under way completes first:
   // its copy was taken, so it is written and posted, never left half done.
@@ -248,7 +248,7 @@ int Train(const herd::TrainerArgs& args) {
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
        }});
-  const herd::GenerationEnd end = herd::RunGenerationsToEnd(&client, context->get(), *join, loop);
+  const herd::GenerationResult end = herd::RunGenerations(&client, context->get(), *join, loop);
   return Finish(args, end, context->get(), &reporter);
 }
 
