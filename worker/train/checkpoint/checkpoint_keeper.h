@@ -19,7 +19,7 @@
 #include "proto/herd.pb.h"
 #include "worker/models/model.h"
 #include "worker/train/checkpoint/checkpoint_writer.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 
 namespace herd {
 

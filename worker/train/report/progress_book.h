@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 #include "worker/train/report/nonfinite_watch.h"
 #include "worker/train/report/step_time_window.h"
 #include "worker/train/report/straggler.h"
