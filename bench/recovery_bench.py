@@ -29,14 +29,15 @@ Figures, each over --reps repetitions, medians printed:
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
 
---data-plane herd|gloo starts the workers with that `herd-worker
---data-plane` (default: the daemon's own default, herd). The kill case also
+--data-plane tcp|gloo starts the workers with that `herd-worker
+--data-plane` (default: the daemon's own default, tcp; herd, tcp's old name,
+is still accepted). The kill case also
 prints how long the survivors' new generation took to be ready (the
 trainer's "generation N ready in X s" line: communicators, member handshake
 included, and healing), the part of a re-form the data plane changes.
 
 Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin]
-       [--cases kill,coordinator,readmit,restart,failover] [--data-plane herd|gloo] [--etcd-lease-seconds 5]
+       [--cases kill,coordinator,readmit,restart,failover] [--data-plane tcp|gloo] [--etcd-lease-seconds 5]
 """
 import argparse
 import json
@@ -241,7 +242,7 @@ def main():
     parser.add_argument("--cases", default="kill,coordinator,readmit,restart",
                         help="comma-separated: kill, coordinator, readmit, restart, failover (needs Debian's "
                              "etcd-server)")
-    parser.add_argument("--data-plane", choices=["herd", "gloo"], default=None,
+    parser.add_argument("--data-plane", choices=["tcp", "gloo", "herd"], default=None,
                         help="herd-worker --data-plane for every worker (default: the daemon's default)")
     parser.add_argument("--etcd-lease-seconds", type=int, default=ETCD_LEASE[0],
                         help="failover: the coordinators' --etcd-lease-seconds (default: theirs, 5)")

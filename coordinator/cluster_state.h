@@ -26,7 +26,7 @@ struct Generation {
   // `members` then holds only the survivors of the previous one, and nobody
   // may join or use it yet.
   bool formed = true;
-  GenerationReason reason = GenerationReason::kStart;  // why it started
+  GenerationStartReason reason = GenerationStartReason::kStart;  // why it started
   double started_at = 0;  // when it formed
   // The job's committed step when it formed: JoinGenerationResponse's guard
   // (the ranks decide where to start from what they hold).
@@ -132,7 +132,7 @@ struct ClusterState {
 struct StartedGeneration {
   std::string job_id;
   int64_t number = 0;
-  GenerationReason reason = GenerationReason::kStart;
+  GenerationStartReason reason = GenerationStartReason::kStart;
 };
 
 struct ReleaseRequested {

@@ -129,7 +129,7 @@ class ClusterStateTest : public ::testing::Test {
   static std::vector<std::string> Reasons(const ChangeSet& changes) {
     std::vector<std::string> reasons;
     for (const auto& started : changes.generations_started) {
-      reasons.emplace_back(GenerationReasonName(started.reason));
+      reasons.emplace_back(GenerationStartReasonName(started.reason));
     }
     return reasons;
   }
@@ -813,7 +813,7 @@ TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommi
   EXPECT_EQ(job.info.reason(), "");
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_TRUE(job.generation.formed);
-  EXPECT_EQ(GenerationReasonName(job.generation.reason), "member_lost");
+  EXPECT_EQ(GenerationStartReasonName(job.generation.reason), "member_lost");
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
   EXPECT_THAT(job.info.workers(), ElementsAre("w1", "w3"));
   EXPECT_EQ(job.info.world_size(), 2);
@@ -825,7 +825,7 @@ TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommi
   EXPECT_EQ(job.restarts_used, 1);
   ASSERT_EQ(changes.generations_started.size(), 1u);
   EXPECT_EQ(changes.generations_started[0].number, 2);
-  EXPECT_EQ(GenerationReasonName(changes.generations_started[0].reason), "member_lost");
+  EXPECT_EQ(GenerationStartReasonName(changes.generations_started[0].reason), "member_lost");
   EXPECT_EQ(Worker("w2").state, v1::DEAD);
   ASSERT_THAT(AssignmentsFor(state_, "w3"), SizeIs(1));
   EXPECT_EQ(AssignmentsFor(state_, "w3")[0].generation(), 2);
@@ -1184,7 +1184,7 @@ TEST_F(ClusterStateTest, NoSurvivorAndNoCheckpointStartsFromScratch) {
 
 TEST_F(ClusterStateTest, FirstGenerationStartsFromScratchWithNobodyToHealFrom) {
   StartTwoWorkerJob();
-  EXPECT_EQ(GenerationReasonName(Job("j").generation.reason), "start");
+  EXPECT_EQ(GenerationStartReasonName(Job("j").generation.reason), "start");
   EXPECT_EQ(Job("j").generation.start_step, 0);
   EXPECT_TRUE(Job("j").generation.formed);
 }

@@ -125,7 +125,7 @@ bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, d
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
+  const int64_t want = generation.reason == GenerationStartReason::kReleased ? spec.min_workers() : spec.max_workers();
   // With islands, one short of its minimum sits out (island_members.h).
   const std::vector<std::string> chosen = ChooseMembers(state, spec, generation.members, idle, want);
   if (static_cast<int64_t>(chosen.size()) < spec.min_workers()) return false;
@@ -172,7 +172,7 @@ void Wait(JobRecord& job, double now, ChangeSet* changes) {
 // the other members are released. A failure (`charge`) first spends one unit
 // of the restart budget, or fails the job when none is left. `excluded` (the
 // worker whose trainer just failed) is not taken back at once.
-void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationReason reason,
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationStartReason reason,
                     const std::string& cause, bool charge, const std::string& excluded, double now,
                     ChangeSet* changes) {
   if (charge) {
@@ -228,7 +228,8 @@ void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::str
     return;
   }
   const bool already_paid = IsFailure(generation.reason) && !generation.committed;
-  NextGeneration(state, job, keep, GenerationReason::kMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kMemberLost, cause, /*charge=*/!already_paid, "", now,
+                 changes);
 }
 
 // A RUNNING job loaded by a restarted coordinator, once every unfinished
@@ -243,8 +244,8 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false,
-                 "", now, changes);
+  NextGeneration(state, job, running, GenerationStartReason::kCoordinatorRestart, "coordinator restarted",
+                 /*charge=*/false, "", now, changes);
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
@@ -309,7 +310,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
     JobRecord& job = state.jobs.at(start.job_id);
     job.generation = Generation{};
     job.generation.number = job.next_generation++;
-    job.generation.reason = GenerationReason::kStart;
+    job.generation.reason = GenerationStartReason::kStart;
     Form(state, job, start.workers, now, &changes);
   }
   for (const MemberRelease& release : plan.releases) {
@@ -504,7 +505,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (release) {
     // Every other rank committed the same boundary and holds it in memory:
     // nothing was lost, nothing is charged.
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
@@ -523,7 +524,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kMemberLost, cause,
                    /*charge=*/true, worker_id, now, &changes);
     return changes;
   }
@@ -560,8 +561,8 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now,
-                 &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationStartReason::kJoin, "", /*charge=*/false, "",
+                 now, &changes);
   return changes;
 }
 
@@ -636,7 +637,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
       MirrorUnresponsive(job);
     }
   }
-  NextGeneration(state, job, keep, GenerationReason::kFailureReported, cause, /*charge=*/true, blamed, now, &changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kFailureReported, cause, /*charge=*/true, blamed, now,
+                 &changes);
   return changes;
 }
 

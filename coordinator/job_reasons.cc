@@ -7,35 +7,35 @@
 
 namespace herd::coordinator {
 
-absl::string_view GenerationReasonName(GenerationReason reason) {
+absl::string_view GenerationStartReasonName(GenerationStartReason reason) {
   switch (reason) {
-    case GenerationReason::kStart:
+    case GenerationStartReason::kStart:
       return "start";
-    case GenerationReason::kMemberLost:
+    case GenerationStartReason::kMemberLost:
       return "member_lost";
-    case GenerationReason::kFailureReported:
+    case GenerationStartReason::kFailureReported:
       return "failure_reported";
-    case GenerationReason::kJoin:
+    case GenerationStartReason::kJoin:
       return "join";
-    case GenerationReason::kCoordinatorRestart:
+    case GenerationStartReason::kCoordinatorRestart:
       return "coordinator_restart";
-    case GenerationReason::kReleased:
+    case GenerationStartReason::kReleased:
       return "released";
   }
   return "unknown";
 }
 
-std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name) {
-  for (GenerationReason reason :
-       {GenerationReason::kStart, GenerationReason::kMemberLost, GenerationReason::kFailureReported,
-        GenerationReason::kJoin, GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
-    if (GenerationReasonName(reason) == name) return reason;
+std::optional<GenerationStartReason> GenerationStartReasonFromName(absl::string_view name) {
+  for (GenerationStartReason reason :
+       {GenerationStartReason::kStart, GenerationStartReason::kMemberLost, GenerationStartReason::kFailureReported,
+        GenerationStartReason::kJoin, GenerationStartReason::kCoordinatorRestart, GenerationStartReason::kReleased}) {
+    if (GenerationStartReasonName(reason) == name) return reason;
   }
   return std::nullopt;
 }
 
-bool IsFailure(GenerationReason reason) {
-  return reason == GenerationReason::kMemberLost || reason == GenerationReason::kFailureReported;
+bool IsFailure(GenerationStartReason reason) {
+  return reason == GenerationStartReason::kMemberLost || reason == GenerationStartReason::kFailureReported;
 }
 
 absl::string_view ReleaseReasonName(ReleaseReason reason) {

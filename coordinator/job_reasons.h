@@ -13,8 +13,9 @@
 
 namespace herd::coordinator {
 
-// Why a generation started.
-enum class GenerationReason {
+// Why the coordinator started a generation (how one ended, on a worker, is
+// GenerationOutcome in worker/contract/generation_outcome.h).
+enum class GenerationStartReason {
   kStart,               // the job's first, or its first after waiting PENDING
   kMemberLost,          // a member's lease expired or its trainer exited non-zero
   kFailureReported,     // a member's trainer reported a failure
@@ -24,11 +25,11 @@ enum class GenerationReason {
 };
 // The metrics label and log text ("start", "member_lost", ...); also how
 // the database stores it.
-absl::string_view GenerationReasonName(GenerationReason reason);
+absl::string_view GenerationStartReasonName(GenerationStartReason reason);
 // The stored name back (the database only); nullopt for an unknown name.
-std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name);
+std::optional<GenerationStartReason> GenerationStartReasonFromName(absl::string_view name);
 // Generations started by a failure are the ones that cost restart budget.
-bool IsFailure(GenerationReason reason);
+bool IsFailure(GenerationStartReason reason);
 
 // Why a worker is asked to leave a RUNNING job at its next step boundary
 // (release.h).

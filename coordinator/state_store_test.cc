@@ -79,7 +79,7 @@ ClusterState SampleState(ChangeSet* changes) {
     file->set_sha256(std::string(64, name[12] == 's' ? 'a' : 'b'));
   }
   // Fault-tolerance state as after a failure that healed from rank 0.
-  running.generation.reason = GenerationReason::kFailureReported;
+  running.generation.reason = GenerationStartReason::kFailureReported;
   running.generation.started_at = 650.5;
   running.generation.start_step = 40;
   running.generation.committed = true;
@@ -361,7 +361,7 @@ TEST(SqliteStateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   EXPECT_THAT(a.info.workers(), ElementsAre("w1", "w2"));
   EXPECT_THAT(a.generation.finished, ElementsAre("w2"));
   EXPECT_TRUE(a.generation.formed);
-  EXPECT_EQ(GenerationReasonName(a.generation.reason), "failure_reported");
+  EXPECT_EQ(GenerationStartReasonName(a.generation.reason), "failure_reported");
   EXPECT_DOUBLE_EQ(a.generation.started_at, 650.5);
   EXPECT_EQ(a.generation.start_step, 40);
   EXPECT_TRUE(a.generation.committed);

@@ -233,11 +233,11 @@ std::vector<JobColumn> JobColumns() {
           [](JobRecord& j, int64_t v) { j.generation.formed = v != 0; }),
       JobColumn::Text(
           "gen_reason", "NOT NULL DEFAULT ''",
-          [](const JobRecord& j) { return std::string(GenerationReasonName(j.generation.reason)); },
+          [](const JobRecord& j) { return std::string(GenerationStartReasonName(j.generation.reason)); },
           [](JobRecord& j, const std::string& v) -> absl::Status {
             // '': a row from before the column; no failure, no release.
             if (v.empty()) return absl::OkStatus();
-            std::optional<GenerationReason> reason = GenerationReasonFromName(v);
+            std::optional<GenerationStartReason> reason = GenerationStartReasonFromName(v);
             if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown generation reason \"", v, "\""));
             j.generation.reason = *reason;
             return absl::OkStatus();

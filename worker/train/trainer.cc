@@ -51,10 +51,10 @@ Trainer::~Trainer() {
   if (replica_sum_ != nullptr) ctx_.model()->SetReplicaSum(nullptr);
 }
 
-GenerationEnd Trainer::Run() {
+GenerationResult Trainer::Run() {
   absl::Status status = TrainGeneration();
   if (status.ok() && boundary_.has_value()) return *boundary_;
-  return GenerationEnd::Of(std::move(status));
+  return GenerationResult::Of(std::move(status));
 }
 
 absl::Status Trainer::TrainGeneration() {

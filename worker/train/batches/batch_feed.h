@@ -18,7 +18,7 @@
 #include "worker/train/batches/batch_shares.h"
 #include "worker/train/batches/sample_ledger.h"
 #include "worker/train/batches/sampler.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 #include "worker/train/report/straggler.h"
 #include "worker/train/report/trainer_metrics.h"
 
