@@ -22,7 +22,11 @@ class FusedOptimizerStep {
   // and returns false: parameters not on CUDA, a LibTorch without the
   // kernels, amsgrad, or SGD whose momentum buffers exist for some
   // parameters only. The caller then calls optimizer.step().
-  bool Step(torch::optim::Optimizer& optimizer);
+  // With `device_lr` defined (a float32 scalar on the parameters' device),
+  // the kernels read the learning rate from it instead of the groups'
+  // options, and a LibTorch without such kernels returns false untouched:
+  // a captured step replays with whatever rate the tensor holds.
+  bool Step(torch::optim::Optimizer& optimizer, const torch::Tensor& device_lr = torch::Tensor());
 
  private:
   // Adam's step count as the fused kernels want it: a float tensor on the

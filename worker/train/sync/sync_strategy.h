@@ -87,6 +87,11 @@ struct UpdateInputs {
   bool skip_nonfinite = false;
   torch::Tensor step_loss;
   HostReads* host_reads = nullptr;
+  // A captured step (cuda_graphs): the learning rate as a float32 scalar on
+  // the device, read by the fused kernels on every replay. Only the plain
+  // all-reduce update with a fused optimizer step honours it; elsewhere the
+  // update fails (a capture then falls back) rather than bake a stale rate in.
+  torch::Tensor device_lr;
 };
 
 
