@@ -210,6 +210,8 @@ absl::StatusOr<bool> TrainingStep::RunGraphed(const StepPlan& plan, StepAction a
     }
     graph_ = *std::move(graph);
   }
+  // DecideStep asks for a graph only on a step of one micro-batch (rows > 0), but a re-plan may ask on any.
+  if (plan.micro_batches.size() != 1 || plan.micro_batches.front().empty()) return false;
   const std::vector<int64_t>& indices = plan.micro_batches.front();
   const auto rows = static_cast<int64_t>(indices.size());
   const Batch batch = setup_.feed->TakeOnHost(indices);  // pinned: the graph's inputs are filled from it
@@ -217,6 +219,7 @@ absl::StatusOr<bool> TrainingStep::RunGraphed(const StepPlan& plan, StepAction a
   SetStepLearningRate();  // on the host too: checkpoints and eager steps read it there
   timer->Lap();
   if (action == StepAction::kCapture) {
+    setup_.sync->BeforeCapture(*ctx_.optimizer());
     const absl::Status s = graph_->Capture(batch, book_.learning_rate(), *ctx_.optimizer(),
                                            [&](const Batch& in, const torch::Tensor& lr) { return GraphBody(in, rows, lr); });
     if (!s.ok()) {

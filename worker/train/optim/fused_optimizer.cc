@@ -83,6 +83,21 @@ torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t
   return cached.count;
 }
 
+void FusedOptimizerStep::CatchUp(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      auto cached = steps_.find(p.unsafeGetTensorImpl());
+      if (cached == steps_.end() || !cached->second.count.defined()) continue;
+      auto found = optimizer.state().find(OptimizerStateKey(p));
+      if (found == optimizer.state().end() || found->second == nullptr) continue;
+      auto state = ReadParamState(*found->second);
+      if (!state.ok() || state->step == cached->second.value) continue;
+      cached->second.count.fill_(static_cast<double>(state->step));  // a device fill, outside the capture
+      cached->second.value = state->step;
+    }
+  }
+}
+
 bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer, const torch::Tensor& device_lr) {
   if (!AllOnCuda(optimizer)) return false;
   if (device_lr.defined() && !kHaveFusedTensorLr) return false;

@@ -43,7 +43,8 @@ class GraphedStep {
                                                              std::vector<torch::Tensor> params);
 
   // Captures `body` for the shapes of `host_batch` (a previous graph is
-  // dropped) and runs the step once by replaying it. On an error nothing of
+  // dropped) and runs the step once by replaying it. The fused optimizer's
+  // device counts must be caught up first (FusedOptimizerStep::CatchUp). On an error nothing of
   // the step has run: the host's step counts are put back, and the
   // FAILED_PRECONDITION names what could not be captured.
   absl::Status Capture(const Batch& host_batch, double lr, torch::optim::Optimizer& optimizer,
