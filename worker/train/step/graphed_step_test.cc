@@ -3,7 +3,8 @@
 // cases skip without the CUDA build and a GPU, which fails a cuda check).
 // The step is the trainer's: an MLP's forward and cross entropy, backward,
 // clipping by global norm on the device, the fused optimizer step (Adam,
-// AdamW, SGD with momentum, from the job's optimizer factory) with a
+// AdamW, SGD with momentum, from the job's optimizer factory; fp32, and the
+// forward under bf16 autocast with Adam and SGD) with a
 // learning rate that changes every step, batches from pinned host memory,
 // an epoch's short last batch run eagerly between replays, and a re-capture
 // for a lasting change of the batch's rows after replays. Both runs
@@ -23,6 +24,7 @@
 #include "worker/train/optim/fused_optimizer.h"
 #include "worker/train/optim/grad_clip.h"
 #include "worker/train/optim/optimizer_factory.h"
+#include "worker/train/step/autocast.h"
 
 namespace herd {
 namespace {
@@ -36,16 +38,17 @@ struct TrainRun {
   torch::nn::Sequential model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   FusedOptimizerStep fused;
+  bool bf16 = false;  // the forward under bf16 autocast (bf16_autocast)
 };
 
 v1::OptimizerSpec SpecOf(const std::string& kind) {
   v1::OptimizerSpec spec;
   spec.set_lr(0.01);
-  if (kind == "sgd") {
+  if (kind == "sgd" || kind == "sgd_bf16") {
     spec.set_name(v1::OPTIMIZER_NAME_SGD);
     spec.set_momentum(0.9);
   } else {
-    spec.set_name(kind == "adam" ? v1::OPTIMIZER_NAME_ADAM : v1::OPTIMIZER_NAME_ADAMW);
+    spec.set_name(kind == "adam" || kind == "adam_bf16" ? v1::OPTIMIZER_NAME_ADAM : v1::OPTIMIZER_NAME_ADAMW);
     spec.set_weight_decay(0.01);
   }
   return spec;
@@ -59,13 +62,17 @@ void MakeRun(const std::string& kind, const torch::Device& device, TrainRun* run
   auto optimizer = MakeOptimizer(SpecOf(kind), run->model->parameters());
   ASSERT_TRUE(optimizer.ok()) << optimizer.status();
   run->optimizer = *std::move(optimizer);
+  run->bf16 = kind.size() > 5 && kind.substr(kind.size() - 5) == "_bf16";
 }
 
 // The trainer's step on one batch; `device_lr` undefined: the rate from the options.
 GraphedOutputs TrainStep(TrainRun& run, const torch::Tensor& x, const torch::Tensor& y, double lr,
                          const torch::Tensor& device_lr) {
   for (auto& p : run.model->parameters()) p.mutable_grad() = torch::Tensor();
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(run.model->forward(x), y);
+  const torch::Tensor loss = [&] {
+    CudaBf16Autocast autocast(run.bf16);
+    return torch::nn::functional::cross_entropy(run.model->forward(x), y);
+  }();
   loss.backward();
   const torch::Tensor norm = ClipGradNormOnDevice(run.model->parameters(), 0.5);
   SetLearningRate(run.optimizer.get(), lr);
@@ -144,7 +151,7 @@ TEST_P(GraphedStepTest, CapturedRunMatchesEagerRunBitwiseStepByStep) {
   EXPECT_FALSE(step.Replay(other, 0.01, *graphed.optimizer).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, GraphedStepTest, testing::Values("adam", "adamw", "sgd"));
+INSTANTIATE_TEST_SUITE_P(Optimizers, GraphedStepTest, testing::Values("adam", "adamw", "sgd", "adam_bf16", "sgd_bf16"));
 
 // A step that reads the host cannot be captured: FAILED_PRECONDITION, the
 // step counts as before, no gradients left over, and the eager step that
