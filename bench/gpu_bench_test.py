@@ -238,6 +238,8 @@ class CheckSummaryTest(unittest.TestCase):
             {"name": "MatchesLibTorchsOptimizerStepByStep/adamw", "result": "COMPLETED"}]}]}
         replay = {"testsuites": [{"name": "CudaGraphReplay", "testsuite": [
             {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "COMPLETED"}]}]}
+        graphed = {"testsuites": [{"name": "Optimizers/GraphedStepTest", "testsuite": [
+            {"name": "CapturedRunMatchesEagerRunBitwiseStepByStep/adam", "result": "COMPLETED"}]}]}
         bench = {"complete": True, "seconds": 100, "results": [{"shape": "mlp4096_b256", "precision": "fp32",
                                                                  "herd_samples_per_s_runs": [1, 2], "errors": []}]}
         return {"nvidia-smi.txt": "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n",
@@ -246,6 +248,7 @@ class CheckSummaryTest(unittest.TestCase):
                 "nccl_test.json": json.dumps(gtest), "nccl_test.rc": "0",
                 "fused_optimizer_test.json": json.dumps(fused), "fused_optimizer_test.rc": "0",
                 "cuda_graph_replay_test.json": json.dumps(replay), "cuda_graph_replay_test.rc": "0",
+                "graphed_step_test.json": json.dumps(graphed), "graphed_step_test.rc": "0",
                 "herd_job.json": '{"ok": true, "state": "SUCCEEDED", "loss": 0.5, "logs": "/tmp/x"}\n',
                 "herd_job.rc": "0", "gpu_bench.json": json.dumps(bench), "gpu_bench.rc": "0"}
 
@@ -275,6 +278,15 @@ class CheckSummaryTest(unittest.TestCase):
             {"name": "CapturedStepsMatchEagerStepsBitwise", "result": "SKIPPED"}]}]})
         rc, s = self.summarize(files)
         self.assertEqual((rc, s["parts"]["cuda_graph_replay_test"]["status"]), (1, "skipped"))
+        rc, s = self.summarize(files, device="cpu")
+        self.assertEqual((rc, s["ok"]), (0, True))
+
+    def test_a_skipped_graphed_step_fails_a_cuda_check_not_a_cpu_dry_run(self):
+        files = self.passing()
+        files["graphed_step_test.json"] = json.dumps({"testsuites": [{"name": "Optimizers/GraphedStepTest", "testsuite": [
+            {"name": "CapturedRunMatchesEagerRunBitwiseStepByStep/adam", "result": "SKIPPED"}]}]})
+        rc, s = self.summarize(files)
+        self.assertEqual((rc, s["parts"]["graphed_step_test"]["status"]), (1, "skipped"))
         rc, s = self.summarize(files, device="cpu")
         self.assertEqual((rc, s["ok"]), (0, True))
 

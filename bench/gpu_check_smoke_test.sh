@@ -23,6 +23,7 @@ archived=$(tar -tzf "$OUT/gpu_check.tgz")  # (grep -q on a pipe would cut tar of
 grep -qx 'gpu_check/nccl_test.log' <<< "$archived"
 grep -qx 'gpu_check/fused_optimizer_test.json' <<< "$archived"
 grep -qx 'gpu_check/cuda_graph_replay_test.json' <<< "$archived"
+grep -qx 'gpu_check/graphed_step_test.json' <<< "$archived"
 grep -qx 'gpu_check/gpu_bench.json' <<< "$archived"
 test -s "$OUT/gpu_bench.log"
 
@@ -42,6 +43,8 @@ assert parts["fused_optimizer_test"]["status"] == "skipped", parts["fused_optimi
 assert parts["fused_optimizer_test"]["skipped"] >= 8 and parts["fused_optimizer_test"]["failed"] == 0
 assert parts["cuda_graph_replay_test"]["status"] == "skipped", parts["cuda_graph_replay_test"]
 assert parts["cuda_graph_replay_test"]["skipped"] == 2 and parts["cuda_graph_replay_test"]["failed"] == 0
+assert parts["graphed_step_test"]["status"] == "skipped", parts["graphed_step_test"]
+assert parts["graphed_step_test"]["skipped"] == 6 and parts["graphed_step_test"]["failed"] == 0
 job = parts["herd_job"]
 assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
 bench = parts["gpu_bench"]

@@ -8,7 +8,7 @@
 # (coordinator/herd-coordinator, worker/daemon/herd-worker,
 # worker/train/herd-trainer, client/herd, worker/comm/nccl_smoke,
 # worker/comm/nccl_communicator_test, worker/train/fused_optimizer_test,
-# worker/train/cuda_graph_replay_test) and lib/, the shared libraries herd's
+# worker/train/cuda_graph_replay_test, worker/train/step/graphed_step_test) and lib/, the shared libraries herd's
 # processes need (LD_LIBRARY_PATH for them only, never for Python).
 # Parts, each bounded by `timeout` so one hang cannot eat the others' time:
 #   1. nccl_smoke --world=1 (its JSON line);
@@ -17,6 +17,9 @@
 #      LibTorch's optimizers);
 #   2c. cuda_graph_replay_test (gtest: a step captured as a CUDA graph and
 #      replayed against the same step run eagerly, bitwise, step by step);
+#   2d. graphed_step_test (gtest: the trainer's step - forward, loss,
+#      backward, clipping, fused optimizer with a device learning rate -
+#      captured and replayed against eager, bitwise, step by step);
 #   3. a herd job end to end on the device (scripts/gpu_job_check.py: a local
 #      coordinator, one worker, the CLI, a small mlp job that must SUCCEED);
 #   4. bench/gpu_bench.py: herd against PyTorch eager, DDP and the strong peers
@@ -112,6 +115,9 @@ gtest_part fused_optimizer_test 60 "$BIN/worker/train/optim/fused_optimizer_test
 
 echo "== 2c. cuda_graph_replay_test"
 gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/step/cuda_graph_replay_test"
+
+echo "== 2d. graphed_step_test"
+gtest_part graphed_step_test 60 "$BIN/worker/train/step/graphed_step_test"
 
 echo "== 3. a herd job on $DEVICE"
 # It uses bench's local cluster (bench/herdbench), found through PYTHONPATH.

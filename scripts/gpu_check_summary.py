@@ -125,6 +125,7 @@ def main():
     parts = {"nccl_smoke": nccl_smoke(results), "nccl_communicator_test": gtest(results, "nccl_test"),
              "fused_optimizer_test": gtest(results, "fused_optimizer_test"),
              "cuda_graph_replay_test": gtest(results, "cuda_graph_replay_test"),
+             "graphed_step_test": gtest(results, "graphed_step_test"),
              "herd_job": herd_job(results), "gpu_bench": gpu_bench(results)}
     allowed = {"passed"} if device == "cuda" else {"passed", "skipped"}
     ok = all(p["status"] in allowed for p in parts.values())

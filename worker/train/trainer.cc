@@ -149,7 +149,7 @@ void Trainer::PlanGeneration(double setup_seconds) {
   const LearningRatePlan lr_plan = PlanLearningRate(spec_.optimizer(), join_.world_size());
   step_ = std::make_unique<TrainingStep>(
       &ctx_, StepSetup{sync_.get(), feed_.get(), replica_sum_.get(), collective_forward_, lr_plan, total_steps_,
-                       /*first_step=*/pos_.step + 1});
+                       /*first_step=*/pos_.step + 1, &step_capture_, join_.generation()});
   if (ctx_.metrics() != nullptr) {
     ctx_.metrics()->SetMembership(join_.world_size(), join_.generation());
     ctx_.metrics()->ObserveReform(setup_seconds);
@@ -280,9 +280,10 @@ CaptureEnvironment Trainer::CaptureEnvironmentNow() const {
   env.nccl_backend = group_.data != nullptr && group_.data == group_.nccl.get();
   env.local_steps = spec_.sync().mode() == v1::SYNC_MODE_AVERAGE;
   env.skip_step = ctx_.on_nonfinite() == NonFinitePolicy::kSkipStep;
-  // The step still reads the host (the sync's update, the ledger, gradient
-  // clipping's norm) between forward and optimizer: not capturable yet.
-  env.step_free_of_host_sync = false;
+  const int64_t rank_batches = join_.world_size() * spec_.batch_size();
+  const int64_t micro_batches = (SamplesPerStep(spec_, join_.world_size()) + rank_batches - 1) / rank_batches;
+  env.step_free_of_host_sync =
+      StepFreeOfHostSync(join_.world_size(), micro_batches, collective_forward_, ctx_.sync().shard_optimizer);
   return env;
 }
 

@@ -13,6 +13,8 @@
 #include "worker/train/report/progress_book.h"
 #include "worker/train/report/step_time_window.h"
 #include "worker/train/report/trainer_metrics.h"
+#include "worker/train/step/graphed_step.h"
+#include "worker/train/step/step_capture.h"
 #include "worker/train/sync/communicator_replica_sum.h"
 #include "worker/train/sync/sync_strategy.h"
 #include "worker/train/training_context.h"
@@ -35,6 +37,10 @@ struct StepSetup {
   // The generation's first step (allocations, lazy initialization) is no
   // measure of a rank's speed: left out of the straggler window.
   int64_t first_step = 0;
+  // cuda_graphs: each step's capture/replay decision (null: every step
+  // eager), and the generation it decides for.
+  StepCapture* capture = nullptr;
+  int64_t generation = 0;
 };
 
 class TrainingStep {
@@ -51,15 +57,31 @@ class TrainingStep {
  private:
   void RunMicroBatches(const StepPlan& plan, bool local, StepTimer* timer, StepStats* stats,
                        ProgressWindow* step_losses);
-  void ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer, StepStats* stats,
-                       ProgressWindow* losses);
+  // Returns the detached loss; `losses` null: not accounted (a captured step's is, after replay).
+  torch::Tensor ForwardBackward(const Batch& batch, int64_t rows, double share, StepTimer* timer, StepStats* stats,
+                                ProgressWindow* losses);
+  // The step's batches, forward, backward and update: captured or
+  // replayed where `capture` says so, else eagerly.
+  absl::Status Train(const StepPlan& plan, bool local, StepTimer* timer, StepStats* stats);
   absl::Status Update(bool local, const ProgressWindow& step_losses);
+  // The schedule's rate for this step into the report and the optimizer.
+  void SetStepLearningRate();
   void Observe(StepStats stats) const;
+  // cuda_graphs: this step's action, and the step run as a graph (false:
+  // the capture failed and was reported; run the step eagerly).
+  StepAction NextAction(const StepPlan& plan);
+  absl::StatusOr<bool> RunGraphed(const StepPlan& plan, StepAction action, StepTimer* timer, StepStats* stats);
+  // What the graph captures: forward, loss, backward, clipping, optimizer.
+  GraphedOutputs GraphBody(const Batch& batch, int64_t rows, const torch::Tensor& lr);
+  // The graph's loss and gradient norm into the interval's report, as
+  // ForwardBackward and Update account an eager step's.
+  void AccountGraphed(int64_t rows);
 
   TrainingContext& ctx_;
   const StepSetup setup_;
   ProgressBook& book_;
   StepTimeWindow times_;
+  std::unique_ptr<GraphedStep> graph_;  // cuda_graphs where the generation may capture
 };
 
 }  // namespace herd

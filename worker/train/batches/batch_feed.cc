@@ -27,13 +27,22 @@ void BatchFeed::Record(const TrainingPosition& pos, const StepPlan& plan) const 
   options_.ledger->Step(options_.generation, pos.step, pos.epoch, ids);
 }
 
-Batch BatchFeed::Take(const std::vector<int64_t>& indices) {
+Batch BatchFeed::TakeOnHost(const std::vector<int64_t>& indices) {
   Batch batch = options_.prefetcher != nullptr ? options_.prefetcher->Take(indices) : options_.train->Get(indices);
   if (options_.device.is_cuda()) {
     // Pinned host memory (the prefetcher's already is) lets the copy run
     // asynchronously to the GPU, on the step's stream.
-    batch.inputs = batch.inputs.pin_memory().to(options_.device, /*non_blocking=*/true);
-    batch.targets = batch.targets.pin_memory().to(options_.device, /*non_blocking=*/true);
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
+  return batch;
+}
+
+Batch BatchFeed::Take(const std::vector<int64_t>& indices) {
+  Batch batch = TakeOnHost(indices);
+  if (options_.device.is_cuda()) {
+    batch.inputs = batch.inputs.to(options_.device, /*non_blocking=*/true);
+    batch.targets = batch.targets.to(options_.device, /*non_blocking=*/true);
   }
   return batch;
 }
@@ -62,6 +71,7 @@ void BatchFeed::Replan(const std::vector<RankStepTimes>& times, int64_t step) {
               << "] -> [" << absl::StrJoin(*plan.shares, ", ") << "] samples per step";
   }
   shares_ = std::move(*plan.shares);
+  ++plan_version_;
   if (options_.metrics != nullptr) options_.metrics->SetBatchShare(shares_[options_.rank]);
 }
 

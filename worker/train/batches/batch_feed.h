@@ -56,6 +56,9 @@ class BatchFeed {
   void Record(const TrainingPosition& pos, const StepPlan& plan) const;
   // The micro-batch at `indices`, on the model's device.
   Batch Take(const std::vector<int64_t>& indices);
+  // The same batch still on the host, pinned where the device is CUDA: a
+  // captured step copies it into its static inputs itself.
+  Batch TakeOnHost(const std::vector<int64_t>& indices);
   // Queues the batches of the step after `pos` advanced by `step_samples`
   // with the prefetcher; a commit point that changes the plan makes them a miss.
   void PrefetchNext(const TrainingPosition& pos, int64_t step_samples);
@@ -64,6 +67,9 @@ class BatchFeed {
 
   // Samples of each rank per step this generation.
   const std::vector<int64_t>& shares() const { return shares_; }
+  // Bumped by every re-plan that changes the shares (a captured step is
+  // captured again: its batch rows may change).
+  int64_t plan_version() const { return plan_version_; }
   // At a commit point (sync.shares: throughput): new shares from the
   // interval's step times, the same on every rank.
   void Replan(const std::vector<RankStepTimes>& times, int64_t step);
@@ -73,6 +79,7 @@ class BatchFeed {
   std::vector<int64_t> shares_;
   // What the last commit point's plan carries to the next.
   ShareHistory share_history_;
+  int64_t plan_version_ = 0;
 };
 
 }  // namespace herd

@@ -61,6 +61,15 @@ bool Fusable(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGro
   return sgd == nullptr || sgd->momentum() == 0 || with == 0 || without == 0;
 }
 
+// Adam's and AdamW's hyperparameters, one shape for both option types.
+struct AdamHyper {
+  double lr, beta1, beta2, weight_decay, eps;
+};
+template <typename Options>
+AdamHyper HyperOf(const Options& o) {
+  return {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps()};
+}
+
 }  // namespace
 
 torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t step) {
@@ -74,8 +83,24 @@ torch::Tensor FusedOptimizerStep::StepTensor(const torch::Tensor& param, int64_t
   return cached.count;
 }
 
-bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
+void FusedOptimizerStep::CatchUp(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      auto cached = steps_.find(p.unsafeGetTensorImpl());
+      if (cached == steps_.end() || !cached->second.count.defined()) continue;
+      auto found = optimizer.state().find(OptimizerStateKey(p));
+      if (found == optimizer.state().end() || found->second == nullptr) continue;
+      auto state = ReadParamState(*found->second);
+      if (!state.ok() || state->step == cached->second.value) continue;
+      cached->second.count.fill_(static_cast<double>(state->step));  // a device fill, outside the capture
+      cached->second.value = state->step;
+    }
+  }
+}
+
+bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer, const torch::Tensor& device_lr) {
   if (!AllOnCuda(optimizer)) return false;
+  if (device_lr.defined() && !kHaveFusedTensorLr) return false;
   // Decide for every group before touching any state.
   for (auto& group : optimizer.param_groups()) {
     if (!Fusable(optimizer, group)) return false;
@@ -110,14 +135,15 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
       // for its bias correction) and do not increment it: PyTorch adds 1
       // before calling them, and so does this, in one multi-tensor kernel.
       torch::_foreach_add_(steps, 1);
-      if (spec.kind == OptimizerKind::kAdamW) {
-        const auto& o = static_cast<torch::optim::AdamWOptions&>(options);
-        FusedAdamStep(true, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
-                      std::get<1>(o.betas()), o.weight_decay(), o.eps());
+      const bool adamw = spec.kind == OptimizerKind::kAdamW;
+      const AdamHyper h = adamw ? HyperOf(static_cast<torch::optim::AdamWOptions&>(options))
+                                : HyperOf(static_cast<torch::optim::AdamOptions&>(options));
+      if (device_lr.defined()) {
+        FusedAdamStepTensorLr(adamw, params, grads, exp_avgs, exp_avg_sqs, steps, device_lr, h.beta1, h.beta2,
+                              h.weight_decay, h.eps);
       } else {
-        const auto& o = static_cast<torch::optim::AdamOptions&>(options);
-        FusedAdamStep(false, params, grads, exp_avgs, exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
-                      std::get<1>(o.betas()), o.weight_decay(), o.eps());
+        FusedAdamStep(adamw, params, grads, exp_avgs, exp_avg_sqs, steps, h.lr, h.beta1, h.beta2, h.weight_decay,
+                      h.eps);
       }
       continue;
     }
@@ -138,8 +164,13 @@ bool FusedOptimizerStep::Step(torch::optim::Optimizer& optimizer) {
         buffers.push_back(state.tensors[kMomentumBuffer]);
       }
     }
-    FusedSgdStep(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                 first);
+    if (device_lr.defined()) {
+      FusedSgdStepTensorLr(params, grads, buffers, o.weight_decay(), o.momentum(), device_lr, o.dampening(),
+                           o.nesterov(), first);
+    } else {
+      FusedSgdStep(params, grads, buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                   first);
+    }
   }
   return true;
 }

@@ -22,7 +22,17 @@ class FusedOptimizerStep {
   // and returns false: parameters not on CUDA, a LibTorch without the
   // kernels, amsgrad, or SGD whose momentum buffers exist for some
   // parameters only. The caller then calls optimizer.step().
-  bool Step(torch::optim::Optimizer& optimizer);
+  // With `device_lr` defined (a float32 scalar on the parameters' device),
+  // the kernels read the learning rate from it instead of the groups'
+  // options, and a LibTorch without such kernels returns false untouched:
+  // a captured step replays with whatever rate the tensor holds.
+  bool Step(torch::optim::Optimizer& optimizer, const torch::Tensor& device_lr = torch::Tensor());
+  // Before a step is captured as a CUDA graph: brings the device step
+  // counts up to the optimizer's (which replays advance behind this
+  // object's back), so Step finds nothing to refill during the capture. A
+  // refill captured into the graph would set the same count on every
+  // replay and freeze Adam's bias correction.
+  void CatchUp(torch::optim::Optimizer& optimizer);
 
  private:
   // Adam's step count as the fused kernels want it: a float tensor on the

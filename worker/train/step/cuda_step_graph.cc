@@ -67,7 +67,10 @@ class CudaCapturedStep : public CapturedStep {
     {
       c10::cuda::CUDAStreamGuard on_side(side);
       try {
-        graph->capture_begin();
+        // Thread-local: the prefetcher's thread pins batches (cudaHostAlloc)
+        // while the step is captured; only this thread must keep to what
+        // capture allows.
+        graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
         step();
         graph->capture_end();
       } catch (const std::exception& e) {

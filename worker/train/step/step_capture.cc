@@ -60,4 +60,9 @@ bool HasFusedStep(v1::OptimizerName optimizer, bool amsgrad) {
   }
 }
 
+bool StepFreeOfHostSync(int64_t world_size, int64_t micro_batches_per_step, bool collective_forward,
+                        bool shard_optimizer) {
+  return world_size == 1 && micro_batches_per_step == 1 && !collective_forward && !shard_optimizer;
+}
+
 }  // namespace herd

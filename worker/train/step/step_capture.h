@@ -48,4 +48,14 @@ class StepCapture {
 // The optimizers whose update has a fused CUDA kernel (fused_optimizer.h).
 bool HasFusedStep(v1::OptimizerName optimizer, bool amsgrad);
 
+// Whether the trainer's step, as the captured path runs it
+// (training_step.h, graphed_step.h), reads nothing on the host between
+// forward and optimizer: one rank (with more, the gradient all-reduce
+// waits for its buckets on the host, so it is neither inside a graph nor
+// replayed around one yet), one micro-batch per step (the graph has one
+// batch's static inputs), no collective forward (norm: sync_batch) and not
+// sync.shard_optimizer (its clipping and shard steps read the host).
+bool StepFreeOfHostSync(int64_t world_size, int64_t micro_batches_per_step, bool collective_forward,
+                        bool shard_optimizer);
+
 }  // namespace herd

@@ -36,7 +36,10 @@ std::string DescribeCaptureFallback(CaptureFallback reason) {
     case CaptureFallback::kSkipStep:
       return head + "on_nonfinite: skip_step decides on the host every step; use fail or warn";
     case CaptureFallback::kStepHostSync:
-      return head + "this trainer's step still reads the host between forward and optimizer";
+      return head + "only a one-rank step of one micro-batch with the plain all-reduce update is captured; here the "
+                    "step reads the host between forward and optimizer (world > 1: the all-reduce waits for its "
+                    "buckets on the host; or several micro-batches per step, a collective forward (norm: sync_batch), "
+                    "sync.shard_optimizer)";
     case CaptureFallback::kCaptureFailed:
       return head + "capture raised; the step is not capturable as written";
   }

@@ -20,7 +20,7 @@ enum class CaptureFallback {
   kNonNcclBackend,    // world > 1 over Gloo/TCP: the all-reduce runs on the host
   kLocalSteps,        // parameter averaging: rounds read the host between steps
   kSkipStep,          // on_nonfinite skip_step decides on the host, per step
-  kStepHostSync,      // the trainer's step still reads the host (a captured step is not wired in yet)
+  kStepHostSync,      // the step reads the host between forward and optimizer (StepFreeOfHostSync)
   kCaptureFailed,     // capture raised: the step is not capturable as written
 };
 

@@ -99,5 +99,21 @@ TEST(StepCapture, FusedStepsAreSgdAdamAndAdamwWithoutAmsgrad) {
   EXPECT_FALSE(HasFusedStep(v1::OptimizerName(9), false));
 }
 
+// What the captured path runs without a host read: one rank, one
+// micro-batch, no collective forward, the plain all-reduce update. Any one
+// of the others blocks capture (kStepHostSync) instead of a wrong graph.
+TEST(StepCapture, StepFreeOfHostSyncOnlyForOneRankOneMicroBatchPlainUpdate) {
+  EXPECT_TRUE(StepFreeOfHostSync(1, 1, false, false));
+  EXPECT_FALSE(StepFreeOfHostSync(2, 1, false, false)) << "world > 1: the all-reduce waits on the host";
+  EXPECT_FALSE(StepFreeOfHostSync(1, 2, false, false)) << "grad_accumulation: several micro-batches";
+  EXPECT_FALSE(StepFreeOfHostSync(1, 1, true, false)) << "norm: sync_batch forward";
+  EXPECT_FALSE(StepFreeOfHostSync(1, 1, false, true)) << "sync.shard_optimizer";
+  CaptureEnvironment env = Capturable();
+  env.world_size = 2;
+  env.step_free_of_host_sync = StepFreeOfHostSync(env.world_size, 1, false, false);
+  EXPECT_EQ(CaptureBlocker(env), CaptureFallback::kStepHostSync);
+  EXPECT_NE(DescribeCaptureFallback(CaptureFallback::kStepHostSync).find("world > 1"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace herd

@@ -63,6 +63,18 @@ bool FusedAdamStep(bool adamw, at::TensorList params, at::TensorList grads, at::
                    double weight_decay, double eps);
 bool FusedSgdStep(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
                   double momentum, double lr, double dampening, bool nesterov, bool is_first_step);
+// The same kernels reading the learning rate from `lr`, a float32 scalar on
+// the parameters' device (their `.tensor_lr` overloads, since LibTorch 2.3
+// here), so a captured step follows the schedule without re-capture. The
+// kernels cast the rate to float either way: the same update to the bit as
+// a double `lr` equal to the tensor's value.
+extern const bool kHaveFusedTensorLr;
+bool FusedAdamStepTensorLr(bool adamw, at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                           at::TensorList exp_avg_sqs, at::TensorList steps, const at::Tensor& lr, double beta1,
+                           double beta2, double weight_decay, double eps);
+bool FusedSgdStepTensorLr(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                          double weight_decay, double momentum, const at::Tensor& lr, double dampening, bool nesterov,
+                          bool is_first_step);
 
 // Peak bytes the GPU's caching allocator has reserved on `device` since the
 // process started; -1 where unknown: a CPU device, or LibTorch before 2.9

@@ -145,6 +145,9 @@ class ShardedAllReduceStrategy : public AllReduceStrategy {
   }
 
   absl::Status Update(bool local, const UpdateInputs& in) override {
+    if (in.device_lr.defined()) {
+      return absl::FailedPreconditionError("sync.shard_optimizer steps with the host's learning rate");
+    }
     if (auto s = FinishGradients(local, in.step); !s.ok()) return s;
     if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
     if (in.grad_clip_norm > 0) {
@@ -555,7 +558,12 @@ absl::Status SyncStrategy::Update(bool local, const UpdateInputs& in) {
   if (auto skip = AgreeToSkip(in); !skip.ok() || *skip) return skip.status();
   // The rule the sharded path applies too, without a host read.
   if (in.grad_clip_norm > 0) last_step_.grad_norm = ClipGradNormOnDevice(params_, in.grad_clip_norm);
-  if (!fused_.Step(*in.optimizer)) in.optimizer->step();
+  if (fused_.Step(*in.optimizer, in.device_lr)) return absl::OkStatus();
+  if (in.device_lr.defined()) {
+    return absl::FailedPreconditionError(
+        "a device learning rate needs the fused CUDA optimizer step, and it cannot step these parameters");
+  }
+  in.optimizer->step();
   return absl::OkStatus();
 }
 

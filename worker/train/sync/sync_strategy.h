@@ -87,6 +87,11 @@ struct UpdateInputs {
   bool skip_nonfinite = false;
   torch::Tensor step_loss;
   HostReads* host_reads = nullptr;
+  // A captured step (cuda_graphs): the learning rate as a float32 scalar on
+  // the device, read by the fused kernels on every replay. Only the plain
+  // all-reduce update with a fused optimizer step honours it; elsewhere the
+  // update fails (a capture then falls back) rather than bake a stale rate in.
+  torch::Tensor device_lr;
 };
 
 
@@ -118,6 +123,10 @@ class SyncStrategy {
   // average, runs a round when one is due (a collective: every rank calls it
   // at the same boundary). The error names the step.
   virtual absl::Status AfterStep(bool local, const StepBoundary& at, SyncTraffic* traffic) = 0;
+  // Before the step is captured as a CUDA graph (cuda_graphs): the fused
+  // optimizer's device state caught up with the host's, so nothing of it is
+  // refilled inside the graph.
+  void BeforeCapture(torch::optim::Optimizer& optimizer) { fused_.CatchUp(optimizer); }
   // What the last step (Update and AfterStep) cost.
   const SyncStepCost& last_step() const { return last_step_; }
   // Whether a commit point falls here: replicas identical, and the log
