@@ -233,17 +233,14 @@ absl::StatusOr<ClusterState> EtcdStateStore::Load(double now) {
   return state;
 }
 
-absl::Status EtcdStateStore::Save(const ClusterState& state, const ChangeSet& changes) {
-  if (changes.empty()) return absl::OkStatus();
+absl::Status EtcdStateStore::Write(const StateWrite& records) {
+  if (records.empty()) return absl::OkStatus();
   std::vector<KeyValue> puts;
-  for (const std::string& id : changes.workers) {
-    auto it = state.workers.find(id);
-    if (it != state.workers.end()) puts.push_back({WorkerKey(id), EncodeRow(WorkersTable(), it->second)});
+  puts.reserve(records.size());
+  for (const WorkerRecord& worker : records.workers) {
+    puts.push_back({WorkerKey(worker.id), EncodeRow(WorkersTable(), worker)});
   }
-  for (const std::string& id : changes.jobs) {
-    auto it = state.jobs.find(id);
-    if (it != state.jobs.end()) puts.push_back({JobKey(id), EncodeRow(JobsTable(), it->second)});
-  }
+  for (const JobRecord& job : records.jobs) puts.push_back({JobKey(job.info.id()), EncodeRow(JobsTable(), job)});
   return PutAtomically(std::move(puts));
 }
 

@@ -56,7 +56,7 @@ class EtcdStateStore : public StateStore {
   }
 
   absl::StatusOr<ClusterState> Load(double now) override;
-  absl::Status Save(const ClusterState& state, const ChangeSet& changes) override;
+  absl::Status Write(const StateWrite& records) override;
   absl::Status SaveCheckpoint(const v1::CheckpointInfo& added, const std::vector<v1::CheckpointInfo>& dropped) override;
 
   // Tests of a coordinator lost mid-write: every write after the next
