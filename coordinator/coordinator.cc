@@ -405,36 +405,59 @@ absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::
   if (auto status = UpgradeStoredSpec(&spec); !status.ok()) return status;  // an older client's strings
   ApplyJobDefaults(&spec);
   if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
-  StateLock lock(this);
-  if (const int64_t cap = options_.max_pending_jobs_per_owner; cap > 0) {
-    int64_t pending = std::count_if(state_.jobs.begin(), state_.jobs.end(), [&](const auto& entry) {
-      return entry.second.info.state() == v1::PENDING && entry.second.info.owner() == owner;
-    });
-    if (pending >= cap) {
-      return absl::ResourceExhaustedError(absl::StrCat("'", owner, "' already has ", pending,
-                                                       " pending jobs; the limit is ", cap,
-                                                       " per user (herd-coordinator --max-pending-jobs-per-user)"));
+  JobRecord job;
+  QueuedWrite write;
+  {
+    StateLock lock(this);
+    if (const int64_t cap = options_.max_pending_jobs_per_owner; cap > 0) {
+      int64_t pending = std::count_if(state_.jobs.begin(), state_.jobs.end(), [&](const auto& entry) {
+        return entry.second.info.state() == v1::PENDING && entry.second.info.owner() == owner;
+      });
+      pending += std::count_if(submitting_.begin(), submitting_.end(),
+                               [&](const auto& entry) { return entry.second == owner; });
+      if (pending >= cap) {
+        return absl::ResourceExhaustedError(absl::StrCat("'", owner, "' already has ", pending,
+                                                         " pending jobs; the limit is ", cap,
+                                                         " per user (herd-coordinator --max-pending-jobs-per-user)"));
+      }
     }
+    std::string id;
+    do {
+      id = "job-" + RandomHex(8);
+    } while (state_.jobs.count(id) || submitting_.count(id));
+    // Built aside and written before it joins the state: nothing (the
+    // scheduler, a listing) sees a job that a restart would lose, and the
+    // write waits on no lock.
+    ClusterState aside;
+    aside.next_submit_seq = state_.next_submit_seq++;
+    ChangeSet changes;
+    AddPendingJob(aside, id, spec, clock_->Now(), &changes).info.set_owner(owner);
+    job = aside.jobs.at(id);
+    submitting_[id] = owner;
+    write.ticket = turns_.Take();
+    write.records = Snapshot(aside, changes);
   }
-  std::string id;
-  do {
-    id = "job-" + RandomHex(8);
-  } while (state_.jobs.count(id));
+  const absl::Status failure = WriteInTurn(write);
+  StateLock lock(this);
+  const std::string id = job.info.id();
+  submitting_.erase(id);
+  if (!failure.ok()) {
+    ForgetUnsavedJob(id);  // never acknowledge a job a restart would lose
+    return NotPersisted(failure);
+  }
+  progress_saved_at_[id] = clock_->Now();
+  state_.jobs[id] = std::move(job);
   ChangeSet changes;
-  JobRecord& job = AddPendingJob(state_, id, spec, clock_->Now(), &changes);
-  job.info.set_owner(owner);
-  if (auto status = Persist(changes); !status.ok()) {
-    state_.jobs.erase(id);  // never acknowledge a job a restart would lose
-    ForgetUnsavedJob(id);
-    join_views_.erase(id);
-    board_.Forget(id);
-    return status;
-  }
+  changes.jobs.insert(id);
   Publish(changes);
+  JoinView view = JoinViewOf(state_, state_.jobs.at(id), nullptr, /*members_changed=*/false);
+  join_views_[id] = view;
+  board_.Publish(id, std::move(view));
   upkeep_due_ = true;  // the ticker schedules it now, not at its next tick
-  LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
-            << " " << SpecName(spec.device()) << " workers)";
-  return job.info;
+  const v1::JobSpec& stored = state_.jobs.at(id).info.spec();
+  LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << stored.name() << ", " << stored.min_workers()
+            << "-" << stored.max_workers() << " " << SpecName(stored.device()) << " workers)";
+  return state_.jobs.at(id).info;
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::GetJob(const std::string& id) {

@@ -233,6 +233,9 @@ class Coordinator {
   std::map<std::string, JoinView> join_views_ ABSL_GUARDED_BY(mu_);
   absl::Mutex outcomes_mu_;
   std::vector<WriteOutcome> outcomes_ ABSL_GUARDED_BY(outcomes_mu_);
+  // Submitted jobs whose record is being written (id -> owner): not in the
+  // state until it is.
+  std::map<std::string, std::string> submitting_ ABSL_GUARDED_BY(mu_);
   // The ticker runs upkeep at once (a job was submitted), not at its next tick.
   bool upkeep_due_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

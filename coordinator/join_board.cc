@@ -74,19 +74,6 @@ void JoinBoard::Publish(const std::string& job_id, JoinView view) {
   changed_.SignalAll();
 }
 
-void JoinBoard::Forget(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  views_.erase(job_id);
-  changed_.SignalAll();
-}
-
-std::optional<JoinView> JoinBoard::Find(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = views_.find(job_id);
-  if (it == views_.end()) return std::nullopt;
-  return it->second;
-}
-
 void JoinBoard::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;

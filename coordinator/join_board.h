@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -47,10 +46,6 @@ JoinView JoinViewOf(const ClusterState& state, const JobRecord& job, const JoinV
 class JoinBoard {
  public:
   void Publish(const std::string& job_id, JoinView view);
-  // The job is gone (a submit whose write failed).
-  void Forget(const std::string& job_id);
-  // The view last published for the job, if any.
-  std::optional<JoinView> Find(const std::string& job_id);
   // Every waiting and later Await answers UNAVAILABLE.
   void Shutdown();
 

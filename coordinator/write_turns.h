@@ -5,6 +5,7 @@
 // stores are not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -15,16 +16,17 @@ namespace herd::coordinator {
 
 class WriteTurns {
  public:
-  // The next ticket. Take it under the lock that orders the changes; every
-  // ticket taken must be run (RunInTurn), or later ones wait forever.
+  // The next ticket; never waits. Take it under the lock that orders the
+  // changes; every ticket taken must be run (RunInTurn), or later ones wait
+  // forever.
   int64_t Take();
 
   // Runs `write` once every earlier ticket has run, then lets the next go.
   void RunInTurn(int64_t ticket, const std::function<void()>& write);
 
  private:
+  std::atomic<int64_t> next_ticket_{0};
   absl::Mutex mu_;
-  int64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t turn_ ABSL_GUARDED_BY(mu_) = 0;  // the ticket whose write runs next
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 namespace herd::coordinator {
 namespace {
@@ -28,6 +29,24 @@ TEST(WriteTurnsTest, WritesRunInTicketOrderWhateverOrderTheyArrive) {
   }
   for (std::thread& writer : writers) writer.join();
   EXPECT_EQ(written, tickets);
+}
+
+// Taking a ticket (under the coordinator's state lock) never waits for a
+// write in progress.
+TEST(WriteTurnsTest, TakingATicketDoesNotWaitForAWrite) {
+  WriteTurns turns;
+  absl::Notification writing, release;
+  std::thread writer([&] {
+    turns.RunInTurn(turns.Take(), [&] {
+      writing.Notify();
+      release.WaitForNotification();
+    });
+  });
+  writing.WaitForNotification();
+  EXPECT_EQ(turns.Take(), 1);  // would hang if Take waited for the write
+  release.Notify();
+  writer.join();
+  turns.RunInTurn(1, [] {});
 }
 
 }  // namespace
