@@ -42,15 +42,18 @@ struct Flags {
   double after_s = 3;
   int client_threads = 4;
   int channels = 4;
+  int join_channels = 4;
   int register_threads = 8;
   double lease_seconds = 10;
   bool keep_dir = false;
   std::string samples_file;
 };
 
-std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& address, int count) {
+// `first`: the first channel's number; channels of different numbers never
+// share a connection.
+std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& address, int count, int first = 0) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < count; ++i) {
+  for (int i = first; i < first + count; ++i) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -154,6 +157,10 @@ int Main(int argc, char** argv) {
   app.add_option("--client-threads", flags.client_threads, "threads driving heartbeats")->capture_default_str();
   app.add_option("--channels", flags.channels, "gRPC channels (connections) shared by the workers")
       ->capture_default_str();
+  app.add_option("--join-channels", flags.join_channels,
+                 "gRPC channels the rendezvous's JoinGeneration calls use, apart from the heartbeats' (a member's "
+                 "trainer calls over its own connection, not over its daemon's)")
+      ->capture_default_str();
   app.add_option("--register-threads", flags.register_threads, "threads registering workers")->capture_default_str();
   app.add_option("--lease-seconds", flags.lease_seconds, "coordinator --lease-seconds")->capture_default_str();
   app.add_option("--samples-file", flags.samples_file, "write every heartbeat as CSV: sent_s,latency_s,lag_s,ok");
@@ -182,7 +189,8 @@ int Main(int argc, char** argv) {
 
   nlohmann::json report = {{"benchmark", "control_plane"}, {"store", flags.store}, {"workers", flags.workers},
                            {"period_s", flags.period_s},   {"client_threads", flags.client_threads},
-                           {"channels", flags.channels},   {"machine_before", MachineSnapshot()}};
+                           {"channels", flags.channels},   {"join_channels", flags.join_channels},
+                           {"machine_before", MachineSnapshot()}};
   const std::string dir = MakeTempDir("control-plane-bench");
   CoordinatorProcessOptions options;
   options.binary = flags.coordinator;
@@ -223,7 +231,8 @@ int Main(int argc, char** argv) {
   const double rendezvous_at = seconds_since_load();
   // The scheduler picks the lowest ids.
   const std::vector<std::string> members(ids.begin(), ids.begin() + flags.job_workers);
-  auto rendezvous = RunRendezvous(channels, members, std::chrono::seconds(60));
+  auto rendezvous = RunRendezvous(MakeChannels(process.address(), flags.join_channels, flags.channels), members,
+                                  std::chrono::seconds(60));
   const double rendezvous_done = seconds_since_load();
   std::this_thread::sleep_for(std::chrono::duration<double>(flags.after_s));
   std::vector<HeartbeatSample> samples = load.Stop();
