@@ -225,7 +225,14 @@ absl::Status Coordinator::WriteInTurn(const QueuedWrite& write) {
     WriteOutcome outcome;
     outcome.at = clock_->Now();
     const StateWrite& records = write.records;
-    absl::Status status = store_->Write(records);
+    // Joiners see a change once it is durable, not after the store's
+    // follow-up work (or once its write failed, below).
+    bool published = false;
+    auto publish = [&] {
+      for (const auto& [id, view] : write.views) board_.Publish(id, view);
+      published = true;
+    };
+    absl::Status status = store_->Write(records, publish);
     if (status.ok()) {
       for (const JobRecord& job : records.jobs) outcome.saved_jobs.push_back(job.info.id());
     } else {
@@ -247,8 +254,7 @@ absl::Status Coordinator::WriteInTurn(const QueuedWrite& write) {
         if (outcome.first_failure.ok()) outcome.first_failure = saved;
       }
     }
-    // Joiners see a change only once it is written (or its write failed).
-    for (const auto& [id, view] : write.views) board_.Publish(id, view);
+    if (!published) publish();
     first_failure = outcome.first_failure;
     absl::MutexLock lock(&outcomes_mu_);
     outcomes_.push_back(std::move(outcome));

@@ -90,9 +90,12 @@ absl::Status SqliteStateStore::WriteJob(const JobRecord& job) { return JobsTable
 
 absl::Status SqliteStateStore::WriteWorker(const WorkerRecord& worker) { return WorkersTable().Write(db_, worker); }
 
-absl::Status SqliteStateStore::Write(const StateWrite& records) {
-  if (records.empty()) return absl::OkStatus();
-  return InTransaction([&]() -> absl::Status {
+absl::Status SqliteStateStore::Write(const StateWrite& records, const std::function<void()>& committed) {
+  if (records.empty()) {
+    if (committed) committed();
+    return absl::OkStatus();
+  }
+  absl::Status status = InTransaction([&]() -> absl::Status {
     for (const JobRecord& job : records.jobs) {
       if (auto status = WriteJob(job); !status.ok()) return status;
     }
@@ -101,6 +104,8 @@ absl::Status SqliteStateStore::Write(const StateWrite& records) {
     }
     return absl::OkStatus();
   });
+  if (status.ok() && committed) committed();
+  return status;
 }
 
 absl::Status SqliteStateStore::SaveCheckpoint(const v1::CheckpointInfo& added,

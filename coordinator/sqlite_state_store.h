@@ -27,7 +27,8 @@ class SqliteStateStore : public StateStore {
 
   absl::StatusOr<ClusterState> Load(double now) override;
   // One transaction.
-  absl::Status Write(const StateWrite& records) override;
+  using StateStore::Write;
+  absl::Status Write(const StateWrite& records, const std::function<void()>& committed) override;
   // One transaction.
   absl::Status SaveCheckpoint(const v1::CheckpointInfo& added, const std::vector<v1::CheckpointInfo>& dropped) override;
 

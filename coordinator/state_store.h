@@ -4,6 +4,7 @@
 // default) and EtcdStateStore (coordinator/etcd).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,8 +38,12 @@ class StateStore {
   virtual absl::StatusOr<ClusterState> Load(double now) = 0;
 
   // Writes the records (one write where the store allows it; each store
-  // says how it keeps them consistent).
-  virtual absl::Status Write(const StateWrite& records) = 0;
+  // says how it keeps them consistent). `committed` (if set) is called once
+  // the records are durable, before any further work the write does (on
+  // etcd, a large write is committed by one transaction and its records
+  // are put after it): what waits for the change need not wait for that.
+  virtual absl::Status Write(const StateWrite& records, const std::function<void()>& committed) = 0;
+  absl::Status Write(const StateWrite& records) { return Write(records, nullptr); }
 
   // Writes the jobs and workers named in `changes`.
   absl::Status Save(const ClusterState& state, const ChangeSet& changes) { return Write(Snapshot(state, changes)); }
