@@ -362,6 +362,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
               << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
+  if (!changes.workers.empty()) worker_gauges_stale_ = true;
 }
 
 void Coordinator::FlushUnsavedJobs(double now, bool all) {
@@ -387,6 +388,10 @@ void Coordinator::PublishGauges() {
   std::map<v1::JobState, int64_t> jobs_by_state;
   for (const auto& [id, job] : state_.jobs) ++jobs_by_state[job.info.state()];
   metrics_->SetJobCounts(jobs_by_state);
+  metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
+  // Walking every worker (10,000 label sets) each tick held the lock for
+  // nothing: these change only with a worker's record.
+  if (!worker_gauges_stale_.exchange(false)) return;
   int64_t alive = std::count_if(state_.workers.begin(), state_.workers.end(),
                                 [](const auto& entry) { return entry.second.state != v1::DEAD; });
   metrics_->SetWorkersAlive(alive);
@@ -395,7 +400,6 @@ void Coordinator::PublishGauges() {
     if (worker.state != v1::DEAD) labels_by_worker[id] = worker.labels;
   }
   metrics_->SetWorkerLabels(labels_by_worker);
-  metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
 }
 
 std::string Coordinator::RandomHex(int digits) {

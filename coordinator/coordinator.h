@@ -8,6 +8,7 @@
 // methods; a background ticker expires leases and schedules pending jobs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -236,6 +237,8 @@ class Coordinator {
   // Submitted jobs whose record is being written (id -> owner): not in the
   // state until it is.
   std::map<std::string, std::string> submitting_ ABSL_GUARDED_BY(mu_);
+  // A worker's record changed since the worker gauges were last set.
+  std::atomic<bool> worker_gauges_stale_{true};
   // The ticker runs upkeep at once (a job was submitted), not at its next tick.
   bool upkeep_due_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
