@@ -8,6 +8,7 @@
 // methods; a background ticker expires leases and schedules pending jobs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -215,7 +216,7 @@ class Coordinator {
   KvStore kv_;
 
   LeaseTable leases_;
-  JoinBoard board_;
+  JoinBoard board_{static_cast<int>(std::max(2u, std::thread::hardware_concurrency()))};
   WriteTurns turns_;
 
   absl::Mutex mu_;

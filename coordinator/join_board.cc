@@ -119,8 +119,21 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinBoard::Await(const std::string& j
       changed_.WaitWithDeadline(&mu_, std::min(deadline, now + cancel_poll));
     }
   }
-  // The shared answer is immutable: each rank copies it without any lock.
+  // The shared answer is immutable: each rank copies it without the
+  // board's lock, a few at a time. A thousand ranks copying (and then
+  // serializing) a thousand peers each all at once took every core and
+  // hundreds of MiB, and heartbeats waited for the CPU.
+  {
+    absl::MutexLock lock(&copy_mu_);
+    auto slot_free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(copy_mu_) { return copying_ < max_copying_; };
+    copy_mu_.Await(absl::Condition(&slot_free));
+    ++copying_;
+  }
   v1::JoinGenerationResponse response = answer->response;
+  {
+    absl::MutexLock lock(&copy_mu_);
+    --copying_;
+  }
   response.set_rank(answer->rank_of.at(worker_id));
   if (!checkpoint_path.empty()) response.set_checkpoint_path(checkpoint_path);
   return response;

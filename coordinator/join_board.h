@@ -45,6 +45,9 @@ JoinView JoinViewOf(const ClusterState& state, const JobRecord& job, const JoinV
 
 class JoinBoard {
  public:
+  // `max_copying`: answers copied at once (see Await).
+  explicit JoinBoard(int max_copying = 2) : max_copying_(max_copying) {}
+
   void Publish(const std::string& job_id, JoinView view);
   // Every waiting and later Await answers UNAVAILABLE.
   void Shutdown();
@@ -64,6 +67,9 @@ class JoinBoard {
   absl::CondVar changed_;
   std::map<std::string, JoinView> views_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  const int max_copying_;
+  absl::Mutex copy_mu_;
+  int copying_ ABSL_GUARDED_BY(copy_mu_) = 0;
 };
 
 }  // namespace herd::coordinator
