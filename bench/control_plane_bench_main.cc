@@ -216,6 +216,13 @@ int Main(int argc, char** argv) {
   report["register"] = {{"seconds", *registered}, {"per_second", flags.workers / *registered}};
   memory["rss_kib_registered"] = Rss(process);
   std::printf("registered %d workers in %.2f s (%.0f/s)\n", flags.workers, *registered, flags.workers / *registered);
+  if (*registered > flags.lease_seconds) {
+    // The first workers' leases ran out before their first heartbeat: the
+    // coordinator rightly asks them to re-register, and the rendezvous
+    // may not find its members.
+    std::printf("WARNING: registering took longer than the lease (%.0f s): pass a longer --lease-seconds\n",
+                flags.lease_seconds);
+  }
 
   HeartbeatLoadOptions load_options;
   load_options.period_s = flags.period_s;
