@@ -87,8 +87,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--variants", flags.cases.variants,
                  "any of tcp_pump,herd,gloo_ring,gloo_ring_chunked,herd_shm (herd as trainers on one host run it: "
-                 "shared memory in front of Gloo), herd_tcp (herd's own authenticated transport, "
-                 "--data-plane=herd), herd_f16 and herd_tcp_f16 (the same summing float16), gloo_ring@BYTES (the direct ring with that max "
+                 "shared memory in front of Gloo), herd_tcp (the TCP mesh, herd's own authenticated transport, "
+                 "--data-plane=tcp), herd_f16 and herd_tcp_f16 (the same summing float16), gloo_ring@BYTES (the direct ring with that max "
                  "segment), gloo_ring_xK[@BYTES] (K direct rings at once on K connections per peer)")
       ->delimiter(',');
   app.add_option("--gloo-segment-bytes", flags.cases.gloo_segment_bytes,

@@ -18,8 +18,8 @@ inline constexpr char kHerd[] = "herd";
 // shared memory (sync.same_host_transport: shm) in front of Gloo, on a buffer
 // the communicator handed out (as gradient buckets are), so summed in place.
 inline constexpr char kHerdShm[] = "herd_shm";
-// herd's own member-authenticated TCP transport (tcp_mesh_communicator.h),
-// what trainers use with --data-plane=herd.
+// The TCP mesh, herd's own member-authenticated transport
+// (tcp_mesh_communicator.h), what trainers use with --data-plane=tcp.
 inline constexpr char kHerdTcp[] = "herd_tcp";
 // The same two communicators summing float16 (the buffer's bytes read as
 // halves: twice the elements, the same bytes on the wire).

@@ -2,7 +2,7 @@
 """How fast herd recovers, with default settings (lease 10 s, collective
 timeout 30 s), on a real local cluster of 3 workers training an mlp.
 
-Three figures, each over --reps repetitions, medians printed:
+Figures, each over --reps repetitions, medians printed:
 - kill: SIGKILL of one of 3 workers (daemon and trainer) to the survivors'
   first completed step in the next generation (rank 0's log, one line per
   step: log_interval_steps 1); target 3 s or less;
@@ -16,19 +16,28 @@ Three figures, each over --reps repetitions, medians printed:
 - restart: every member of the job (3 daemons and their trainers) SIGKILLed,
   as in a power cut, and the daemons started again 1 s later, well inside the
   lease: from the restart to the first completed step of a new generation
-  (resumed from the newest checkpoint); target 10 s or less.
+  (resumed from the newest checkpoint); target 10 s or less;
+- failover: two coordinators on a 3-member etcd on loopback (--store=etcd://,
+  --etcd-lease-seconds, default 5), the workers and the CLI given both
+  addresses; the leading coordinator SIGKILLed while the job trains: to the
+  standby leading (its ready file says so; target 5 s or less), and to the
+  job's next committed step, i.e. the first step past the one recorded before
+  the kill that `herd status` shows through the new leader. Also printed: the
+  trainers' first step after the kill (they train on without a coordinator)
+  and whether the job stayed in its generation.
 
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
 
---data-plane herd|gloo starts the workers with that `herd-worker
---data-plane` (default: the daemon's own default, herd). The kill case also
+--data-plane tcp|gloo starts the workers with that `herd-worker
+--data-plane` (default: the daemon's own default, tcp; herd, tcp's old name,
+is still accepted). The kill case also
 prints how long the survivors' new generation took to be ready (the
 trainer's "generation N ready in X s" line: communicators, member handshake
 included, and healing), the part of a re-form the data plane changes.
 
-Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin] [--cases kill,coordinator,readmit,restart]
-       [--data-plane herd|gloo]
+Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin]
+       [--cases kill,coordinator,readmit,restart,failover] [--data-plane tcp|gloo] [--etcd-lease-seconds 5]
 """
 import argparse
 import json
@@ -41,9 +50,10 @@ import sys
 import tempfile
 import time
 
-from herdbench.cluster import LocalCluster, build, pids_of, trainer_log, wait_world
+from herdbench.cluster import LocalCluster, build, pids_of, trainer_log, wait_leading, wait_world
+from herdbench.local_etcd import LocalEtcd
 from herdbench.recovery_job import submit
-from herdbench.trainer_logs import first_step_after
+from herdbench.trainer_logs import STEP, first_step_after, log_events
 
 LEASE = 10.0  # the coordinator's default --lease-seconds
 
@@ -52,6 +62,8 @@ LEASE = 10.0  # the coordinator's default --lease-seconds
 WORKER_ARGS = []
 # "generation N ready in X s" of the kill case's re-formed generations.
 READY_SECONDS = []
+# The failover case: the leader's etcd lease (--etcd-lease-seconds).
+ETCD_LEASE = [5]
 
 
 def ready_seconds(log_path, after_generation):
@@ -171,6 +183,56 @@ def measure_restart(bin_dir):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def first_logged_step(paths, since, timeout=60):
+    """The wall time of the first step any of the trainer logs `paths` shows after `since`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = [when for path in paths if os.path.exists(path)
+                 for when, message in log_events(path) if when >= since and STEP.match(message)]
+        if found:
+            return min(found)
+        time.sleep(0.2)
+    raise RuntimeError(f"no step logged after the kill in {', '.join(paths)}")
+
+
+def measure_failover(bin_dir):
+    """(seconds to the standby leading, to the job's next committed step, to the trainers' first step; whether
+    the job kept its generation)."""
+    etcd = LocalEtcd(3)
+    cluster = None
+    try:
+        cluster = LocalCluster(bin_dir, 3, worker_args=lambda i: WORKER_ARGS, store=etcd.store(),
+                               coordinator_args=[f"--etcd-lease-seconds={ETCD_LEASE[0]}"], standbys=1)
+        job = submit(cluster)
+        info = wait_world(cluster, job, 3)
+        before = cluster.herd_json("status", job)
+        os.killpg(cluster.procs[0].pid, signal.SIGKILL)  # the leading coordinator
+        killed = time.time()
+        led = wait_leading(cluster.standby_ready_file(0), cluster.procs[-1]) - killed
+        # The job's next commit, as the new leader records it.
+        deadline = time.time() + 120
+        while True:
+            try:
+                now = cluster.herd_json("status", job)
+                if int(now.get("step", 0)) > int(before.get("step", 0)):
+                    committed = time.time() - killed
+                    break
+            except RuntimeError:
+                pass  # the CLI's own wait for a leader ran out: ask again
+            if time.time() > deadline:
+                raise RuntimeError(f"job {job} recorded no step past {before.get('step')} after the failover "
+                                   f"(logs in {cluster.dir})")
+            time.sleep(0.05)
+        trained = first_logged_step([trainer_log(cluster, w, job) for w in range(3)], killed) - killed
+        same_generation = int(now.get("generation", 0)) == int(info["generation"])
+        return led, committed, trained, same_generation
+    finally:
+        if cluster:
+            cluster.herd("cancel", job) if "job" in locals() else None
+            cluster.stop()
+        etcd.stop()
+
+
 def main():
     # A SIGTERM (timeout, Ctrl-C in a pipeline) still stops the clusters.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -178,19 +240,24 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     parser.add_argument("--cases", default="kill,coordinator,readmit,restart",
-                        help="comma-separated: kill, coordinator, readmit, restart")
-    parser.add_argument("--data-plane", choices=["herd", "gloo"], default=None,
+                        help="comma-separated: kill, coordinator, readmit, restart, failover (needs Debian's "
+                             "etcd-server)")
+    parser.add_argument("--data-plane", choices=["tcp", "gloo", "herd"], default=None,
                         help="herd-worker --data-plane for every worker (default: the daemon's default)")
+    parser.add_argument("--etcd-lease-seconds", type=int, default=ETCD_LEASE[0],
+                        help="failover: the coordinators' --etcd-lease-seconds (default: theirs, 5)")
     args = parser.parse_args()
+    ETCD_LEASE[0] = args.etcd_lease_seconds
     if args.data_plane:
         WORKER_ARGS.append(f"--data-plane={args.data_plane}")
     cases = args.cases.split(",")
-    unknown = set(cases) - {"kill", "coordinator", "readmit", "restart"}
+    unknown = set(cases) - {"kill", "coordinator", "readmit", "restart", "failover"}
     if unknown:
         parser.error(f"--cases: unknown case(s) {', '.join(sorted(unknown))} "
-                     "(expected kill, coordinator, readmit, restart)")
+                     "(expected kill, coordinator, readmit, restart, failover)")
     bin_dir = args.bin_dir or build()
     kills, coordinators, readmits, restarts = [], [], [], []
+    takeovers, failover_commits, failover_trained, failover_same_generation = [], [], [], []
     for rep in range(args.reps):
         if "kill" in cases:
             kills.append(measure_kill(bin_dir))
@@ -207,17 +274,33 @@ def main():
             restarts.append(measure_restart(bin_dir))
             print(f"rep {rep + 1}: every member killed and restarted within the lease -> first step: "
                   f"{restarts[-1]:.2f} s", flush=True)
+        if "failover" in cases:
+            led, committed, trained, same = measure_failover(bin_dir)
+            takeovers.append(led)
+            failover_commits.append(committed)
+            failover_trained.append(trained)
+            failover_same_generation.append(same)
+            print(f"rep {rep + 1}: leading coordinator killed -> standby leads: {led:.2f} s, job's next committed "
+                  f"step: {committed:.2f} s (trainers' first step {trained:.2f} s, "
+                  f"{'same' if same else 'a new'} generation)", flush=True)
     median = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     result = {"kill_to_resumed_s": median(kills), "coordinator_and_worker_to_resumed_s": median(coordinators),
               "return_to_readmitted_s": median(readmits), "whole_restart_to_resumed_s": median(restarts),
               "kills": kills, "coordinator_kills": coordinators, "readmits": readmits, "restarts": restarts, "lease_s": LEASE, "reps": args.reps,
-              "data_plane": args.data_plane or "default", "reform_ready_s": READY_SECONDS}
+              "data_plane": args.data_plane or "default", "reform_ready_s": READY_SECONDS,
+              "failover_to_leading_s": median(takeovers), "failover_to_committed_s": median(failover_commits),
+              "failover_to_trained_s": median(failover_trained), "failover_takeovers": takeovers,
+              "failover_commits": failover_commits, "failover_same_generation": failover_same_generation,
+              "etcd_lease_s": ETCD_LEASE[0]}
     for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 1 s)"),
                               ("coordinator and worker killed -> resumed", "coordinator_and_worker_to_resumed_s",
                                " (target <= 10 s)"),
                               ("return -> re-admitted", "return_to_readmitted_s", ""),
                               ("every member restarted -> resumed", "whole_restart_to_resumed_s",
-                               " (target <= 10 s)")):
+                               " (target <= 10 s)"),
+                              ("leader killed -> standby leads", "failover_to_leading_s", " (target <= 5 s)"),
+                              ("leader killed -> job's next committed step", "failover_to_committed_s", ""),
+                              ("leader killed -> trainers' next step", "failover_to_trained_s", "")):
         if result[key] is not None:
             print(f"median {name} {result[key]:.2f} s{target}")
     if READY_SECONDS:

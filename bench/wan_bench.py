@@ -38,7 +38,15 @@ Runs of every-step sync (allreduce, ddp) on links at or below
 --slow-link-rate use --slow-steps steps: their throughput is flat after a
 few steps, and a full run at 10 Mbit/s would take an hour.
 
-Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0]
+Sites (--sites 2 --hosts-per-site 2): the hosts in sites, unshaped inside,
+and each link of --links is the WAN between two sites (its rate on each
+site's link, its one-way delay between two sites); a testbed per link. Link
+bytes are what the sites sent over the WAN. Workers carry the label site=sN,
+so the islands variants (sync.islands_by: site) all-reduce inside a site and
+average across; stream32_t8 is the same averaging of every rank (flat).
+  --sites 2 --links none,50mbit@40ms --variants islands32_t8,stream32_t8,allreduce,ddp
+
+Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0] [--sites N --hosts-per-site M]
          [--models mnist_cnn,char_transformer]  (MODEL or MODEL@BATCH: the step-time axis,
                                                   e.g. mnist_cnn@4,mnist_cnn@16,mnist_cnn@64)
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
@@ -95,6 +103,12 @@ VARIANTS = {
     # tau from what the rounds measure (docs/job-spec.md, overlap_steps: auto).
     "stream32_auto": f"{{mode: average, every: 32, fragments: 4, overlap_steps: auto, {OUTER}, compression: int8}}",
     "stream16_auto": f"{{mode: average, every: 16, fragments: 4, overlap_steps: auto, {OUTER}, compression: int8}}",
+    # Sites (--sites): gradients all-reduced inside a site every step, the
+    # sites averaged as stream32_t8 averages every rank (docs/design.md, Islands).
+    "islands32_t8": (f"{{mode: average, every: 32, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8, "
+                     f"islands_by: site}}"),
+    "islands16_t8": (f"{{mode: average, every: 16, fragments: 4, overlap_steps: 8, {OUTER}, compression: int8, "
+                     f"islands_by: site}}"),
 }
 EVERY_STEP = ("allreduce", "ddp")
 # Real English text for char_transformer: the system's license texts.
@@ -130,15 +144,24 @@ def rate_bits(rate):
 
 
 class Testbed:
-    def __init__(self, tb):
+    """HOSTS hosts on one bridge, or (sites > 0) sites of hosts_per_site hosts
+    each, joined by a WAN link of rate `wan_rate` ("none": unshaped) and one-way
+    delay `wan_delay_ms` between two sites."""
+
+    def __init__(self, tb, sites=0, hosts_per_site=0, wan_rate="none", wan_delay_ms=0):
         self.tb = tb
-        self.bed = json.loads(subprocess.check_output([tb, "up", "--hosts", str(HOSTS)]))
+        up = [tb, "up", "--hosts", str(HOSTS)]
+        if sites:
+            up = [tb, "up", "--sites", str(sites), "--hosts-per-site", str(hosts_per_site),
+                  "--wan-delay-ms", str(wan_delay_ms)] + ([] if wan_rate == "none" else ["--wan-rate", wan_rate])
+        self.bed = json.loads(subprocess.check_output(up))
         self.name = self.bed["name"]
         self.hosts = self.bed["hosts"]
+        self.sites = self.bed.get("sites") or []
         self.delay_ms = 0
 
     def shape(self, rate):
-        for i in range(HOSTS):
+        for i in range(len(self.hosts)):
             if rate == "none":
                 subprocess.run([self.tb, "unshape", self.name, f"h{i}"], check=True, capture_output=True)
             else:
@@ -148,20 +171,23 @@ class Testbed:
         """One-way delay of every host's link, each direction (a relay per host once non-zero)."""
         if ms == self.delay_ms:
             return
-        for i in range(HOSTS):
+        for i in range(len(self.hosts)):
             subprocess.run([self.tb, "delay", self.name, f"h{i}", str(ms)], check=True, capture_output=True)
         self.delay_ms = ms
 
     def sent_bytes(self):
-        """Bytes each host has sent over its link (its veth's bridge end receives them)."""
+        """Bytes each host has sent over its link (its veth's bridge end
+        receives them); with sites, bytes each site sent over the WAN (its
+        link's port on the core bridge receives them)."""
+        ports = [site["core_port"] for site in self.sites] if self.sites else [h["veth"] for h in self.hosts]
         out = []
-        for h in self.hosts:
-            with open(f"/sys/class/net/{h['veth']}/statistics/rx_bytes") as f:
+        for port in ports:
+            with open(f"/sys/class/net/{port}/statistics/rx_bytes") as f:
                 out.append(int(f.read()))
         return out
 
     def exec_prefix(self, i):
-        return [self.tb, "exec", self.name, f"h{i}", "--"]
+        return [self.tb, "exec", self.name, self.hosts[i]["name"], "--"]
 
     def down(self):
         subprocess.run([self.tb, "down", self.name], capture_output=True)
@@ -171,14 +197,17 @@ class TestbedCluster(LocalCluster):
     """The coordinator on the bridge, one herd worker per testbed host."""
 
     def __init__(self, bin_dir, bed):
-        super().__init__(bin_dir, HOSTS, host=bed.bed["root_address"],
-                         worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix)
+        self.world = len(bed.hosts)
+        # Each worker carries its site as a label (sync.islands_by: site).
+        super().__init__(bin_dir, self.world, host=bed.bed["root_address"],
+                         worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix,
+                         worker_args=lambda i: [f"--label=site=s{bed.hosts[i].get('site', 0)}"])
 
     def wall(self, job):
         """(steps after the first, all steps, wall seconds) from the log of the
         rank that logs progress: the first step's end to the last step's
         progress line."""
-        for i in range(HOSTS):
+        for i in range(self.world):
             with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
                 log = f.read()
             last = [m for m in PROGRESS.finditer(log) if m.group(3) == m.group(4)]
@@ -190,7 +219,7 @@ class TestbedCluster(LocalCluster):
 
     def summaries(self, job):
         out = []
-        for i in range(HOSTS):
+        for i in range(self.world):
             with open(f"{self.dir}/worker-{i}/jobs/{job}/trainer.log") as f:
                 log = f.read()
             m = SUMMARY.search(log)
@@ -206,14 +235,14 @@ class TestbedCluster(LocalCluster):
 OPTIMIZERS = {"char_transformer": ("adamw", 0.001, ""), "mnist_cnn": ("sgd", 0.05, ", momentum: 0.9")}
 
 
-def job_spec(model, sync, args, steps, text, lr=None):
+def job_spec(model, sync, args, steps, text, world, lr=None):
     dataset = (f"{{kind: text, path: {text}}}" if model == "char_transformer" else f"{{kind: idx, path: {FASHION_MNIST}}}")
     name, default_lr, rest = OPTIMIZERS[model]
     optimizer = f"{{name: {name}, lr: {default_lr if lr is None else lr}{rest}}}"
     length = f"epochs: {args.epochs}\n" if args.epochs else f"max_steps: {steps}\n"
     return (f"name: wan-{model}\nmodel: {model}\ndataset: {dataset}\nbatch_size: {args.batch}\n{length}"
             f"optimizer: {optimizer}\nschedule: {{name: {args.schedule}}}\nsync: {sync}\neval: {{max_samples: {args.eval_samples}}}\n"
-            f"min_workers: {HOSTS}\nmax_workers: {HOSTS}\nseed: 1\nthreads: 1\n")
+            f"min_workers: {world}\nmax_workers: {world}\nseed: 1\nthreads: 1\n")
 
 
 PARAMETERS = re.compile(r" with (\d+) parameters")
@@ -231,7 +260,8 @@ def log_time(stamp):
 
 def run_herd(cluster, bed, model, variant, args, steps, text):
     before = bed.sent_bytes()
-    job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text, args.lr.get(variant)))
+    job, info = cluster.run_job(job_spec(model, VARIANTS[variant], args, steps, text, cluster.world,
+                                         args.lr.get(variant)))
     sent = sum(b - a for a, b in zip(before, bed.sent_bytes()))
     ranks = cluster.summaries(job)
     with open(f"{cluster.dir}/worker-0/jobs/{job}/trainer.log") as f:
@@ -251,17 +281,18 @@ def run_herd(cluster, bed, model, variant, args, steps, text):
 
 
 def run_ddp(bed, model, args, steps, text):
+    world = len(bed.hosts)
     port = free_port()
     master = bed.hosts[0]["address"]
     before = bed.sent_bytes()
     procs = [subprocess.Popen(bed.exec_prefix(i) + [
-        DDP_PYTHON, os.path.join(ROOT, "bench", "ddp_host_rank.py"), "--rank", str(i), "--world", str(HOSTS),
+        DDP_PYTHON, os.path.join(ROOT, "bench", "ddp_host_rank.py"), "--rank", str(i), "--world", str(world),
         "--master", master, "--port", str(port), "--steps", str(steps), "--warmup", "3", "--batch", str(args.batch),
         "--model", model] + ([
             "--text", text, "--lr", str(args.lr.get("ddp", OPTIMIZERS[model][1])), "--schedule", args.schedule,
             "--epochs", str(args.epochs), "--seed", "1", "--eval-samples", str(args.eval_samples)]
             if model == "char_transformer" else []),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(HOSTS)]
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(world)]
     outs = [p.communicate(timeout=3600) for p in procs]
     for p, (_, err) in zip(procs, outs):
         if p.returncode != 0:
@@ -272,6 +303,41 @@ def run_ddp(bed, model, args, steps, text):
             "train_samples_per_s_per_rank": result["samples_per_s_per_rank"], "payload_bytes_per_sample": None,
             "link_bytes_per_sample": sent / result["samples"], "samples": result["samples"],
             "eval": result["eval"], "parameters": result["parameters"]}
+
+
+def run_link(cluster, bed, link, rate, delay_ms, shapes, variants, args, text, repeat, herd_parameters):
+    """Every model shape and variant on one link setting: one result per run."""
+    slow_bits = rate_bits(args.slow_link_rate)
+    runs = []
+    for shape, (model, shape_args) in shapes.items():
+        for variant in variants:
+            slow = rate != "none" and rate_bits(rate) <= slow_bits and variant in EVERY_STEP
+            steps = args.slow_steps if slow and not args.epochs else args.steps
+            r = run_ddp(bed, model, shape_args, steps, text) if variant == "ddp" else \
+                run_herd(cluster, bed, model, variant, shape_args, steps, text)
+            if variant != "ddp":
+                herd_parameters[model] = r["parameters"]
+            elif herd_parameters.get(model) and r["parameters"] != herd_parameters[model]:
+                raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
+                                   f"herd's {herd_parameters[model]}")
+            by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
+            r.update(link=link, rate=rate, delay_ms=delay_ms, model=shape, batch=shape_args.batch,
+                     variant=variant,
+                     steps=None if by_epochs else steps,
+                     epochs=args.epochs if by_epochs else None, repeat=repeat,
+                     lr=args.lr.get(variant, OPTIMIZERS[model][1]),
+                     link_bound=(rate_bits(rate) / 8 / r["link_bytes_per_sample"]
+                                 if rate != "none" and r["link_bytes_per_sample"] else None))
+            runs.append(r)
+            payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
+            evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
+            print(f"[{repeat + 1}/{args.repeats}] {link:12} {model:16} {variant:12} "
+                  f"{r['samples_per_s_per_rank']:8.1f} wall samples/s/rank "
+                  f"({r['train_samples_per_s_per_rank']:.1f} in steps, "
+                  f"{'-' if r.get('sync_wait_fraction') is None else r['sync_wait_fraction']} waiting) "
+                  f"payload {payload:>8} B/sample "
+                  f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
+    return runs
 
 
 def main():
@@ -289,6 +355,10 @@ def main():
     p.add_argument("--slow-link-rate", default="100mbit")
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--sites", type=int, default=0,
+                   help="sites of --hosts-per-site hosts each (unshaped inside), joined by the links of --links "
+                        "(each a rate@delay between two sites); workers carry the label site=sN")
+    p.add_argument("--hosts-per-site", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--eval-samples", type=int, default=2000)
     p.add_argument("--corpus", default="licenses", choices=["licenses", "copyrights"],
@@ -333,6 +403,10 @@ def main():
         shape_args.batch = int(batch) if batch else args.batch
         shapes[shape] = (name, shape_args)
     models = [name for name, _ in shapes.values()]
+    if args.sites and not (2 <= args.sites <= 20 and 1 <= args.hosts_per_site <= 20):
+        p.error(f"--sites {args.sites} --hosts-per-site {args.hosts_per_site}: expected 2..20 sites of 1..20 hosts")
+    if args.sites and args.delay_ms:
+        p.error("--delay-ms: with --sites, give each link its delay (e.g. 50mbit@40ms)")
     if not 0 <= args.delay_ms <= 10000:
         p.error(f"--delay-ms: {args.delay_ms} is not in 0..10000")
     try:
@@ -348,7 +422,6 @@ def main():
         if v == "ddp" and "mnist_cnn" in models:
             p.error("--lr: ddp's rate applies to char_transformer only (mnist_cnn's DDP step is "
                     "compare_ddp's, lr 0.05); run --models char_transformer")
-    slow_bits = rate_bits(args.slow_link_rate)
     text = None
     if "char_transformer" in models:
         text = os.path.join(tempfile.mkdtemp(prefix="herd-wan-text-"), f"{args.corpus}.txt")
@@ -364,52 +437,40 @@ def main():
                     out.write(data)
                     written += len(data)
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.1f}, {HOSTS} hosts, batch {args.batch}/rank, lr schedule {args.schedule}, "
+          f"{os.getloadavg()[0]:.1f}, {f'{args.sites} sites x {args.hosts_per_site} hosts' if args.sites else f'{HOSTS} hosts'}, batch {args.batch}/rank, lr schedule {args.schedule}, "
           f"{f'{args.epochs} epochs' if args.epochs else f'{args.steps} steps ({args.slow_steps} for every-step sync at <= {args.slow_link_rate})'}",
           flush=True)
-    bed = Testbed(os.path.join(bin_dir, "tests", "testbed", "herd-testbed"))
-    cluster = None
+    tb = os.path.join(bin_dir, "tests", "testbed", "herd-testbed")
+    bed = cluster = None
     runs = []
     herd_parameters = {}  # model -> herd's count, to check the DDP peer's model against
     try:
-        cluster = TestbedCluster(bin_dir, bed)
+        if not args.sites:
+            bed = Testbed(tb)
+            cluster = TestbedCluster(bin_dir, bed)
         for repeat in range(args.repeats):
             for link in links:
                 rate, delay_ms = link_settings[link]
-                bed.shape(rate)
-                bed.delay(delay_ms)
-                for shape, (model, shape_args) in shapes.items():
-                    for variant in variants:
-                        slow = rate != "none" and rate_bits(rate) <= slow_bits and variant in EVERY_STEP
-                        steps = args.slow_steps if slow and not args.epochs else args.steps
-                        r = run_ddp(bed, model, shape_args, steps, text) if variant == "ddp" else \
-                            run_herd(cluster, bed, model, variant, shape_args, steps, text)
-                        if variant != "ddp":
-                            herd_parameters[model] = r["parameters"]
-                        elif herd_parameters.get(model) and r["parameters"] != herd_parameters[model]:
-                            raise RuntimeError(f"the DDP peer's {model} has {r['parameters']} parameters, "
-                                               f"herd's {herd_parameters[model]}")
-                        by_epochs = args.epochs and not (variant == "ddp" and model == "mnist_cnn")
-                        r.update(link=link, rate=rate, delay_ms=delay_ms, model=shape, batch=shape_args.batch,
-                                 variant=variant,
-                                 steps=None if by_epochs else steps,
-                                 epochs=args.epochs if by_epochs else None, repeat=repeat,
-                                 lr=args.lr.get(variant, OPTIMIZERS[model][1]),
-                                 link_bound=(rate_bits(rate) / 8 / r["link_bytes_per_sample"]
-                                             if rate != "none" and r["link_bytes_per_sample"] else None))
-                        runs.append(r)
-                        payload = "-" if r["payload_bytes_per_sample"] is None else f"{r['payload_bytes_per_sample']:.0f}"
-                        evals = " ".join(f"{k} {v:.4f}" for k, v in sorted(r["eval"].items()))
-                        print(f"[{repeat + 1}/{args.repeats}] {link:12} {model:16} {variant:12} "
-                              f"{r['samples_per_s_per_rank']:8.1f} wall samples/s/rank "
-                              f"({r['train_samples_per_s_per_rank']:.1f} in steps, "
-                              f"{'-' if r.get('sync_wait_fraction') is None else r['sync_wait_fraction']} waiting) "
-                              f"payload {payload:>8} B/sample "
-                              f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
+                if args.sites:
+                    # The WAN's rate and delay are set as the sites come up.
+                    bed = Testbed(tb, args.sites, args.hosts_per_site, rate, delay_ms)
+                    cluster = TestbedCluster(bin_dir, bed)
+                else:
+                    bed.shape(rate)
+                    bed.delay(delay_ms)
+                try:
+                    runs += run_link(cluster, bed, link, rate, delay_ms, shapes, variants, args, text, repeat,
+                                     herd_parameters)
+                finally:
+                    if args.sites:
+                        cluster.stop()
+                        bed.down()
+                        bed = cluster = None
     finally:
         if cluster:
             cluster.stop()
-        bed.down()
+        if bed:
+            bed.down()
     # One result per cell: the median run by samples/s (its other figures with it).
     cells = {}
     for r in runs:
@@ -451,7 +512,7 @@ def main():
         r["link_bytes_per_sample"] = round(r["link_bytes_per_sample"], 1)
         if r["payload_bytes_per_sample"] is not None:
             r["payload_bytes_per_sample"] = round(r["payload_bytes_per_sample"], 1)
-    print(json.dumps({"bench": "wan", "hosts": HOSTS, "delay_ms": args.delay_ms, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
+    print(json.dumps({"bench": "wan", "hosts": args.sites * args.hosts_per_site if args.sites else HOSTS, "sites": args.sites, "delay_ms": args.delay_ms, "batch": args.batch, "steps": args.steps, "repeats": args.repeats,
                       "slow_steps": args.slow_steps, "epochs": args.epochs, "schedule": args.schedule, "cores": os.cpu_count(),
                       "load_average_1m": os.getloadavg()[0], "results": results}))
 

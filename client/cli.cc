@@ -9,6 +9,7 @@
 #include "client/commands.h"
 #include "client/leader_lookup.h"
 #include "common/auth.h"
+#include "common/control_chars.h"
 #include "common/rpc_options.h"
 
 namespace herd::client {
@@ -81,7 +82,8 @@ int RunCli(int argc, const char* const* argv, const CliEnvironment& environment)
   }
   absl::StatusOr<std::string> leader = FindLeader(**coordinators, options->timeout);
   if (!leader.ok()) {
-    *environment.err << "herd: cannot reach a leading coordinator: " << leader.status().message() << "\n";
+    // The message quotes what the coordinators said: printed inert.
+    *environment.err << "herd: " << EscapeControlChars(leader.status().message()) << "\n";
     return kExitUnreachable;
   }
   options->coordinator = *leader;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/progress.h"
+#include "client/unreachable.h"
 #include "common/control_chars.h"
 #include "common/job_spec.h"
 #include "common/job_spec_yaml.h"
@@ -144,9 +145,18 @@ int Watch(const CommandContext& context, const std::string& job_id) {
 }  // namespace
 
 int ReportRpcError(const CommandContext& context, const absl::Status& status) {
-  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    *context.err << "herd: cannot reach coordinator at " << context.options.coordinator << ": "
-                 << EscapeControlChars(status.message()) << "\n";
+  const std::string message(status.message());
+  if (absl::IsDeadlineExceeded(status) || (absl::IsUnavailable(status) && IsConnectFailure(message))) {
+    *context.err << "herd: "
+                 << EscapeControlChars(CannotReach({context.options.coordinator}, ConnectFailureCause(message)))
+                 << "\n";
+    return kExitUnreachable;
+  }
+  if (absl::IsUnavailable(status)) {
+    // It answered, and says it cannot serve now (its etcd is down, or it
+    // stopped leading): not "cannot reach".
+    *context.err << "herd: the coordinator at " << context.options.coordinator
+                 << " is unavailable: " << EscapeControlChars(message) << "\n";
     return kExitUnreachable;
   }
   // Messages may quote names and reasons: printed inert.

@@ -315,7 +315,10 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
                                                                                            spec.placement().require().end())))});
     }
     if (!spec.sync().islands_by().empty()) {
-      lines.push_back({"Islands", absl::StrCat("by worker label ", spec.sync().islands_by())});
+      const int64_t minimum = spec.sync().min_workers_per_island();
+      lines.push_back({"Islands", absl::StrCat("by worker label ", spec.sync().islands_by(),
+                                               minimum > 1 ? absl::StrCat(", each of at least ", minimum, " workers")
+                                                           : std::string())});
     }
     lines.push_back({"Priority", absl::StrCat(spec.priority(), spec.preemptible() ? " (preemptible)" : "")});
   }

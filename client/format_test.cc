@@ -244,7 +244,9 @@ TEST(FormatTest, DetailShowsPlacementAndIslands) {
   (*job.mutable_spec()->mutable_placement()->mutable_require())["pool"] = "a100";
   job.mutable_spec()->mutable_sync()->set_islands_by("zone");
   EXPECT_THAT(JobDetail(job, 0), HasSubstr("workers labelled pool=a100,site=us-east"));
-  EXPECT_THAT(JobDetail(job, 0), HasSubstr("by worker label zone"));
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("by worker label zone\n"));
+  job.mutable_spec()->mutable_sync()->set_min_workers_per_island(2);
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("by worker label zone, each of at least 2 workers"));
 }
 
 TEST(FormatTest, DetailNamesAHungMemberAndItsStep) {

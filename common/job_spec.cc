@@ -177,7 +177,10 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
     return Bad("global_batch_size", absl::StrCat(global, " is below min_workers (", spec.min_workers(),
                                                  "): every rank needs at least one sample per step"));
   }
-  if (global % spec.min_workers() != 0) {
+  // With islands the step is split among the islands first
+  // (IslandShares), so no world size splits it evenly in general.
+  const bool islands = !spec.sync().islands_by().empty();
+  if (!islands && global % spec.min_workers() != 0) {
     return Bad("global_batch_size", absl::StrCat(global, " is not divisible by min_workers (", spec.min_workers(),
                                                  "): the minimum world could not split it evenly"));
   }
@@ -191,12 +194,14 @@ absl::Status CheckGlobalBatch(const v1::JobSpec& spec) {
                                                   SpecName(spec.optimizer().scale_lr()),
                                                   ": the global batch does not change with the world size"));
   }
-  const int64_t largest_share = (global + spec.min_workers() - 1) / spec.min_workers();
+  // With islands, an island of one rank may take the whole step.
+  const int64_t largest_share = islands ? global : (global + spec.min_workers() - 1) / spec.min_workers();
   const int64_t micro_batches = (largest_share + spec.batch_size() - 1) / spec.batch_size();
   if (micro_batches > 65536) {
-    return Bad("global_batch_size", absl::StrCat(global, " needs ", micro_batches, " micro-batches of batch_size ",
-                                                 spec.batch_size(), " per rank at min_workers ", spec.min_workers(),
-                                                 " (at most 65536)"));
+    return Bad("global_batch_size",
+               absl::StrCat(global, " needs ", micro_batches, " micro-batches of batch_size ", spec.batch_size(),
+                            islands ? " on a rank alone in its island" : " per rank at min_workers ",
+                            islands ? "" : absl::StrCat(spec.min_workers()), " (at most 65536)"));
   }
   return absl::OkStatus();
 }
@@ -413,6 +418,11 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   }
 
   if (auto s = ValidateSyncSpec(spec.sync()); !s.ok()) return s;
+  if (spec.sync().min_workers_per_island() > spec.max_workers()) {
+    return Bad("sync.min_workers_per_island",
+               absl::StrCat("must be <= max_workers (", spec.max_workers(), "), got ",
+                            spec.sync().min_workers_per_island(), ": no island could ever have that many ranks"));
+  }
   if (auto s = ValidatePlacement(spec.placement()); !s.ok()) return s;
 
   if (auto s = CheckRange("checkpoint.interval_steps", spec.checkpoint().interval_steps(), 0, kMaxSteps); !s.ok()) {
@@ -439,6 +449,7 @@ void ApplySyncDefaults(v1::SyncSpec* sync) {
   if (sync->fragments() == 0) sync->set_fragments(1);
   if (sync->overlap() && sync->overlap_steps() == 0) sync->set_overlap_steps(1);
   if (sync->shares() == v1::SHARES_UNSPECIFIED) sync->set_shares(v1::SHARES_EQUAL);
+  if (!sync->islands_by().empty() && sync->min_workers_per_island() == 0) sync->set_min_workers_per_island(1);
   if (sync->outer().kind() == v1::OUTER_KIND_UNSPECIFIED) sync->mutable_outer()->set_kind(v1::OUTER_KIND_NONE);
   if (sync->outer().kind() == v1::OUTER_KIND_NESTEROV) {
     if (sync->outer().lr() == 0) sync->mutable_outer()->set_lr(0.7);
@@ -503,6 +514,12 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     if (sync.shares() == v1::SHARES_THROUGHPUT) {
       return Bad("sync.islands_by", "does not support sync.shares throughput yet");
     }
+  }
+  if (auto s = CheckRange("sync.min_workers_per_island", sync.min_workers_per_island(), 0, kMaxWorkers); !s.ok()) {
+    return s;
+  }
+  if (sync.min_workers_per_island() > 0 && sync.islands_by().empty()) {
+    return Bad("sync.min_workers_per_island", "needs sync.islands_by (it is the fewest ranks an island may have)");
   }
   return absl::OkStatus();
 }

@@ -84,5 +84,43 @@ TEST(JobSpecPlacement, IslandsByRefusesWhatCrossGroupsCannotAgreeOn) {
             "sync.islands_by: does not support sync.shares throughput yet");
 }
 
+TEST(JobSpecPlacement, MinWorkersPerIslandIsOneByDefaultWithIslands) {
+  auto spec = Parsed("sync: {mode: average, islands_by: site}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->sync().min_workers_per_island(), 1);
+  auto flat = Parsed("sync: {mode: average}\n");
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(flat->sync().min_workers_per_island(), 0);
+
+  auto two = Parsed("max_workers: 4\nsync: {mode: average, islands_by: site, min_workers_per_island: 2}\n");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->sync().min_workers_per_island(), 2);
+  EXPECT_TRUE(ValidateJobSpec(*two).ok()) << ValidateJobSpec(*two);
+}
+
+TEST(JobSpecPlacement, MinWorkersPerIslandIsCheckedNamingTheField) {
+  EXPECT_EQ(Invalid("sync: {mode: average, min_workers_per_island: 2}\n"),
+            "sync.min_workers_per_island: needs sync.islands_by (it is the fewest ranks an island may have)");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: -1}\n"),
+            "sync.min_workers_per_island: must be in [0, 4096], got -1");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: 3}\n"),
+            "sync.min_workers_per_island: must be <= max_workers (2), got 3: no island could ever have that many "
+            "ranks");
+  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, min_workers_per_island: two}\n"),
+            "sync.min_workers_per_island: expected an integer, got 'two'");
+}
+
+TEST(JobSpecPlacement, GlobalBatchWithIslandsNeedNotDivideByMinWorkers) {
+  // The step is split among the islands first: 2 sites of 2 at min_workers 3.
+  auto spec = Parsed("min_workers: 3\nmax_workers: 4\nglobal_batch_size: 64\nsync: {mode: average, islands_by: site}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  EXPECT_EQ(Invalid("min_workers: 3\nmax_workers: 4\nglobal_batch_size: 64\nsync: {mode: average}\n"),
+            "global_batch_size: 64 is not divisible by min_workers (3): the minimum world could not split it evenly");
+  EXPECT_EQ(Invalid("global_batch_size: 524296\nsync: {mode: average, islands_by: site}\n"),
+            "global_batch_size: 524296 needs 65537 micro-batches of batch_size 8 on a rank alone in its island "
+            "(at most 65536)");
+}
+
 }  // namespace
 }  // namespace herd

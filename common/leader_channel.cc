@@ -74,6 +74,7 @@ absl::StatusOr<std::shared_ptr<LeaderChannel>> LeaderChannel::Open(const std::st
 std::shared_ptr<LeaderChannel> LeaderChannel::Over(std::shared_ptr<grpc::Channel> channel) {
   std::shared_ptr<LeaderChannel> over(new LeaderChannel({"channel"}, {}));
   absl::MutexLock lock(&over->mu_);
+  over->remakeable_ = false;
   over->channels_["channel"] = std::move(channel);
   return over;
 }
@@ -95,6 +96,13 @@ std::shared_ptr<grpc::Channel> LeaderChannel::ChannelTo(const std::string& addre
   if (!made.ok()) return nullptr;
   channels_[address] = *made;
   return *made;
+}
+
+void LeaderChannel::Forget(const std::string& address, const std::shared_ptr<grpc::Channel>& channel) {
+  absl::MutexLock lock(&mu_);
+  if (!remakeable_ || channel == nullptr) return;
+  auto known = channels_.find(address);
+  if (known != channels_.end() && known->second == channel) channels_.erase(known);
 }
 
 void LeaderChannel::Learn(const std::string& address, const grpc::Status& status,
@@ -125,6 +133,7 @@ grpc::Status LeaderChannel::Call(const NewContext& new_context, const Attempt& a
                                 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot make a channel to it")
                                 : attempt(channel, context.get());
       if (!ShouldTryElsewhere(status)) return status;
+      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) Forget(address, channel);
       Learn(address, status, *context);
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && !policy.retry_after_deadline) return status;
       auto said = std::find_if(tried.begin(), tried.end(), [&](const auto& entry) { return entry.first == address; });

@@ -57,7 +57,8 @@ class LeaderChannel {
   // The address believed to lead now, and a channel to it.
   std::string current_address();
   std::shared_ptr<grpc::Channel> current();
-  // A channel to `address` (one per address, made on first use).
+  // A channel to `address` (one per address, made on first use, and made
+  // anew after a call on it ran out of time).
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
 
   // After a call to `address` failed with `status`: the next call goes to the
@@ -70,12 +71,18 @@ class LeaderChannel {
   // moving past dead addresses, for `policy.passes` passes. Gives up with
   // UNAVAILABLE naming every address tried and what each said. A
   // DEADLINE_EXCEEDED is returned as it is unless the policy says otherwise,
-  // though the next call goes elsewhere.
+  // though the next call goes elsewhere, on a fresh connection: a TCP
+  // connection that lost packets through an outage may sit in retransmission
+  // backoff for minutes after the path is back, while a new one is up in one
+  // round trip.
   using Attempt = std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>;
   using NewContext = std::function<std::unique_ptr<grpc::ClientContext>()>;
   grpc::Status Call(const NewContext& new_context, const Attempt& attempt, const LeaderCallPolicy& policy = {});
 
  private:
+  // Drops `channel` if it is still the one to `address`.
+  void Forget(const std::string& address, const std::shared_ptr<grpc::Channel>& channel);
+
   LeaderChannel(std::vector<std::string> addresses, TlsOptions tls)
       : addresses_(std::move(addresses)), tls_(std::move(tls)), current_(addresses_.front()) {}
 
@@ -84,6 +91,7 @@ class LeaderChannel {
   absl::Mutex mu_;
   std::string current_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  bool remakeable_ ABSL_GUARDED_BY(mu_) = true;  // false for a channel made elsewhere (Over)
 };
 
 }  // namespace herd

@@ -168,6 +168,24 @@ TEST(LeaderChannel, AnAnswerThatIsNotUnavailableIsFinal) {
   EXPECT_EQ(calls, 1);
 }
 
+// A call that ran out of time leaves its connection behind: the next call
+// to the same address goes over a new channel (a fresh TCP connection, not
+// one stuck in retransmission backoff), and that one works.
+TEST(LeaderChannel, ACallThatRanOutOfTimeGetsAFreshConnectionNextTime) {
+  Leader leader;
+  auto channel = LeaderChannel::Open(leader.address(), {});
+  ASSERT_TRUE(channel.ok());
+  const std::shared_ptr<grpc::Channel> first = (*channel)->ChannelTo(leader.address());
+  grpc::Status late = (*channel)->Call(ShortCall, [&](const auto&, grpc::ClientContext*) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+  });
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  const std::shared_ptr<grpc::Channel> second = (*channel)->ChannelTo(leader.address());
+  EXPECT_NE(second, first);
+  EXPECT_TRUE((*channel)->Call(ShortCall, Probe).ok());
+  EXPECT_EQ((*channel)->ChannelTo(leader.address()), second);  // kept while it answers
+}
+
 TEST(LeaderChannel, RefusesABadList) {
   auto channel = LeaderChannel::Open("h1:7070;h2:7070", {});
   EXPECT_EQ(channel.status().code(), absl::StatusCode::kInvalidArgument);

@@ -222,7 +222,7 @@ void RecordProgress(JobRecord& job, const v1::ReportProgressRequest& report) {
   // Evaluations arrive only every eval interval: keep the last ones between.
   if (!report.eval().empty()) *info.mutable_eval() = report.eval();
   if (report.total_steps() > 0) info.set_total_steps(report.total_steps());
-  info.set_warning(report.checkpoint_warning());
+  info.set_warning(report.warning());
   // Only the final report names the final model; earlier ones leave it be.
   if (!report.final_model().empty()) *info.mutable_final_model() = report.final_model();
   info.set_learning_rate(report.learning_rate());

@@ -26,7 +26,7 @@ struct Generation {
   // `members` then holds only the survivors of the previous one, and nobody
   // may join or use it yet.
   bool formed = true;
-  GenerationReason reason = GenerationReason::kStart;  // why it started
+  GenerationStartReason reason = GenerationStartReason::kStart;  // why it started
   double started_at = 0;  // when it formed
   // The job's committed step when it formed: JoinGenerationResponse's guard
   // (the ranks decide where to start from what they hold).
@@ -72,6 +72,12 @@ struct JobRecord {
   // or ends. Mirrored in info.unresponsive; not persisted (a restarted
   // coordinator re-admits them as it re-admits every held worker).
   std::map<std::string, v1::UnresponsiveMember> unresponsive;
+  // Worker id -> the last formed generation it was a member of. A member
+  // cut off from the coordinator may finish training unheard while a loss
+  // starts the next generation without it; its trainer's finishing exit for
+  // the generation it served still ends the job (ApplyTrainerExit).
+  // Persisted.
+  std::map<std::string, int64_t> served;
 };
 
 struct WorkerRecord {
@@ -126,7 +132,7 @@ struct ClusterState {
 struct StartedGeneration {
   std::string job_id;
   int64_t number = 0;
-  GenerationReason reason = GenerationReason::kStart;
+  GenerationStartReason reason = GenerationStartReason::kStart;
 };
 
 struct ReleaseRequested {

@@ -129,7 +129,7 @@ class ClusterStateTest : public ::testing::Test {
   static std::vector<std::string> Reasons(const ChangeSet& changes) {
     std::vector<std::string> reasons;
     for (const auto& started : changes.generations_started) {
-      reasons.emplace_back(GenerationReasonName(started.reason));
+      reasons.emplace_back(GenerationStartReasonName(started.reason));
     }
     return reasons;
   }
@@ -514,6 +514,61 @@ TEST_F(ClusterStateTest, AllMembersLostAndHeldKeepTheCommittedStep) {
   EXPECT_EQ(job.generation.start_step, 630);
 }
 
+// The coordinator was cut off from both members: their leases lapsed and
+// their trainers finished training unheard. A member that registered again
+// (IDLE, no longer in the waiting generation) still ends the job with its
+// finishing exit for the generation it served: training is complete, and
+// nothing may re-form the job from scratch.
+TEST_F(ClusterStateTest, FinishingExitFromAMemberLetGoByItsLapsedLeaseEndsTheJob) {
+  StartTwoWorkerJob();
+  Commit(40, 0, 1280);
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w1", "w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  Advance();
+  ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
+  ASSERT_TRUE(Job("j").generation.members.empty());
+  ASSERT_EQ(Job("j").generation.number, 2);
+
+  AddWorker("w1");
+  Heartbeat("w1", {});
+  ASSERT_EQ(Worker("w1").job_id, "");
+  v1::TrainerExit exit = Exit("j", 1, 0);
+  exit.mutable_final_progress()->set_step(1500);
+  exit.mutable_final_progress()->set_total_steps(1500);
+  exit.mutable_final_progress()->set_epoch(2);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w1");
+  *beat.add_exits() = exit;
+  ApplyHeartbeat(state_, beat, clock_.Now());
+  EXPECT_EQ(Job("j").info.state(), v1::SUCCEEDED);
+  EXPECT_EQ(Job("j").info.step(), 1500);
+}
+
+// Only a generation the worker served in counts: a worker that was never a
+// member, or names a generation it did not serve, cannot end the job.
+TEST_F(ClusterStateTest, FinishingExitForAGenerationTheWorkerDidNotServeIsIgnored) {
+  AddWorker("w3");
+  StartTwoWorkerJob();
+  v1::TrainerExit exit = Exit("j", 1, 0);
+  exit.mutable_final_progress()->set_step(1500);
+  EXPECT_TRUE(ApplyTrainerExit(state_, "w3", exit, clock_.Now()).empty());
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+
+  clock_.Advance(kLease + 1);
+  AllBeatExcept({"w1", "w2"});
+  ExpireLeases(state_, clock_.Now(), kLease);
+  Advance();
+  ASSERT_EQ(Job("j").generation.number, 2);
+  AddWorker("w1");
+  Heartbeat("w1", {});
+  EXPECT_TRUE(ApplyTrainerExit(state_, "w1", Exit("j", 2, 0), clock_.Now()).empty());
+  v1::TrainerExit later = Exit("j", 2, 0);
+  later.mutable_final_progress()->set_step(1500);
+  ApplyTrainerExit(state_, "w1", later, clock_.Now());
+  EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
+}
+
 // The reason names the first failure of a streak, not the echoes after it.
 TEST_F(ClusterStateTest, ExhaustedBudgetReasonNamesTheFirstFailure) {
   StartJob(2, 1, /*restart_budget=*/1);
@@ -812,7 +867,7 @@ TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommi
   EXPECT_EQ(job.info.reason(), "");
   EXPECT_EQ(job.generation.number, 2);
   EXPECT_TRUE(job.generation.formed);
-  EXPECT_EQ(GenerationReasonName(job.generation.reason), "member_lost");
+  EXPECT_EQ(GenerationStartReasonName(job.generation.reason), "member_lost");
   EXPECT_THAT(job.generation.members, ElementsAre("w1", "w3"));
   EXPECT_THAT(job.info.workers(), ElementsAre("w1", "w3"));
   EXPECT_EQ(job.info.world_size(), 2);
@@ -824,7 +879,7 @@ TEST_F(ClusterStateTest, LostMemberStartsGenerationWithSurvivorsInOrderFromCommi
   EXPECT_EQ(job.restarts_used, 1);
   ASSERT_EQ(changes.generations_started.size(), 1u);
   EXPECT_EQ(changes.generations_started[0].number, 2);
-  EXPECT_EQ(GenerationReasonName(changes.generations_started[0].reason), "member_lost");
+  EXPECT_EQ(GenerationStartReasonName(changes.generations_started[0].reason), "member_lost");
   EXPECT_EQ(Worker("w2").state, v1::DEAD);
   ASSERT_THAT(AssignmentsFor(state_, "w3"), SizeIs(1));
   EXPECT_EQ(AssignmentsFor(state_, "w3")[0].generation(), 2);
@@ -1183,7 +1238,7 @@ TEST_F(ClusterStateTest, NoSurvivorAndNoCheckpointStartsFromScratch) {
 
 TEST_F(ClusterStateTest, FirstGenerationStartsFromScratchWithNobodyToHealFrom) {
   StartTwoWorkerJob();
-  EXPECT_EQ(GenerationReasonName(Job("j").generation.reason), "start");
+  EXPECT_EQ(GenerationStartReasonName(Job("j").generation.reason), "start");
   EXPECT_EQ(Job("j").generation.start_step, 0);
   EXPECT_TRUE(Job("j").generation.formed);
 }

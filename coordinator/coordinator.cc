@@ -350,10 +350,10 @@ void Coordinator::Publish(const ChangeSet& changes) {
   }
   for (Preemption kind : changes.preemptions) metrics_->CountPreemption(std::string(PreemptionName(kind)));
   for (const StartedGeneration& started : changes.generations_started) {
-    metrics_->CountGenerationStarted(std::string(GenerationReasonName(started.reason)));
+    metrics_->CountGenerationStarted(std::string(GenerationStartReasonName(started.reason)));
     const JobRecord& job = state_.jobs.at(started.job_id);
     LOG(INFO) << "job " << started.job_id << ": generation " << started.number << " started ("
-              << GenerationReasonName(started.reason) << ") with " << job.generation.members.size()
+              << GenerationStartReasonName(started.reason) << ") with " << job.generation.members.size()
               << " workers; the job's committed step is " << job.generation.start_step;
   }
   for (const ReleaseRequested& release : changes.releases_requested) {

@@ -723,7 +723,7 @@ TEST_F(CoordinatorTest, ReportedFailureStartsAPersistedGenerationThatJoinsResume
   // Persisted at once, with the committed state it resumes from.
   const JobRecord stored = Stored().jobs.at(job_id);
   EXPECT_EQ(stored.generation.number, 2);
-  EXPECT_EQ(GenerationReasonName(stored.generation.reason), "failure_reported");
+  EXPECT_EQ(GenerationStartReasonName(stored.generation.reason), "failure_reported");
   EXPECT_EQ(stored.generation.start_step, 7);
   EXPECT_EQ(stored.info.step(), 7);
   EXPECT_EQ(stored.restarts_used, 1);

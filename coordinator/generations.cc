@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/spec_enums.h"
+#include "coordinator/island_members.h"
 #include "coordinator/placement.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -104,6 +105,7 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
   generation.start_step = info.step();
   for (const std::string& member : generation.members) {
     SetWorker(state.workers.at(member), v1::BUSY, info.id(), changes);
+    job.served[member] = generation.number;
   }
   MirrorGeneration(job);
   info.set_state(v1::RUNNING);
@@ -118,15 +120,42 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
 // reach min_workers; false (and nothing changed) otherwise.
 bool TryForm(ClusterState& state, JobRecord& job, const std::string& excluded, double now, ChangeSet* changes) {
   const v1::JobSpec& spec = job.info.spec();
-  std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
-  const int64_t have = static_cast<int64_t>(job.generation.members.size());
-  if (have + static_cast<int64_t>(idle.size()) < spec.min_workers()) return false;
+  Generation& generation = job.generation;
+  const std::vector<std::string> idle = IdleWorkersFor(state, job.info.id(), spec, excluded);
   // A job that just gave a worker away takes idle ones only to reach
   // min_workers: growing is for join generations, after pending jobs were
   // served, or it would take back what it released for another job.
-  const int64_t want = job.generation.reason == GenerationReason::kReleased ? spec.min_workers() : spec.max_workers();
-  idle.resize(std::min<size_t>(idle.size(), static_cast<size_t>(std::max<int64_t>(want - have, 0))));
-  Form(state, job, idle, now, changes);
+  const int64_t want = generation.reason == GenerationStartReason::kReleased ? spec.min_workers() : spec.max_workers();
+  // With islands, one short of its minimum sits out (island_members.h).
+  const std::vector<std::string> chosen = ChooseMembers(state, spec, generation.members, idle, want);
+  if (static_cast<int64_t>(chosen.size()) < spec.min_workers()) return false;
+  std::vector<std::string> survivors, joiners;
+  for (const std::string& id : chosen) (Contains(generation.members, id) ? survivors : joiners).push_back(id);
+  // Never form from older state than a survivor holds: when only survivors
+  // of islands that sit out hold the commit, the job waits for them to
+  // have enough rather than start over from a checkpoint.
+  const auto holds_commit = [&](const std::string& id) {
+    return !job.without_commit.count(id) &&
+           (Contains(generation.members, id) || HeldForJob(state, state.workers.at(id)) == job.info.id());
+  };
+  if (std::none_of(chosen.begin(), chosen.end(), holds_commit) &&
+      std::any_of(generation.members.begin(), generation.members.end(), holds_commit)) {
+    return false;
+  }
+  for (const std::string& member : generation.members) {
+    // A survivor whose island sits out: its trainer keeps its commit and
+    // the job holds it (HeldForJob) until its island can rejoin.
+    if (!Contains(survivors, member)) ReleaseWorker(state, member, job.info.id(), changes);
+  }
+  std::vector<std::string> candidates = generation.members;
+  candidates.insert(candidates.end(), idle.begin(), idle.end());
+  const std::map<std::string, int64_t> sitting_out = IslandsSittingOut(state, spec, candidates, chosen);
+  generation.members = survivors;
+  Form(state, job, joiners, now, changes);
+  // Why an island with workers at hand does not train, until the next one forms.
+  if (!sitting_out.empty()) {
+    job.info.set_reason(IslandsSittingOutText(sitting_out, spec.sync().min_workers_per_island()));
+  }
   return true;
 }
 
@@ -143,7 +172,7 @@ void Wait(JobRecord& job, double now, ChangeSet* changes) {
 // the other members are released. A failure (`charge`) first spends one unit
 // of the restart budget, or fails the job when none is left. `excluded` (the
 // worker whose trainer just failed) is not taken back at once.
-void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationReason reason,
+void NextGeneration(ClusterState& state, JobRecord& job, std::vector<std::string> keep, GenerationStartReason reason,
                     const std::string& cause, bool charge, const std::string& excluded, double now,
                     ChangeSet* changes) {
   if (charge) {
@@ -199,7 +228,8 @@ void MembersLost(ClusterState& state, JobRecord& job, const std::vector<std::str
     return;
   }
   const bool already_paid = IsFailure(generation.reason) && !generation.committed;
-  NextGeneration(state, job, keep, GenerationReason::kMemberLost, cause, /*charge=*/!already_paid, "", now, changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kMemberLost, cause, /*charge=*/!already_paid, "", now,
+                 changes);
 }
 
 // A RUNNING job loaded by a restarted coordinator, once every unfinished
@@ -214,8 +244,8 @@ void ResolveRecovery(ClusterState& state, JobRecord& job, double now, ChangeSet*
   }
   job.recovering = false;
   if (running.size() == members.size()) return;
-  NextGeneration(state, job, running, GenerationReason::kCoordinatorRestart, "coordinator restarted", /*charge=*/false,
-                 "", now, changes);
+  NextGeneration(state, job, running, GenerationStartReason::kCoordinatorRestart, "coordinator restarted",
+                 /*charge=*/false, "", now, changes);
 }
 
 // Every rank left at one boundary, after rank 0 had that step's checkpoint
@@ -280,7 +310,7 @@ ChangeSet Schedule(ClusterState& state, double now) {
     JobRecord& job = state.jobs.at(start.job_id);
     job.generation = Generation{};
     job.generation.number = job.next_generation++;
-    job.generation.reason = GenerationReason::kStart;
+    job.generation.reason = GenerationStartReason::kStart;
     Form(state, job, start.workers, now, &changes);
   }
   for (const MemberRelease& release : plan.releases) {
@@ -437,11 +467,16 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   JobRecord& job = it->second;
   Generation& generation = job.generation;
   if (job.info.state() != v1::RUNNING) return changes;
+  const bool finished_training = exit.exit_code() == v1::TRAINER_EXIT_OK && exit.has_final_progress();
   // Only a worker the job holds may end it: a worker credential must not
-  // fail other jobs by naming them.
+  // fail other jobs by naming them. A finishing exit also counts from a
+  // worker that served in the generation it names, though a loss (its lease
+  // lapsed while it trained on, cut off) let it go since.
   auto worker = state.workers.find(worker_id);
+  auto served = job.served.find(worker_id);
   const bool holds_job = generation.RankOf(worker_id) >= 0 ||
-                         (worker != state.workers.end() && worker->second.job_id == job.info.id());
+                         (worker != state.workers.end() && worker->second.job_id == job.info.id()) ||
+                         (finished_training && served != job.served.end() && served->second == exit.generation());
   if (!holds_job) return changes;
   if (exit.exit_code() == v1::TRAINER_EXIT_JOB_ERROR) {
     // Whatever generation it came from, another one would fail the same way.
@@ -457,7 +492,6 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   // point, whose collectives (replica check, final agreement) every rank of
   // its generation took part in: training is complete. A member lost after
   // that, even one whose loss already re-formed the job, costs nothing.
-  const bool finished_training = exit.exit_code() == v1::TRAINER_EXIT_OK && exit.has_final_progress();
   if (finished_training && exit.generation() != generation.number) {
     if (exit.final_progress().step() >= job.info.step()) RecordProgress(job, exit.final_progress());
     FinishJob(state, job, v1::SUCCEEDED, "", now, &changes);
@@ -489,7 +523,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
   if (release) {
     // Every other rank committed the same boundary and holds it in memory:
     // nothing was lost, nothing is charged.
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kReleased,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kReleased,
                    absl::StrCat("worker ", worker_id, " released"), /*charge=*/false, worker_id, now, &changes);
     return changes;
   }
@@ -508,7 +542,7 @@ ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, co
     std::string cause =
         absl::StrCat("worker ", worker_id, " (rank ", rank, ") trainer exited with code ", exit.exit_code());
     if (!exit.message().empty()) absl::StrAppend(&cause, ": ", exit.message());
-    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationReason::kMemberLost, cause,
+    NextGeneration(state, job, UnfinishedMembers(generation, worker_id), GenerationStartReason::kMemberLost, cause,
                    /*charge=*/true, worker_id, now, &changes);
     return changes;
   }
@@ -545,8 +579,8 @@ absl::StatusOr<ChangeSet> ReformAtBoundary(ClusterState& state, const std::strin
   if (!job.generation.formed || job.generation.number != generation || job.generation.RankOf(worker_id) < 0) {
     return changes;
   }
-  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationReason::kJoin, "", /*charge=*/false, "", now,
-                 &changes);
+  NextGeneration(state, job, UnfinishedMembers(job.generation), GenerationStartReason::kJoin, "", /*charge=*/false, "",
+                 now, &changes);
   return changes;
 }
 
@@ -621,7 +655,8 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
       MirrorUnresponsive(job);
     }
   }
-  NextGeneration(state, job, keep, GenerationReason::kFailureReported, cause, /*charge=*/true, blamed, now, &changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kFailureReported, cause, /*charge=*/true, blamed, now,
+                 &changes);
   return changes;
 }
 
@@ -652,7 +687,12 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
     if (!job->release_requested.empty()) continue;  // it is shrinking
     if (static_cast<int64_t>(generation.members.size()) >= spec.max_workers()) continue;
     if (now - generation.started_at < options.lease_seconds) continue;  // rate limit
-    if (IdleWorkersFor(state, job->info.id(), spec).empty()) continue;
+    // Only idle workers that would join: with islands, one whose island
+    // stays short of its minimum would re-form the job into the same members.
+    const std::vector<std::string> idle = IdleWorkersFor(state, job->info.id(), spec);
+    if (ChooseMembers(state, spec, generation.members, idle, spec.max_workers()).size() <= generation.members.size()) {
+      continue;
+    }
     // Fencing now would cost the steps since the last commit: the ranks
     // re-form at their next commit point instead (ReformAtBoundary).
     job->reform_requested_generation = generation.number;

@@ -22,7 +22,7 @@
 
 namespace herd::coordinator {
 
-// Why a generation started: GenerationReason (job_reasons.h).
+// Why a generation started: GenerationStartReason (job_reasons.h).
 
 struct GenerationOptions {
   // Also the least time between the start of a generation and a join

@@ -1,38 +1,41 @@
 #include "coordinator/job_reasons.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace herd::coordinator {
 
-absl::string_view GenerationReasonName(GenerationReason reason) {
+absl::string_view GenerationStartReasonName(GenerationStartReason reason) {
   switch (reason) {
-    case GenerationReason::kStart:
+    case GenerationStartReason::kStart:
       return "start";
-    case GenerationReason::kMemberLost:
+    case GenerationStartReason::kMemberLost:
       return "member_lost";
-    case GenerationReason::kFailureReported:
+    case GenerationStartReason::kFailureReported:
       return "failure_reported";
-    case GenerationReason::kJoin:
+    case GenerationStartReason::kJoin:
       return "join";
-    case GenerationReason::kCoordinatorRestart:
+    case GenerationStartReason::kCoordinatorRestart:
       return "coordinator_restart";
-    case GenerationReason::kReleased:
+    case GenerationStartReason::kReleased:
       return "released";
   }
   return "unknown";
 }
 
-std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name) {
-  for (GenerationReason reason :
-       {GenerationReason::kStart, GenerationReason::kMemberLost, GenerationReason::kFailureReported,
-        GenerationReason::kJoin, GenerationReason::kCoordinatorRestart, GenerationReason::kReleased}) {
-    if (GenerationReasonName(reason) == name) return reason;
+std::optional<GenerationStartReason> GenerationStartReasonFromName(absl::string_view name) {
+  for (GenerationStartReason reason :
+       {GenerationStartReason::kStart, GenerationStartReason::kMemberLost, GenerationStartReason::kFailureReported,
+        GenerationStartReason::kJoin, GenerationStartReason::kCoordinatorRestart, GenerationStartReason::kReleased}) {
+    if (GenerationStartReasonName(reason) == name) return reason;
   }
   return std::nullopt;
 }
 
-bool IsFailure(GenerationReason reason) {
-  return reason == GenerationReason::kMemberLost || reason == GenerationReason::kFailureReported;
+bool IsFailure(GenerationStartReason reason) {
+  return reason == GenerationStartReason::kMemberLost || reason == GenerationStartReason::kFailureReported;
 }
 
 absl::string_view ReleaseReasonName(ReleaseReason reason) {
@@ -113,6 +116,16 @@ std::string SuspendedText(int64_t step, const std::string& from) {
 
 std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need) {
   return absl::StrCat("waiting for workers with ", placement, ": ", fitting, " registered fit, need ", need);
+}
+
+std::string IslandsSittingOutText(const std::map<std::string, int64_t>& sitting_out, int64_t minimum) {
+  std::vector<std::string> parts;
+  for (const auto& [island, available] : sitting_out) {
+    parts.push_back(absl::StrCat("'", island, "' (", available, available == 1 ? " worker" : " workers", ")"));
+  }
+  return absl::StrCat(parts.size() == 1 ? "island " : "islands ", absl::StrJoin(parts, ", "),
+                      parts.size() == 1 ? " sits" : " sit", " out: fewer than sync.min_workers_per_island (", minimum,
+                      ") workers available; rejoins when it has enough");
 }
 
 std::string AllReleasedText(int64_t step, const std::string& from) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -12,8 +13,9 @@
 
 namespace herd::coordinator {
 
-// Why a generation started.
-enum class GenerationReason {
+// Why the coordinator started a generation (how one ended, on a worker, is
+// GenerationOutcome in worker/contract/generation_outcome.h).
+enum class GenerationStartReason {
   kStart,               // the job's first, or its first after waiting PENDING
   kMemberLost,          // a member's lease expired or its trainer exited non-zero
   kFailureReported,     // a member's trainer reported a failure
@@ -23,11 +25,11 @@ enum class GenerationReason {
 };
 // The metrics label and log text ("start", "member_lost", ...); also how
 // the database stores it.
-absl::string_view GenerationReasonName(GenerationReason reason);
+absl::string_view GenerationStartReasonName(GenerationStartReason reason);
 // The stored name back (the database only); nullopt for an unknown name.
-std::optional<GenerationReason> GenerationReasonFromName(absl::string_view name);
+std::optional<GenerationStartReason> GenerationStartReasonFromName(absl::string_view name);
 // Generations started by a failure are the ones that cost restart budget.
-bool IsFailure(GenerationReason reason);
+bool IsFailure(GenerationStartReason reason);
 
 // Why a worker is asked to leave a RUNNING job at its next step boundary
 // (release.h).
@@ -76,5 +78,9 @@ std::string AllReleasedText(int64_t step, const std::string& from);
 // `placement` is PlacementText (placement.h); `fitting` live workers fit
 // it, `need` its min_workers.
 std::string NoFittingWorkersText(const std::string& placement, int64_t fitting, int64_t need);
+// A RUNNING job whose generation formed without the islands `sitting_out`
+// (label value -> its workers available), each short of `minimum`
+// (sync.min_workers_per_island).
+std::string IslandsSittingOutText(const std::map<std::string, int64_t>& sitting_out, int64_t minimum);
 
 }  // namespace herd::coordinator

@@ -129,14 +129,14 @@ TEST_F(ReleaseTest, ReleasedExitFormsTheNextGenerationWithoutItFromTheBoundaryAt
   const Generation& next = Job().generation;
   EXPECT_EQ(next.number, 2);
   EXPECT_TRUE(next.formed);
-  EXPECT_EQ(next.reason, GenerationReason::kReleased);
+  EXPECT_EQ(next.reason, GenerationStartReason::kReleased);
   EXPECT_THAT(next.members, ElementsAre("w1", "w3"));
   EXPECT_EQ(next.start_step, 12);
   EXPECT_EQ(Job().info.step(), 12);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   ASSERT_EQ(changes.generations_started.size(), 1u);
-  EXPECT_EQ(GenerationReasonName(changes.generations_started[0].reason), "released");
+  EXPECT_EQ(GenerationStartReasonName(changes.generations_started[0].reason), "released");
   EXPECT_EQ(Worker("w2").state, v1::IDLE);
   EXPECT_THAT(Job().release_requested, IsEmpty());
   EXPECT_THAT(LeaversFor(state_, "w1"), IsEmpty());
@@ -198,7 +198,7 @@ TEST_F(ReleaseTest, TwoReleasedAtOneBoundaryBothLeaveAlthoughTheSecondExitNamesT
   EXPECT_THAT(Job().generation.members, ElementsAre("w2", "w3"));
   Released("w3", 1, 20);
   EXPECT_THAT(Job().generation.members, ElementsAre("w2"));
-  EXPECT_EQ(Job().generation.reason, GenerationReason::kReleased);
+  EXPECT_EQ(Job().generation.reason, GenerationStartReason::kReleased);
   EXPECT_EQ(Job().restarts_used, 0);
   EXPECT_EQ(Job().info.state(), v1::RUNNING);
   // A released exit nobody asked for, from an old generation, is stale.
@@ -292,7 +292,7 @@ TEST_F(ReleaseTest, GrowingAsksForAReformAtTheNextBoundaryInsteadOfFencing) {
   auto reformed = ReformAtBoundary(state_, "j", "w2", 1, clock_.Now());
   ASSERT_TRUE(reformed.ok()) << reformed.status();
   ASSERT_EQ(reformed->generations_started.size(), 1u);
-  EXPECT_EQ(reformed->generations_started[0].reason, GenerationReason::kJoin);
+  EXPECT_EQ(reformed->generations_started[0].reason, GenerationStartReason::kJoin);
   const Generation& next = Job().generation;
   EXPECT_EQ(next.number, 2);
   EXPECT_TRUE(next.formed);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec_enums.h"
+#include "coordinator/island_members.h"
 #include "coordinator/placement.h"
 
 namespace herd::coordinator {
@@ -89,10 +90,11 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
       if (!taken.count(id)) idle.push_back(id);
     }
     const int64_t need = spec.min_workers();
-    if (static_cast<int64_t>(idle.size()) >= need) {
-      if (static_cast<int64_t>(idle.size()) > spec.max_workers()) idle.resize(spec.max_workers());
-      taken.insert(idle.begin(), idle.end());
-      plan.starts.push_back({job->info.id(), idle});
+    // With islands, one short of its minimum sits out (island_members.h).
+    const std::vector<std::string> chosen = ChooseMembers(state, spec, {}, idle, spec.max_workers());
+    if (static_cast<int64_t>(chosen.size()) >= need) {
+      taken.insert(chosen.begin(), chosen.end());
+      plan.starts.push_back({job->info.id(), chosen});
       continue;
     }
     // It does not fit: count the workers already on their way to it, then

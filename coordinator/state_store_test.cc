@@ -79,7 +79,7 @@ ClusterState SampleState(ChangeSet* changes) {
     file->set_sha256(std::string(64, name[12] == 's' ? 'a' : 'b'));
   }
   // Fault-tolerance state as after a failure that healed from rank 0.
-  running.generation.reason = GenerationReason::kFailureReported;
+  running.generation.reason = GenerationStartReason::kFailureReported;
   running.generation.started_at = 650.5;
   running.generation.start_step = 40;
   running.generation.committed = true;
@@ -87,6 +87,8 @@ ClusterState SampleState(ChangeSet* changes) {
   running.last_failure = "worker w3 (rank 2) lost: lease expired";
   // Being drained: asked to leave the job at its next step boundary.
   running.release_requested["w1"] = ReleaseReason::kDrain;
+  // A member let go by a loss still finishes the generation it served.
+  running.served = {{"w1", 3}, {"w3", 2}};
   state.workers.at("w1").cordoned = true;
   state.workers.at("w1").labels = {{"site", "us-east"}, {"pool", "a100"}};
   spec.set_name("later");
@@ -155,6 +157,7 @@ TEST_P(StoreTest, ReopenedStoreLoadsEverythingBack) {
     EXPECT_DOUBLE_EQ(back.waiting_since, job.waiting_since);
     EXPECT_EQ(back.release_requested, job.release_requested);
     EXPECT_EQ(back.pending_reason, job.pending_reason);
+    EXPECT_EQ(back.served, job.served);
   }
   EXPECT_EQ(ReleaseReasonName(loaded->jobs.at("job-running").release_requested.at("w1")), "drain");
   EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
@@ -358,7 +361,7 @@ TEST(SqliteStateStore, OpensADatabaseWithTheRetiredGenerationColumns) {
   EXPECT_THAT(a.info.workers(), ElementsAre("w1", "w2"));
   EXPECT_THAT(a.generation.finished, ElementsAre("w2"));
   EXPECT_TRUE(a.generation.formed);
-  EXPECT_EQ(GenerationReasonName(a.generation.reason), "failure_reported");
+  EXPECT_EQ(GenerationStartReasonName(a.generation.reason), "failure_reported");
   EXPECT_DOUBLE_EQ(a.generation.started_at, 650.5);
   EXPECT_EQ(a.generation.start_step, 40);
   EXPECT_TRUE(a.generation.committed);

@@ -94,6 +94,21 @@ absl::Status LabelsFromJson(const std::string& text, std::map<std::string, std::
 }
 
 // Worker id -> ReleaseReasonName.
+std::string ServedToJson(const std::map<std::string, int64_t>& served) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [worker, generation] : served) json[worker] = generation;
+  return json.dump();
+}
+
+void ServedFromJson(const std::string& text, std::map<std::string, int64_t>* served) {
+  served->clear();
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return;
+  for (const auto& [worker, generation] : json.items()) {
+    if (generation.is_number_integer()) (*served)[worker] = generation.get<int64_t>();
+  }
+}
+
 std::string ReleasesToJson(const std::map<std::string, ReleaseReason>& releases) {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [worker, reason] : releases) json[worker] = std::string(ReleaseReasonName(reason));
@@ -218,11 +233,11 @@ std::vector<JobColumn> JobColumns() {
           [](JobRecord& j, int64_t v) { j.generation.formed = v != 0; }),
       JobColumn::Text(
           "gen_reason", "NOT NULL DEFAULT ''",
-          [](const JobRecord& j) { return std::string(GenerationReasonName(j.generation.reason)); },
+          [](const JobRecord& j) { return std::string(GenerationStartReasonName(j.generation.reason)); },
           [](JobRecord& j, const std::string& v) -> absl::Status {
             // '': a row from before the column; no failure, no release.
             if (v.empty()) return absl::OkStatus();
-            std::optional<GenerationReason> reason = GenerationReasonFromName(v);
+            std::optional<GenerationStartReason> reason = GenerationStartReasonFromName(v);
             if (!reason.has_value()) return absl::DataLossError(absl::StrCat("unknown generation reason \"", v, "\""));
             j.generation.reason = *reason;
             return absl::OkStatus();
@@ -274,6 +289,9 @@ std::vector<JobColumn> JobColumns() {
           "final_model", "NOT NULL DEFAULT '[]'",
           [](const JobRecord& j) { return ModelFilesToJson(j.info.final_model()); },
           [](JobRecord& j, const std::string& v) { return ModelFilesFromJson(v, j.info.mutable_final_model()); }),
+      JobColumn::Text(
+          "served", "NOT NULL DEFAULT '{}'", [](const JobRecord& j) { return ServedToJson(j.served); },
+          [](JobRecord& j, const std::string& v) { ServedFromJson(v, &j.served); }),
   };
 }
 

@@ -120,8 +120,8 @@ absl::Status ValidateProgressReport(const v1::ReportProgressRequest& report) {
                                           "'"));
     }
   }
-  if (report.checkpoint_warning().size() > kMaxWarningBytes) {
-    return Invalid("checkpoint_warning", absl::StrCat("longer than ", kMaxWarningBytes, " bytes"));
+  if (report.warning().size() > kMaxWarningBytes) {
+    return Invalid("warning", absl::StrCat("longer than ", kMaxWarningBytes, " bytes"));
   }
   if (report.has_straggler()) {
     const v1::Straggler& straggler = report.straggler();

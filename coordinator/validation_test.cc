@@ -81,8 +81,8 @@ TEST(Validation, ProgressReports) {
   (*bad.mutable_eval())["acc\x1b[2J"] = 1;
   EXPECT_EQ(ValidateProgressReport(bad).message().rfind("eval: names must be", 0), 0u) << ValidateProgressReport(bad);
   bad = report;
-  bad.set_checkpoint_warning(std::string(5000, 'x'));
-  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("checkpoint_warning:", 0), 0u);
+  bad.set_warning(std::string(5000, 'x'));
+  EXPECT_EQ(ValidateProgressReport(bad).message().rfind("warning:", 0), 0u);
 }
 
 TEST(Validation, ProgressReportFinalModel) {

@@ -30,7 +30,7 @@
 #include "tests/harness/final_model.h"
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 #include "worker/contract/trainer_contract.h"
 #include "worker/train/report/metrics_snapshot.h"
 

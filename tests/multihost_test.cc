@@ -109,7 +109,7 @@ class MultiHost : public ::testing::Test {
   }
 
   // The trainer's setup line ends "N gradient buckets over BACKEND": "tcp"
-  // is herd's own TCP mesh (--data-plane=herd, the default), "tcp+shm"
+  // is the TCP mesh (--data-plane=tcp, the default), "tcp+shm"
   // would be shared memory.
   static bool SumsOverHerdTcp(const std::string& log) {
     std::istringstream lines(log);

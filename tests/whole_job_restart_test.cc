@@ -2,7 +2,7 @@
 // a rack power cut) and comes back within the lease. The restarted daemons
 // register with new incarnations, so the coordinator starts a fresh
 // generation (and key scope) instead of letting the new trainers rendezvous
-// with the dead ones' Gloo addresses, which used to hang them in Gloo's
+// with the dead ones' Gloo addresses, which would hang them in Gloo's
 // connect for five collective timeouts.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -63,16 +63,26 @@ class LocalCluster:
     `worker_args(i)` adds flags to worker i (bench/gpu_bench.py: `--device=cuda`,
     `--metrics-listen=127.0.0.1:0`; a `--metrics-listen` there replaces the
     default, which turns metrics off). `env`, if given, is the environment of
-    every herd process, the CLI's included (e.g. LD_LIBRARY_PATH for a bundle)."""
+    every herd process, the CLI's included (e.g. LD_LIBRARY_PATH for a bundle).
+
+    `store` (e.g. "etcd://...") replaces the coordinator's state dir, with
+    `coordinator_args` added to it; `standbys` more coordinators on that store
+    (only with etcd) then wait as standbys, after the workers, as
+    procs[1 + world:]. The first coordinator leads; the workers and the CLI
+    are given every coordinator's address (`coordinators`)."""
 
     def __init__(self, bin_dir, world, host="127.0.0.1", worker_hosts=None, worker_prefix=lambda i: [],
-                 worker_args=lambda i: [], env=None):
+                 worker_args=lambda i: [], env=None, store=None, coordinator_args=(), standbys=0):
         self.bin = bin_dir
         self.env = env
         self.dir = tempfile.mkdtemp(prefix="herd-bench-")
         self.procs = []
         self.names = []
         self.address = f"{host}:{free_port()}"
+        self.store = store
+        self.coordinator_args = list(coordinator_args)
+        self.standby_addresses = [f"{host}:{free_port()}" for _ in range(standbys)]
+        self.coordinators = ",".join([self.address, *self.standby_addresses])
         try:
             self._start_all(bin_dir, world, worker_hosts, worker_prefix, worker_args)
         except BaseException:
@@ -87,13 +97,26 @@ class LocalCluster:
             extra = list(worker_args(i))
             metrics = [] if any(a.startswith("--metrics-listen") for a in extra) else ["--metrics-listen="]
             self.worker_argv.append(worker_prefix(i) + [
-                f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.address}",
+                f"{bin_dir}/worker/daemon/herd-worker", f"--coordinator={self.coordinators}",
                 f"--worker-id=worker-{i}", f"--work-dir={self.dir}/worker-{i}", *listen, *metrics,
                 "--insecure-no-auth", f"--trainer-binary={bin_dir}/worker/train/herd-trainer",
                 f"--ready-file={self.dir}/worker-{i}.json", *extra])
             self._start(self.worker_argv[i], f"worker-{i}")
         for i in range(world):
             self._wait_ready(f"{self.dir}/worker-{i}.json")
+        for i, address in enumerate(self.standby_addresses):
+            ready = self.standby_ready_file(i)
+            self._start(self._coordinator_argv(address, ready), f"standby-{i}")
+            self._wait_ready(ready)
+
+    def standby_ready_file(self, i):
+        """Standby i's --ready-file: "leading": false while it waits, true once it leads."""
+        return f"{self.dir}/standby-{i}.json"
+
+    def _coordinator_argv(self, address, ready):
+        state = [f"--store={self.store}", *self.coordinator_args] if self.store else [f"--state-dir={self.dir}/state"]
+        return [f"{self.bin}/coordinator/herd-coordinator", f"--listen={address}", "--metrics-listen=", *state,
+                "--insecure-no-auth", f"--ready-file={ready}"]
 
     def restart_worker(self, i, wait=True):
         """Starts worker i's daemon again (after a kill: same id and work dir) as procs[1 + i]."""
@@ -128,8 +151,7 @@ class LocalCluster:
         ready = f"{self.dir}/coordinator.json"
         if os.path.exists(ready):
             os.remove(ready)
-        argv = [f"{self.bin}/coordinator/herd-coordinator", f"--listen={self.address}", "--metrics-listen=",
-                f"--state-dir={self.dir}/state", "--insecure-no-auth", f"--ready-file={ready}"]
+        argv = self._coordinator_argv(self.address, ready)
         log = open(os.path.join(self.dir, "coordinator.log"), "a")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env)
         if self.procs:
@@ -138,6 +160,8 @@ class LocalCluster:
             self.procs.append(proc)
             self.names.append("coordinator")
         self._wait_ready(ready, watch=[(proc, "coordinator")])
+        if self.store:  # on etcd it answers first as a standby: wait until it leads
+            wait_leading(ready, proc)
 
     def _start(self, argv, name):
         log = open(os.path.join(self.dir, name + ".log"), "w")
@@ -146,7 +170,7 @@ class LocalCluster:
                                            env=self.env))
 
     def herd(self, *args):
-        out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.address, "--insecure-no-auth",
+        out = subprocess.run([f"{self.bin}/client/herd", "--coordinator", self.coordinators, "--insecure-no-auth",
                               *args], capture_output=True, text=True, env=self.env)
         if out.returncode != 0:
             raise RuntimeError(f"herd {' '.join(args)}: {out.stderr}")
@@ -195,6 +219,24 @@ class LocalCluster:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+
+
+def wait_leading(ready, proc, timeout=60):
+    """Waits until a coordinator's ready file says "leading": true; returns the time.time() it saw it. Fails if
+    `proc` exits meanwhile."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with open(ready) as f:
+                if json.load(f).get("leading"):
+                    return time.time()
+        except (OSError, ValueError):
+            pass  # not written yet (it is replaced atomically, never half there)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the coordinator exited with status {proc.returncode} before it led")
+        if time.time() > deadline:
+            raise RuntimeError(f"no \"leading\": true in {ready} after {timeout} s")
+        time.sleep(0.02)
 
 
 def pids_of(pattern):

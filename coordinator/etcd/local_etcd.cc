@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -104,6 +107,23 @@ void LocalEtcd::Kill(int index) {
 void LocalEtcd::Restart(int index) {
   members_.at(index) = std::make_unique<testing::Process>(argvs_.at(index),
                                                          absl::StrCat(root_, "/e", index, ".restarted.log"));
+}
+
+absl::StatusOr<int> LocalEtcd::RaftLeader() const {
+  std::string said;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    auto channel = grpc::CreateChannel(endpoints_[i], grpc::InsecureChannelCredentials());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    etcdserverpb::StatusResponse response;
+    grpc::Status status = etcdserverpb::Maintenance::NewStub(channel)->Status(&context, {}, &response);
+    if (!status.ok()) {
+      absl::StrAppend(&said, " ", endpoints_[i], ": ", status.error_message(), ";");
+      continue;
+    }
+    if (response.leader() != 0 && response.leader() == response.header().member_id()) return static_cast<int>(i);
+  }
+  return absl::UnavailableError(absl::StrCat("no etcd member leads its Raft now;", said));
 }
 
 LocalEtcd::~LocalEtcd() {

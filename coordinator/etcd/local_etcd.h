@@ -30,6 +30,9 @@ class LocalEtcd {
   // Starts a killed member `index` again on its data folder and ports, as a
   // supervisor would; it rejoins the cluster (returns at once).
   void Restart(int index);
+  // The member that leads etcd's own Raft now, by index: the one whose
+  // Maintenance.Status names itself leader (a killed member answers none).
+  absl::StatusOr<int> RaftLeader() const;
 
  private:
   LocalEtcd() = default;

@@ -4,11 +4,16 @@
 # the rendered pods run: pod_command.js plays the kubelet (environment,
 # volumes, $(VAR) expansion), the test moves addresses to loopback port 0,
 # starts the coordinator and a worker with those command lines and waits
-# until the worker has registered, in plain and in mutual-TLS setups.
+# until the worker has registered, in plain and in mutual-TLS setups; and
+# two coordinators from the etcd form's command line on a real etcd member:
+# one leads, the other answers as a standby that the CLI follows, and takes
+# over when the leader is killed.
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
 
 COORDINATOR_BIN="$RUNFILES/coordinator/herd-coordinator"
 WORKER_BIN="$RUNFILES/worker/daemon/herd-worker"
+HERD_BIN="$RUNFILES/client/herd"
+ETCD_BIN=/usr/bin/etcd
 USER_TOKEN=0123456789abcdef0123456789abcdef
 WORKER_TOKEN=fedcba9876543210fedcba9876543210
 TOKENS=auth.userToken=$USER_TOKEN,auth.workerToken=$WORKER_TOKEN
@@ -36,14 +41,25 @@ render_all() {
   render default --set $TOKENS
   render gpu --set $TOKENS,worker.gpu.enabled=true,worker.gpu.count=2
   render tls --set $TOKENS "${TLS_VALUES[@]}"
+  render ha --set $TOKENS --set coordinator.replicas=2,etcd.enabled=true
   render extra --set $TOKENS --set 'coordinator.extraArgs={--tls-require-client-cert}' \
     --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
 }
 
 coordinator_flags_are_known() {
-  for rendering in default tls extra; do
+  for rendering in default tls extra ha; do
     flags_known "$COORDINATOR_BIN" "$rendering" coordinator coordinator
   done
+}
+
+# The chart's etcd (etcd.enabled) runs etcd 3.5 by default; Debian's 3.4
+# here must know every flag it renders too (3.4 or later is supported).
+etcd_flags_are_known() {
+  if [ ! -x "$ETCD_BIN" ]; then
+    echo "SKIP: $ETCD_BIN is missing (Debian's etcd-server; scripts/setup.sh installs it)"
+    return 0
+  fi
+  flags_known "$ETCD_BIN" ha etcd etcd
 }
 
 worker_flags_are_known() {
@@ -162,11 +178,80 @@ mutual_tls_pods_run() {
   run_rendered_pods tls --secrets "$CASE_TMP/tls-secrets.json"
 }
 
-[ -x "$COORDINATOR_BIN" ] && [ -x "$WORKER_BIN" ] || die "missing binaries under $RUNFILES"
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_leading READY_FILE PID WHAT: until the ready file says "leading": true.
+wait_leading() {
+  for _ in $(seq 300); do
+    [ -s "$1" ] && [ "$(json_field "$1" leading)" = true ] && return 0
+    kill -0 "$2" 2>/dev/null || die "$3 exited before it led"
+    sleep 0.1
+  done
+  die "$3 did not lead within 30 s"
+}
+
+# Two coordinators as the etcd form renders them (your etcd: a real member
+# here), each with its own port and advertised address as its pod IP would
+# give it.
+ha_coordinators_run() {
+  if [ ! -x "$ETCD_BIN" ]; then
+    echo "SKIP: $ETCD_BIN is missing (Debian's etcd-server; scripts/setup.sh installs it)"
+    return 0
+  fi
+  local dir="$CASE_TMP/pods-ha" client peer
+  mkdir -p "$dir"
+  client="$(free_port)"
+  peer="$(free_port)"
+  POD_PIDS=()
+  POD_DIR="$dir"
+  trap 'kill -9 "${POD_PIDS[@]}" 2>/dev/null; tail -n 30 "$POD_DIR"/*.log 2>/dev/null' EXIT
+  "$ETCD_BIN" --name=e0 --data-dir="$dir/etcd" --listen-client-urls="http://127.0.0.1:$client" \
+    --advertise-client-urls="http://127.0.0.1:$client" --listen-peer-urls="http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$peer" --initial-cluster="e0=http://127.0.0.1:$peer" \
+    --logger=zap --log-level=warn >"$dir/etcd.log" 2>&1 &
+  POD_PIDS+=($!)
+  render ha-run --set $TOKENS --set coordinator.replicas=2 --set "coordinator.store.etcd.endpoints={127.0.0.1:$client}"
+  local pids=() addresses=() i
+  for i in 0 1; do
+    local port
+    port="$(free_port)"
+    addresses+=("127.0.0.1:$port")
+    node "$TEST_DIR/pod_command.js" "$CASE_TMP/ha-run.json" coordinator coordinator "$dir/coordinator-$i" \
+      --pod-name "herd-coordinator-$i" --pod-ip 127.0.0.1 \
+      --set --listen="127.0.0.1:$port" --set --advertise="127.0.0.1:$port" --set --metrics-listen=127.0.0.1:0 \
+      --add --ready-file="$dir/coordinator-$i.json" >"$dir/coordinator-$i.argv"
+    mapfile -d '' argv <"$dir/coordinator-$i.argv"
+    echo "coordinator $i: ${argv[*]:1}"
+    "$COORDINATOR_BIN" "${argv[@]:1}" >"$dir/coordinator-$i.log" 2>&1 &
+    pids+=($!)
+    POD_PIDS+=($!)
+    # The first leads before the second starts.
+    [ "$i" = 0 ] && wait_leading "$dir/coordinator-0.json" "${pids[0]}" "coordinator 0"
+  done
+  wait_for_file "$dir/coordinator-1.json" "${pids[1]}" "coordinator 1"
+  [ "$(json_field "$dir/coordinator-1.json" leading)" = false ] || die "both coordinators lead"
+  # The CLI given the standby alone is sent on to the leader.
+  (umask 077; printf '%s\n' "$USER_TOKEN" >"$dir/user-token")
+  HERD_TOKEN_FILE="$dir/user-token" "$HERD_BIN" --coordinator "${addresses[1]}" list ||
+    die "the CLI did not reach the leader through the standby"
+  kill -9 "${pids[0]}"
+  wait_leading "$dir/coordinator-1.json" "${pids[1]}" "coordinator 1 (after the leader was killed)"
+  HERD_TOKEN_FILE="$dir/user-token" "$HERD_BIN" --coordinator "${addresses[0]},${addresses[1]}" list ||
+    die "the CLI did not reach the new leader"
+  stop "${pids[1]}" herd-coordinator
+  trap - EXIT
+  kill -9 "${POD_PIDS[@]}" 2>/dev/null || true
+}
+
+[ -x "$COORDINATOR_BIN" ] && [ -x "$WORKER_BIN" ] && [ -x "$HERD_BIN" ] || die "missing binaries under $RUNFILES"
 render_all || die "rendering failed"
 run_case coordinator_flags_are_known coordinator_flags_are_known
 run_case worker_flags_are_known worker_flags_are_known
+run_case etcd_flags_are_known etcd_flags_are_known
 run_case rendered_pods_run rendered_pods_run
 run_case existing_secret_pods_run existing_secret_pods_run
 run_case mutual_tls_pods_run mutual_tls_pods_run
+run_case ha_coordinators_run ha_coordinators_run
 finish

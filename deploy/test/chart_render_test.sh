@@ -83,6 +83,32 @@ service_monitor_instead_of_annotations() {
   valid monitoring monitoring
 }
 
+# Coordinators on etcd: a leader and standbys, only the leader Ready.
+ha_with_your_etcd() {
+  render ha-external --set $TOKENS --set coordinator.replicas=3 \
+    --set 'coordinator.store.etcd.endpoints={etcd-0.infra.svc:2379,etcd-1.infra.svc:2379,etcd-2.infra.svc:2379}'
+  valid ha-external ha-external replicas=3 \
+    endpoints=etcd-0.infra.svc:2379,etcd-1.infra.svc:2379,etcd-2.infra.svc:2379
+}
+
+ha_with_the_charts_etcd() {
+  render ha-etcd --release ml --namespace training --set $TOKENS --set coordinator.replicas=2,etcd.enabled=true
+  valid ha-etcd ha-etcd replicas=2 etcdMembers=3 releaseName=ml namespace=training
+  render ha-etcd5 --set $TOKENS --set coordinator.replicas=2,etcd.enabled=true,etcd.replicas=5
+  valid ha-etcd5 ha-etcd replicas=2 etcdMembers=5
+}
+
+several_coordinators_on_sqlite_are_refused() {
+  refused "coordinator.replicas is 2, but the state is in SQLite, which has one writer: run 1 coordinator, or give the coordinators etcd to elect a leader in (coordinator.store.etcd.endpoints for your etcd, or etcd.enabled=true for the chart's)" \
+    --set $TOKENS,coordinator.replicas=2
+  refused "coordinator.store.etcd.endpoints and etcd.enabled are both set" \
+    --set $TOKENS,etcd.enabled=true --set 'coordinator.store.etcd.endpoints={etcd-0.infra.svc:2379}'
+  refused "etcd.replicas: etcd.replicas must be one of the following: 1, 3, 5, 7" --set $TOKENS,etcd.enabled=true,etcd.replicas=2
+  refused "coordinator.store.etcd.leaseSeconds: Must be greater than or equal to 2" \
+    --set $TOKENS,etcd.enabled=true,coordinator.store.etcd.leaseSeconds=1
+  refused "coordinator.replicas: Must be greater than or equal to 1" --set $TOKENS,coordinator.replicas=0
+}
+
 no_token_is_refused() {
   refused "auth.userToken and auth.workerToken are required (separate tokens for people and for workers)"
   refused "auth.workerToken is required: workers hold their own token" --set auth.userToken=$USER_TOKEN
@@ -148,6 +174,11 @@ notes_explain_how_to_connect() {
   grep -qF "herd-coordinator.default.svc:7070" "$CASE_TMP/NOTES.txt"
   grep -qF "get secret herd-user-token -o jsonpath='{.data.token}'" "$CASE_TMP/NOTES.txt"
   grep -qF "port-forward svc/herd-coordinator 7070:7070" "$CASE_TMP/NOTES.txt"
+  if grep -qF "coordinators on etcd" "$CASE_TMP/NOTES.txt"; then die "NOTES.txt speaks of etcd with SQLite"; fi
+  "$HELM_RENDER" --chart "$CHART" --set $TOKENS,coordinator.replicas=2,etcd.enabled=true --notes "$CASE_TMP/NOTES-ha.txt" >/dev/null
+  cat "$CASE_TMP/NOTES-ha.txt"
+  grep -qF "2 coordinators on etcd (StatefulSet herd-etcd, 3 members): one leads and is Ready" "$CASE_TMP/NOTES-ha.txt"
+  grep -qF "get endpoints herd-coordinator" "$CASE_TMP/NOTES-ha.txt"
 }
 
 ensure_node_modules
@@ -157,6 +188,9 @@ run_case gpu_workers gpu_workers
 run_case tls_and_mutual_tls tls_and_mutual_tls
 run_case existing_secrets existing_secrets
 run_case service_monitor_instead_of_annotations service_monitor_instead_of_annotations
+run_case ha_with_your_etcd ha_with_your_etcd
+run_case ha_with_the_charts_etcd ha_with_the_charts_etcd
+run_case several_coordinators_on_sqlite_are_refused several_coordinators_on_sqlite_are_refused
 run_case no_token_is_refused no_token_is_refused
 run_case token_and_existing_secret_conflict token_and_existing_secret_conflict
 run_case tls_without_secret_is_refused tls_without_secret_is_refused

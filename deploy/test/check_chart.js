@@ -1,7 +1,8 @@
 // Asserts what the rendered chart must do, beyond schema validity.
 //   node check_chart.js SCENARIO RENDERED.json [key=value...]
-// SCENARIO: default | gpu | tls | existing-secret | monitoring. The
-// key=value pairs are the facts the scenario expects (userToken=..., gpus=...).
+// SCENARIO: default | gpu | tls | existing-secret | monitoring | ha-external
+// | ha-etcd. The key=value pairs are the facts the scenario expects
+// (userToken=..., gpus=..., replicas=...).
 "use strict";
 const assert = require("assert/strict");
 const crypto = require("crypto");
@@ -41,6 +42,8 @@ function checkCommonLabels() {
 }
 
 function checkSecurity(workload, containerName) {
+  // A StatefulSet's claim templates are volumes of its pods too.
+  const claimed = (workload.spec.volumeClaimTemplates || []).map((t) => t.metadata.name);
   const spec = podSpec(workload);
   const name = workload.metadata.name;
   assert.equal(spec.securityContext.runAsNonRoot, true, `${name}: runAsNonRoot`);
@@ -52,16 +55,22 @@ function checkSecurity(workload, containerName) {
   assert.equal(sc.readOnlyRootFilesystem, true, `${name}: readOnlyRootFilesystem`);
   assert.deepEqual(sc.capabilities.drop, ["ALL"], `${name}: capabilities`);
   const tmp = mountFor(workload, containerName, "/tmp/x");
+  // (mountFor looks among spec.volumes; claim templates are not there.)
   assert.ok(tmp && tmp.volume.emptyDir, `${name}: /tmp must be a writable emptyDir`);
   // Every mount has a volume and every volume is mounted.
   const mounted = new Set(container(workload, containerName).volumeMounts.map((m) => m.name));
-  const volumes = new Set(spec.volumes.map((v) => v.name));
+  const volumes = new Set([...spec.volumes.map((v) => v.name), ...claimed]);
   assert.deepEqual([...mounted].sort(), [...volumes].sort(), `${name}: volumes vs mounts`);
 }
 
+// Where the coordinators keep their state: "etcd://..." or undefined (SQLite).
+const store = coordinatorArgs.get("--store");
+
 function checkCoordinator() {
   assert.equal(coordinator.kind, "Deployment");
-  assert.equal(coordinator.spec.replicas, 1, "one coordinator: SQLite has one writer");
+  if (!store) assert.equal(coordinator.spec.replicas, 1, "one coordinator: SQLite has one writer");
+  // SQLite: never two on one database; etcd: standbys are never Ready, so a
+  // rolling update would wait for them forever.
   assert.equal(coordinator.spec.strategy.type, "Recreate");
   assert.ok(selects(coordinator.spec.selector.matchLabels, podLabels(coordinator)));
   const c = container(coordinator, "coordinator");
@@ -72,17 +81,101 @@ function checkCoordinator() {
   for (const probe of [c.readinessProbe, c.livenessProbe]) {
     assert.equal(probe.grpc.port, grpcPort, "probes call the gRPC health service on the API port");
   }
+  // Ready only while leading (the check of ""), alive while running (the
+  // check of herd.live, which a standby answers too).
+  assert.ok([undefined, ""].includes(c.readinessProbe.grpc.service), "readiness asks whether it leads");
+  assert.equal(c.livenessProbe.grpc.service, "herd.live", "liveness must not restart standbys");
   // The Service reaches the named ports, and only coordinator pods.
   const service = r.get("Service", coordinator.metadata.name);
   assert.ok(selects(service.spec.selector, podLabels(coordinator)));
   assert.ok(!selects(service.spec.selector, podLabels(worker)));
+  assert.ok(!service.spec.publishNotReadyAddresses, "the Service reaches only the Ready (leading) coordinator");
+  assert.notEqual(service.spec.clusterIP, "None");
   assert.deepEqual(service.spec.ports.map((p) => [p.name, p.targetPort]).sort(), [["grpc", "grpc"], ["metrics", "metrics"]]);
-  // State on a PVC, writable.
-  const state = mountFor(coordinator, "coordinator", coordinatorArgs.get("--state-dir"));
-  assert.ok(state.volume.persistentVolumeClaim, "--state-dir must be on a PVC");
-  assert.ok(!state.mount.readOnly);
-  r.get("PersistentVolumeClaim", state.volume.persistentVolumeClaim.claimName);
+  if (store) {
+    checkEtcdStore(c, grpcPort);
+  } else {
+    // State on a PVC, writable.
+    const state = mountFor(coordinator, "coordinator", coordinatorArgs.get("--state-dir"));
+    assert.ok(state.volume.persistentVolumeClaim, "--state-dir must be on a PVC");
+    assert.ok(!state.mount.readOnly);
+    r.get("PersistentVolumeClaim", state.volume.persistentVolumeClaim.claimName);
+    for (const flag of ["--etcd-prefix", "--etcd-lease-seconds", "--advertise"]) assert.ok(!coordinatorArgs.has(flag), flag);
+  }
   checkSecurity(coordinator, "coordinator");
+}
+
+// Coordinators on etcd: no state volume, a prefix of their own, and each
+// names its pod IP to callers while it leads (what standbys pass on).
+function checkEtcdStore(c, grpcPort) {
+  assert.ok(!coordinatorArgs.has("--state-dir"), "--state-dir and --store exclude each other");
+  assert.ok(!podSpec(coordinator).volumes.some((v) => v.name === "state"), "no state volume with etcd");
+  const claims = r.all("PersistentVolumeClaim").map((p) => p.metadata.name);
+  assert.ok(!claims.some((name) => name.endsWith("-state")), `no state PVC with etcd: ${claims}`);
+  assert.equal(coordinatorArgs.get("--etcd-prefix"), `/herd/${expected.namespace || "default"}/${expected.releaseName || "herd"}/`);
+  assert.ok(Number(coordinatorArgs.get("--etcd-lease-seconds")) >= 2);
+  assert.equal(coordinatorArgs.get("--advertise"), `$(POD_IP):${grpcPort}`);
+  const env = Object.fromEntries((c.env || []).map((e) => [e.name, e]));
+  assert.equal(env.POD_IP.valueFrom.fieldRef.fieldPath, "status.podIP");
+  assert.equal(coordinator.spec.replicas, Number(expected.replicas));
+}
+
+// The chart's own etcd: members that find each other by their stable names,
+// the coordinators given every member, and no one else let in.
+function checkOwnEtcd() {
+  const etcd = r.workload("etcd");
+  assert.equal(etcd.kind, "StatefulSet");
+  assert.equal(etcd.spec.replicas, Number(expected.etcdMembers));
+  assert.equal(etcd.spec.podManagementPolicy, "Parallel", "members start together to form a quorum");
+  assert.ok(selects(etcd.spec.selector.matchLabels, podLabels(etcd)));
+  const headless = r.get("Service", etcd.spec.serviceName);
+  assert.equal(headless.spec.clusterIP, "None");
+  assert.equal(headless.spec.publishNotReadyAddresses, true, "members resolve each other before they are Ready");
+  assert.ok(selects(headless.spec.selector, podLabels(etcd)));
+  assert.ok(!selects(headless.spec.selector, podLabels(coordinator)));
+  const e = container(etcd, "etcd");
+  const args = flags(e.args);
+  const env = Object.fromEntries((e.env || []).map((v) => [v.name, v]));
+  assert.equal(args.get("--name"), "$(POD_NAME)");
+  assert.equal(env.POD_NAME.valueFrom.fieldRef.fieldPath, "metadata.name");
+  const port = (name) => e.ports.find((p) => p.name === name).containerPort;
+  const namespace = expected.namespace || "default";
+  const host = (i) => `${etcd.metadata.name}-${i}.${headless.metadata.name}.${namespace}.svc`;
+  const members = [...Array(etcd.spec.replicas).keys()];
+  assert.equal(args.get("--initial-cluster"),
+    members.map((i) => `${etcd.metadata.name}-${i}=http://${host(i)}:${port("peer")}`).join(","));
+  assert.equal(args.get("--initial-advertise-peer-urls"), `http://$(POD_NAME).${headless.metadata.name}.${namespace}.svc:${port("peer")}`);
+  assert.equal(args.get("--advertise-client-urls"), `http://$(POD_NAME).${headless.metadata.name}.${namespace}.svc:${port("client")}`);
+  assert.equal(args.get("--listen-client-urls"), `http://0.0.0.0:${port("client")}`);
+  assert.equal(args.get("--experimental-enable-lease-checkpoint"), "true", "a Raft leader change must not reset the leader's lease");
+  // The coordinators are given every member.
+  assert.equal(store, "etcd://" + members.map((i) => `${host(i)}:${port("client")}`).join(","));
+  // Data on each member's own claim, at the data dir.
+  const dataDir = args.get("--data-dir");
+  const mount = e.volumeMounts.find((m) => dataDir.startsWith(m.mountPath.replace(/\/?$/, "/")));
+  assert.ok(mount && etcd.spec.volumeClaimTemplates.some((t) => t.metadata.name === mount.name), "--data-dir on a claim template");
+  assert.equal(e.readinessProbe.httpGet.path, "/health");
+  assert.ok(e.livenessProbe.tcpSocket, "a member without a quorum is not restarted for it");
+  checkSecurity(etcd, "etcd");
+  // Drains keep a quorum up.
+  const [budget] = r.all("PodDisruptionBudget").filter((b) => selects(b.spec.selector.matchLabels, podLabels(etcd)));
+  assert.ok(budget, "a PodDisruptionBudget for the members");
+  assert.equal(budget.spec.minAvailable, Math.floor(etcd.spec.replicas / 2) + 1, "a quorum stays up");
+  // Only coordinators reach the client port, only members the peer port.
+  const policy = r.all("NetworkPolicy").find((p) => selects(p.spec.podSelector.matchLabels, podLabels(etcd)));
+  assert.ok(policy, "etcd has a NetworkPolicy");
+  for (const rule of policy.spec.ingress) {
+    assert.ok(rule.from && rule.from.length > 0, "no rule may admit everyone");
+    for (const from of rule.from) {
+      assert.ok(from.podSelector && !from.namespaceSelector, "this namespace's pods only");
+      const admitsCoordinators = selects(from.podSelector.matchLabels, podLabels(coordinator));
+      const admitsMembers = selects(from.podSelector.matchLabels, podLabels(etcd));
+      assert.ok(admitsCoordinators || admitsMembers, "only coordinators and members");
+      assert.ok(!selects(from.podSelector.matchLabels, podLabels(worker)), "workers never reach etcd");
+      const ports = rule.ports.map((p) => p.port);
+      if (admitsCoordinators) assert.deepEqual(ports, ["client"], "coordinators: the client port only");
+    }
+  }
 }
 
 function checkWorkers() {
@@ -197,6 +290,8 @@ function checkCpuWorkers() {
 
 const scenarios = {
   default() {
+    assert.equal(store, undefined, "SQLite by default");
+    assert.equal(r.all("StatefulSet").filter((s) => labels(s)["app.kubernetes.io/component"] === "etcd").length, 0);
     checkCpuWorkers();
     const release = expected.release || "herd";
     checkCredentials(`${release}-auth`, `${release}-worker-token`, expected.userToken, expected.workerToken);
@@ -237,6 +332,16 @@ const scenarios = {
   "existing-secret"() {
     assert.equal(r.all("Secret").length, 0, "no Secret when one exists already");
     checkCredentials(expected.authSecret, expected.workerSecret);
+  },
+  "ha-external"() {
+    // Your etcd: the coordinators get its endpoints; the chart runs none.
+    assert.equal(store, "etcd://" + expected.endpoints);
+    assert.equal(r.all("StatefulSet").filter((s) => labels(s)["app.kubernetes.io/component"] === "etcd").length, 0);
+    assert.ok(coordinator.spec.replicas >= 2);
+  },
+  "ha-etcd"() {
+    checkOwnEtcd();
+    assert.ok(coordinator.spec.replicas >= 2);
   },
   monitoring() {
     const [monitor] = r.all("ServiceMonitor");

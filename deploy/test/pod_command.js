@@ -31,6 +31,9 @@ const fs = require("fs");
 const path = require("path");
 const { Rendered, podSpec, container, flags, mountFor } = require("./lib/rendered");
 
+// Flags whose values start with "/" but name no file: etcd key prefixes.
+const NOT_PATHS = new Set(["--etcd-prefix"]);
+
 function parseOptions(argv) {
   const [renderedPath, component, containerName, root, ...rest] = argv;
   const options = {
@@ -203,7 +206,7 @@ function main() {
   }
   const overridden = new Set(options.set.map(([flag]) => flag));
   for (const [flag, value] of args) {
-    if (overridden.has(flag) || typeof value !== "string" || !value.startsWith("/")) continue;
+    if (overridden.has(flag) || NOT_PATHS.has(flag) || typeof value !== "string" || !value.startsWith("/")) continue;
     const held = mountFor(workload, containerName, value);
     // In an image's root: what the image itself holds (a program) may be read.
     const inImage = options.inRoot && !options.writes.includes(flag) && fs.existsSync(path.join(root, value));

@@ -1,6 +1,7 @@
-// The collectives interface every trainer uses. Implementations (herd's own
-// TCP mesh and Gloo for CPU, with shared memory for same-host sums; NCCL for
-// GPU) live in separate targets; trainer code sees only this.
+// The collectives interface every trainer uses. Three transports implement
+// it, each in its own target: the TCP mesh (herd's own, backend "tcp") and
+// Gloo for CPU, NCCL for GPU; shared memory sums for ranks on one host in
+// front of a CPU one. Trainer code sees only this.
 //
 // Buffers are raw pointers so this header (and the Gloo target) stays free of
 // LibTorch: it compiles fast and is testable on its own. For NCCL they are
@@ -83,7 +84,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
-  virtual std::string backend() const = 0;  // "gloo", "nccl"
+  virtual std::string backend() const = 0;  // "tcp", "gloo", "nccl"; "+shm" after shared memory
 
   // Every rank must issue the same collectives in the same order.
 

@@ -1,5 +1,5 @@
-// IEEE float16 <-> float conversion and the elementwise sum herd's own
-// transport reduces float16 buffers with (tcp_mesh_communicator.h). Values
+// IEEE float16 <-> float conversion and the elementwise sum the TCP
+// mesh reduces float16 buffers with (tcp_mesh_communicator.h). Values
 // travel as raw uint16 bit patterns. The sum is what Gloo's float16 sum
 // does: widen to float, add, round back to nearest even.
 #pragma once

@@ -1,5 +1,5 @@
-// A CPU Communicator over Gloo's TCP transport (--data-plane=gloo; herd's own
-// TCP mesh, tcp_mesh_communicator.h, is the default).
+// A CPU Communicator over Gloo's TCP transport (--data-plane=gloo; the TCP
+// mesh, tcp_mesh_communicator.h, is the default).
 //
 // Collectives run in issue order on the communicator's own thread(s), each
 // bounded by `timeout`. The first failure breaks the communicator: later ops

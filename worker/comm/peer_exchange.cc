@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_socket.h"
 #include "worker/comm/peer_fault.h"
 
 namespace herd {

@@ -47,6 +47,16 @@ std::optional<PeerFault> PeerFaultOf(const absl::Status& status) {
   return std::nullopt;
 }
 
+absl::Status InGroupRanks(const absl::Status& status, const std::vector<int>& group_ranks) {
+  const std::optional<PeerFault> fault = PeerFaultOf(status);
+  if (!fault.has_value() || fault->rank >= static_cast<int>(group_ranks.size())) return status;
+  absl::Status renumbered = status;
+  renumbered.ErasePayload(kClosedUrl);
+  renumbered.ErasePayload(kLateUrl);
+  return Blaming(std::move(renumbered), fault->kind == PeerFaultKind::kClosed ? kClosedUrl : kLateUrl,
+                 group_ranks[static_cast<size_t>(fault->rank)]);
+}
+
 absl::Status WithContext(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
   absl::Status wrapped(status.code(), absl::StrCat(context, status.message()));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -32,6 +33,12 @@ absl::Status PeerLateError(int rank, absl::string_view message);
 
 // The peer `status` blames, if any.
 std::optional<PeerFault> PeerFaultOf(const absl::Status& status);
+
+// `status` from a subgroup's collective, its blamed peer renumbered from
+// its rank in the subgroup to `group_ranks[rank]`, its rank in the whole
+// group, so the report names the right member; unchanged when it blames
+// nobody or a rank outside `group_ranks`.
+absl::Status InGroupRanks(const absl::Status& status, const std::vector<int>& group_ranks);
 
 // `status` with `context` before its message, code and payloads kept.
 absl::Status WithContext(const absl::Status& status, absl::string_view context);

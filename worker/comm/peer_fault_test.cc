@@ -39,5 +39,24 @@ TEST(PeerFault, AStatusWithoutAPeerBlamesNone) {
   EXPECT_TRUE(WithContext(absl::OkStatus(), "y: ").ok());
 }
 
+TEST(PeerFault, ASubgroupsBlameIsRenumberedIntoTheWholeGroup) {
+  // Subgroup ranks 0, 1 are ranks 2, 3 of the group.
+  const absl::Status closed = InGroupRanks(PeerClosedError(1), {2, 3});
+  EXPECT_EQ(closed.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(closed.message(), "rank 1 closed its connection");
+  ASSERT_TRUE(PeerFaultOf(closed).has_value());
+  EXPECT_EQ(PeerFaultOf(closed)->kind, PeerFaultKind::kClosed);
+  EXPECT_EQ(PeerFaultOf(closed)->rank, 3);
+  const absl::Status late = InGroupRanks(WithContext(PeerLateError(0, "no answer"), "round: "), {2, 3});
+  EXPECT_EQ(late.message(), "round: no answer");
+  ASSERT_TRUE(PeerFaultOf(late).has_value());
+  EXPECT_EQ(PeerFaultOf(late)->kind, PeerFaultKind::kLate);
+  EXPECT_EQ(PeerFaultOf(late)->rank, 2);
+  // Nobody blamed, or a rank the subgroup does not have: unchanged.
+  EXPECT_FALSE(PeerFaultOf(InGroupRanks(absl::UnavailableError("x"), {2, 3})).has_value());
+  EXPECT_EQ(PeerFaultOf(InGroupRanks(PeerClosedError(5), {2, 3}))->rank, 5);
+  EXPECT_TRUE(InGroupRanks(absl::OkStatus(), {2, 3}).ok());
+}
+
 }  // namespace
 }  // namespace herd

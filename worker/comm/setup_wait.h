@@ -4,8 +4,8 @@
 // A peer that died before it joined would otherwise hold every other rank
 // until the deadline, although the coordinator has already formed the next
 // generation without it. The generation's store says so: its calls fail once
-// the generation is over (the member mesh asks it the same way while it waits
-// for higher ranks, member_mesh.cc).
+// the generation is over (the TCP mesh asks it the same way while it waits
+// for higher ranks, tcp_mesh_formation.cc).
 #pragma once
 
 #include <chrono>

@@ -9,7 +9,7 @@
 #include "worker/comm/collective_queue.h"
 #include "worker/comm/float16.h"
 #include "worker/comm/float_sum.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_socket.h"
 #include "worker/comm/peer_exchange.h"
 #include "worker/comm/pipelined_all_reduce.h"
 #include "worker/comm/tcp_path.h"
@@ -261,7 +261,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(Rendezvo
     return absl::InvalidArgumentError(
         absl::StrCat("tcp communicator: timeout ", options.timeout.count(), " ms must be positive"));
   }
-  absl::StatusOr<std::vector<UniqueFd>> peers = FormMemberMesh(store, options.mesh);
+  absl::StatusOr<std::vector<UniqueFd>> peers = FormTcpMesh(store, options.mesh);
   if (!peers.ok()) return peers.status();
   for (const UniqueFd& fd : *peers) {
     if (!fd.valid()) continue;

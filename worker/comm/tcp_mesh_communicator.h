@@ -1,7 +1,7 @@
-// A Communicator over herd's own TCP connections: one member-authenticated
-// socket per pair of ranks (member_mesh.h). The trainers' CPU data plane
-// with --data-plane=herd (worker/train/group_communicators.h). Every
-// collective moves each rank's
+// The TCP mesh's Communicator (backend "tcp"): herd's own TCP connections,
+// one member-authenticated socket per pair of ranks (tcp_mesh_formation.h).
+// The trainers' CPU data plane with --data-plane=tcp
+// (worker/train/group_communicators.h). Every collective moves each rank's
 // share straight to the rank that needs it (a reduce-scatter, then an
 // all-gather, for all-reduce), so each rank sends and receives about
 // 2 (N-1)/N of a buffer, over N-1 sockets at once.
@@ -23,12 +23,12 @@
 
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/member_mesh.h"
+#include "worker/comm/tcp_mesh_formation.h"
 
 namespace herd {
 
 struct TcpMeshOptions {
-  MemberMeshOptions mesh;  // rank, world size, generation, hosts, formation timeout
+  TcpMeshFormationOptions mesh;  // rank, world size, generation, hosts, formation timeout
   std::chrono::milliseconds timeout{30000};  // per collective
   // Each socket's congestion control (tcp_path.h); empty: the kernel's default.
   std::string congestion_control = "bbr";
@@ -40,7 +40,7 @@ struct TcpMeshSetup {
   std::string note;                // why it is not the one asked for, if it is not
 };
 
-// Forms the mesh (FormMemberMesh) and returns the communicator over it.
+// Forms the mesh (FormTcpMesh) and returns the communicator over it.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(RendezvousStore& store,
                                                                         const TcpMeshOptions& options,
                                                                         TcpMeshSetup* setup = nullptr);

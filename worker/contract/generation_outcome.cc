@@ -110,22 +110,22 @@ absl::string_view OutcomeName(GenerationOutcome outcome) {
   return "unknown";
 }
 
-GenerationEnd GenerationEnd::AtBoundary(GenerationOutcome outcome, int64_t step, int leavers) {
-  GenerationEnd end;
+GenerationResult GenerationResult::AtBoundary(GenerationOutcome outcome, int64_t step, int leavers) {
+  GenerationResult end;
   end.outcome = outcome;
   end.step = step;
   end.leavers = leavers;
   return end;
 }
 
-GenerationEnd GenerationEnd::Of(absl::Status status) {
-  GenerationEnd end;
+GenerationResult GenerationResult::Of(absl::Status status) {
+  GenerationResult end;
   end.outcome = ClassifyStatus(status);
   end.error = std::move(status);
   return end;
 }
 
-std::string Describe(const GenerationEnd& end) {
+std::string Describe(const GenerationResult& end) {
   switch (end.outcome) {
     case GenerationOutcome::kCompleted:
       return "training finished";

@@ -13,6 +13,7 @@
 
 namespace herd {
 
+// How a generation ended for one trainer: what it does next and its exit code.
 enum class GenerationOutcome {
   // Training finished (exit 0).
   kCompleted,
@@ -78,9 +79,9 @@ GenerationOutcome OutcomeOfExitCode(int exit_code);
 // A short name for logs and tests ("released", "member failed").
 absl::string_view OutcomeName(GenerationOutcome outcome);
 
-// How one generation ended for this rank: the outcome, the step boundary's
-// details, and the error of a failure.
-struct GenerationEnd {
+// What Trainer::Run and RunGenerations (the generation loop) return: the
+// GenerationOutcome, with the step boundary's details or the failure.
+struct GenerationResult {
   GenerationOutcome outcome = GenerationOutcome::kCompleted;
   // At a boundary: the step every rank committed, and how many ranks left.
   int64_t step = 0;
@@ -88,12 +89,12 @@ struct GenerationEnd {
   // The failure; OK when training completed or ended at a boundary.
   absl::Status error;
 
-  static GenerationEnd AtBoundary(GenerationOutcome outcome, int64_t step, int leavers = 0);
+  static GenerationResult AtBoundary(GenerationOutcome outcome, int64_t step, int leavers = 0);
   // Classified by ClassifyStatus.
-  static GenerationEnd Of(absl::Status status);
+  static GenerationResult Of(absl::Status status);
 };
 
 // What to tell the user: the boundary in words, or the error's message.
-std::string Describe(const GenerationEnd& end);
+std::string Describe(const GenerationResult& end);
 
 }  // namespace herd

@@ -56,7 +56,7 @@ TEST(ClassifyStatus, NeverReadsABoundaryFromAStatus) {
   absl::Status aborted = absl::AbortedError("released: left the job after committing step 7");
   aborted.SetPayload("herd.dev/release", absl::Cord("self"));
   EXPECT_EQ(ClassifyStatus(aborted), GenerationOutcome::kGenerationFailed);
-  EXPECT_FALSE(IsBoundary(GenerationEnd::Of(aborted).outcome));
+  EXPECT_FALSE(IsBoundary(GenerationResult::Of(aborted).outcome));
 }
 
 TEST(GenerationOutcome, TheLoopGoesOnAfterPeerLeavesReformsAndGenerationFailuresOnly) {
@@ -107,18 +107,18 @@ TEST(OutcomeOfExitCode, UnknownCodesAndSignalsAreMemberFailures) {
 }
 
 TEST(Describe, BoundariesAreWordedFromTheOutcomeAndFailuresKeepTheirMessage) {
-  EXPECT_EQ(Describe(GenerationEnd::AtBoundary(GenerationOutcome::kReleased, 40)),
+  EXPECT_EQ(Describe(GenerationResult::AtBoundary(GenerationOutcome::kReleased, 40)),
             "released: left the job after committing step 40");
-  EXPECT_EQ(Describe(GenerationEnd::AtBoundary(GenerationOutcome::kReleasedAll, 40)),
+  EXPECT_EQ(Describe(GenerationResult::AtBoundary(GenerationOutcome::kReleasedAll, 40)),
             "released: every rank left the job after committing step 40, which rank 0 checkpointed");
-  EXPECT_EQ(Describe(GenerationEnd::AtBoundary(GenerationOutcome::kPeerReleased, 40, 1)),
+  EXPECT_EQ(Describe(GenerationResult::AtBoundary(GenerationOutcome::kPeerReleased, 40, 1)),
             "1 rank left the job after step 40 was committed");
-  EXPECT_EQ(Describe(GenerationEnd::AtBoundary(GenerationOutcome::kPeerReleased, 40, 2)),
+  EXPECT_EQ(Describe(GenerationResult::AtBoundary(GenerationOutcome::kPeerReleased, 40, 2)),
             "2 ranks left the job after step 40 was committed");
-  EXPECT_EQ(Describe(GenerationEnd::AtBoundary(GenerationOutcome::kReformed, 40)),
+  EXPECT_EQ(Describe(GenerationResult::AtBoundary(GenerationOutcome::kReformed, 40)),
             "the job re-forms after step 40 was committed, so workers can join");
-  EXPECT_EQ(Describe(GenerationEnd::Of(absl::OkStatus())), "training finished");
-  const GenerationEnd failed = GenerationEnd::Of(absl::UnavailableError("peer 2 is gone"));
+  EXPECT_EQ(Describe(GenerationResult::Of(absl::OkStatus())), "training finished");
+  const GenerationResult failed = GenerationResult::Of(absl::UnavailableError("peer 2 is gone"));
   EXPECT_EQ(failed.outcome, GenerationOutcome::kGenerationFailed);
   EXPECT_EQ(Describe(failed), "peer 2 is gone");
 }

@@ -61,11 +61,12 @@ void AddFlags(CLI::App* app, TrainerArgs* args) {
   app->add_option("--collective-timeout-seconds", args->collective_timeout_seconds,
                   "timeout of every collective (default: the job's collective_timeout_seconds)");
   app->add_option("--data-plane", args->data_plane,
-                  "transport of the CPU collectives: herd (connections proven members of the generation) or gloo")
-      ->check(CLI::IsMember({"herd", "gloo"}))
+                  "transport of the CPU collectives: tcp (herd's TCP mesh: connections proven members of the "
+                  "generation) or gloo; herd is tcp's old name, still accepted")
+      ->check(CLI::IsMember({kTcpDataPlane, kGlooDataPlane, kOldTcpDataPlane}))
       ->capture_default_str();
   app->add_option("--data-plane-congestion-control", args->congestion_control,
-                  "TCP congestion control of the herd data plane's sockets, or default (the kernel's)")
+                  "TCP congestion control of the TCP mesh's sockets, or default (the kernel's)")
       ->check(text)
       ->capture_default_str();
   app->set_version_flag("--version", std::string("herd-trainer ") + kVersion);
@@ -88,6 +89,16 @@ auto Fields(const TrainerArgs& a) {
 }  // namespace
 
 bool operator==(const TrainerArgs& a, const TrainerArgs& b) { return Fields(a) == Fields(b); }
+
+std::string CurrentDataPlaneName(const std::string& data_plane, std::string* warning) {
+  const bool old = data_plane == kOldTcpDataPlane;
+  if (warning != nullptr) {
+    *warning = old ? absl::StrCat("--data-plane=", kOldTcpDataPlane, " is the old name of --data-plane=",
+                                  kTcpDataPlane, " (herd's TCP mesh); it still works, but use ", kTcpDataPlane)
+                   : "";
+  }
+  return old ? kTcpDataPlane : data_plane;
+}
 
 std::vector<std::string> ToArgv(const TrainerArgs& args) {
   const TrainerArgs defaults;

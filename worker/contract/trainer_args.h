@@ -19,6 +19,18 @@ constexpr char kProbeDevicesFlag[] = "--probe-devices";
 // empty without OpenBLAS) and exits: benches give the DDP side the same.
 constexpr char kProbeOpenBlasFlag[] = "--probe-openblas";
 
+// The CPU data plane's names (herd-worker's and herd-trainer's --data-plane):
+// "tcp", herd's own member-authenticated TCP mesh, and "gloo".
+constexpr char kTcpDataPlane[] = "tcp";
+constexpr char kGlooDataPlane[] = "gloo";
+// The TCP mesh's old name, still accepted for "tcp".
+constexpr char kOldTcpDataPlane[] = "herd";
+
+// `data_plane` in its current spelling: the old "herd" becomes "tcp", any
+// other value comes back as it is. `warning` (if not null) gets the line to
+// log once when the old name was given, and is cleared otherwise.
+std::string CurrentDataPlaneName(const std::string& data_plane, std::string* warning = nullptr);
+
 struct TrainerArgs {
   // What the command line asks for: training, a probe, or only
   // printing `output` (--help, --version) and exiting 0.
@@ -42,10 +54,10 @@ struct TrainerArgs {
   double join_timeout_seconds = 300;
   std::string checkpoint_root;  // empty: $HERD_CHECKPOINT_ROOT
   double collective_timeout_seconds = 0;  // 0: the job's collective_timeout_seconds
-  // The CPU collectives' transport: "herd" (member-authenticated TCP) or
-  // "gloo" (herd-worker --data-plane).
-  std::string data_plane = "herd";
-  // The herd data plane's TCP congestion control per socket (herd-worker
+  // The CPU collectives' transport: "tcp" (the member-authenticated TCP
+  // mesh) or "gloo" (herd-worker --data-plane); "herd" is accepted for "tcp".
+  std::string data_plane = kTcpDataPlane;
+  // The TCP mesh's congestion control per socket (herd-worker
   // --data-plane-congestion-control); "default": the kernel's.
   std::string congestion_control = "bbr";
 };

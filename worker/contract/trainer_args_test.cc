@@ -137,6 +137,22 @@ TEST(TrainerArgsTest, UnknownDataPlaneIsNamed) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("udp"));
 }
 
+TEST(TrainerArgsTest, DataPlaneIsTcpByDefaultAndTheOldNameHerdStillParses) {
+  TrainerArgs args = Required();
+  EXPECT_EQ(args.data_plane, "tcp");
+  args.data_plane = "herd";
+  auto parsed = Parse(ToArgv(args));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->data_plane, "herd");
+  std::string warning;
+  EXPECT_EQ(CurrentDataPlaneName(parsed->data_plane, &warning), "tcp");
+  EXPECT_THAT(warning, HasSubstr("--data-plane=herd is the old name of --data-plane=tcp"));
+  EXPECT_EQ(CurrentDataPlaneName("tcp", &warning), "tcp");
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(CurrentDataPlaneName("gloo", &warning), "gloo");
+  EXPECT_EQ(warning, "");
+}
+
 TEST(TrainerArgsTest, ControlCharacterInTextIsNamed) {
   TrainerArgs args = Required();
   args.job = "job\n1";

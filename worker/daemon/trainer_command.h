@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/rpc_options.h"
+#include "worker/contract/trainer_args.h"
 #include "worker/contract/trainer_contract.h"
 
 namespace herd::worker {
@@ -21,7 +22,7 @@ struct TrainerCommand {
   TlsOptions tls;
   // Checkpoint storage shared by all workers of the cluster.
   std::string checkpoint_root;
-  std::string data_plane = "herd";  // herd, gloo (--data-plane)
+  std::string data_plane = kTcpDataPlane;  // tcp, gloo (--data-plane)
   std::string congestion_control = "bbr";  // --data-plane-congestion-control
 };
 

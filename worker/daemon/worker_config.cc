@@ -64,12 +64,13 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
   app.add_option("--trainer-binary", config.trainer_binary,
                  "Trainer executable (default: herd-trainer next to this program)");
   app.add_option("--data-plane", config.data_plane,
-                 "Transport of the trainers' CPU collectives: herd (each connection proves membership of the "
-                 "generation; refusals are audited) or gloo (unauthenticated)")
-      ->check(CLI::IsMember({"herd", "gloo"}))
+                 "Transport of the trainers' CPU collectives: tcp (herd's TCP mesh: each connection proves "
+                 "membership of the generation; refusals are audited) or gloo (unauthenticated). herd is the old "
+                 "name of tcp, still accepted")
+      ->check(CLI::IsMember({kTcpDataPlane, kGlooDataPlane, kOldTcpDataPlane}))
       ->capture_default_str();
   app.add_option("--data-plane-congestion-control", config.congestion_control,
-                 "TCP congestion control of the herd data plane's sockets (TCP_CONGESTION), or default for the "
+                 "TCP congestion control of the TCP mesh's sockets (TCP_CONGESTION), or default for the "
                  "kernel's. bbr does not fall back to the initial window after idle, which an averaging "
                  "round's burst would otherwise pay on a long link; where the kernel lacks or forbids it, the "
                  "trainer logs the one it got")
@@ -110,6 +111,9 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
     *exit_code = 2;
     return std::nullopt;
   }
+  std::string old_name;
+  config.data_plane = CurrentDataPlaneName(config.data_plane, &old_name);
+  if (!old_name.empty()) err << "herd-worker: " << old_name << "\n";
   *exit_code = 0;
   return config;
 }

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "common/labels.h"
 #include "common/rpc_options.h"
+#include "worker/contract/trainer_args.h"
 
 namespace herd::worker {
 
@@ -30,9 +31,10 @@ struct WorkerConfig {
   bool insecure_no_auth = false;
   TlsOptions tls;
   std::string trainer_binary;
-  // Transport of the trainers' CPU collectives: herd (member-authenticated
-  // TCP) or gloo (unauthenticated; docs/security.md).
-  std::string data_plane = "herd";
+  // Transport of the trainers' CPU collectives: tcp (the member-authenticated
+  // TCP mesh) or gloo (unauthenticated; docs/security.md). Always the current
+  // name: ParseWorkerFlags turns the old "herd" into "tcp".
+  std::string data_plane = kTcpDataPlane;
   std::string congestion_control = "bbr";  // --data-plane-congestion-control
   double trainer_kill_grace_seconds = 5;
   double trainer_stuck_seconds = 600;

@@ -107,6 +107,25 @@ TEST_F(WorkerConfigTest, UsageErrors) {
   EXPECT_EQ(exit_code_, 2);
 }
 
+TEST_F(WorkerConfigTest, DataPlaneTakesTheOldNameHerdForTcpSayingSoOnce) {
+  auto config = Parse({WorkDirFlag(), "--insecure-no-auth"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  EXPECT_EQ(config->data_plane, "tcp");
+  EXPECT_EQ(err_.str(), "");
+  config = Parse({WorkDirFlag(), "--insecure-no-auth", "--data-plane=gloo"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  EXPECT_EQ(config->data_plane, "gloo");
+  EXPECT_EQ(err_.str(), "");
+  config = Parse({WorkDirFlag(), "--insecure-no-auth", "--data-plane=herd"});
+  ASSERT_TRUE(config.has_value()) << err_.str();
+  EXPECT_EQ(config->data_plane, "tcp");
+  EXPECT_EQ(err_.str(),
+            "herd-worker: --data-plane=herd is the old name of --data-plane=tcp (herd's TCP mesh); it still works, "
+            "but use tcp\n");
+  EXPECT_FALSE(Parse({WorkDirFlag(), "--insecure-no-auth", "--data-plane=udp"}).has_value());
+  EXPECT_EQ(exit_code_, 2);
+}
+
 TEST_F(WorkerConfigTest, HelpExitsZero) {
   EXPECT_FALSE(Parse({"--help"}).has_value());
   EXPECT_EQ(exit_code_, 0);

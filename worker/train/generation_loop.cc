@@ -73,7 +73,7 @@ bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
 // exit reaches it, and the join waits for that generation. After a re-form
 // the ranks agreed on, the join itself tells the coordinator (at_boundary).
 absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
-                                                    const GenerationEnd& end, int64_t step, bool reported,
+                                                    const GenerationResult& end, int64_t step, bool reported,
                                                     std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool reform = end.outcome == GenerationOutcome::kReformed;
@@ -105,11 +105,11 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, con
 
 }  // namespace
 
-GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
-                                  const GenerationLoopOptions& options) {
+GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                                const GenerationLoopOptions& options) {
   v1::JoinGenerationResponse join = std::move(first);
   while (true) {
-    GenerationEnd end;
+    GenerationResult end;
     bool reported = false;
     int64_t step = 0;
     {
@@ -144,17 +144,12 @@ GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* cont
     }
     auto next = JoinNext(client, join, end, step, reported, options.join_timeout);
     if (!next.ok()) {
-      return GenerationEnd::Of(absl::Status(next.status().code(),
-                                            absl::StrCat("after generation ", join.generation(), " failed (",
-                                                         Describe(end), "): ", next.status().message())));
+      return GenerationResult::Of(absl::Status(next.status().code(),
+                                               absl::StrCat("after generation ", join.generation(), " failed (",
+                                                            Describe(end), "): ", next.status().message())));
     }
     join = std::move(*next);
   }
-}
-
-absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
-                            const GenerationLoopOptions& options) {
-  return RunGenerationsToEnd(client, context, std::move(first), options).error;
 }
 
 }  // namespace herd

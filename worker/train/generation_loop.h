@@ -42,12 +42,8 @@ struct GenerationLoopOptions {
 // within the join timeout. After a boundary other ranks left at, or a
 // re-form, this rank joins the next generation without reporting a failure:
 // nothing failed.
-GenerationEnd RunGenerationsToEnd(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
-                                  const GenerationLoopOptions& options);
-
-// The same, for a caller that needs only the error that ended training (OK
-// when it finished or this rank was released).
-absl::Status RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
-                            const GenerationLoopOptions& options);
+// The trainer's main and the in-process tests both run this.
+GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
+                                const GenerationLoopOptions& options);
 
 }  // namespace herd

@@ -155,7 +155,7 @@ CheckpointState GenerationManager::SaveState() const {
                          join_.generation(), ctx_.progress().learning_rate()};
 }
 
-absl::StatusOr<std::optional<GenerationEnd>> GenerationManager::Vote() {
+absl::StatusOr<std::optional<GenerationResult>> GenerationManager::Vote() {
   const LeaveRequest asked = ctx_.options().leave_request();
   const std::vector<int64_t> heard =
       asked.generation == join_.generation() ? asked.ranks : std::vector<int64_t>{};  // older: stale
@@ -176,7 +176,7 @@ absl::StatusOr<std::optional<GenerationEnd>> GenerationManager::Vote() {
       return std::nullopt;
     }
     LOG(INFO) << "rank " << join_.rank() << ": every rank leaves after step " << step << ", checkpointed";
-    return GenerationEnd::AtBoundary(GenerationOutcome::kReleasedAll, step);
+    return GenerationResult::AtBoundary(GenerationOutcome::kReleasedAll, step);
   }
   if (leavers > 0) {
     // Every rank committed this step and saw the same set: the leavers go,
@@ -184,12 +184,12 @@ absl::StatusOr<std::optional<GenerationEnd>> GenerationManager::Vote() {
     const bool leaving = std::count(vote->leavers.begin(), vote->leavers.end(), join_.rank()) > 0;
     LOG(INFO) << "rank " << join_.rank() << ": rank(s) " << absl::StrJoin(vote->leavers, ",") << " leave after step "
               << step << (leaving ? ", this one included" : "");
-    return GenerationEnd::AtBoundary(leaving ? GenerationOutcome::kReleased : GenerationOutcome::kPeerReleased, step,
-                                     leavers);
+    return GenerationResult::AtBoundary(leaving ? GenerationOutcome::kReleased : GenerationOutcome::kPeerReleased,
+                                        step, leavers);
   }
   if (vote->reformers > 0) {
     LOG(INFO) << "rank " << join_.rank() << ": the job re-forms after step " << step << " so workers can join";
-    return GenerationEnd::AtBoundary(GenerationOutcome::kReformed, step);
+    return GenerationResult::AtBoundary(GenerationOutcome::kReformed, step);
   }
   return std::nullopt;
 }

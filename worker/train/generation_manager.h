@@ -54,7 +54,7 @@ class GenerationManager {
   // rank); at the final one, waits for every write.
   absl::Status Commit(bool final);
   // Whether the generation ends at this boundary (nullopt: it goes on).
-  absl::StatusOr<std::optional<GenerationEnd>> Vote();
+  absl::StatusOr<std::optional<GenerationResult>> Vote();
   // What the coordinator answered the reporter: fenced or cancelled.
   absl::Status Verdict() const;
 

@@ -9,6 +9,7 @@
 #include "worker/comm/shm_allreduce.h"
 #include "absl/strings/str_cat.h"
 #include "worker/comm/peer_fault.h"
+#include "worker/comm/subgroup_communicator.h"
 #include "worker/comm/tcp_mesh_communicator.h"
 
 namespace herd {
@@ -133,15 +134,29 @@ absl::Status AddIslandGroups(const v1::JoinGenerationResponse& join, const Train
                              CoordinatorLink* link, const DataPlaneOptions& plane, GroupCommunicators* group) {
   auto layout = LayoutIslands(join.peers(), join.spec().sync().islands_by(), static_cast<int>(join.rank()));
   if (!layout.ok()) return layout.status();
+  // A failure in a subgroup blames its peer by generation rank, so the
+  // report leaves out the member that failed.
+  const auto seen_whole = [](GroupCommunicators* sub, const std::vector<int>& ranks) {
+    sub->subgroup_data = std::make_unique<SubgroupCommunicator>(sub->data, ranks);
+    sub->data = sub->subgroup_data.get();
+  };
   auto island = CreateGroup(SubgroupJoin(join, layout->my_island()), context, link, plane,
                             absl::StrCat("island/", layout->island, "/"));
-  if (!island.ok()) return WithContext(island.status(), absl::StrCat("island ", layout->values[layout->island], ": "));
+  if (!island.ok()) {
+    return WithContext(InGroupRanks(island.status(), layout->my_island()),
+                       absl::StrCat("island ", layout->values[layout->island], ": "));
+  }
   group->island = std::make_unique<GroupCommunicators>(*std::move(island));
+  seen_whole(group->island.get(), layout->my_island());
   if (layout->owns_shard()) {
     auto cross = CreateGroup(SubgroupJoin(join, layout->cross), context, link, plane,
                              absl::StrCat("cross/", layout->position, "/"));
-    if (!cross.ok()) return WithContext(cross.status(), absl::StrCat("cross group ", layout->position, ": "));
+    if (!cross.ok()) {
+      return WithContext(InGroupRanks(cross.status(), layout->cross),
+                         absl::StrCat("cross group ", layout->position, ": "));
+    }
     group->cross = std::make_unique<GroupCommunicators>(*std::move(cross));
+    seen_whole(group->cross.get(), layout->cross);
   }
   group->islands = *std::move(layout);
   return absl::OkStatus();

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/member_listener.h"
+#include "worker/comm/tcp_mesh_listener.h"
 #include "worker/train/generation/coordinator_link.h"
 #include "worker/train/sync/island_layout.h"
 #include "worker/train/training_context.h"
@@ -21,23 +21,23 @@
 namespace herd {
 
 // Which transport carries the CPU collectives (herd-worker --data-plane, an
-// operator setting): herd's own member-authenticated TCP mesh
-// (worker/comm/tcp_mesh_communicator.h), or Gloo, whose connections cannot
+// operator setting): tcp, herd's own member-authenticated TCP mesh
+// (worker/comm/tcp_mesh_communicator.h), or gloo, whose connections cannot
 // be authenticated (docs/security.md).
-enum class DataPlane { kHerd, kGloo };
+enum class DataPlane { kTcp, kGloo };
 
 struct DataPlaneOptions {
-  DataPlane plane = DataPlane::kHerd;
-  // herd: each socket's TCP congestion control; "default": the kernel's.
+  DataPlane plane = DataPlane::kTcp;
+  // tcp: each socket's TCP congestion control; "default": the kernel's.
   std::string congestion_control = "bbr";
   // Each connection to this rank's data-plane port that did not prove
-  // membership (herd only): it was closed, the generation goes on. Unset:
+  // membership (tcp only): it was closed, the generation goes on. Unset:
   // logged as an audit line.
   std::function<void(const RejectedConnection&, int64_t generation, int rank)> on_rejected;
 };
 
 struct GroupCommunicators {
-  // Over CPU buffers (herd's TCP mesh or Gloo): hashes, evaluation sums, healing, replica checks.
+  // Over CPU buffers (the TCP mesh or Gloo): hashes, evaluation sums, healing, replica checks.
   std::unique_ptr<Communicator> control;
   // Ranks on one host (CPU): float32 all-reduce through shared memory.
   std::unique_ptr<Communicator> shm;
@@ -45,6 +45,10 @@ struct GroupCommunicators {
   std::unique_ptr<Communicator> nccl;
   // Gradients and averaging: nccl on cuda, else shm, else control.
   Communicator* data = nullptr;
+  // An island's or a cross group's: `data` seen from the whole generation,
+  // its failures blaming generation ranks (subgroup_communicator.h); then
+  // `data` points here. Declared after what it wraps: it goes first.
+  std::unique_ptr<Communicator> subgroup_data;
   // sync.islands_by: where this rank stands among the islands, and the
   // communicators of its island and of its cross group (the ranks at its
   // position in every island; absent where that position owns no shard),
@@ -68,7 +72,7 @@ using CommunicatorFactory = std::function<absl::StatusOr<GroupCommunicators>(
 absl::StatusOr<GroupCommunicators> CreateGroupCommunicatorsOn(const v1::JoinGenerationResponse& join,
                                                               const TrainingContext& context, CoordinatorLink* link,
                                                               const DataPlaneOptions& plane);
-// The same with the default DataPlaneOptions (herd's transport).
+// The same with the default DataPlaneOptions (the TCP mesh).
 absl::StatusOr<GroupCommunicators> CreateGroupCommunicators(const v1::JoinGenerationResponse& join,
                                                             const TrainingContext& context, CoordinatorLink* link);
 // CreateGroupCommunicatorsOn with `plane`, as a factory.

@@ -82,7 +82,7 @@ std::vector<int64_t> HostReadsPerRank(const v1::JobSpec& spec, int world) {
       ASSERT_TRUE(context.ok()) << context.status();
       GenerationLoopOptions loop;
       loop.join_timeout = std::chrono::seconds(60);
-      const absl::Status status = RunGenerations(link.get(), context->get(), *join, loop);
+      const absl::Status status = RunGenerations(link.get(), context->get(), *join, loop).error;
       ASSERT_TRUE(status.ok()) << status;
       EXPECT_EQ((*context)->position().step, spec.max_steps());
       reads[r] = (*context)->host_reads().count();

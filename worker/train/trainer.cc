@@ -51,10 +51,10 @@ Trainer::~Trainer() {
   if (replica_sum_ != nullptr) ctx_.model()->SetReplicaSum(nullptr);
 }
 
-GenerationEnd Trainer::Run() {
+GenerationResult Trainer::Run() {
   absl::Status status = TrainGeneration();
   if (status.ok() && boundary_.has_value()) return *boundary_;
-  return GenerationEnd::Of(std::move(status));
+  return GenerationResult::Of(std::move(status));
 }
 
 absl::Status Trainer::TrainGeneration() {
@@ -135,10 +135,15 @@ absl::Status Trainer::ConnectGroup() {
 void Trainer::PlanGeneration(double setup_seconds) {
   const int64_t per_step = SamplesPerStep(spec_, join_.world_size());
   const int64_t epoch_size = ctx_.train_set().size();
+  // A fixed global batch with islands is split equally among the islands,
+  // so an island that lost a member keeps its batch (IslandShares).
+  std::vector<int> island_of;
+  if (spec_.global_batch_size() > 0 && group_.islands.has_value()) island_of = group_.islands->island_of;
   feed_ = std::make_unique<BatchFeed>(BatchFeedOptions{
       &ctx_.train_set(), &ctx_.sampler(), ctx_.prefetcher(), ctx_.ledger(), ctx_.metrics(), ctx_.device(),
       static_cast<int>(join_.rank()), static_cast<int>(join_.world_size()), join_.generation(), per_step,
-      spec_.batch_size(), spec_.max_steps(), spec_.epochs(), collective_forward_, ctx_.sync().throughput_shares});
+      spec_.batch_size(), spec_.max_steps(), spec_.epochs(), collective_forward_, ctx_.sync().throughput_shares,
+      std::move(island_of)});
   total_steps_ = LastStepFrom(pos_, epoch_size, per_step, spec_.epochs(), spec_.max_steps());
   // optimizer.scale_lr follows this generation's world size.
   const LearningRatePlan lr_plan = PlanLearningRate(spec_.optimizer(), join_.world_size());

@@ -43,7 +43,7 @@ class Trainer {
           CommunicatorFactory communicators);
   ~Trainer();
 
-  GenerationEnd Run();
+  GenerationResult Run();
   // The step under way when Run ended (the last one done when it ended
   // between steps): what a failure report names.
   int64_t step_reached() const { return running_step_ > 0 ? running_step_ : pos_.step; }
@@ -94,7 +94,7 @@ class Trainer {
   int64_t total_steps_ = 0;
   int64_t last_commit_step_ = 0;
   int64_t running_step_ = 0;  // the step under way (0 between steps), so an exception names it
-  std::optional<GenerationEnd> boundary_;  // set by the vote that ends this generation
+  std::optional<GenerationResult> boundary_;  // set by the vote that ends this generation
   std::vector<v1::ModelFile> final_model_files_;  // what SaveFinalModel wrote
   StepCapture step_capture_;  // cuda_graphs: whether this generation may capture
 };

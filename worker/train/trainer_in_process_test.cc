@@ -185,7 +185,7 @@ class InProcessJob {
     GenerationLoopOptions loop;
     loop.join_timeout = std::chrono::seconds(60);
     loop.communicators = FactoryFor(worker_id);
-    outcome.status = RunGenerations(link.get(), context->get(), *join, loop);
+    outcome.status = RunGenerations(link.get(), context->get(), *join, loop).error;
     outcome.step = (*context)->position().step;
     outcome.epoch = (*context)->position().epoch;
     outcome.params = FlattenParameters((*context)->params());

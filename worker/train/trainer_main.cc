@@ -177,7 +177,7 @@ int Fail(const herd::TrainerArgs& args, const absl::Status& status) {
 }
 
 // The exit after the generations ended with `end`.
-int Finish(const herd::TrainerArgs& args, const herd::GenerationEnd& end, herd::TrainingContext* context,
+int Finish(const herd::TrainerArgs& args, const herd::GenerationResult& end, herd::TrainingContext* context,
            herd::ProgressReporter* reporter) {
   // Whatever ended training, a checkpoint write under way completes first:
   // its copy was taken, so it is written and posted, never left half done.
@@ -239,13 +239,16 @@ int Train(const herd::TrainerArgs& args) {
   herd::GenerationLoopOptions loop;
   loop.join_timeout = join_timeout;
   herd::DataPlaneAudit audit(registry, args.job, args.worker_id);
+  std::string old_name;
+  const std::string data_plane = herd::CurrentDataPlaneName(args.data_plane, &old_name);
+  if (!old_name.empty()) LOG(WARNING) << old_name;
   loop.communicators = herd::GroupCommunicatorsOn(
-      {args.data_plane == "gloo" ? herd::DataPlane::kGloo : herd::DataPlane::kHerd,
+      {data_plane == herd::kGlooDataPlane ? herd::DataPlane::kGloo : herd::DataPlane::kTcp,
        args.congestion_control,
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
        }});
-  const herd::GenerationEnd end = herd::RunGenerationsToEnd(&client, context->get(), *join, loop);
+  const herd::GenerationResult end = herd::RunGenerations(&client, context->get(), *join, loop);
   return Finish(args, end, context->get(), &reporter);
 }
 

@@ -39,8 +39,15 @@ CheckpointKeeperOptions KeeperOptions(const v1::JobSpec& spec, const TrainerOpti
   keeper.optimizer = spec.optimizer();
   keeper.interval_steps = spec.checkpoint().interval_steps();
   keeper.fail_on_error = spec.checkpoint().on_failure() == v1::ON_FAILURE_FAIL;
-  keeper.reporter = reporter;
-  keeper.metrics = metrics;
+  if (reporter != nullptr) {
+    keeper.sinks.record = [reporter](v1::CommitCheckpointRequest record) {
+      reporter->PostCheckpoint(std::move(record));
+    };
+  }
+  if (metrics != nullptr) {
+    keeper.sinks.failed = [metrics] { metrics->ObserveCheckpointFailure(); };
+    keeper.sinks.written = [metrics](double unix_seconds) { metrics->SetLastCheckpoint(unix_seconds); };
+  }
   keeper.before_write = options.checkpoint_before_write;
   return keeper;
 }

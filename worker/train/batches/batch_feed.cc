@@ -7,7 +7,9 @@
 namespace herd {
 
 BatchFeed::BatchFeed(BatchFeedOptions options)
-    : options_(std::move(options)), shares_(EqualShares(options_.samples_per_step, options_.world_size)) {
+    : options_(std::move(options)),
+      shares_(options_.island_of.empty() ? EqualShares(options_.samples_per_step, options_.world_size)
+                                         : IslandShares(options_.samples_per_step, options_.island_of)) {
   if (options_.metrics != nullptr) options_.metrics->SetBatchShare(shares_[options_.rank]);
 }
 

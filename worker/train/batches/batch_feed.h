@@ -18,7 +18,7 @@
 #include "worker/train/batches/batch_shares.h"
 #include "worker/train/batches/sample_ledger.h"
 #include "worker/train/batches/sampler.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 #include "worker/train/report/straggler.h"
 #include "worker/train/report/trainer_metrics.h"
 
@@ -41,6 +41,9 @@ struct BatchFeedOptions {
   // The model's training forward is a collective: ranks with no rows still run it.
   bool collective_forward = false;
   bool throughput_shares = false;
+  // With islands and global_batch_size: each rank's island (IslandShares);
+  // empty: equal shares over all ranks.
+  std::vector<int> island_of;
 };
 
 class BatchFeed {

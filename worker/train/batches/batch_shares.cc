@@ -13,6 +13,20 @@ std::vector<int64_t> EqualShares(int64_t total, int world) {
   return shares;
 }
 
+std::vector<int64_t> IslandShares(int64_t total, const std::vector<int>& island_of) {
+  if (island_of.empty() || *std::min_element(island_of.begin(), island_of.end()) < 0) return {};
+  const int islands = *std::max_element(island_of.begin(), island_of.end()) + 1;
+  std::vector<std::vector<size_t>> ranks(static_cast<size_t>(islands));
+  for (size_t r = 0; r < island_of.size(); ++r) ranks[static_cast<size_t>(island_of[r])].push_back(r);
+  const std::vector<int64_t> per_island = EqualShares(total, islands);
+  std::vector<int64_t> shares(island_of.size(), 0);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const std::vector<int64_t> inside = EqualShares(per_island[i], static_cast<int>(ranks[i].size()));
+    for (size_t k = 0; k < inside.size(); ++k) shares[ranks[i][k]] = inside[k];
+  }
+  return shares;
+}
+
 namespace {
 
 // Whole shares from ideal ones: floors (at least 1), then one more to the

@@ -21,6 +21,17 @@ namespace herd {
 // total % world ranks one more. Empty for world <= 0.
 std::vector<int64_t> EqualShares(int64_t total, int world);
 
+// With islands (sync.islands_by) and global_batch_size: `total` samples
+// split equally among the islands (EqualShares over the islands, lower
+// island first), then each island's part equally among its ranks, in rank
+// order. `island_of[r]` is rank r's island, 0..I-1. Every island is one
+// replica of the cross-site average, which weighs the islands equally: so
+// each island trains the same batch per step, and an island that lost a
+// member keeps its batch (its ranks take more each) as the whole step
+// keeps the global batch. Empty when `island_of` is empty or names a
+// negative island.
+std::vector<int64_t> IslandShares(int64_t total, const std::vector<int>& island_of);
+
 // How a re-plan is found, and why this way (measured in bench/README.md,
 // "One slow worker"):
 // - From one log interval, each rank's rate at its share is share / compute

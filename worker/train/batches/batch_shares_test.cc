@@ -30,6 +30,20 @@ TEST(EqualSharesTest, SplitsEvenlyLowerRanksTakeTheRemainder) {
   EXPECT_TRUE(EqualShares(10, 0).empty());
 }
 
+TEST(IslandSharesTest, EachIslandTakesAnEqualPartWhateverItsSize) {
+  // Two islands of two: as EqualShares.
+  EXPECT_EQ(IslandShares(64, {0, 0, 1, 1}), (std::vector<int64_t>{16, 16, 16, 16}));
+  // Island 1 lost a member: its one rank takes its island's half.
+  EXPECT_EQ(IslandShares(64, {0, 0, 1}), (std::vector<int64_t>{16, 16, 32}));
+  // Remainders: the lower island, then the lower rank within it.
+  EXPECT_EQ(IslandShares(67, {0, 0, 0, 1}), (std::vector<int64_t>{12, 11, 11, 33}));
+  // Ranks need not be grouped; one island is EqualShares.
+  EXPECT_EQ(IslandShares(10, {1, 0, 1}), (std::vector<int64_t>{3, 5, 2}));
+  EXPECT_EQ(IslandShares(10, {0, 0, 0}), EqualShares(10, 3));
+  EXPECT_TRUE(IslandShares(10, {}).empty());
+  EXPECT_TRUE(IslandShares(10, {0, -1}).empty());
+}
+
 TEST(ThroughputSharesTest, AHalfSpeedRankGetsHalfTheShareAndTheSumIsKept) {
   const std::vector<int64_t> equal = EqualShares(96, 3);
   const std::vector<double> rates = {100, 100, 50};

@@ -44,8 +44,7 @@ absl::Status CheckpointKeeper::Save(const CheckpointState& state) {
     options.make_optimizer = [optimizer = options_.optimizer](std::vector<torch::Tensor> params) {
       return MakeOptimizer(optimizer, std::move(params));
     };
-    options.reporter = options_.reporter;
-    options.metrics = options_.metrics;
+    options.sinks = options_.sinks;
     options.before_write = options_.before_write;
     writer_ = std::make_unique<CheckpointWriter>(std::move(options));
   }

@@ -19,7 +19,7 @@
 #include "proto/herd.pb.h"
 #include "worker/models/model.h"
 #include "worker/train/checkpoint/checkpoint_writer.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 
 namespace herd {
 
@@ -29,8 +29,7 @@ struct CheckpointKeeperOptions {
   v1::OptimizerSpec optimizer;  // the job's: the copied state is written in its format
   int64_t interval_steps = 0;   // checkpoint.interval_steps; 0: none periodic
   bool fail_on_error = false;   // checkpoint.on_failure: fail
-  ProgressReporter* reporter = nullptr;  // where records go; may be null
-  TrainerMetrics* metrics = nullptr;     // may be null
+  CheckpointSinks sinks;  // where each write's record and result go
   std::function<void(int64_t step)> before_write;  // tests: holds a write in flight
 };
 

@@ -85,13 +85,13 @@ CheckpointOutcome CheckpointWriter::Write(int64_t generation, double learning_ra
     return optimizer;
   });
   if (!files.ok()) {
-    if (options_.metrics != nullptr) options_.metrics->ObserveCheckpointFailure();
+    if (options_.sinks.failed) options_.sinks.failed();
     outcome.status = files.status();
     return outcome;
   }
   auto folder = WriteCheckpointFolder(options_.root, options_.job_id, position.step, *files);
   if (!folder.ok()) {
-    if (options_.metrics != nullptr) options_.metrics->ObserveCheckpointFailure();
+    if (options_.sinks.failed) options_.sinks.failed();
     outcome.status = folder.status();
     return outcome;
   }
@@ -106,8 +106,8 @@ CheckpointOutcome CheckpointWriter::Write(int64_t generation, double learning_ra
   request.set_path(folder->relative_path);
   request.set_size_bytes(folder->size_bytes);
   request.set_sha256(folder->manifest_sha256);
-  if (options_.reporter != nullptr) options_.reporter->PostCheckpoint(std::move(request));
-  if (options_.metrics != nullptr) options_.metrics->SetLastCheckpoint(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  if (options_.sinks.record) options_.sinks.record(std::move(request));
+  if (options_.sinks.written) options_.sinks.written(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
   LOG(INFO) << "checkpoint at step " << position.step << " (" << folder->size_bytes << " bytes) written to "
             << folder->relative_path << " in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()

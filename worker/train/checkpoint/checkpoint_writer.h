@@ -2,9 +2,9 @@
 // state to host memory (about a memcpy of the state; device-to-pinned-host
 // copies on CUDA) and returns; a thread of the writer's own serializes the
 // copy, writes the folder (checkpoint_files.h: temporary folder, fsync,
-// MANIFEST last, rename, fsync of the parent) and posts its record to the
-// coordinator (progress_reporter.h), in that order, so only complete
-// checkpoints are ever recorded.
+// MANIFEST last, rename, fsync of the parent) and hands its record to
+// CheckpointSinks::record (the trainer posts it to the coordinator), in that
+// order, so only complete checkpoints are ever recorded.
 //
 // One write at a time: a Save() while the previous write is under way waits
 // for it, so there is one host copy and records arrive in step order. What
@@ -28,11 +28,21 @@
 #include "proto/herd.pb.h"
 #include "worker/models/model.h"
 #include "worker/train/checkpoint/checkpoint_files.h"
-#include "worker/train/report/progress_reporter.h"
 #include "worker/train/checkpoint/state_snapshot.h"
-#include "worker/train/report/trainer_metrics.h"
 
 namespace herd {
+
+// Where a writer's results go. The trainer points them at its progress
+// reporter and metrics; hooks keep checkpoint free of report. Any may be
+// unset.
+struct CheckpointSinks {
+  // A complete checkpoint's record, for the coordinator.
+  std::function<void(v1::CommitCheckpointRequest record)> record;
+  // A write that failed.
+  std::function<void()> failed;
+  // A write that completed, at this wall-clock time.
+  std::function<void(double unix_seconds)> written;
+};
 
 struct CheckpointWriterOptions {
   std::string root;    // checkpoint storage
@@ -40,8 +50,7 @@ struct CheckpointWriterOptions {
   // An optimizer like the trainer's over given tensors (MakeOptimizer with
   // the job's spec): the copied state is written in its format.
   StateSnapshot::OptimizerFactory make_optimizer;
-  ProgressReporter* reporter = nullptr;  // where records go; null: nowhere
-  TrainerMetrics* metrics = nullptr;     // may be null
+  CheckpointSinks sinks;
   // Runs on the writer's thread before each write: tests hold a write in
   // flight with it.
   std::function<void(int64_t step)> before_write;

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/models/model.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 
 namespace herd {
 

@@ -3,7 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 
 namespace herd {
 

@@ -1,4 +1,4 @@
-// What a trainer does with each data-plane connection its member listener
+// What a trainer does with each data-plane connection its TCP mesh listener
 // refused: one `audit:` log line with the peer's address, the
 // reason and the generation, and a count in
 // herd_data_plane_refused_connections_total{reason, peer}. A refusal is
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "worker/comm/member_listener.h"
+#include "worker/comm/tcp_mesh_listener.h"
 
 namespace herd {
 

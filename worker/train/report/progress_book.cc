@@ -147,7 +147,7 @@ v1::ReportProgressRequest ProgressBook::MakeReport(const CommitFacts& facts) {
   report.set_samples_per_second(samples_per_second_);
   report.set_loss(last_loss_);
   report.set_total_steps(facts.total_steps);
-  report.set_checkpoint_warning(Warning(facts));
+  report.set_warning(Warning(facts));
   report.set_learning_rate(learning_rate_);
   if (metrics_ != nullptr) metrics_->SetOverlapSteps(facts.sync.overlap_steps);
   if (facts.rank == 0 && facts.sync.overlap_steps > 0) {

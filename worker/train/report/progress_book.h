@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "proto/herd.pb.h"
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 #include "worker/train/report/nonfinite_watch.h"
 #include "worker/train/report/step_time_window.h"
 #include "worker/train/report/straggler.h"
@@ -57,6 +57,7 @@ struct CommitFacts {
   int64_t total_steps = 0;
   bool final = false;
   SyncStatus sync;
+  // The checkpoint keeper's: a failed write, a checkpoint skipped at restore.
   std::string checkpoint_warning;
   // Rank 0, 2+ ranks: the interval's straggler and every rank's times, the
   // shares the interval ran on and those planned for the next.
@@ -105,6 +106,8 @@ class ProgressBook {
   void ObserveStepTimes(const std::optional<StepTimes>& times, int64_t rank, int64_t step) const;
 
  private:
+  // The report's `warning`: the checkpoints', the non-finite watch's and the
+  // sync's, in that order.
   std::string Warning(const CommitFacts& facts) const;
 
   const torch::Device device_;

@@ -44,7 +44,7 @@ struct CaptureEnvironment {
 CaptureFallback CaptureBlocker(const CaptureEnvironment& env);
 
 enum class StepAction {
-  kEager,    // run the step as today
+  kEager,    // run the step eagerly, without a graph
   kCapture,  // run the step under capture, then replay the new graph
   kReplay,   // copy the batch into the static inputs and replay
 };

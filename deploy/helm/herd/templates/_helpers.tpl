@@ -234,3 +234,52 @@ trainers' stop must both fit.
 {{- end -}}
 {{- int $w.drainTimeoutSeconds -}}
 {{- end -}}
+
+{{/* The chart's own etcd (etcd.enabled): the StatefulSet and its headless
+Service share this name; member N is NAME-N.NAME.NAMESPACE.svc. */}}
+{{- define "herd.etcdName" -}}
+{{- printf "%s-etcd" (include "herd.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The client endpoints of the chart's etcd members, "host:port,...". */}}
+{{- define "herd.etcdMemberEndpoints" -}}
+{{- $name := include "herd.etcdName" . -}}
+{{- $endpoints := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $endpoints = append $endpoints (printf "%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace (int $.Values.etcd.clientPort)) -}}
+{{- end -}}
+{{- join "," $endpoints -}}
+{{- end -}}
+
+{{/* --initial-cluster of the chart's etcd: every member's peer URL. */}}
+{{- define "herd.etcdInitialCluster" -}}
+{{- $name := include "herd.etcdName" . -}}
+{{- $members := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $members = append $members (printf "%s-%d=http://%s-%d.%s.%s.svc:%d" $name $i $name $i $name $.Release.Namespace (int $.Values.etcd.peerPort)) -}}
+{{- end -}}
+{{- join "," $members -}}
+{{- end -}}
+
+{{/* Where the coordinators keep their state: "etcd://host:port,..." (an
+external etcd, or the chart's own), or "" for SQLite on the state PVC. Also
+refuses what cannot work: two stores at once, or several coordinators on
+one SQLite database (it has one writer). */}}
+{{- define "herd.coordinatorEtcdStore" -}}
+{{- $external := .Values.coordinator.store.etcd.endpoints -}}
+{{- if and $external .Values.etcd.enabled -}}
+{{- fail "coordinator.store.etcd.endpoints and etcd.enabled are both set: use your etcd (endpoints) or the chart's (etcd.enabled), not both" -}}
+{{- end -}}
+{{- if $external -}}
+{{- printf "etcd://%s" (join "," $external) -}}
+{{- else if .Values.etcd.enabled -}}
+{{- printf "etcd://%s" (include "herd.etcdMemberEndpoints" .) -}}
+{{- else if gt (int .Values.coordinator.replicas) 1 -}}
+{{- fail (printf "coordinator.replicas is %d, but the state is in SQLite, which has one writer: run 1 coordinator, or give the coordinators etcd to elect a leader in (coordinator.store.etcd.endpoints for your etcd, or etcd.enabled=true for the chart's)" (int .Values.coordinator.replicas)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The etcd key prefix of this release's state and leader key. */}}
+{{- define "herd.etcdPrefix" -}}
+{{- .Values.coordinator.store.etcd.prefix | default (printf "/herd/%s/%s/" .Release.Namespace .Release.Name) -}}
+{{- end -}}

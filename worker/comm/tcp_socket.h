@@ -1,4 +1,4 @@
-// Small socket helpers shared by the member listener and connector: address
+// Small socket helpers shared by the TCP mesh's listener and connector: address
 // formatting, blocking mode, and reads/writes bounded by a deadline.
 #pragma once
 

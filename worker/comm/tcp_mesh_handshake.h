@@ -1,7 +1,7 @@
 // The member handshake: before a data-plane TCP connection carries anything,
 // both ends prove they hold the generation's member key (a random 32-byte
 // secret only the generation's members receive). Pure functions over bytes;
-// the sockets are in member_listener.h.
+// the sockets are in tcp_mesh_listener.h.
 //
 // Three fixed-size frames, all integers big-endian:
 //

@@ -1,6 +1,6 @@
-// FormMemberMesh with every rank a thread, on 127.0.0.1, through an
+// FormTcpMesh with every rank a thread, on 127.0.0.1, through an
 // in-memory rendezvous store.
-#include "worker/comm/member_mesh.h"
+#include "worker/comm/tcp_mesh_formation.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,16 +17,16 @@
 #include "absl/strings/str_cat.h"
 #include "worker/comm/testing/ending_store.h"
 #include "worker/comm/in_memory_store.h"
-#include "worker/comm/member_key_exchange.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_mesh_key_exchange.h"
+#include "worker/comm/tcp_socket.h"
 
 namespace herd {
 namespace {
 
 using std::chrono::milliseconds;
 
-MemberMeshOptions Options(int rank, int world) {
-  MemberMeshOptions options;
+TcpMeshFormationOptions Options(int rank, int world) {
+  TcpMeshFormationOptions options;
   options.key_prefix = "job/3/";
   options.generation = 3;
   options.rank = rank;
@@ -49,7 +49,7 @@ std::string RecvExactly(int fd, size_t n) {
   return out;
 }
 
-TEST(MemberMesh, SplitHostPort) {
+TEST(TcpMeshFormation, SplitHostPort) {
   std::string host;
   int port = 0;
   ASSERT_TRUE(SplitHostPort("10.0.0.1:123", &host, &port).ok());
@@ -69,7 +69,7 @@ TEST(MemberMesh, SplitHostPort) {
 // one end arrive first and unchanged at the other. An outsider who connects
 // to rank 0's published port mid-formation is refused and reported, and
 // changes nothing.
-TEST(MemberMesh, EveryPairIsConnectedDespiteAnOutsider) {
+TEST(TcpMeshFormation, EveryPairIsConnectedDespiteAnOutsider) {
   constexpr int kWorld = 4;
   InMemoryStore store;
   absl::Mutex mu;
@@ -78,7 +78,7 @@ TEST(MemberMesh, EveryPairIsConnectedDespiteAnOutsider) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < kWorld; ++rank) {
     threads.emplace_back([&, rank] {
-      MemberMeshOptions options = Options(rank, kWorld);
+      TcpMeshFormationOptions options = Options(rank, kWorld);
       options.on_rejected = [&](const RejectedConnection& r) {
         absl::MutexLock lock(&mu);
         rejected.push_back(r);
@@ -90,11 +90,11 @@ TEST(MemberMesh, EveryPairIsConnectedDespiteAnOutsider) {
         auto seen = [&] { return !rejected.empty(); };
         mu.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(20));
       }
-      meshes[rank] = FormMemberMesh(store, options);
+      meshes[rank] = FormTcpMesh(store, options);
     });
   }
   std::string address;
-  ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
+  ASSERT_TRUE(store.Get(TcpMeshAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
   std::string host;
   int port = 0;
   ASSERT_TRUE(SplitHostPort(address, &host, &port).ok());
@@ -130,16 +130,16 @@ TEST(MemberMesh, EveryPairIsConnectedDespiteAnOutsider) {
   EXPECT_EQ(rejected[0].reason, RejectReason::kBadMagic);
 }
 
-TEST(MemberMesh, MissingRankTimesOutNamingIt) {
+TEST(TcpMeshFormation, MissingRankTimesOutNamingIt) {
   InMemoryStore store;
-  MemberMeshOptions options = Options(0, 2);
+  TcpMeshFormationOptions options = Options(0, 2);
   options.timeout = milliseconds(200);
-  auto mesh = FormMemberMesh(store, options);
+  auto mesh = FormTcpMesh(store, options);
   EXPECT_EQ(mesh.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(mesh.status().message(), "rank 1 did not connect")) << mesh.status();
 }
 
-TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
+TEST(TcpMeshFormation, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
   // The impostor holds a key of its own (as a member of another generation
   // would) and rank 0's address: rank 0 refuses and reports it, then forms
   // its mesh with the real rank 1.
@@ -148,21 +148,21 @@ TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
   absl::Mutex mu;
   absl::StatusOr<std::vector<UniqueFd>> zero;
   std::thread t([&] {
-    MemberMeshOptions options = Options(0, 2);
+    TcpMeshFormationOptions options = Options(0, 2);
     options.on_rejected = [&](const RejectedConnection& r) {
       absl::MutexLock lock(&mu);
       rejected.push_back(r);
     };
-    zero = FormMemberMesh(store, options);
+    zero = FormTcpMesh(store, options);
   });
   std::string address;
-  ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
+  ASSERT_TRUE(store.Get(TcpMeshAddressStoreKey("job/3/", 0), milliseconds(20000), &address).ok());
   InMemoryStore other;
   ASSERT_TRUE(other.Set("job/3/member-key", std::string(32, 'k')).ok());
-  ASSERT_TRUE(other.Set(MemberAddressStoreKey("job/3/", 0), address).ok());
-  auto impostor = FormMemberMesh(other, Options(1, 2));
+  ASSERT_TRUE(other.Set(TcpMeshAddressStoreKey("job/3/", 0), address).ok());
+  auto impostor = FormTcpMesh(other, Options(1, 2));
   EXPECT_EQ(impostor.status().code(), absl::StatusCode::kUnauthenticated) << impostor.status();
-  auto one = FormMemberMesh(store, Options(1, 2));
+  auto one = FormTcpMesh(store, Options(1, 2));
   t.join();
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_TRUE(zero.ok()) << zero.status();
@@ -172,18 +172,18 @@ TEST(MemberMesh, AnImpostorWithAnotherKeyIsRefusedAndTheRealRankJoins) {
   EXPECT_EQ(rejected[0].reason, RejectReason::kBadMac);
 }
 
-TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
+TEST(TcpMeshFormation, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
   // Rank 1 never comes (it died); the coordinator ends the generation. Rank
   // 0, waiting on its own listener, must notice through the store well
   // before its 20 s formation timeout.
   EndingStore store;
   std::thread ender([&] {
     std::string key;
-    ASSERT_TRUE(store.Get(MemberAddressStoreKey("job/3/", 0), milliseconds(10000), &key).ok());
+    ASSERT_TRUE(store.Get(TcpMeshAddressStoreKey("job/3/", 0), milliseconds(10000), &key).ok());
     store.End();
   });
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<UniqueFd>> mesh = FormMemberMesh(store, Options(0, 2));
+  absl::StatusOr<std::vector<UniqueFd>> mesh = FormTcpMesh(store, Options(0, 2));
   const auto took = std::chrono::steady_clock::now() - start;
   ender.join();
   ASSERT_FALSE(mesh.ok());
@@ -192,7 +192,7 @@ TEST(MemberMesh, AGenerationThatEndsWhileWaitingForAHigherRankEndsTheWaitSoon) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
-TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
+TEST(TcpMeshFormation, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
   // Rank 0 published its key and address, then died: nothing listens there
   // any more, so rank 1's dial is refused and retried. The coordinator ends
   // the generation; rank 1 must notice through the store well before its
@@ -210,7 +210,7 @@ TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
     ASSERT_EQ(getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &length), 0);
     closed_port = ntohs(a.sin_port);
   }  // bound, never listening, now closed: connects are refused
-  ASSERT_TRUE(store.Set(MemberAddressStoreKey("job/3/", 0), absl::StrCat("127.0.0.1:", closed_port)).ok());
+  ASSERT_TRUE(store.Set(TcpMeshAddressStoreKey("job/3/", 0), absl::StrCat("127.0.0.1:", closed_port)).ok());
   std::atomic<bool> returned{false};
   std::thread ender([&] {
     // Rank 1 reads the key once to join, then again at each check between
@@ -219,7 +219,7 @@ TEST(MemberMesh, AGenerationThatEndsWhileDialingADeadLowerRankEndsTheDialSoon) {
     store.End();
   });
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<UniqueFd>> mesh = FormMemberMesh(store, Options(1, 2));
+  absl::StatusOr<std::vector<UniqueFd>> mesh = FormTcpMesh(store, Options(1, 2));
   const auto took = std::chrono::steady_clock::now() - start;
   returned = true;
   ender.join();

@@ -1,5 +1,5 @@
 // How a generation's member key reaches its members (docs/security.md,
-// "Member authentication for herd's own transport"): rank 0 makes a fresh
+// "Member authentication on the TCP mesh"): rank 0 makes a fresh
 // key and writes it to the generation's rendezvous store, which only the
 // generation's members can read; every other rank reads it there.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 
 namespace herd {
 

@@ -1,5 +1,5 @@
-// The connecting side of the member handshake (member_handshake.h): dials a
-// peer rank's MemberListener, retrying until a deadline while it is not up
+// The connecting side of the member handshake (tcp_mesh_handshake.h): dials a
+// peer rank's TcpMeshListener, retrying until a deadline while it is not up
 // yet, and returns the socket once both sides have proved the generation's
 // member key.
 #pragma once
@@ -9,12 +9,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 #include "worker/comm/unique_fd.h"
 
 namespace herd {
 
-struct MemberConnectOptions {
+struct TcpMeshConnectOptions {
   HandshakeParams params;
   int rank = 0;       // ours, as the response claims it
   int peer_rank = 0;  // the listener's; its challenge must say so
@@ -41,6 +41,6 @@ struct MemberConnectOptions {
 //  - still_wanted's status, once it is not OK.
 // Refused or reset connections, and a listener closing before its challenge
 // (too busy), are retried with a short backoff until the timeout.
-absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& options);
+absl::StatusOr<UniqueFd> ConnectToTcpMeshPeer(const TcpMeshConnectOptions& options);
 
 }  // namespace herd

@@ -1,4 +1,4 @@
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

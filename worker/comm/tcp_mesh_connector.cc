@@ -1,4 +1,4 @@
-#include "worker/comm/member_connector.h"
+#include "worker/comm/tcp_mesh_connector.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_socket.h"
 #include "worker/comm/setup_wait.h"
 
 namespace herd {
@@ -22,7 +22,7 @@ struct Attempt {
 };
 
 // A TCP connection to host:port before `deadline`, or empty with the reason.
-std::optional<UniqueFd> Dial(const MemberConnectOptions& o, SteadyTime deadline, std::string* last_error) {
+std::optional<UniqueFd> Dial(const TcpMeshConnectOptions& o, SteadyTime deadline, std::string* last_error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -73,7 +73,7 @@ absl::Status Refused(const std::string& where, RejectReason reason, const std::s
       absl::StrCat("member handshake with ", where, ": ", RejectReasonName(reason), ": ", detail));
 }
 
-Attempt TryOnce(const MemberConnectOptions& o, const std::string& where, SteadyTime deadline,
+Attempt TryOnce(const TcpMeshConnectOptions& o, const std::string& where, SteadyTime deadline,
                 std::string* last_error) {
   std::optional<UniqueFd> fd = Dial(o, deadline, last_error);
   if (!fd) return {};
@@ -133,14 +133,14 @@ Attempt TryOnce(const MemberConnectOptions& o, const std::string& where, SteadyT
 
 }  // namespace
 
-absl::StatusOr<UniqueFd> ConnectToMember(const MemberConnectOptions& o) {
+absl::StatusOr<UniqueFd> ConnectToTcpMeshPeer(const TcpMeshConnectOptions& o) {
   const int world = o.params.world_size;
   if (o.rank < 0 || o.rank >= world || o.peer_rank < 0 || o.peer_rank >= world || o.rank == o.peer_rank) {
-    return absl::InvalidArgumentError(absl::StrCat("ConnectToMember: rank ", o.rank, " and peer_rank ", o.peer_rank,
+    return absl::InvalidArgumentError(absl::StrCat("ConnectToTcpMeshPeer: rank ", o.rank, " and peer_rank ", o.peer_rank,
                                                    " must be distinct ranks of a world of ", world));
   }
   if (o.port < 1 || o.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("ConnectToMember: port ", o.port, " outside 1-65535"));
+    return absl::InvalidArgumentError(absl::StrCat("ConnectToTcpMeshPeer: port ", o.port, " outside 1-65535"));
   }
   const std::string where = absl::StrCat("rank ", o.peer_rank, " at ", o.host, ":", o.port);
   const SteadyTime deadline = std::chrono::steady_clock::now() + o.timeout;

@@ -1,4 +1,4 @@
-#include "worker/train/checkpoint/training_position.h"
+#include "worker/train/step/training_position.h"
 
 #include <gtest/gtest.h>
 

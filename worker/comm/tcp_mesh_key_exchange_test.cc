@@ -1,4 +1,4 @@
-#include "worker/comm/member_key_exchange.h"
+#include "worker/comm/tcp_mesh_key_exchange.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-TEST(MemberKeyExchange, EveryRankGetsRankZerosKey) {
+TEST(TcpMeshKeyExchange, EveryRankGetsRankZerosKey) {
   InMemoryStore store;
   constexpr int kWorld = 4;
   std::vector<absl::StatusOr<MemberKey>> keys(kWorld);
@@ -32,7 +32,7 @@ TEST(MemberKeyExchange, EveryRankGetsRankZerosKey) {
   EXPECT_EQ(stored, MemberKeyBytes(*keys[0]));
 }
 
-TEST(MemberKeyExchange, EachGenerationGetsItsOwnKey) {
+TEST(TcpMeshKeyExchange, EachGenerationGetsItsOwnKey) {
   InMemoryStore store;
   auto first = ShareMemberKey(store, "job/7/", 0, milliseconds(0));
   auto second = ShareMemberKey(store, "job/8/", 0, milliseconds(0));
@@ -40,14 +40,14 @@ TEST(MemberKeyExchange, EachGenerationGetsItsOwnKey) {
   EXPECT_NE(*first, *second);
 }
 
-TEST(MemberKeyExchange, MissingKeyTimesOutNamingIt) {
+TEST(TcpMeshKeyExchange, MissingKeyTimesOutNamingIt) {
   InMemoryStore store;
   auto key = ShareMemberKey(store, "job/7/", 1, milliseconds(20));
   EXPECT_EQ(key.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(key.status().message(), "job/7/member-key")) << key.status();
 }
 
-TEST(MemberKeyExchange, MalformedKeyIsRefusedNamingIt) {
+TEST(TcpMeshKeyExchange, MalformedKeyIsRefusedNamingIt) {
   InMemoryStore store;
   ASSERT_TRUE(store.Set("job/7/member-key", "short").ok());
   auto key = ShareMemberKey(store, "job/7/", 2, milliseconds(20));

@@ -1,4 +1,4 @@
-#include "worker/comm/member_listener.h"
+#include "worker/comm/tcp_mesh_listener.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_socket.h"
 
 namespace herd {
 
-struct MemberListener::Handshake {
+struct TcpMeshListener::Handshake {
   UniqueFd fd;
   std::string peer;
   SteadyTime deadline;
@@ -31,13 +31,13 @@ std::string AuditLine(const RejectedConnection& rejected) {
                       RejectReasonName(rejected.reason), "): ", rejected.detail);
 }
 
-absl::StatusOr<std::unique_ptr<MemberListener>> MemberListener::Start(MemberListenerOptions options) {
+absl::StatusOr<std::unique_ptr<TcpMeshListener>> TcpMeshListener::Start(TcpMeshListenerOptions options) {
   if (options.params.world_size < 1 || options.rank < 0 || options.rank >= options.params.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("member listener: rank ", options.rank, " outside a world of ",
+    return absl::InvalidArgumentError(absl::StrCat("tcp mesh listener: rank ", options.rank, " outside a world of ",
                                                    options.params.world_size));
   }
   if (options.handshake_timeout <= std::chrono::milliseconds::zero() || options.max_handshakes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("member listener: handshake_timeout ",
+    return absl::InvalidArgumentError(absl::StrCat("tcp mesh listener: handshake_timeout ",
                                                    options.handshake_timeout.count(), " ms and max_handshakes ",
                                                    options.max_handshakes, " must both be positive"));
   }
@@ -45,13 +45,13 @@ absl::StatusOr<std::unique_ptr<MemberListener>> MemberListener::Start(MemberList
   if (!listen_fd.ok()) return listen_fd.status();
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("member listener: pipe2: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("tcp mesh listener: pipe2: ", std::strerror(errno)));
   }
-  return std::unique_ptr<MemberListener>(new MemberListener(std::move(options), std::move(*listen_fd),
+  return std::unique_ptr<TcpMeshListener>(new TcpMeshListener(std::move(options), std::move(*listen_fd),
                                                             UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1])));
 }
 
-MemberListener::MemberListener(MemberListenerOptions options, UniqueFd listen_fd, UniqueFd wake_read,
+TcpMeshListener::TcpMeshListener(TcpMeshListenerOptions options, UniqueFd listen_fd, UniqueFd wake_read,
                                UniqueFd wake_write)
     : options_(std::move(options)),
       listen_fd_(std::move(listen_fd)),
@@ -61,7 +61,7 @@ MemberListener::MemberListener(MemberListenerOptions options, UniqueFd listen_fd
   thread_ = std::thread([this] { Loop(); });
 }
 
-MemberListener::~MemberListener() {
+TcpMeshListener::~TcpMeshListener() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -71,7 +71,7 @@ MemberListener::~MemberListener() {
   thread_.join();
 }
 
-absl::StatusOr<UniqueFd> MemberListener::TakePeer(int peer_rank, std::chrono::milliseconds timeout) {
+absl::StatusOr<UniqueFd> TcpMeshListener::TakePeer(int peer_rank, std::chrono::milliseconds timeout) {
   if (peer_rank < 0 || peer_rank >= options_.params.world_size || peer_rank == options_.rank) {
     return absl::InvalidArgumentError(absl::StrCat("TakePeer: peer_rank ", peer_rank, " (world of ",
                                                    options_.params.world_size, ", this is rank ", options_.rank, ")"));
@@ -101,7 +101,7 @@ absl::StatusOr<UniqueFd> MemberListener::TakePeer(int peer_rank, std::chrono::mi
   return fd;
 }
 
-void MemberListener::Loop() {
+void TcpMeshListener::Loop() {
   std::vector<std::unique_ptr<Handshake>> handshakes;
   std::vector<pollfd> polled;
   // After an accept error other than "none left" (out of file descriptors,
@@ -155,7 +155,7 @@ void MemberListener::Loop() {
   }
 }
 
-bool MemberListener::AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes) {
+bool TcpMeshListener::AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshakes) {
   while (true) {
     sockaddr_storage address{};
     socklen_t length = sizeof(address);
@@ -185,7 +185,7 @@ bool MemberListener::AcceptAll(std::vector<std::unique_ptr<Handshake>>* handshak
   }
 }
 
-bool MemberListener::Advance(Handshake* h, short revents) {
+bool TcpMeshListener::Advance(Handshake* h, short revents) {
   // Send what is queued (the challenge, or the confirm).
   while (h->sent < h->out.size()) {
     const ssize_t n = send(h->fd.get(), h->out.data() + h->sent, h->out.size() - h->sent, MSG_NOSIGNAL);
@@ -252,13 +252,13 @@ bool MemberListener::Advance(Handshake* h, short revents) {
   return Advance(h, 0);
 }
 
-void MemberListener::Refuse(Handshake* h, RejectReason reason, std::string detail) {
+void TcpMeshListener::Refuse(Handshake* h, RejectReason reason, std::string detail) {
   if (h->confirming) confirming_.erase(h->rank);
   h->fd.reset();
   if (options_.on_rejected) options_.on_rejected(RejectedConnection{h->peer, reason, std::move(detail)});
 }
 
-bool MemberListener::Admit(int rank, UniqueFd fd) {
+bool TcpMeshListener::Admit(int rank, UniqueFd fd) {
   SetNoDelay(fd.get());
   absl::MutexLock lock(&mu_);
   if (ready_.count(rank) > 0 || taken_.count(rank) > 0) return false;  // fd closes here
@@ -266,7 +266,7 @@ bool MemberListener::Admit(int rank, UniqueFd fd) {
   return true;
 }
 
-bool MemberListener::RankClaimed(int rank) {
+bool TcpMeshListener::RankClaimed(int rank) {
   if (confirming_.count(rank) > 0) return true;
   absl::MutexLock lock(&mu_);
   return ready_.count(rank) > 0 || taken_.count(rank) > 0;

@@ -1,4 +1,4 @@
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
-#include "worker/comm/member_mesh.h"
+#include "worker/comm/tcp_mesh_formation.h"
 
 #include <algorithm>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "worker/comm/member_connector.h"
-#include "worker/comm/member_key_exchange.h"
+#include "worker/comm/tcp_mesh_connector.h"
+#include "worker/comm/tcp_mesh_key_exchange.h"
 
 namespace herd {
 namespace {
@@ -28,7 +28,7 @@ std::chrono::milliseconds Left(Clock::time_point deadline) {
 
 }  // namespace
 
-std::string MemberAddressStoreKey(const std::string& key_prefix, int rank) {
+std::string TcpMeshAddressStoreKey(const std::string& key_prefix, int rank) {
   return absl::StrCat(key_prefix, "member-addr/", rank);
 }
 
@@ -43,10 +43,10 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, const MemberMeshOptions& options) {
+absl::StatusOr<std::vector<UniqueFd>> FormTcpMesh(RendezvousStore& store, const TcpMeshFormationOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(
-        absl::StrCat("member mesh: rank ", options.rank, " outside a world of ", options.world_size));
+        absl::StrCat("tcp mesh: rank ", options.rank, " outside a world of ", options.world_size));
   }
   const Clock::time_point deadline = Clock::now() + options.timeout;
   std::vector<UniqueFd> peers(options.world_size);
@@ -60,22 +60,22 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
   params.world_size = options.world_size;
 
   // Higher ranks connect to us; the last rank has none and does not listen.
-  std::unique_ptr<MemberListener> listener;
+  std::unique_ptr<TcpMeshListener> listener;
   if (options.rank < options.world_size - 1) {
-    MemberListenerOptions listen;
+    TcpMeshListenerOptions listen;
     listen.params = params;
     listen.rank = options.rank;
     listen.host = options.listen_host;
     listen.handshake_timeout = options.handshake_timeout;
     listen.on_rejected = options.on_rejected;
-    absl::StatusOr<std::unique_ptr<MemberListener>> started = MemberListener::Start(std::move(listen));
+    absl::StatusOr<std::unique_ptr<TcpMeshListener>> started = TcpMeshListener::Start(std::move(listen));
     if (!started.ok()) return started.status();
     listener = std::move(*started);
     const std::string address = absl::StrCat(
         options.advertise_host.find(':') == std::string::npos ? options.advertise_host
                                                               : absl::StrCat("[", options.advertise_host, "]"),
         ":", listener->port());
-    if (absl::Status set = store.Set(MemberAddressStoreKey(options.key_prefix, options.rank), address); !set.ok()) {
+    if (absl::Status set = store.Set(TcpMeshAddressStoreKey(options.key_prefix, options.rank), address); !set.ok()) {
       return set;
     }
   }
@@ -83,12 +83,12 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
   // Lower ranks: dial them, in order.
   for (int peer = 0; peer < options.rank; ++peer) {
     std::string address;
-    const std::string store_key = MemberAddressStoreKey(options.key_prefix, peer);
+    const std::string store_key = TcpMeshAddressStoreKey(options.key_prefix, peer);
     if (absl::Status got = store.Get(store_key, Left(deadline), &address); !got.ok()) {
       return absl::Status(got.code(), absl::StrCat("rank ", options.rank, " waiting for rank ", peer,
                                                    "'s address (", store_key, "): ", got.message()));
     }
-    MemberConnectOptions connect;
+    TcpMeshConnectOptions connect;
     connect.params = params;
     connect.rank = options.rank;
     connect.peer_rank = peer;
@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<UniqueFd>> FormMemberMesh(RendezvousStore& store, con
                                                      alive.message()));
     };
     connect.still_wanted_interval = kStoreCheckInterval;
-    absl::StatusOr<UniqueFd> fd = ConnectToMember(connect);
+    absl::StatusOr<UniqueFd> fd = ConnectToTcpMeshPeer(connect);
     if (!fd.ok()) return fd.status();
     peers[peer] = std::move(*fd);
   }

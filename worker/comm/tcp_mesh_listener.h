@@ -1,5 +1,5 @@
 // One rank's data-plane listener: accepts TCP connections, runs the member
-// handshake (member_handshake.h) on each with a deadline, and hands the
+// handshake (tcp_mesh_handshake.h) on each with a deadline, and hands the
 // sockets that proved the generation's key to the caller, keyed by the
 // peer's rank. Anything else (an idle connection, junk, a replayed or
 // wrong-key handshake) is closed and reported through `on_rejected`, without
@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 #include "worker/comm/unique_fd.h"
 
 namespace herd {
@@ -37,7 +37,7 @@ struct RejectedConnection {
 // to log for a rejection.
 std::string AuditLine(const RejectedConnection& rejected);
 
-struct MemberListenerOptions {
+struct TcpMeshListenerOptions {
   HandshakeParams params;
   int rank = 0;               // this rank: what the challenge says we are
   std::string host;           // interface to listen on; "" for all
@@ -53,12 +53,12 @@ struct MemberListenerOptions {
   std::function<void(const RejectedConnection&)> on_rejected;
 };
 
-class MemberListener {
+class TcpMeshListener {
  public:
   // Binds, listens and starts the listener's thread.
-  static absl::StatusOr<std::unique_ptr<MemberListener>> Start(MemberListenerOptions options);
+  static absl::StatusOr<std::unique_ptr<TcpMeshListener>> Start(TcpMeshListenerOptions options);
   // Stops the thread and closes every socket not yet taken.
-  ~MemberListener();
+  ~TcpMeshListener();
 
   int port() const { return port_; }
 
@@ -72,7 +72,7 @@ class MemberListener {
  private:
   struct Handshake;
 
-  MemberListener(MemberListenerOptions options, UniqueFd listen_fd, UniqueFd wake_read, UniqueFd wake_write);
+  TcpMeshListener(TcpMeshListenerOptions options, UniqueFd listen_fd, UniqueFd wake_read, UniqueFd wake_write);
   void Loop();
   // Accepts every pending connection; false after an accept error that
   // will not clear by itself (out of file descriptors).
@@ -86,7 +86,7 @@ class MemberListener {
   // Whether `rank` is being confirmed, waits to be taken, or was taken.
   bool RankClaimed(int rank);
 
-  const MemberListenerOptions options_;
+  const TcpMeshListenerOptions options_;
   const UniqueFd listen_fd_;
   const UniqueFd wake_read_, wake_write_;
   const int port_;

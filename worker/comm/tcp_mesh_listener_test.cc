@@ -1,5 +1,5 @@
-// MemberListener and ConnectToMember over real sockets on 127.0.0.1.
-#include "worker/comm/member_listener.h"
+// TcpMeshListener and ConnectToTcpMeshPeer over real sockets on 127.0.0.1.
+#include "worker/comm/tcp_mesh_listener.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,8 +17,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
-#include "worker/comm/member_connector.h"
-#include "worker/comm/member_socket.h"
+#include "worker/comm/tcp_mesh_connector.h"
+#include "worker/comm/tcp_socket.h"
 
 namespace herd {
 namespace {
@@ -60,10 +60,10 @@ class Rejections {
   std::vector<RejectedConnection> all_ ABSL_GUARDED_BY(mu_);
 };
 
-std::unique_ptr<MemberListener> StartListener(const HandshakeParams& params, Rejections* rejections,
+std::unique_ptr<TcpMeshListener> StartListener(const HandshakeParams& params, Rejections* rejections,
                                               milliseconds handshake_timeout = milliseconds(5000),
                                               size_t max_handshakes = 512, int port = 0) {
-  MemberListenerOptions options;
+  TcpMeshListenerOptions options;
   options.params = params;
   options.rank = 0;
   options.host = "127.0.0.1";
@@ -71,21 +71,21 @@ std::unique_ptr<MemberListener> StartListener(const HandshakeParams& params, Rej
   options.handshake_timeout = handshake_timeout;
   options.max_handshakes = max_handshakes;
   options.on_rejected = rejections->Callback();
-  auto listener = MemberListener::Start(std::move(options));
+  auto listener = TcpMeshListener::Start(std::move(options));
   EXPECT_TRUE(listener.ok()) << listener.status();
   return listener.ok() ? std::move(*listener) : nullptr;
 }
 
 absl::StatusOr<UniqueFd> Connect(const HandshakeParams& params, int rank, int port,
                                  milliseconds timeout = kGenerous) {
-  MemberConnectOptions options;
+  TcpMeshConnectOptions options;
   options.params = params;
   options.rank = rank;
   options.peer_rank = 0;
   options.host = "127.0.0.1";
   options.port = port;
   options.timeout = timeout;
-  return ConnectToMember(options);
+  return ConnectToTcpMeshPeer(options);
 }
 
 // A plain TCP connection, as an outsider makes it.
@@ -150,7 +150,7 @@ std::string ResponseFor(const HandshakeParams& params, int rank, const std::stri
   return answered.response;
 }
 
-TEST(MemberListener, PeersAuthenticateAndTheirStreamsStartClean) {
+TEST(TcpMeshListener, PeersAuthenticateAndTheirStreamsStartClean) {
   const HandshakeParams params = Params(3);
   Rejections rejections;
   auto listener = StartListener(params, &rejections);
@@ -178,7 +178,7 @@ TEST(MemberListener, PeersAuthenticateAndTheirStreamsStartClean) {
   EXPECT_TRUE(rejections.Now().empty());
 }
 
-TEST(MemberListener, TakePeerGivesUpAtItsTimeout) {
+TEST(TcpMeshListener, TakePeerGivesUpAtItsTimeout) {
   Rejections rejections;
   auto listener = StartListener(Params(3), &rejections);
   ASSERT_NE(listener, nullptr);
@@ -187,7 +187,7 @@ TEST(MemberListener, TakePeerGivesUpAtItsTimeout) {
   EXPECT_TRUE(absl::StrContains(taken.status().message(), "rank 2 did not connect")) << taken.status();
 }
 
-TEST(MemberListener, WrongKeyIsRefusedAuditedAndLeavesTheRankFree) {
+TEST(TcpMeshListener, WrongKeyIsRefusedAuditedAndLeavesTheRankFree) {
   const HandshakeParams params = Params(2);
   Rejections rejections;
   auto listener = StartListener(params, &rejections);
@@ -212,7 +212,7 @@ TEST(MemberListener, WrongKeyIsRefusedAuditedAndLeavesTheRankFree) {
   ExpectCleanStream(accepted->get(), real->get(), "after impostor");
 }
 
-TEST(MemberListener, ConnectorRefusesAListenerOfAnotherGeneration) {
+TEST(TcpMeshListener, ConnectorRefusesAListenerOfAnotherGeneration) {
   Rejections rejections;
   auto listener = StartListener(Params(2, 0x5a, /*generation=*/43), &rejections);
   ASSERT_NE(listener, nullptr);
@@ -226,7 +226,7 @@ TEST(MemberListener, ConnectorRefusesAListenerOfAnotherGeneration) {
   EXPECT_EQ(seen[0].reason, RejectReason::kTruncated);
 }
 
-TEST(MemberListener, SecondConnectionForAConnectedRankIsRefused) {
+TEST(TcpMeshListener, SecondConnectionForAConnectedRankIsRefused) {
   const HandshakeParams params = Params(2);
   Rejections rejections;
   auto listener = StartListener(params, &rejections);
@@ -243,7 +243,7 @@ TEST(MemberListener, SecondConnectionForAConnectedRankIsRefused) {
   ExpectCleanStream(accepted->get(), first->get(), "first of rank 1");
 }
 
-TEST(MemberListener, OverloadedListenerRefusesAtOnceAndRecovers) {
+TEST(TcpMeshListener, OverloadedListenerRefusesAtOnceAndRecovers) {
   const HandshakeParams params = Params(2);
   Rejections rejections;
   auto listener = StartListener(params, &rejections, milliseconds(60000), /*max_handshakes=*/2);
@@ -271,7 +271,7 @@ TEST(MemberListener, OverloadedListenerRefusesAtOnceAndRecovers) {
   EXPECT_TRUE(listener->TakePeer(1, kGenerous).ok());
 }
 
-TEST(MemberConnector, RetriesWhileTheListenerIsNotUpYet) {
+TEST(TcpMeshConnector, RetriesWhileTheListenerIsNotUpYet) {
   const HandshakeParams params = Params(2);
   // A port that first closes connections at once (as an overloaded listener
   // does), then refuses them, then has the real listener.
@@ -296,7 +296,7 @@ TEST(MemberConnector, RetriesWhileTheListenerIsNotUpYet) {
   ExpectCleanStream(accepted->get(), member->get(), "after retries");
 }
 
-TEST(MemberConnector, GivesUpAtItsDeadlineOnASilentPort) {
+TEST(TcpMeshConnector, GivesUpAtItsDeadlineOnASilentPort) {
   // Connections complete in the kernel's backlog, but nothing ever speaks.
   absl::StatusOr<UniqueFd> silent = ListenTcp("127.0.0.1", 0);
   ASSERT_TRUE(silent.ok());
@@ -309,7 +309,7 @@ TEST(MemberConnector, GivesUpAtItsDeadlineOnASilentPort) {
   EXPECT_LT(took, milliseconds(10000));
 }
 
-TEST(MemberConnector, RejectsBadOptions) {
+TEST(TcpMeshConnector, RejectsBadOptions) {
   EXPECT_EQ(Connect(Params(2), 0, 1000).status().code(), absl::StatusCode::kInvalidArgument);  // its own rank
   EXPECT_EQ(Connect(Params(2), 2, 1000).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Connect(Params(2), 1, 0).status().code(), absl::StatusCode::kInvalidArgument);
@@ -320,7 +320,7 @@ TEST(MemberConnector, RejectsBadOptions) {
 // truncated, stalled, replayed, oversized and wrong-key connections. Every
 // real peer gets a clean authenticated socket, and every bad connection is
 // closed and reported once, with its address and reason.
-TEST(MemberListener, FloodOfBadConnectionsLeavesRealPeersUntouched) {
+TEST(TcpMeshListener, FloodOfBadConnectionsLeavesRealPeersUntouched) {
   constexpr int kWorld = 4;
   constexpr int kEach = 12;  // connections of each bad kind
   const HandshakeParams params = Params(kWorld);

@@ -1,4 +1,4 @@
-#include "worker/comm/member_handshake.h"
+#include "worker/comm/tcp_mesh_handshake.h"
 
 #include <gtest/gtest.h>
 
@@ -46,7 +46,7 @@ Transcript Exchange(const HandshakeParams& listener, const HandshakeParams& conn
   return t;
 }
 
-TEST(MemberHandshake, FramesHaveTheirFixedSizes) {
+TEST(TcpMeshHandshake, FramesHaveTheirFixedSizes) {
   const Transcript t = Exchange(Params(), Params(), Nonce(1), Nonce(2));
   EXPECT_EQ(t.challenge.size(), kChallengeBytes);
   EXPECT_EQ(t.response.size(), kResponseBytes);
@@ -54,7 +54,7 @@ TEST(MemberHandshake, FramesHaveTheirFixedSizes) {
   EXPECT_EQ(t.challenge.substr(0, 4), "HRDM");
 }
 
-TEST(MemberHandshake, SameKeyAuthenticatesBothSides) {
+TEST(TcpMeshHandshake, SameKeyAuthenticatesBothSides) {
   const Transcript t = Exchange(Params(), Params(), Nonce(1), Nonce(2));
   ASSERT_TRUE(t.answer.ok()) << t.answer.detail;
   ASSERT_TRUE(t.check.ok()) << t.check.detail;
@@ -62,7 +62,7 @@ TEST(MemberHandshake, SameKeyAuthenticatesBothSides) {
   EXPECT_TRUE(t.confirm_check.ok()) << t.confirm_check.detail;
 }
 
-TEST(MemberHandshake, RandomKeysAndNoncesAreFreshAndWork) {
+TEST(TcpMeshHandshake, RandomKeysAndNoncesAreFreshAndWork) {
   auto key1 = NewMemberKey(), key2 = NewMemberKey();
   ASSERT_TRUE(key1.ok() && key2.ok());
   EXPECT_NE(*key1, *key2);
@@ -74,7 +74,7 @@ TEST(MemberHandshake, RandomKeysAndNoncesAreFreshAndWork) {
   EXPECT_TRUE(Exchange(params, params, *n1, *n2).confirm_check.ok());
 }
 
-TEST(MemberHandshake, KeyWireFormRoundTripsAndRejectsWrongLength) {
+TEST(TcpMeshHandshake, KeyWireFormRoundTripsAndRejectsWrongLength) {
   const MemberKey key = Params().key;
   auto back = MemberKeyFromBytes(MemberKeyBytes(key));
   ASSERT_TRUE(back.ok());
@@ -85,14 +85,14 @@ TEST(MemberHandshake, KeyWireFormRoundTripsAndRejectsWrongLength) {
   EXPECT_NE(short_key.status().message().find("3 bytes, expected 32"), std::string::npos);
 }
 
-TEST(MemberHandshake, ConnectorWithWrongKeyIsRefused) {
+TEST(TcpMeshHandshake, ConnectorWithWrongKeyIsRefused) {
   const Transcript t = Exchange(Params(7), Params(8), Nonce(1), Nonce(2));
   ASSERT_TRUE(t.answer.ok());
   EXPECT_EQ(t.check.reason, RejectReason::kBadMac);
   EXPECT_TRUE(t.confirm.empty());  // the listener proves nothing to it
 }
 
-TEST(MemberHandshake, ListenerWithWrongKeyIsRefusedByConnector) {
+TEST(TcpMeshHandshake, ListenerWithWrongKeyIsRefusedByConnector) {
   // A listener that accepted (say it skipped the check) still cannot prove
   // the key: its confirm is MACed with another key.
   const HandshakeParams real = Params(7), impostor = Params(8);
@@ -105,7 +105,7 @@ TEST(MemberHandshake, ListenerWithWrongKeyIsRefusedByConnector) {
   EXPECT_EQ(CheckConfirm(real, 2, 0, answered.listener_nonce, Nonce(2), fake.confirm).reason, RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, ReplayedResponseFailsOnNewChallenge) {
+TEST(TcpMeshHandshake, ReplayedResponseFailsOnNewChallenge) {
   const HandshakeParams params = Params();
   const Transcript recorded = Exchange(params, params, Nonce(1), Nonce(2));
   ASSERT_TRUE(recorded.check.ok());
@@ -115,7 +115,7 @@ TEST(MemberHandshake, ReplayedResponseFailsOnNewChallenge) {
   EXPECT_EQ(CheckResponse(params, 0, Nonce(3), recorded.response, &accepted).reason, RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, ReplayedConfirmFailsForNewConnectorNonce) {
+TEST(TcpMeshHandshake, ReplayedConfirmFailsForNewConnectorNonce) {
   const HandshakeParams params = Params();
   const Transcript recorded = Exchange(params, params, Nonce(1), Nonce(2));
   ASSERT_TRUE(recorded.confirm_check.ok());
@@ -127,7 +127,7 @@ TEST(MemberHandshake, ReplayedConfirmFailsForNewConnectorNonce) {
             RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, ReflectedProofFails) {
+TEST(TcpMeshHandshake, ReflectedProofFails) {
   const HandshakeParams params = Params();
   const Transcript t = Exchange(params, params, Nonce(1), Nonce(2));
   ASSERT_TRUE(t.confirm_check.ok());
@@ -143,7 +143,7 @@ TEST(MemberHandshake, ReflectedProofFails) {
   EXPECT_EQ(CheckConfirm(params, 2, 0, Nonce(1), Nonce(2), mirrored).reason, RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, ProofForAnotherRankFails) {
+TEST(TcpMeshHandshake, ProofForAnotherRankFails) {
   const HandshakeParams params = Params();
   const Transcript t = Exchange(params, params, Nonce(1), Nonce(2));
   ASSERT_TRUE(t.check.ok());
@@ -153,7 +153,7 @@ TEST(MemberHandshake, ProofForAnotherRankFails) {
   EXPECT_EQ(CheckResponse(params, 0, Nonce(1), claimed, &accepted).reason, RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, RanksOutsideTheWorldOrOwnAreRefused) {
+TEST(TcpMeshHandshake, RanksOutsideTheWorldOrOwnAreRefused) {
   const HandshakeParams params = Params();
   for (int bad : {0, 4, -1}) {
     // A connector claiming the listener's own rank, past the world, negative.
@@ -170,7 +170,7 @@ TEST(MemberHandshake, RanksOutsideTheWorldOrOwnAreRefused) {
             RejectReason::kBadRank);
 }
 
-TEST(MemberHandshake, WrongGenerationIsRefusedByEitherSide) {
+TEST(TcpMeshHandshake, WrongGenerationIsRefusedByEitherSide) {
   const Transcript stale_connector = Exchange(Params(7, 12), Params(7, 11), Nonce(1), Nonce(2));
   EXPECT_EQ(stale_connector.answer.reason, RejectReason::kWrongGeneration);
   EXPECT_EQ(stale_connector.answer.detail, "generation 12, expected 11");
@@ -188,7 +188,7 @@ TEST(MemberHandshake, WrongGenerationIsRefusedByEitherSide) {
   EXPECT_EQ(CheckResponse(Params(7, 12), 0, Nonce(1), rewritten, &accepted).reason, RejectReason::kBadMac);
 }
 
-TEST(MemberHandshake, TruncatedAndOversizedFramesAreRefused) {
+TEST(TcpMeshHandshake, TruncatedAndOversizedFramesAreRefused) {
   const HandshakeParams params = Params();
   const Transcript t = Exchange(params, params, Nonce(1), Nonce(2));
   ASSERT_TRUE(t.check.ok());
@@ -207,7 +207,7 @@ TEST(MemberHandshake, TruncatedAndOversizedFramesAreRefused) {
             RejectReason::kOversized);
 }
 
-TEST(MemberHandshake, GarbageIsRefusedOnItsFirstBytes) {
+TEST(TcpMeshHandshake, GarbageIsRefusedOnItsFirstBytes) {
   EXPECT_EQ(CheckFramePrefix("G", HandshakeFrame::kResponse).reason, RejectReason::kBadMagic);
   EXPECT_EQ(CheckFramePrefix("GET / HTTP/1.1\r\n", HandshakeFrame::kResponse).reason, RejectReason::kBadMagic);
   EXPECT_EQ(CheckFramePrefix(std::string("HRDM\x02", 5), HandshakeFrame::kResponse).reason, RejectReason::kBadVersion);
@@ -236,7 +236,7 @@ TEST(MemberHandshake, GarbageIsRefusedOnItsFirstBytes) {
   }
 }
 
-TEST(MemberHandshake, ReasonNamesAreStable) {
+TEST(TcpMeshHandshake, ReasonNamesAreStable) {
   EXPECT_STREQ(RejectReasonName(RejectReason::kBadMac), "bad_mac");
   EXPECT_STREQ(RejectReasonName(RejectReason::kTimeout), "timeout");
   EXPECT_STREQ(RejectReasonName(RejectReason::kOverloaded), "overloaded");

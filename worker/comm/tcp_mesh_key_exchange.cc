@@ -1,4 +1,4 @@
-#include "worker/comm/member_key_exchange.h"
+#include "worker/comm/tcp_mesh_key_exchange.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,0 +1,259 @@
+// Faults of a job trained in islands (sync.islands_by) across two sites of
+// two hosts on a testbed (tests/testbed): a rank of an island killed, and
+// the link between the sites cut for longer than the lease. The job goes
+// on in every case, no committed step goes back, every sample is trained
+// once (sample ledger), and it ends SUCCEEDED with every step.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "tests/harness/job_watch.h"
+#include "tests/harness/local_cluster.h"
+#include "tests/testbed/testbed.h"
+#include "worker/train/batches/sample_ledger.h"
+
+namespace herd::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::seconds;
+
+constexpr int kSites = 2;
+constexpr int kHostsPerSite = 2;
+constexpr double kLease = 3;
+constexpr int64_t kSamples = 32000;
+constexpr int64_t kGlobalBatch = 64;
+constexpr int kEpochs = 2;
+
+// Worker i runs on host i: workers 0 and 1 at site s0, 2 and 3 at site s1.
+std::string IslandJob(int64_t min_workers, int64_t min_workers_per_island) {
+  return "model: mlp\n"
+         "dataset: {kind: synthetic, synthetic_samples: " + std::to_string(kSamples) + ", synthetic_features: 64}\n"
+         "batch_size: 16\n"
+         "global_batch_size: " + std::to_string(kGlobalBatch) + "\n"
+         "epochs: " + std::to_string(kEpochs) + "\n"
+         "optimizer: {name: sgd, lr: 0.05}\n"
+         "log_interval_steps: 5\n"
+         "collective_timeout_seconds: 4\n"
+         "sync: {mode: average, every: 5, warmup_steps: 0, islands_by: site,\n"
+         "       min_workers_per_island: " + std::to_string(min_workers_per_island) + ",\n"
+         "       outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
+         "seed: 11\n"
+         "min_workers: " + std::to_string(min_workers) + "\nmax_workers: 4\n";
+}
+
+// Polls `herd status` until `done(job)` or the job ends, failing the test
+// whenever the committed step goes back; a poll the coordinator does not
+// answer is skipped. Gives up when no answer showed a higher step for
+// `stall` (a loaded machine trains slower: the bound is on stalling).
+class StepWatch {
+ public:
+  StepWatch(LocalCluster& cluster, std::string id) : cluster_(cluster), id_(std::move(id)) {}
+
+  nlohmann::json Until(const std::function<bool(const nlohmann::json&)>& done, seconds stall) {
+    auto deadline = Clock::now() + stall;
+    int64_t progressed_to = -1;
+    while (Clock::now() < deadline) {
+      CommandResult result = cluster_.Herd({"status", id_, "-o", "json"}, seconds(5));
+      std::optional<nlohmann::json> job;
+      if (result.exit_code == 0) {
+        try {
+          job = nlohmann::json::parse(result.out);
+        } catch (const std::exception&) {
+        }
+      }
+      if (job.has_value()) {
+        last_ = *job;
+        const int64_t step = Field(*job, "step");
+        EXPECT_GE(step, highest_) << "a committed step was lost: " << job->dump(2);
+        highest_ = std::max(highest_, step);
+        const std::string state = job->value("state", "");
+        if ((state != "RUNNING" && state != "PENDING") || done(*job)) break;
+        if (step > progressed_to) {
+          progressed_to = step;
+          deadline = Clock::now() + stall;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return last_;
+  }
+
+ private:
+  LocalCluster& cluster_;
+  std::string id_;
+  nlohmann::json last_;
+  int64_t highest_ = 0;
+};
+
+// Samples per step of each step record of `generation` in the ledger files
+// worker `worker_id` wrote for `job_id`.
+std::vector<int64_t> SamplesPerStepOf(const std::string& ledger_dir, const std::string& job_id,
+                                      const std::string& worker_id, int64_t generation) {
+  std::vector<int64_t> counts;
+  for (const auto& entry : std::filesystem::directory_iterator(ledger_dir)) {
+    if (entry.path().filename().string().rfind(job_id + "." + worker_id + "-", 0) != 0) continue;
+    std::istringstream lines(ReadFile(entry.path().string()));
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string kind;
+      int64_t gen = 0;
+      words >> kind >> gen;
+      if (kind != "step" || gen != generation) continue;
+      int64_t step = 0, epoch = 0, id = 0, count = 0;
+      words >> step >> epoch;
+      while (words >> id) ++count;
+      counts.push_back(count);
+    }
+  }
+  return counts;
+}
+
+class IslandFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testbed::TestbedOptions options;
+    options.sites = kSites;
+    options.hosts_per_site = kHostsPerSite;
+    auto created = testbed::Testbed::Create(options);
+    // Not a skip: CI runs as root, so a testbed that cannot be made is a failure.
+    ASSERT_TRUE(created.ok()) << created.status();
+    bed_ = std::move(*created);
+    ledger_dir_ = NewLedgerDir();
+    ClusterOptions cluster;
+    cluster.workers = kSites * kHostsPerSite;
+    cluster.lease_seconds = kLease;
+    cluster.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir_};
+    cluster.coordinator_host = bed_->root_address();
+    for (const auto& host : bed_->hosts()) {
+      cluster.worker_hosts.push_back(WorkerHost{host.address, bed_->ExecPrefix(host.index)});
+      cluster.worker_args.push_back({"--label", "site=" + bed_->site(host.site).name});
+    }
+    cluster_ = std::make_unique<LocalCluster>(cluster);
+  }
+
+  // Declared first, destroyed last: the cluster's processes stop before
+  // their hosts go, and the hosts go even when a test failed.
+  std::unique_ptr<testbed::Testbed> bed_;
+  std::string ledger_dir_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+// A host of site s1 dies (daemon and trainer SIGKILLed): the island goes on
+// at one rank beside the other island's two, and the global batch stays
+// whole: each island still trains half of it per step, so the lone rank
+// takes its island's whole half.
+TEST_F(IslandFaults, KilledRankLeavesItsIslandSmallerWithTheGlobalBatchWhole) {
+  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(3, 1)));
+  auto job = watch.Until([](const auto& j) { return Field(j, "world_size") == 4 && Field(j, "step") >= 15; },
+                         seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 4) << job.dump(2) << cluster_->Logs();
+  const std::string id = job.value("id", "");
+  const int64_t first_generation = Field(job, "generation");
+
+  SignalWorker(*cluster_, 3, SIGKILL);
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 3; },
+      seconds(60));
+  ASSERT_EQ(Field(job, "world_size"), 3) << job.dump(2) << cluster_->Logs();
+  const int64_t smaller = Field(job, "generation");
+  // One re-form, leaving out exactly the killed worker: the survivor of its
+  // island blamed it by its generation rank, not by its rank in the island.
+  EXPECT_EQ(smaller, first_generation + 1) << job.dump(2);
+  EXPECT_EQ(job.value("workers", nlohmann::json::array()),
+            nlohmann::json({cluster_->worker_id(0), cluster_->worker_id(1), cluster_->worker_id(2)}))
+      << job.dump(2);
+  const int64_t step_smaller = Field(job, "step");
+  job = watch.Until([&](const auto& j) { return Field(j, "step") > step_smaller + 10; }, seconds(60));
+  EXPECT_EQ(Field(job, "generation"), smaller) << job.dump(2);
+
+  job = watch.Until([](const auto&) { return false; }, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster_->Logs();
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  EXPECT_EQ(Field(job, "world_size"), 3);
+
+  const std::string log = ReadFile(cluster_->job_dir(2, id) + "/trainer.log");
+  EXPECT_NE(log.find("island s1 (1 ranks)"), std::string::npos) << log;
+  // Each island trains half the global batch per step in the smaller
+  // generation, as before: the lone rank of s1 as much as s0's two together.
+  const std::vector<int64_t> lone = SamplesPerStepOf(ledger_dir_, id, cluster_->worker_id(2), smaller);
+  const std::vector<int64_t> pair = SamplesPerStepOf(ledger_dir_, id, cluster_->worker_id(0), smaller);
+  ASSERT_FALSE(lone.empty());
+  ASSERT_EQ(lone.size(), pair.size());
+  // The epochs divide into whole steps (32000 / 64), so every step is full.
+  for (size_t i = 0; i < lone.size(); ++i) {
+    EXPECT_EQ(lone[i], kGlobalBatch / 2) << "step record " << i;
+    EXPECT_EQ(pair[i], kGlobalBatch / 4) << "step record " << i;
+  }
+  const std::vector<int64_t> before = SamplesPerStepOf(ledger_dir_, id, cluster_->worker_id(2), first_generation);
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.front(), kGlobalBatch / 4);
+  ExpectEachSampleOnce(ledger_dir_, kEpochs, kSamples, id);
+}
+
+// The link between the two sites is cut for two leases. Site s1 loses the
+// coordinator (at the core) too: its leases lapse and site s0 goes on as a
+// generation of its own island, keeping its progress; site s1's trainers
+// keep theirs (the commit they held, the job context). When the link
+// returns, the job re-forms with both sites (whole: an island needs both
+// its ranks here, sync.min_workers_per_island 2), the returning island
+// heals from s0's newer commit like any joiner, and it ends with every step.
+TEST_F(IslandFaults, SitesCutApartForLongerThanTheLeaseKeepTheirProgressAndReform) {
+  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(2, 2)));
+  auto job = watch.Until([](const auto& j) { return Field(j, "world_size") == 4 && Field(j, "step") >= 15; },
+                         seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 4) << job.dump(2) << cluster_->Logs();
+  const std::string id = job.value("id", "");
+  const int64_t first_generation = Field(job, "generation");
+
+  const auto cut_at = Clock::now();
+  ASSERT_TRUE(bed_->CutSite(1).ok());
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 2; },
+      seconds(60));
+  ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster_->Logs();
+  const int64_t alone = Field(job, "generation");
+  const int64_t step_alone = Field(job, "step");
+  // s0 trains on alone, and the cut lasts two leases at least.
+  job = watch.Until([&](const auto& j) {
+    return Field(j, "step") > step_alone + 10 && Clock::now() > cut_at + std::chrono::milliseconds(
+                                                                            static_cast<int64_t>(2 * kLease * 1000));
+  }, seconds(60));
+  ASSERT_GT(Field(job, "step"), step_alone + 10) << "no progress on site s0 alone: " << job.dump(2) << cluster_->Logs();
+  EXPECT_EQ(Field(job, "generation"), alone) << job.dump(2);
+  ASSERT_TRUE(bed_->RestoreSite(1).ok());
+
+  job = watch.Until([&](const auto& j) { return Field(j, "generation") > alone && Field(j, "world_size") == 4; },
+                    seconds(60));
+  ASSERT_EQ(Field(job, "world_size"), 4) << job.dump(2) << cluster_->Logs();
+  const int64_t together = Field(job, "generation");
+
+  job = watch.Until([](const auto&) { return false; }, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster_->Logs();
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  EXPECT_EQ(Field(job, "world_size"), 4);
+  for (int i = 2; i < 4; ++i) {
+    // The same trainer throughout: it kept its context across the cut ...
+    const std::string log = ReadFile(cluster_->job_dir(i, id) + "/trainer.log");
+    EXPECT_EQ(Count(log, "job context loaded"), 1) << "worker " << i << ":\n" << log;
+    // ... and its commit while cut off ...
+    EXPECT_NE(log.find("keeping the job context and the commit of step"), std::string::npos)
+        << "worker " << i << ":\n" << log;
+    // ... and healed from site s0's newer commit when the sites re-formed.
+    EXPECT_NE(log.find("generation " + std::to_string(together) + ": healed from rank 0's commit"), std::string::npos)
+        << "worker " << i << ":\n" << log;
+  }
+  ExpectEachSampleOnce(ledger_dir_, kEpochs, kSamples, id);
+}
+
+}  // namespace
+}  // namespace herd::testing
