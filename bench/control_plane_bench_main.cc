@@ -1,8 +1,9 @@
-// Control-plane scale benchmark: a real herd-coordinator process, N simulated
+// Control-plane scale benchmark: a real herd-coordinator process (its state
+// in SQLite, or in a local etcd member with --store etcd), N simulated
 // workers registering and heartbeating at 1 Hz each, and one job whose
-// members rendezvous through JoinGeneration. Prints a summary and ends with
-// one JSON line.
-//   bazel run //bench:control_plane_bench -- [--workers 2000] [--job-workers 256] ...
+// members rendezvous through JoinGeneration. Prints a summary, each figure
+// with its target, and ends with one JSON line.
+//   bazel run //bench:control_plane_bench -- [--workers 2000] [--job-workers 256] [--store sqlite|etcd] ...
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -19,12 +20,20 @@
 #include "bench/rendezvous_probe.h"
 #include "bench/stats.h"
 #include "common/rpc_options.h"
+#include "coordinator/etcd/local_etcd.h"
 
 namespace herd::bench {
 namespace {
 
+// The targets the control plane is held to (docs/design.md): at 10,000
+// workers, heartbeats answer within these, also while a 1000-worker
+// rendezvous runs, and that rendezvous completes within kRendezvousTargetMs.
+constexpr double kHeartbeatP99TargetMs = 20;
+constexpr double kRendezvousTargetMs = 300;
+
 struct Flags {
   std::string coordinator;
+  std::string store = "sqlite";
   int workers = 2000;
   int job_workers = 256;
   double period_s = 1.0;
@@ -33,15 +42,18 @@ struct Flags {
   double after_s = 3;
   int client_threads = 4;
   int channels = 4;
+  int join_channels = 4;
   int register_threads = 8;
   double lease_seconds = 10;
   bool keep_dir = false;
   std::string samples_file;
 };
 
-std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& address, int count) {
+// `first`: the first channel's number; channels of different numbers never
+// share a connection.
+std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& address, int count, int first = 0) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < count; ++i) {
+  for (int i = first; i < first + count; ++i) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -130,6 +142,11 @@ int Main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"herd control-plane benchmark: simulated workers heartbeating a real herd-coordinator"};
   app.add_option("--coordinator", flags.coordinator, "herd-coordinator binary (default: from runfiles/bazel-bin)");
+  app.add_option("--store", flags.store,
+                 "where the coordinator keeps its state: sqlite (a database file) or etcd (one local etcd member, "
+                 "/usr/bin/etcd)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sqlite", "etcd"}));
   app.add_option("--workers", flags.workers, "simulated workers")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--job-workers", flags.job_workers, "members of the rendezvous job (min = max)")
       ->capture_default_str();
@@ -139,6 +156,10 @@ int Main(int argc, char** argv) {
   app.add_option("--after-seconds", flags.after_s, "heartbeats kept up after the rendezvous")->capture_default_str();
   app.add_option("--client-threads", flags.client_threads, "threads driving heartbeats")->capture_default_str();
   app.add_option("--channels", flags.channels, "gRPC channels (connections) shared by the workers")
+      ->capture_default_str();
+  app.add_option("--join-channels", flags.join_channels,
+                 "gRPC channels the rendezvous's JoinGeneration calls use, apart from the heartbeats' (a member's "
+                 "trainer calls over its own connection, not over its daemon's)")
       ->capture_default_str();
   app.add_option("--register-threads", flags.register_threads, "threads registering workers")->capture_default_str();
   app.add_option("--lease-seconds", flags.lease_seconds, "coordinator --lease-seconds")->capture_default_str();
@@ -151,14 +172,31 @@ int Main(int argc, char** argv) {
   }
   if (flags.coordinator.empty()) flags.coordinator = FindHerdBinary("coordinator/herd-coordinator", argv[0]);
 
-  nlohmann::json report = {{"benchmark", "control_plane"}, {"workers", flags.workers},
+  std::unique_ptr<coordinator::LocalEtcd> etcd;
+  if (flags.store == "etcd") {
+    if (!coordinator::LocalEtcd::Installed()) {
+      std::cerr << "control_plane_bench: --store etcd needs " << coordinator::kEtcdBinary
+                << " (Debian's etcd-server; scripts/setup.sh installs it)\n";
+      return 1;
+    }
+    auto started = coordinator::LocalEtcd::Start(1);
+    if (!started.ok()) {
+      std::cerr << "control_plane_bench: starting etcd: " << started.status() << "\n";
+      return 1;
+    }
+    etcd = *std::move(started);
+  }
+
+  nlohmann::json report = {{"benchmark", "control_plane"}, {"store", flags.store}, {"workers", flags.workers},
                            {"period_s", flags.period_s},   {"client_threads", flags.client_threads},
-                           {"channels", flags.channels},   {"machine_before", MachineSnapshot()}};
+                           {"channels", flags.channels},   {"join_channels", flags.join_channels},
+                           {"machine_before", MachineSnapshot()}};
   const std::string dir = MakeTempDir("control-plane-bench");
   CoordinatorProcessOptions options;
   options.binary = flags.coordinator;
   options.directory = dir;
   options.lease_seconds = flags.lease_seconds;
+  if (etcd != nullptr) options.store = "etcd://" + etcd->endpoints().front();
   auto coordinator = CoordinatorProcess::Start(options);
   if (!coordinator.ok()) {
     std::cerr << "control_plane_bench: " << coordinator.status() << "\n";
@@ -178,6 +216,13 @@ int Main(int argc, char** argv) {
   report["register"] = {{"seconds", *registered}, {"per_second", flags.workers / *registered}};
   memory["rss_kib_registered"] = Rss(process);
   std::printf("registered %d workers in %.2f s (%.0f/s)\n", flags.workers, *registered, flags.workers / *registered);
+  if (*registered > flags.lease_seconds) {
+    // The first workers' leases ran out before their first heartbeat: the
+    // coordinator rightly asks them to re-register, and the rendezvous
+    // may not find its members.
+    std::printf("WARNING: registering took longer than the lease (%.0f s): pass a longer --lease-seconds\n",
+                flags.lease_seconds);
+  }
 
   HeartbeatLoadOptions load_options;
   load_options.period_s = flags.period_s;
@@ -193,7 +238,8 @@ int Main(int argc, char** argv) {
   const double rendezvous_at = seconds_since_load();
   // The scheduler picks the lowest ids.
   const std::vector<std::string> members(ids.begin(), ids.begin() + flags.job_workers);
-  auto rendezvous = RunRendezvous(channels, members, std::chrono::seconds(60));
+  auto rendezvous = RunRendezvous(MakeChannels(process.address(), flags.join_channels, flags.channels), members,
+                                  std::chrono::seconds(60));
   const double rendezvous_done = seconds_since_load();
   std::this_thread::sleep_for(std::chrono::duration<double>(flags.after_s));
   std::vector<HeartbeatSample> samples = load.Stop();
@@ -225,28 +271,34 @@ int Main(int argc, char** argv) {
   report["machine_after"] = MachineSnapshot();
 
   const nlohmann::json& hb = report["heartbeat"];
+  const nlohmann::json& around = report["heartbeat_around_rendezvous"];
   const nlohmann::json& rv = report["rendezvous"];
-  const bool heartbeat_met = hb["p99_ms"].get<double>() < 50 && hb["failed"].get<int64_t>() == 0 &&
+  const bool heartbeat_met = hb["p99_ms"].get<double>() <= kHeartbeatP99TargetMs && hb["failed"].get<int64_t>() == 0 &&
                              hb["per_second"].get<double>() >= 0.98 * expected;
-  const bool rendezvous_met = rv["all_joined_ms"].get<double>() < 1000 && r.ranks_ok;
-  report["targets"] = {{"heartbeat_p99_ms_below", 50},
-                       {"rendezvous_ms_below", 1000},
+  const bool around_met =
+      around["p99_ms"].get<double>() <= kHeartbeatP99TargetMs && around["failed"].get<int64_t>() == 0;
+  const bool rendezvous_met = rv["all_joined_ms"].get<double>() <= kRendezvousTargetMs && r.ranks_ok;
+  report["targets"] = {{"heartbeat_p99_ms_at_most", kHeartbeatP99TargetMs},
+                       {"rendezvous_ms_at_most", kRendezvousTargetMs},
                        {"heartbeat_met", heartbeat_met},
+                       {"heartbeat_around_rendezvous_met", around_met},
                        {"rendezvous_met", rendezvous_met}};
 
+  std::printf("store: %s\n", flags.store.c_str());
   std::printf(
-      "heartbeats: %.0f/s sustained of %.0f/s offered over %.0f s; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms; "
-      "%lld failed; client send lag p99 %.2f ms\n",
+      "heartbeats: %.0f/s sustained of %.0f/s offered over %.0f s; latency p50 %.2f ms, p99 %.2f ms (target <= %.0f "
+      "ms), max %.2f ms; %lld failed; client send lag p99 %.2f ms\n",
       hb["per_second"].get<double>(), expected, hb["window_s"].get<double>(), hb["p50_ms"].get<double>(),
-      hb["p99_ms"].get<double>(), hb["max_ms"].get<double>(), static_cast<long long>(hb["failed"].get<int64_t>()),
-      hb["send_lag_p99_ms"].get<double>());
-  const nlohmann::json& around = report["heartbeat_around_rendezvous"];
-  std::printf("heartbeats around the rendezvous: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              around["p50_ms"].get<double>(), around["p99_ms"].get<double>(), around["max_ms"].get<double>());
+      hb["p99_ms"].get<double>(), kHeartbeatP99TargetMs, hb["max_ms"].get<double>(),
+      static_cast<long long>(hb["failed"].get<int64_t>()), hb["send_lag_p99_ms"].get<double>());
   std::printf(
-      "rendezvous of %d workers: submit %.1f ms, submit -> all joined %.1f ms; JoinGeneration p50 %.1f ms, "
-      "p99 %.1f ms; %d failed; ranks %s\n",
-      flags.job_workers, rv["submit_ms"].get<double>(), rv["all_joined_ms"].get<double>(),
+      "heartbeats around the rendezvous: p50 %.2f ms, p99 %.2f ms (target <= %.0f ms), max %.2f ms; %lld failed\n",
+      around["p50_ms"].get<double>(), around["p99_ms"].get<double>(), kHeartbeatP99TargetMs,
+      around["max_ms"].get<double>(), static_cast<long long>(around["failed"].get<int64_t>()));
+  std::printf(
+      "rendezvous of %d workers: submit %.1f ms, submit -> all joined %.1f ms (target <= %.0f ms); JoinGeneration "
+      "p50 %.1f ms, p99 %.1f ms; %d failed; ranks %s\n",
+      flags.job_workers, rv["submit_ms"].get<double>(), rv["all_joined_ms"].get<double>(), kRendezvousTargetMs,
       rv["join_p50_ms"].get<double>(), rv["join_p99_ms"].get<double>(), r.failed, r.ranks_ok ? "ok" : "WRONG");
   std::printf(
       "coordinator RSS: %lld KiB started, %lld KiB registered, %lld KiB heartbeating, %lld KiB end, peak %lld KiB\n",
@@ -255,8 +307,11 @@ int Main(int argc, char** argv) {
       static_cast<long long>(memory["rss_kib_heartbeating"].get<int64_t>()),
       static_cast<long long>(memory["rss_kib_end"].get<int64_t>()),
       static_cast<long long>(memory["peak_rss_kib"].get<int64_t>()));
-  std::printf("targets: heartbeat p99 < 50 ms at %d workers: %s; rendezvous < 1 s: %s\n", flags.workers,
-              heartbeat_met ? "met" : "MISSED", rendezvous_met ? "met" : "MISSED");
+  std::printf(
+      "targets (set for 10,000 workers and a 1000-worker rendezvous; this run: %d and %d): heartbeat p99 <= %.0f ms: "
+      "%s; also around the rendezvous: %s; rendezvous <= %.1f s: %s\n",
+      flags.workers, flags.job_workers, kHeartbeatP99TargetMs, heartbeat_met ? "met" : "MISSED",
+      around_met ? "met" : "MISSED", kRendezvousTargetMs / 1000, rendezvous_met ? "met" : "MISSED");
   if (flags.keep_dir) {
     std::printf("coordinator state and log kept in %s\n", dir.c_str());
   } else {

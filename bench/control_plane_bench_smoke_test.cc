@@ -1,6 +1,7 @@
 // Keeps //bench:control_plane_bench working: a few simulated workers against
 // a real herd-coordinator, one small rendezvous, seconds in all.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "bench/smoke_run.h"
 
@@ -33,7 +34,23 @@ TEST(ControlPlaneBenchSmokeTest, HeartbeatsRendezvousAndMemoryAreReported) {
   EXPECT_EQ(coordinator["exit_code"].get<int>(), 0) << "herd-coordinator did not stop cleanly on SIGTERM";
   ExpectPositive(report["register"], "per_second", "register");
   EXPECT_TRUE(report["targets"]["heartbeat_met"].is_boolean());
+  EXPECT_TRUE(report["targets"]["heartbeat_around_rendezvous_met"].is_boolean());
   EXPECT_TRUE(report["targets"]["rendezvous_met"].is_boolean());
+  EXPECT_EQ(report["store"], "sqlite");
+}
+
+// The same on etcd: the coordinator keeps its state in a local etcd member.
+TEST(ControlPlaneBenchSmokeTest, RunsOnEtcd) {
+  if (access("/usr/bin/etcd", X_OK) != 0) GTEST_SKIP() << "/usr/bin/etcd is missing (scripts/setup.sh installs it)";
+  nlohmann::json report =
+      RunBenchmark("bench/control_plane_bench",
+                   {"--store=etcd", "--workers=40", "--job-workers=8", "--warmup-seconds=1", "--duration-seconds=2",
+                    "--after-seconds=0.5", "--client-threads=2", "--channels=2", "--register-threads=2"});
+  EXPECT_EQ(report["store"], "etcd");
+  EXPECT_EQ(report["heartbeat"]["failed"].get<int64_t>(), 0);
+  EXPECT_EQ(report["rendezvous"]["failed"].get<int>(), 0) << report["rendezvous"]["first_error"];
+  EXPECT_TRUE(report["rendezvous"]["ranks_ok"].get<bool>());
+  EXPECT_EQ(report["coordinator"]["exit_code"].get<int>(), 0) << "herd-coordinator did not stop cleanly on SIGTERM";
 }
 
 }  // namespace

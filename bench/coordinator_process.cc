@@ -14,12 +14,16 @@
 namespace herd::bench {
 namespace {
 
-// Parses the ready file once it is complete (the coordinator renames it into place).
+// Parses the ready file once it is complete (the coordinator renames it into
+// place) and says it leads (a coordinator on etcd writes it first as a
+// standby, with "leading": false).
 absl::StatusOr<std::string> ReadListenAddress(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(path);
   try {
-    return nlohmann::json::parse(in).at("listen").get<std::string>();
+    nlohmann::json ready = nlohmann::json::parse(in);
+    if (!ready.value("leading", true)) return absl::UnavailableError(absl::StrCat(path, ": not leading yet"));
+    return ready.at("listen").get<std::string>();
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("ready file ", path, ": ", e.what()));
   }
@@ -39,7 +43,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(
                                    "--insecure-no-auth",
                                    "--listen=127.0.0.1:0",
                                    "--metrics-listen=127.0.0.1:0",  // never collide with another coordinator
-                                   "--state-dir=" + options.directory + "/state",
+                                   options.store.empty() ? "--state-dir=" + options.directory + "/state"
+                                                         : "--store=" + options.store,
                                    absl::StrCat("--lease-seconds=", options.lease_seconds),
                                    "--ready-file=" + ready};
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());

@@ -17,6 +17,9 @@ namespace herd::bench {
 struct CoordinatorProcessOptions {
   std::string binary;     // herd-coordinator
   std::string directory;  // holds state/, ready.json and coordinator.log
+  // --store=STORE (e.g. etcd://127.0.0.1:2379); "" keeps the state in
+  // SQLite under directory/state.
+  std::string store;
   double lease_seconds = 10;
   std::vector<std::string> extra_args;
   std::chrono::seconds ready_timeout{60};

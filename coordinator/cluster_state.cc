@@ -189,6 +189,14 @@ bool GraceAfterPause(ClusterState& state, double last_upkeep, double now, double
   return true;
 }
 
+void ApplyLeaseRenewals(ClusterState& state, const std::vector<LeaseRenewal>& renewals) {
+  for (const LeaseRenewal& renewal : renewals) {
+    auto it = state.workers.find(renewal.worker_id);
+    if (it == state.workers.end() || it->second.state == v1::DEAD) continue;
+    it->second.last_heartbeat = renewal.heard_at;
+  }
+}
+
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation) {
   auto it = state.jobs.find(job_id);
   if (it == state.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));

@@ -221,6 +221,19 @@ inline double ReconnectWindow(double lease_seconds) {
 // it granted that grace.
 bool GraceAfterPause(ClusterState& state, double last_upkeep, double now, double lease_seconds);
 
+// A heartbeat that only renewed a lease (OnlyRenewsLease, generations.h),
+// recorded outside the state (coordinator/lease_table.h).
+struct LeaseRenewal {
+  std::string worker_id;
+  double heard_at = 0;
+};
+
+// Folds renewals recorded since the state last changed into it: each live
+// worker's last_heartbeat becomes its renewal's time, as ApplyHeartbeat
+// would have set it then. Unknown and DEAD workers are skipped (such a
+// heartbeat never renews: it is asked to re-register).
+void ApplyLeaseRenewals(ClusterState& state, const std::vector<LeaseRenewal>& renewals);
+
 // Fencing: NOT_FOUND for an unknown job, FAILED_PRECONDITION when
 // `generation` is not the job's current one or has not formed yet.
 absl::Status CheckCurrentGeneration(const ClusterState& state, const std::string& job_id, int64_t generation);

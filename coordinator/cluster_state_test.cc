@@ -138,6 +138,60 @@ class ClusterStateTest : public ::testing::Test {
   ClusterState state_;
 };
 
+// A heartbeat that changes nothing but the lease renews it without the
+// state lock held exclusively; anything else it says must go through
+// ApplyHeartbeat.
+TEST_F(ClusterStateTest, OnlyAHeartbeatThatChangesNothingButTheLeaseRenewsItAlone) {
+  StartTwoWorkerJob();
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w1");
+  beat.add_running_jobs("j");
+  EXPECT_FALSE(OnlyRenewsLease(state_, beat)) << "not heard since this coordinator started";
+  ApplyHeartbeat(state_, beat, clock_.Now());
+  EXPECT_TRUE(OnlyRenewsLease(state_, beat));
+
+  v1::HeartbeatRequest other_jobs = beat;
+  other_jobs.clear_running_jobs();
+  EXPECT_FALSE(OnlyRenewsLease(state_, other_jobs)) << "its trainer stopped";
+  other_jobs.add_running_jobs("j");
+  other_jobs.add_running_jobs("j");
+  EXPECT_FALSE(OnlyRenewsLease(state_, other_jobs)) << "a repeated job is not the same set";
+  v1::HeartbeatRequest with_exit = beat;
+  *with_exit.add_exits() = Exit("j", 1, 0);
+  EXPECT_FALSE(OnlyRenewsLease(state_, with_exit));
+  v1::HeartbeatRequest draining = beat;
+  draining.set_draining(true);
+  EXPECT_FALSE(OnlyRenewsLease(state_, draining));
+  v1::HeartbeatRequest unknown = beat;
+  unknown.set_worker_id("w9");
+  EXPECT_FALSE(OnlyRenewsLease(state_, unknown));
+
+  // A job waits for w1's hung trainer, which w1 no longer runs: the
+  // heartbeat that says so frees it.
+  state_.jobs.at("j").unresponsive["w1"].set_worker_id("w1");
+  v1::HeartbeatRequest stopped = beat;
+  stopped.clear_running_jobs();
+  ApplyHeartbeat(state_, stopped, clock_.Now());
+  state_.jobs.at("j").unresponsive["w1"].set_worker_id("w1");
+  EXPECT_FALSE(OnlyRenewsLease(state_, stopped));
+
+  state_.workers.at("w2").state = v1::DEAD;
+  v1::HeartbeatRequest dead = beat;
+  dead.set_worker_id("w2");
+  EXPECT_FALSE(OnlyRenewsLease(state_, dead));
+}
+
+TEST_F(ClusterStateTest, LeaseRenewalsSetTheLastHeartbeatOfLiveWorkersOnly) {
+  AddWorker("w1");
+  AddWorker("w2");
+  state_.workers.at("w2").state = v1::DEAD;
+  const double w2_before = Worker("w2").last_heartbeat;
+  ApplyLeaseRenewals(state_, {{"w1", clock_.Now() + 7}, {"w2", clock_.Now() + 7}, {"w9", clock_.Now() + 7}});
+  EXPECT_DOUBLE_EQ(Worker("w1").last_heartbeat, clock_.Now() + 7);
+  EXPECT_DOUBLE_EQ(Worker("w2").last_heartbeat, w2_before);
+  EXPECT_FALSE(state_.workers.count("w9"));
+}
+
 TEST_F(ClusterStateTest, JobWaitsForMinWorkersThenStartsGenerationOne) {
   AddWorker("w1");
   Submit("j", Spec(2, 4));

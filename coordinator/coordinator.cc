@@ -35,7 +35,48 @@ v1::HeartbeatRequest WithoutMalformedFinalProgress(const v1::HeartbeatRequest& r
   return checked;
 }
 
+// A failed write as the caller sees it: UNAVAILABLE when the store did not
+// answer (worth a retry later), INTERNAL otherwise, naming what the store said.
+absl::Status NotPersisted(const absl::Status& failure) {
+  if (failure.ok()) return absl::OkStatus();
+  if (absl::IsUnavailable(failure) || absl::IsDeadlineExceeded(failure)) {
+    return absl::UnavailableError(absl::StrCat("state change not persisted: ", failure.message()));
+  }
+  return absl::InternalError(absl::StrCat("state change not persisted: ", failure.message()));
+}
+
 }  // namespace
+
+// Every exclusive section of mu_ goes through it. On entry it folds into the
+// state the lease renewals heartbeats recorded meanwhile (so lease expiry,
+// like every decision, sees each heartbeat that came before it) and the
+// outcomes of finished writes. On exit it releases mu_, then runs the writes
+// the section queued, in their turn, and applies their outcomes under mu_
+// again before the call returns: the caller sees its own write's trouble (a
+// storage warning) as before, while nobody waited on the lock for the store.
+class Coordinator::StateLock {
+ public:
+  explicit StateLock(Coordinator* coordinator) ABSL_EXCLUSIVE_LOCK_FUNCTION(coordinator->mu_)
+      : coordinator_(coordinator) {
+    coordinator_->mu_.Lock();
+    ApplyLeaseRenewals(coordinator_->state_, coordinator_->leases_.Take());
+    coordinator_->ApplyWriteOutcomes();
+  }
+  ~StateLock() ABSL_UNLOCK_FUNCTION() {
+    std::vector<QueuedWrite> queued;
+    queued.swap(coordinator_->queued_);
+    coordinator_->mu_.Unlock();
+    if (queued.empty()) return;
+    for (const QueuedWrite& write : queued) coordinator_->WriteInTurn(write);
+    absl::MutexLock lock(&coordinator_->mu_);
+    coordinator_->ApplyWriteOutcomes();
+  }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  Coordinator* const coordinator_;
+};
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options,
                                                                  std::unique_ptr<StateStore> store, const Clock* clock,
@@ -59,13 +100,18 @@ Coordinator::Coordinator(const CoordinatorOptions& options, std::unique_ptr<Stat
       state_(std::move(state)),
       random_(std::random_device{}()) {
   absl::MutexLock lock(&mu_);
+  for (const auto& [id, job] : state_.jobs) {
+    JoinView view = JoinViewOf(state_, job, nullptr, /*members_changed=*/false);
+    board_.Publish(id, view);
+    join_views_[id] = std::move(view);
+  }
   PublishGauges();
 }
 
 Coordinator::~Coordinator() { Shutdown(); }
 
 void Coordinator::StartServing() {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   const double now = clock_->Now();
   state_.serving_since = now;
   for (auto& [id, worker] : state_.workers) {
@@ -75,14 +121,15 @@ void Coordinator::StartServing() {
 
 void Coordinator::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    StateLock lock(this);
     if (shutting_down_) return;
     shutting_down_ = true;
     changed_.SignalAll();
   }
+  board_.Shutdown();
   kv_.Shutdown();
   if (ticker_.joinable()) ticker_.join();
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   FlushUnsavedJobs(clock_->Now(), /*all=*/true);
   for (const auto& [id, trouble] : write_trouble_) {
     LOG(ERROR) << "job " << id << ": its newest state could not be saved (" << trouble.error
@@ -90,95 +137,173 @@ void Coordinator::Shutdown() {
   }
 }
 
+bool Coordinator::TickerShouldWake() { return shutting_down_ || upkeep_due_; }
+
 void Coordinator::RunTicker() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), options_.tick_interval)) return;
+      mu_.AwaitWithTimeout(absl::Condition(this, &Coordinator::TickerShouldWake), options_.tick_interval);
+      if (shutting_down_) return;
+      upkeep_due_ = false;
     }
     Tick();
   }
 }
 
 void Coordinator::Tick() {
-  absl::MutexLock lock(&mu_);
-  const double now = clock_->Now();
-  // Only the ticker keeps a rhythm to measure a pause against; a test that
-  // drives Tick by hand moves its clock in jumps on purpose.
-  if (options_.run_ticker && GraceAfterPause(state_, last_upkeep_, now, options_.lease_seconds)) {
-    LOG(WARNING) << "the coordinator heard nothing for " << now - last_upkeep_
-                 << " s (it was stopped or starved): every worker's lease restarts now";
+  {
+    StateLock lock(this);
+    const double now = clock_->Now();
+    // Only the ticker keeps a rhythm to measure a pause against; a test that
+    // drives Tick by hand moves its clock in jumps on purpose.
+    if (options_.run_ticker && GraceAfterPause(state_, last_upkeep_, now, options_.lease_seconds)) {
+      LOG(WARNING) << "the coordinator heard nothing for " << now - last_upkeep_
+                   << " s (it was stopped or starved): every worker's lease restarts now";
+    }
+    last_upkeep_ = now;
+    GenerationOptions generations;
+    generations.lease_seconds = options_.lease_seconds;
+    generations.min_workers_wait_seconds = options_.min_workers_wait_seconds;
+    ChangeSet changes = ExpireLeases(state_, now, options_.lease_seconds);
+    changes.Merge(DropSilentMembersAfterFailure(state_, now, options_.lease_seconds));
+    changes.Merge(AdvanceGenerations(state_, now, generations));
+    if (!changes.empty()) Commit(changes);  // a failed write is logged, shown and retried (ApplyWriteOutcomes)
+    FlushUnsavedJobs(now, /*all=*/false);
   }
-  last_upkeep_ = now;
-  GenerationOptions generations;
-  generations.lease_seconds = options_.lease_seconds;
-  generations.min_workers_wait_seconds = options_.min_workers_wait_seconds;
-  ChangeSet changes = ExpireLeases(state_, now, options_.lease_seconds);
-  changes.Merge(DropSilentMembersAfterFailure(state_, now, options_.lease_seconds));
-  changes.Merge(AdvanceGenerations(state_, now, generations));
-  if (!changes.empty()) {
-    if (auto status = Commit(changes); !status.ok()) LOG(ERROR) << "persisting scheduler changes: " << status;
-  }
-  FlushUnsavedJobs(now, /*all=*/false);
+  // Gauges walk every worker: with the lock shared, heartbeats go on.
+  absl::ReaderMutexLock lock(&mu_);
   PublishGauges();
 }
 
 // ---------------------------------------------------------------- changes
 
-absl::Status Coordinator::Commit(const ChangeSet& changes) {
+void Coordinator::Commit(const ChangeSet& changes) {
+  queued_.push_back(Prepare(changes));
+  Publish(changes);
+}
+
+absl::Status Coordinator::CommitNow(const ChangeSet& changes) {
   absl::Status status = Persist(changes);
   Publish(changes);
   return status;
 }
 
-absl::Status Coordinator::Persist(const ChangeSet& changes) {
+Coordinator::QueuedWrite Coordinator::Prepare(const ChangeSet& changes) {
   const double now = clock_->Now();
-  absl::Status status = store_->Save(state_, changes);
-  if (status.ok()) {
-    for (const std::string& id : changes.jobs) JobSaved(id, now);
-    for (const std::string& id : changes.workers) unsaved_workers_.erase(id);
-    return absl::OkStatus();
-  }
-  absl::Status first_failure;
+  QueuedWrite write;
+  write.ticket = turns_.Take();
+  write.records = Snapshot(state_, changes);
+  write.views = JoinViewsFor(changes);
+  // On their way: a change made from now on marks them unsaved again, and
+  // a failed write does (ApplyWriteOutcomes).
   for (const std::string& id : changes.jobs) {
-    ChangeSet one;
-    one.jobs.insert(id);
-    absl::Status saved = changes.jobs.size() + changes.workers.size() == 1 ? status : store_->Save(state_, one);
-    if (saved.ok()) {
-      JobSaved(id, now);
-    } else {
-      JobWriteFailed(id, saved, now);
-      if (first_failure.ok()) first_failure = saved;
-    }
+    unsaved_jobs_.erase(id);
+    progress_saved_at_[id] = now;
   }
-  for (const std::string& id : changes.workers) {
-    ChangeSet one;
-    one.workers.insert(id);
-    absl::Status saved = changes.jobs.size() + changes.workers.size() == 1 ? status : store_->Save(state_, one);
-    if (saved.ok()) {
-      unsaved_workers_.erase(id);
+  for (const std::string& id : changes.workers) unsaved_workers_.erase(id);
+  return write;
+}
+
+absl::Status Coordinator::Persist(const ChangeSet& changes) {
+  WriteQueuedNow();  // this section's earlier changes go first
+  QueuedWrite write = Prepare(changes);
+  const absl::Status first_failure = WriteInTurn(write);
+  ApplyWriteOutcomes();
+  return NotPersisted(first_failure);
+}
+
+void Coordinator::WriteQueuedNow() {
+  std::vector<QueuedWrite> queued;
+  queued.swap(queued_);
+  for (const QueuedWrite& write : queued) WriteInTurn(write);
+}
+
+absl::Status Coordinator::WriteInTurn(const QueuedWrite& write) {
+  absl::Status first_failure;
+  turns_.RunInTurn(write.ticket, [&] {
+    WriteOutcome outcome;
+    outcome.at = clock_->Now();
+    const StateWrite& records = write.records;
+    // Joiners see a change once it is durable, not after the store's
+    // follow-up work (or once its write failed, below).
+    bool published = false;
+    auto publish = [&] {
+      for (const auto& [id, view] : write.views) board_.Publish(id, view);
+      published = true;
+    };
+    absl::Status status = store_->Write(records, publish);
+    if (status.ok()) {
+      for (const JobRecord& job : records.jobs) outcome.saved_jobs.push_back(job.info.id());
     } else {
+      // One record that cannot be written must not hold back the others.
+      auto alone = [&](StateWrite one) { return records.size() == 1 ? status : store_->Write(one); };
+      for (const JobRecord& job : records.jobs) {
+        absl::Status saved = alone(StateWrite{{job}, {}});
+        if (saved.ok()) {
+          outcome.saved_jobs.push_back(job.info.id());
+        } else {
+          outcome.failed_jobs.emplace_back(job.info.id(), saved);
+          if (outcome.first_failure.ok()) outcome.first_failure = saved;
+        }
+      }
+      for (const WorkerRecord& worker : records.workers) {
+        absl::Status saved = alone(StateWrite{{}, {worker}});
+        if (saved.ok()) continue;
+        outcome.failed_workers.emplace_back(worker.id, saved);
+        if (outcome.first_failure.ok()) outcome.first_failure = saved;
+      }
+    }
+    if (!published) publish();
+    first_failure = outcome.first_failure;
+    absl::MutexLock lock(&outcomes_mu_);
+    outcomes_.push_back(std::move(outcome));
+  });
+  return first_failure;
+}
+
+void Coordinator::ApplyWriteOutcomes() {
+  std::vector<WriteOutcome> outcomes;
+  {
+    absl::MutexLock lock(&outcomes_mu_);
+    outcomes.swap(outcomes_);
+  }
+  for (const WriteOutcome& outcome : outcomes) {
+    for (const std::string& id : outcome.saved_jobs) JobSaved(id, outcome.at);
+    for (const auto& [id, status] : outcome.failed_jobs) JobWriteFailed(id, status, outcome.at);
+    for (const auto& [id, status] : outcome.failed_workers) {
       metrics_->CountStateWriteFailure("worker");
-      NoteWriteFailure(worker_trouble_, std::string(saved.message()), now);
-      LOG_IF(ERROR, unsaved_workers_.insert(id).second) << "worker " << id << ": state not persisted (retrying): "
-                                                         << saved;
-      if (first_failure.ok()) first_failure = saved;
+      NoteWriteFailure(worker_trouble_, std::string(status.message()), outcome.at);
+      LOG_IF(ERROR, unsaved_workers_.insert(id).second)
+          << "worker " << id << ": state not persisted (retrying): " << status;
     }
+    if (unsaved_workers_.empty()) worker_trouble_ = WriteTrouble();
+    metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
   }
-  if (unsaved_workers_.empty()) worker_trouble_ = WriteTrouble();
-  metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
-  if (first_failure.ok()) return absl::OkStatus();
-  // A store that does not answer (etcd down or out of reach) is worth a
-  // retry later: UNAVAILABLE, naming the store, as the store said.
-  if (absl::IsUnavailable(first_failure) || absl::IsDeadlineExceeded(first_failure)) {
-    return absl::UnavailableError(absl::StrCat("state change not persisted: ", first_failure.message()));
+}
+
+std::vector<std::pair<std::string, JoinView>> Coordinator::JoinViewsFor(const ChangeSet& changes) {
+  // Job id -> whether one of its members' records changed (address, labels).
+  std::map<std::string, bool> jobs;
+  for (const std::string& id : changes.jobs) jobs.emplace(id, false);
+  for (const std::string& id : changes.workers) {
+    auto worker = state_.workers.find(id);
+    if (worker != state_.workers.end() && !worker->second.job_id.empty()) jobs[worker->second.job_id] = true;
   }
-  return absl::InternalError(absl::StrCat("state change not persisted: ", first_failure.message()));
+  std::vector<std::pair<std::string, JoinView>> views;
+  for (const auto& [id, members_changed] : jobs) {
+    auto job = state_.jobs.find(id);
+    if (job == state_.jobs.end()) continue;
+    auto previous = join_views_.find(id);
+    JoinView view = JoinViewOf(state_, job->second, previous == join_views_.end() ? nullptr : &previous->second,
+                               members_changed);
+    join_views_[id] = view;
+    views.emplace_back(id, std::move(view));
+  }
+  return views;
 }
 
 void Coordinator::JobSaved(const std::string& id, double now) {
-  progress_saved_at_[id] = now;
-  unsaved_jobs_.erase(id);
   auto trouble = write_trouble_.find(id);
   if (trouble == write_trouble_.end()) return;
   LOG(WARNING) << "job " << id << ": state persisted again after " << trouble->second.failures << " failed writes over "
@@ -237,6 +362,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
               << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
   if (!changes.jobs.empty()) changed_.SignalAll();
+  if (!changes.workers.empty()) worker_gauges_stale_ = true;
 }
 
 void Coordinator::FlushUnsavedJobs(double now, bool all) {
@@ -250,13 +376,22 @@ void Coordinator::FlushUnsavedJobs(double now, bool all) {
   }
   if (!unsaved_workers_.empty() && (all || now >= NextWriteAttempt(worker_trouble_))) due.workers = unsaved_workers_;
   if (due.empty()) return;
-  Persist(due).IgnoreError();  // Persist logs, counts and warns per record
+  // Either way ApplyWriteOutcomes logs, counts and warns per record.
+  if (all) {
+    Persist(due).IgnoreError();
+  } else {
+    queued_.push_back(Prepare(due));
+  }
 }
 
 void Coordinator::PublishGauges() {
   std::map<v1::JobState, int64_t> jobs_by_state;
   for (const auto& [id, job] : state_.jobs) ++jobs_by_state[job.info.state()];
   metrics_->SetJobCounts(jobs_by_state);
+  metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
+  // Walking every worker (10,000 label sets) each tick held the lock for
+  // nothing: these change only with a worker's record.
+  if (!worker_gauges_stale_.exchange(false)) return;
   int64_t alive = std::count_if(state_.workers.begin(), state_.workers.end(),
                                 [](const auto& entry) { return entry.second.state != v1::DEAD; });
   metrics_->SetWorkersAlive(alive);
@@ -265,7 +400,6 @@ void Coordinator::PublishGauges() {
     if (worker.state != v1::DEAD) labels_by_worker[id] = worker.labels;
   }
   metrics_->SetWorkerLabels(labels_by_worker);
-  metrics_->SetKvBytes(static_cast<int64_t>(kv_.TotalBytes()));
 }
 
 std::string Coordinator::RandomHex(int digits) {
@@ -281,44 +415,70 @@ absl::StatusOr<v1::JobInfo> Coordinator::SubmitJob(v1::JobSpec spec, const std::
   if (auto status = UpgradeStoredSpec(&spec); !status.ok()) return status;  // an older client's strings
   ApplyJobDefaults(&spec);
   if (auto status = ValidateJobSpec(spec); !status.ok()) return status;
-  absl::MutexLock lock(&mu_);
-  if (const int64_t cap = options_.max_pending_jobs_per_owner; cap > 0) {
-    int64_t pending = std::count_if(state_.jobs.begin(), state_.jobs.end(), [&](const auto& entry) {
-      return entry.second.info.state() == v1::PENDING && entry.second.info.owner() == owner;
-    });
-    if (pending >= cap) {
-      return absl::ResourceExhaustedError(absl::StrCat("'", owner, "' already has ", pending,
-                                                       " pending jobs; the limit is ", cap,
-                                                       " per user (herd-coordinator --max-pending-jobs-per-user)"));
+  JobRecord job;
+  QueuedWrite write;
+  {
+    StateLock lock(this);
+    if (const int64_t cap = options_.max_pending_jobs_per_owner; cap > 0) {
+      int64_t pending = std::count_if(state_.jobs.begin(), state_.jobs.end(), [&](const auto& entry) {
+        return entry.second.info.state() == v1::PENDING && entry.second.info.owner() == owner;
+      });
+      pending += std::count_if(submitting_.begin(), submitting_.end(),
+                               [&](const auto& entry) { return entry.second == owner; });
+      if (pending >= cap) {
+        return absl::ResourceExhaustedError(absl::StrCat("'", owner, "' already has ", pending,
+                                                         " pending jobs; the limit is ", cap,
+                                                         " per user (herd-coordinator --max-pending-jobs-per-user)"));
+      }
     }
+    std::string id;
+    do {
+      id = "job-" + RandomHex(8);
+    } while (state_.jobs.count(id) || submitting_.count(id));
+    // Built aside and written before it joins the state: nothing (the
+    // scheduler, a listing) sees a job that a restart would lose, and the
+    // write waits on no lock.
+    ClusterState aside;
+    aside.next_submit_seq = state_.next_submit_seq++;
+    ChangeSet changes;
+    AddPendingJob(aside, id, spec, clock_->Now(), &changes).info.set_owner(owner);
+    job = aside.jobs.at(id);
+    submitting_[id] = owner;
+    write.ticket = turns_.Take();
+    write.records = Snapshot(aside, changes);
   }
-  std::string id;
-  do {
-    id = "job-" + RandomHex(8);
-  } while (state_.jobs.count(id));
+  const absl::Status failure = WriteInTurn(write);
+  StateLock lock(this);
+  const std::string id = job.info.id();
+  submitting_.erase(id);
+  if (!failure.ok()) {
+    ForgetUnsavedJob(id);  // never acknowledge a job a restart would lose
+    return NotPersisted(failure);
+  }
+  progress_saved_at_[id] = clock_->Now();
+  state_.jobs[id] = std::move(job);
   ChangeSet changes;
-  JobRecord& job = AddPendingJob(state_, id, spec, clock_->Now(), &changes);
-  job.info.set_owner(owner);
-  if (auto status = Persist(changes); !status.ok()) {
-    state_.jobs.erase(id);  // never acknowledge a job a restart would lose
-    ForgetUnsavedJob(id);
-    return status;
-  }
+  changes.jobs.insert(id);
   Publish(changes);
-  LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << spec.name() << ", " << spec.min_workers() << "-" << spec.max_workers()
-            << " " << SpecName(spec.device()) << " workers)";
-  return job.info;
+  JoinView view = JoinViewOf(state_, state_.jobs.at(id), nullptr, /*members_changed=*/false);
+  join_views_[id] = view;
+  board_.Publish(id, std::move(view));
+  upkeep_due_ = true;  // the ticker schedules it now, not at its next tick
+  const v1::JobSpec& stored = state_.jobs.at(id).info.spec();
+  LOG(INFO) << "job " << id << " submitted by '" << owner << "' (" << stored.name() << ", " << stored.min_workers()
+            << "-" << stored.max_workers() << " " << SpecName(stored.device()) << " workers)";
+  return state_.jobs.at(id).info;
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::GetJob(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   auto it = state_.jobs.find(id);
   if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
   return it->second.info;
 }
 
 std::vector<v1::JobInfo> Coordinator::ListJobs() {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   std::vector<const JobRecord*> jobs;
   for (const auto& [id, job] : state_.jobs) jobs.push_back(&job);
   std::sort(jobs.begin(), jobs.end(),
@@ -330,29 +490,29 @@ std::vector<v1::JobInfo> Coordinator::ListJobs() {
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::CancelJob(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   auto changes = herd::coordinator::CancelJob(state_, id, clock_->Now());
   if (!changes.ok()) return changes.status();
-  if (auto status = Commit(*changes); !status.ok()) return status;
+  if (auto status = CommitNow(*changes); !status.ok()) return status;
   LOG(INFO) << "job " << id << " cancelled";
   return state_.jobs.at(id).info;
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   auto changes = herd::coordinator::ResizeJob(state_, id, min_workers, max_workers, clock_->Now());
   if (!changes.ok()) return changes.status();
-  if (auto status = Commit(*changes); !status.ok()) return status;
+  if (auto status = CommitNow(*changes); !status.ok()) return status;
   const v1::JobSpec& spec = state_.jobs.at(id).info.spec();
   LOG(INFO) << "job " << id << " resized to " << spec.min_workers() << "-" << spec.max_workers() << " workers";
   return state_.jobs.at(id).info;
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::SetJobPriority(const std::string& id, int64_t priority) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   auto changes = herd::coordinator::SetJobPriority(state_, id, priority, clock_->Now());
   if (!changes.ok()) return changes.status();
-  if (auto status = Commit(*changes); !status.ok()) return status;
+  if (auto status = CommitNow(*changes); !status.ok()) return status;
   LOG(INFO) << "job " << id << " priority set to " << priority;
   return state_.jobs.at(id).info;
 }
@@ -372,14 +532,14 @@ absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, i
 }
 
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   std::vector<v1::WorkerInfo> workers;
   for (const auto& [id, worker] : state_.workers) workers.push_back(worker.ToInfo());
   return workers;
 }
 
 absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   if (!state_.jobs.count(job_id)) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
   auto it = state_.checkpoints.find(job_id);
   if (it == state_.checkpoints.end()) return std::vector<v1::CheckpointInfo>{};
@@ -387,20 +547,20 @@ absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(con
 }
 
 absl::StatusOr<v1::WorkerInfo> Coordinator::CordonWorker(const std::string& worker_id, bool cordoned) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   auto changes = SetCordoned(state_, worker_id, cordoned);
   if (!changes.ok()) return changes.status();
-  if (auto status = Commit(*changes); !status.ok()) return status;
+  if (auto status = CommitNow(*changes); !status.ok()) return status;
   LOG(INFO) << "worker " << worker_id << (cordoned ? " cordoned" : " uncordoned");
   return state_.workers.at(worker_id).ToInfo();
 }
 
 absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   std::vector<std::string> released;
   auto changes = herd::coordinator::DrainWorker(state_, worker_id, clock_->Now(), &released);
   if (!changes.ok()) return changes.status();
-  if (auto status = Commit(*changes); !status.ok()) return status;
+  if (auto status = CommitNow(*changes); !status.ok()) return status;
   LOG(INFO) << "worker " << worker_id << " draining: cordoned, " << released.size()
             << " job(s) asked to release it at their next step boundary";
   v1::DrainWorkerResponse response;
@@ -415,7 +575,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1:
                                                                        const std::string& incarnation) {
   if (auto status = ValidateRegistration(request); !status.ok()) return status;
   if (auto status = ValidateIncarnation(incarnation); !status.ok()) return status;
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   if (IsRestartedWorker(state_, request.worker_id(), incarnation)) {
     LOG(INFO) << "worker " << request.worker_id() << " restarted (incarnation "
               << state_.workers.at(request.worker_id()).incarnation << " -> " << incarnation
@@ -424,7 +584,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1:
   ChangeSet changes = ApplyRegistration(state_, request, incarnation, clock_->Now());
   // Workers' calls go on when a write fails: the change holds in memory, and
   // Persist retries it and shows it; failing the call would stall training too.
-  Commit(changes).IgnoreError();
+  Commit(changes);
   const WorkerRecord& worker = state_.workers.at(request.worker_id());
   LOG(INFO) << "worker " << worker.id << " registered (" << worker.address << ", " << worker.device_count << " "
             << worker.device_kind << ", " << v1::WorkerState_Name(worker.state) << ")";
@@ -434,112 +594,89 @@ absl::StatusOr<v1::RegisterWorkerResponse> Coordinator::RegisterWorker(const v1:
   return response;
 }
 
+v1::HeartbeatResponse Coordinator::HeartbeatAnswer(const std::string& worker_id) {
+  v1::HeartbeatResponse response;
+  for (v1::Assignment& assignment : AssignmentsFor(state_, worker_id)) {
+    *response.add_assignments() = std::move(assignment);
+  }
+  for (v1::JobLeavers& leavers : LeaversFor(state_, worker_id)) *response.add_leavers() = std::move(leavers);
+  for (v1::ReformRequest& reform : ReformJobsFor(state_, worker_id)) *response.add_reform_jobs() = std::move(reform);
+  return response;
+}
+
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
   metrics_->CountHeartbeat();
-  v1::HeartbeatResponse response;
-  absl::MutexLock lock(&mu_);
+  {
+    // Most heartbeats only say "alive": they share the lock, renew the lease
+    // in the lease table, and wait for no other heartbeat nor any write.
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = state_.workers.find(request.worker_id());
+    if (it == state_.workers.end() || it->second.state == v1::DEAD) {
+      v1::HeartbeatResponse response;
+      response.set_reregister(true);
+      return response;
+    }
+    if (OnlyRenewsLease(state_, request)) {
+      leases_.Renew(request.worker_id(), clock_->Now());
+      return HeartbeatAnswer(request.worker_id());
+    }
+  }
+  StateLock lock(this);
   auto it = state_.workers.find(request.worker_id());
   if (it == state_.workers.end() || it->second.state == v1::DEAD) {
+    v1::HeartbeatResponse response;
     response.set_reregister(true);
     return response;
   }
   ChangeSet changes = ApplyHeartbeat(state_, WithoutMalformedFinalProgress(request), clock_->Now());
-  if (!changes.empty()) Commit(changes).IgnoreError();  // see RegisterWorker
-  for (v1::Assignment& assignment : AssignmentsFor(state_, request.worker_id())) {
-    *response.add_assignments() = std::move(assignment);
-  }
-  for (v1::JobLeavers& leavers : LeaversFor(state_, request.worker_id())) *response.add_leavers() = std::move(leavers);
-  for (v1::ReformRequest& reform : ReformJobsFor(state_, request.worker_id())) {
-    *response.add_reform_jobs() = std::move(reform);
-  }
-  return response;
+  if (!changes.empty()) Commit(changes);  // see RegisterWorker
+  return HeartbeatAnswer(request.worker_id());
 }
 
 absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
                                                                        const CancelledFn& cancelled) {
   const double started = clock_->Now();
   const absl::Time deadline = absl::Now() + std::min(Millis(request.wait_ms()), options_.max_join_wait);
-  absl::MutexLock lock(&mu_);
-  if (request.at_boundary()) {
-    // The ranks left `after_generation` together at a commit they all hold:
-    // the next one starts now (the first of them to ask starts it).
-    auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
-                                    clock_->Now());
-    if (!changes.ok()) return changes.status();
-    if (!changes->empty()) Commit(*changes).IgnoreError();  // see RegisterWorker
+  bool changes_state = request.at_boundary();
+  if (!changes_state) {
+    absl::ReaderMutexLock lock(&mu_);
+    auto job = state_.jobs.find(request.job_id());
+    changes_state = job != state_.jobs.end() && job->second.unresponsive.count(request.worker_id()) > 0;
   }
-  // Only a trainer of that worker calls this: one left out as unresponsive answers.
-  if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
-      !answered.empty()) {
-    Commit(answered).IgnoreError();  // see RegisterWorker
-  }
-  const JobRecord* job = nullptr;
-  while (true) {
-    auto it = state_.jobs.find(request.job_id());
-    if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", request.job_id(), " not found"));
-    job = &it->second;
-    if (IsFinal(job->info.state())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("job ", request.job_id(), " is ", v1::JobState_Name(job->info.state())));
+  if (changes_state) {
+    // Written, and on the join board, before the wait below.
+    StateLock lock(this);
+    if (request.at_boundary()) {
+      // The ranks left `after_generation` together at a commit they all hold:
+      // the next one starts now (the first of them to ask starts it).
+      auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
+                                      clock_->Now());
+      if (!changes.ok()) return changes.status();
+      if (!changes->empty()) Commit(*changes);  // see RegisterWorker
     }
-    // A worker that is not a member waits too: one left out of a generation
-    // (its lease lapsed) is re-admitted into a later one while its trainer
-    // keeps the job context (see HeldForJob).
-    if (job->info.state() == v1::RUNNING && job->generation.formed &&
-        job->generation.number > request.after_generation() && job->generation.RankOf(request.worker_id()) >= 0) {
-      break;
-    }
-    if (shutting_down_) return ShuttingDown();
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      if (job->info.state() == v1::RUNNING && job->generation.formed) {
-        return absl::DeadlineExceededError(absl::StrCat("worker ", request.worker_id(), " is not a member of job ",
-                                                        request.job_id(), " generation ", job->generation.number,
-                                                        " (waited ", request.wait_ms(), " ms to be admitted)"));
-      }
-      return absl::DeadlineExceededError(absl::StrCat("job ", request.job_id(), " is still ",
-                                                      v1::JobState_Name(job->info.state()), " (", job->info.reason(),
-                                                      ") after waiting ", request.wait_ms(), " ms"));
-    }
-    if (cancelled && cancelled()) return absl::CancelledError("the caller cancelled the join");
-    changed_.WaitWithDeadline(&mu_, std::min(deadline, now + options_.cancel_poll));
-  }
-
-  const Generation& generation = job->generation;
-  const int64_t rank = generation.RankOf(request.worker_id());
-  v1::JoinGenerationResponse response;
-  response.set_generation(generation.number);
-  response.set_rank(rank);
-  response.set_world_size(static_cast<int64_t>(generation.members.size()));
-  for (size_t r = 0; r < generation.members.size(); ++r) {
-    v1::Peer* peer = response.add_peers();
-    peer->set_rank(static_cast<int64_t>(r));
-    peer->set_worker_id(generation.members[r]);
-    auto worker = state_.workers.find(generation.members[r]);
-    if (worker != state_.workers.end()) {
-      peer->set_address(worker->second.address);
-      peer->mutable_labels()->insert(worker->second.labels.begin(), worker->second.labels.end());
+    // Only a trainer of that worker calls this: one left out as unresponsive answers.
+    if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
+        !answered.empty()) {
+      Commit(answered);  // see RegisterWorker
     }
   }
-  *response.mutable_spec() = job->info.spec();
-  response.set_seed(job->info.spec().seed());
-  response.set_start_step(generation.start_step);
-  response.set_kv_prefix(absl::StrCat(request.job_id(), "/", generation.number, "/"));
-  if (const v1::CheckpointInfo* checkpoint = NewestCheckpoint(state_, request.job_id())) {
-    response.set_checkpoint_path(checkpoint->path());
-  }
+  // The wait and the answer need no state lock: the join board has the
+  // generation's answer, built once for all its ranks.
+  auto response = board_.Await(request.job_id(), request.worker_id(), request.after_generation(), deadline,
+                               request.wait_ms(), options_.cancel_poll, cancelled);
+  if (!response.ok()) return response.status();
   metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
   return response;
 }
 
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, int64_t generation) {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   return CheckCurrentGeneration(state_, job_id, generation);
 }
 
 absl::StatusOr<std::vector<std::string>> Coordinator::GenerationMembers(const std::string& job_id,
                                                                         int64_t generation) {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   if (auto status = CheckCurrentGeneration(state_, job_id, generation); !status.ok()) return status;
   return state_.jobs.at(job_id).generation.members;
 }
@@ -562,7 +699,7 @@ absl::StatusOr<int64_t> Coordinator::KvAdd(const v1::KvAddRequest& request) {
 
 absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1::ReportProgressRequest& request) {
   if (auto status = ValidateProgressReport(request); !status.ok()) return status;
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
     return status;
   }
@@ -583,7 +720,7 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1:
 absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
   if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
   if (auto status = ValidateCheckpointRecord(request); !status.ok()) return status;
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
     v1::CommitCheckpointResponse response;
     *response.mutable_checkpoint() = *listed;
@@ -610,7 +747,11 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
   checkpoint.set_created_unix(clock_->Now());
   const int64_t keep = state_.jobs.at(request.job_id()).info.spec().checkpoint().keep();
   std::vector<v1::CheckpointInfo> dropped = RecordCheckpoint(state_, checkpoint, keep);
-  if (auto status = store_->SaveCheckpoint(checkpoint, dropped); !status.ok()) {
+  WriteQueuedNow();  // the store writes in the order of the changes
+  absl::Status saved;
+  turns_.RunInTurn(turns_.Take(), [&] { saved = store_->SaveCheckpoint(checkpoint, dropped); });
+  ApplyWriteOutcomes();
+  if (auto status = saved; !status.ok()) {
     catalog = before;  // the catalog only lists what a restart would still list
     // Shown on the job until its row is written again (the ticker retries
     // it); the trainer retries the record itself.
@@ -618,6 +759,14 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
     return absl::InternalError(absl::StrCat("checkpoint not recorded: ", status.message()));
   }
   metrics_->CountCheckpointRecorded();
+  {
+    // Joiners from now on resume from it. Every earlier write ran above.
+    auto previous = join_views_.find(request.job_id());
+    JoinView view = JoinViewOf(state_, state_.jobs.at(request.job_id()),
+                               previous == join_views_.end() ? nullptr : &previous->second, false);
+    join_views_[request.job_id()] = view;
+    board_.Publish(request.job_id(), std::move(view));
+  }
   LOG(INFO) << "job " << request.job_id() << ": checkpoint " << checkpoint.id() << " at step " << request.step()
             << " recorded (" << request.path() << ")";
   v1::CommitCheckpointResponse response;
@@ -630,19 +779,19 @@ absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const
 }
 
 std::optional<v1::CheckpointInfo> Coordinator::ListedCheckpoint(const v1::CommitCheckpointRequest& request) {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) return *listed;
   return std::nullopt;
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request) {
-  absl::MutexLock lock(&mu_);
+  StateLock lock(this);
   auto changes = ApplyFailureReport(state_, request, clock_->Now());
   if (!changes.ok()) return changes.status();
   if (changes->empty()) return absl::OkStatus();
   LOG(WARNING) << "job " << request.job_id() << ": rank " << request.rank() << " (" << request.worker_id()
                << ") reported a failure in generation " << request.generation() << ": " << request.message();
-  Commit(*changes).IgnoreError();  // see RegisterWorker
+  Commit(*changes);  // see RegisterWorker
   return absl::OkStatus();
 }
 

@@ -1,9 +1,15 @@
-// The coordinator: owns the cluster state and its SQLite copy behind one
-// mutex, and the rendezvous KV store (which has its own lock: rendezvous
-// traffic never waits for scheduling). The gRPC services call these methods;
-// a background ticker expires leases and schedules pending jobs.
+// The coordinator: owns the cluster state behind a reader/writer mutex, and
+// its durable copy in a StateStore. Nothing slow happens under that mutex
+// held exclusively: store writes run after it is released, in the order of
+// the changes (write_turns.h); heartbeats that only say "alive" hold it
+// shared and renew their lease in a table of their own (lease_table.h);
+// JoinGeneration waits and is answered from the join board (join_board.h),
+// and the rendezvous KV store has its own lock. The gRPC services call these
+// methods; a background ticker expires leases and schedules pending jobs.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,10 +29,13 @@
 #include "common/clock.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/generations.h"
+#include "coordinator/join_board.h"
 #include "coordinator/kv_store.h"
+#include "coordinator/lease_table.h"
 #include "coordinator/metrics.h"
 #include "coordinator/state_store.h"
 #include "coordinator/write_trouble.h"
+#include "coordinator/write_turns.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -136,14 +145,53 @@ class Coordinator {
   Coordinator(const CoordinatorOptions& options, std::unique_ptr<StateStore> store, const Clock* clock,
               Metrics* metrics, ClusterState state);
   void RunTicker();
+  bool TickerShouldWake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The assignments, leavers and re-form requests a heartbeat answers with.
+  v1::HeartbeatResponse HeartbeatAnswer(const std::string& worker_id) ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Writes the changed records, then Publish()es them.
-  absl::Status Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the changed records in one transaction; when that fails, each
-  // record in its own, so one record that cannot be written never holds
-  // back the others. A record that failed stays unsaved: the ticker retries
-  // it, and a job's failure shows as its storage_warning until it is saved.
+  // Holds mu_ exclusively; see the class comment in coordinator.cc.
+  class StateLock;
+
+  // A change's records and join views, written after mu_ is released.
+  struct QueuedWrite {
+    int64_t ticket = 0;
+    StateWrite records;
+    std::vector<std::pair<std::string, JoinView>> views;
+  };
+  // What one QueuedWrite's records came to: applied under mu_, in order.
+  struct WriteOutcome {
+    double at = 0;
+    std::vector<std::string> saved_jobs;
+    std::vector<std::pair<std::string, absl::Status>> failed_jobs;
+    std::vector<std::pair<std::string, absl::Status>> failed_workers;
+    absl::Status first_failure;
+  };
+
+  // Publish()es the change now and queues its write: the StateLock writes
+  // it once mu_ is released (workers' calls and upkeep go on when a write
+  // fails: Persist's bookkeeping retries and shows it).
+  void Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persist, then Publish: for calls that answer with the write's status.
+  absl::Status CommitNow(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the changed records now, holding mu_ (after every earlier
+  // write), in one transaction; when that fails, each record in its own, so
+  // one record that cannot be written never holds back the others. A record
+  // that failed stays unsaved: the ticker retries it, and a job's failure
+  // shows as its storage_warning until it is saved.
   absl::Status Persist(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The write of `changes`, with a ticket; its records count as on their way.
+  QueuedWrite Prepare(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs in the write's turn, without mu_: writes, then publishes its join
+  // views; the outcome goes to outcomes_.
+  // Returns the first record's failure (OK when all were written).
+  absl::Status WriteInTurn(const QueuedWrite& write) ABSL_LOCKS_EXCLUDED(outcomes_mu_);
+  // Runs the writes this section queued, in turn, still holding mu_.
+  void WriteQueuedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the outcomes of finished writes, oldest first.
+  void ApplyWriteOutcomes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The join views of the jobs `changes` touched (members' jobs included).
+  std::vector<std::pair<std::string, JoinView>> JoinViewsFor(const ChangeSet& changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void JobSaved(const std::string& id, double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `record`: what failed to be written (job, checkpoint), for the metric.
   void JobWriteFailed(const std::string& id, const absl::Status& status, double now,
@@ -154,9 +202,10 @@ class Coordinator {
   // wake watchers.
   void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes jobs and workers whose latest record is not on disk yet
-  // (throttled progress, failed writes): all of them, or only those due.
+  // (throttled progress, failed writes): all of them now (Persist), or only
+  // those due, queued (Commit).
   void FlushUnsavedJobs(double now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PublishGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishGauges() ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckGeneration(const std::string& job_id, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
   std::string RandomHex(int digits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -165,6 +214,10 @@ class Coordinator {
   const Clock* const clock_;
   Metrics* const metrics_;
   KvStore kv_;
+
+  LeaseTable leases_;
+  JoinBoard board_{static_cast<int>(std::max(2u, std::thread::hardware_concurrency()))};
+  WriteTurns turns_;
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // signalled whenever any job changes
@@ -176,6 +229,19 @@ class Coordinator {
   // Jobs whose last write failed, by id (see write_trouble.h).
   std::map<std::string, WriteTrouble> write_trouble_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_);
+  // Written by Commit, taken by the StateLock as it releases mu_.
+  std::vector<QueuedWrite> queued_ ABSL_GUARDED_BY(mu_);
+  // The latest join view computed per job (reused while its generation stays).
+  std::map<std::string, JoinView> join_views_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex outcomes_mu_;
+  std::vector<WriteOutcome> outcomes_ ABSL_GUARDED_BY(outcomes_mu_);
+  // Submitted jobs whose record is being written (id -> owner): not in the
+  // state until it is.
+  std::map<std::string, std::string> submitting_ ABSL_GUARDED_BY(mu_);
+  // A worker's record changed since the worker gauges were last set.
+  std::atomic<bool> worker_gauges_stale_{true};
+  // The ticker runs upkeep at once (a job was submitted), not at its next tick.
+  bool upkeep_due_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Clock time of the last upkeep round (Tick), to detect our own pauses.
   double last_upkeep_ ABSL_GUARDED_BY(mu_) = 0;

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -524,6 +526,71 @@ TEST_F(CoordinatorTest, JoinGenerationWaitsForAPendingJobToStart) {
   auto cancelled = coordinator_->JoinGeneration(join, nullptr);
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(cancelled.status().message(), "job " + job->id() + " is CANCELLED");
+}
+
+// Heartbeats that only say "alive" renew the lease outside the state (the
+// lease table) and never take the lock exclusively; lease expiry must still
+// see every one of them, and still expire a silent worker.
+TEST_F(CoordinatorTest, AliveOnlyHeartbeatsKeepTheLeaseAndSilenceStillEndsIt) {
+  const std::string job = StartTwoWorkerJob();
+  Heartbeat("w1", {}, {job});  // the first one records what w1 runs
+  Heartbeat("w2", {}, {job});
+  for (int beat = 0; beat < 4; ++beat) {
+    clock_.Advance(6);  // more than a lease in all, less between two beats
+    const v1::HeartbeatResponse response = Heartbeat("w1", {}, {job});
+    ASSERT_EQ(response.assignments_size(), 1) << "beat " << beat;
+    EXPECT_EQ(response.assignments(0).job_id(), job);
+    coordinator_->Tick();
+  }
+  std::map<std::string, v1::WorkerInfo> workers;
+  for (const v1::WorkerInfo& worker : coordinator_->ListWorkers()) workers[worker.id()] = worker;
+  EXPECT_NE(workers.at("w1").state(), v1::DEAD) << "a heartbeating worker was judged dead";
+  EXPECT_DOUBLE_EQ(workers.at("w1").last_heartbeat_unix(), clock_.Now());
+  EXPECT_EQ(workers.at("w2").state(), v1::DEAD) << "a silent worker kept its lease";
+  // A dead worker's heartbeat renews nothing: it is asked to re-register.
+  EXPECT_TRUE(Heartbeat("w2", {}, {job}).reregister());
+}
+
+// A rendezvous: every rank waits on the join board at once, and each gets
+// the same generation with its own rank and every peer's address.
+TEST_F(CoordinatorTest, ManyRanksJoinOneGenerationTogether) {
+  constexpr int kRanks = 48;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRanks; ++i) {
+    ids.push_back(absl::StrCat("w", 100 + i));  // id order = rank order
+    Register(ids.back());
+  }
+  auto job = coordinator_->SubmitJob(Spec(kRanks, kRanks));
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<absl::StatusOr<v1::JoinGenerationResponse>> joined(kRanks, absl::UnknownError("not joined"));
+  std::atomic<int> waiting{0};
+  std::vector<std::thread> ranks;
+  for (int i = 0; i < kRanks; ++i) {
+    ranks.emplace_back([&, i] {
+      v1::JoinGenerationRequest join;
+      join.set_job_id(job->id());
+      join.set_worker_id(ids[i]);
+      join.set_wait_ms(60000);
+      bool counted = false;
+      joined[i] = coordinator_->JoinGeneration(join, [&] {
+        if (!counted) ++waiting;
+        counted = true;
+        return false;
+      });
+    });
+  }
+  while (waiting.load() < kRanks) std::this_thread::yield();
+  coordinator_->Tick();
+  for (std::thread& rank : ranks) rank.join();
+  for (int i = 0; i < kRanks; ++i) {
+    ASSERT_TRUE(joined[i].ok()) << ids[i] << ": " << joined[i].status();
+    EXPECT_EQ(joined[i]->generation(), 1);
+    EXPECT_EQ(joined[i]->rank(), i);
+    EXPECT_EQ(joined[i]->world_size(), kRanks);
+    ASSERT_EQ(joined[i]->peers_size(), kRanks);
+    EXPECT_EQ(joined[i]->peers(kRanks - 1).address(), ids.back() + ".example:29500");
+  }
+  EXPECT_EQ(Stored().jobs.at(job->id()).generation.members, ids) << "answered before the generation was written";
 }
 
 TEST_F(CoordinatorTest, ShutdownEndsWaitingCalls) {

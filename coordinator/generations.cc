@@ -442,6 +442,24 @@ ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& reques
   return changes;
 }
 
+bool OnlyRenewsLease(const ClusterState& state, const v1::HeartbeatRequest& request) {
+  auto it = state.workers.find(request.worker_id());
+  if (it == state.workers.end()) return false;
+  const WorkerRecord& worker = it->second;
+  if (worker.state == v1::DEAD || !worker.heard || worker.draining || request.draining() ||
+      request.exits_size() > 0) {
+    return false;
+  }
+  if (static_cast<size_t>(request.running_jobs_size()) != worker.running_jobs.size()) return false;
+  for (const std::string& job_id : request.running_jobs()) {
+    if (!worker.running_jobs.count(job_id)) return false;
+  }
+  for (const auto& [id, job] : state.jobs) {
+    if (job.unresponsive.count(worker.id) && !worker.running_jobs.count(id)) return false;
+  }
+  return true;
+}
+
 ChangeSet ApplyTrainerExit(ClusterState& state, const std::string& worker_id, const v1::TrainerExit& exit, double now) {
   ChangeSet changes;
   auto it = state.jobs.find(exit.job_id());

@@ -77,6 +77,14 @@ ChangeSet ApplyRegistration(ClusterState& state, const v1::RegisterWorkerRequest
 // trainers run and applies the trainer exits it carries.
 ChangeSet ApplyHeartbeat(ClusterState& state, const v1::HeartbeatRequest& request, double now);
 
+// True when ApplyHeartbeat would change nothing but the worker's
+// last_heartbeat: a known, live worker already heard since this coordinator
+// started, reporting the same running jobs, no exits, no drain, and no job
+// waiting for its hung trainer that it no longer runs. Such a heartbeat
+// renews the lease without taking the state lock exclusively
+// (coordinator/lease_table.h); any other goes through ApplyHeartbeat.
+bool OnlyRenewsLease(const ClusterState& state, const v1::HeartbeatRequest& request);
+
 // A trainer exit reported in a heartbeat. Exit 0 marks the member finished and
 // the job SUCCEEDED once every member has. TRAINER_EXIT_RELEASED: the member
 // left at a step boundary every rank committed, so the next generation starts

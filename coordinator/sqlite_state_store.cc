@@ -90,21 +90,22 @@ absl::Status SqliteStateStore::WriteJob(const JobRecord& job) { return JobsTable
 
 absl::Status SqliteStateStore::WriteWorker(const WorkerRecord& worker) { return WorkersTable().Write(db_, worker); }
 
-absl::Status SqliteStateStore::Save(const ClusterState& state, const ChangeSet& changes) {
-  if (changes.empty()) return absl::OkStatus();
-  return InTransaction([&]() -> absl::Status {
-    for (const std::string& id : changes.jobs) {
-      auto it = state.jobs.find(id);
-      if (it == state.jobs.end()) continue;
-      if (auto status = WriteJob(it->second); !status.ok()) return status;
+absl::Status SqliteStateStore::Write(const StateWrite& records, const std::function<void()>& committed) {
+  if (records.empty()) {
+    if (committed) committed();
+    return absl::OkStatus();
+  }
+  absl::Status status = InTransaction([&]() -> absl::Status {
+    for (const JobRecord& job : records.jobs) {
+      if (auto status = WriteJob(job); !status.ok()) return status;
     }
-    for (const std::string& id : changes.workers) {
-      auto it = state.workers.find(id);
-      if (it == state.workers.end()) continue;
-      if (auto status = WriteWorker(it->second); !status.ok()) return status;
+    for (const WorkerRecord& worker : records.workers) {
+      if (auto status = WriteWorker(worker); !status.ok()) return status;
     }
     return absl::OkStatus();
   });
+  if (status.ok() && committed) committed();
+  return status;
 }
 
 absl::Status SqliteStateStore::SaveCheckpoint(const v1::CheckpointInfo& added,

@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace herd::coordinator {
 
-// Not thread-safe: the coordinator calls it under its own mutex.
+// Not thread-safe (see StateStore).
 class SqliteStateStore : public StateStore {
  public:
   // Opens (creating if needed) the database file and its tables.
@@ -26,8 +26,9 @@ class SqliteStateStore : public StateStore {
   SqliteStateStore& operator=(const SqliteStateStore&) = delete;
 
   absl::StatusOr<ClusterState> Load(double now) override;
-  // Writes the jobs and workers named in `changes` in one transaction.
-  absl::Status Save(const ClusterState& state, const ChangeSet& changes) override;
+  // One transaction.
+  using StateStore::Write;
+  absl::Status Write(const StateWrite& records, const std::function<void()>& committed) override;
   // One transaction.
   absl::Status SaveCheckpoint(const v1::CheckpointInfo& added, const std::vector<v1::CheckpointInfo>& dropped) override;
 

@@ -88,10 +88,14 @@ absl::Status EtcdStateStore::DeleteRange(const std::string& prefix) {
   return FencedTxn(std::move(txn)).status();
 }
 
-absl::Status EtcdStateStore::PutAtomically(std::vector<KeyValue> puts) {
+absl::Status EtcdStateStore::PutAtomically(std::vector<KeyValue> puts, const std::function<void()>& committed) {
   auto batches = SplitIntoTxns(puts, limits_);
   if (!batches.ok()) return batches.status();
-  if (batches->size() <= 1) return PutBatches(*batches);
+  if (batches->size() <= 1) {
+    absl::Status status = PutBatches(*batches);
+    if (status.ok() && committed) committed();
+    return status;
+  }
 
   // Stage: the records packed into chunks, the commit with the last one.
   const uint64_t batch = next_batch_++;
@@ -122,6 +126,7 @@ absl::Status EtcdStateStore::PutAtomically(std::vector<KeyValue> puts) {
   }
   // Committed: now the records themselves, then the batch goes. A failure
   // from here on leaves the batch for Load (the records are not lost).
+  if (committed) committed();
   if (auto status = PutBatches(*batches); !status.ok()) return status;
   if (auto status = DeleteRange(staged); !status.ok()) {
     LOG(WARNING) << "etcd store: staged batch " << staged << " not deleted (the next leader's Load will): " << status;
@@ -233,18 +238,18 @@ absl::StatusOr<ClusterState> EtcdStateStore::Load(double now) {
   return state;
 }
 
-absl::Status EtcdStateStore::Save(const ClusterState& state, const ChangeSet& changes) {
-  if (changes.empty()) return absl::OkStatus();
+absl::Status EtcdStateStore::Write(const StateWrite& records, const std::function<void()>& committed) {
+  if (records.empty()) {
+    if (committed) committed();
+    return absl::OkStatus();
+  }
   std::vector<KeyValue> puts;
-  for (const std::string& id : changes.workers) {
-    auto it = state.workers.find(id);
-    if (it != state.workers.end()) puts.push_back({WorkerKey(id), EncodeRow(WorkersTable(), it->second)});
+  puts.reserve(records.size());
+  for (const WorkerRecord& worker : records.workers) {
+    puts.push_back({WorkerKey(worker.id), EncodeRow(WorkersTable(), worker)});
   }
-  for (const std::string& id : changes.jobs) {
-    auto it = state.jobs.find(id);
-    if (it != state.jobs.end()) puts.push_back({JobKey(id), EncodeRow(JobsTable(), it->second)});
-  }
-  return PutAtomically(std::move(puts));
+  for (const JobRecord& job : records.jobs) puts.push_back({JobKey(job.info.id()), EncodeRow(JobsTable(), job)});
+  return PutAtomically(std::move(puts), committed);
 }
 
 absl::Status EtcdStateStore::SaveCheckpoint(const v1::CheckpointInfo& added,

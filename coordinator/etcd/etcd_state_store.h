@@ -56,7 +56,10 @@ class EtcdStateStore : public StateStore {
   }
 
   absl::StatusOr<ClusterState> Load(double now) override;
-  absl::Status Save(const ClusterState& state, const ChangeSet& changes) override;
+  using StateStore::Write;
+  // `committed`: after the one transaction that commits the records (the
+  // last chunk's, for a staged write), before the records are put.
+  absl::Status Write(const StateWrite& records, const std::function<void()>& committed) override;
   absl::Status SaveCheckpoint(const v1::CheckpointInfo& added, const std::vector<v1::CheckpointInfo>& dropped) override;
 
   // Tests of a coordinator lost mid-write: every write after the next
@@ -72,8 +75,9 @@ class EtcdStateStore : public StateStore {
   // fence refused it; a response with succeeded=false when the caller's own
   // compares did.
   absl::StatusOr<etcdserverpb::TxnResponse> FencedTxn(etcdserverpb::TxnRequest request);
-  // Writes `puts` all or nothing (see the header comment).
-  absl::Status PutAtomically(std::vector<KeyValue> puts);
+  // Writes `puts` all or nothing (see the header comment); `committed` as
+  // Write's.
+  absl::Status PutAtomically(std::vector<KeyValue> puts, const std::function<void()>& committed);
   absl::Status PutBatches(const std::vector<std::vector<KeyValue>>& batches);
   // The records committed staged Saves left unwritten, into `kvs` (by key);
   // takes the staged keys out of `kvs`.

@@ -169,6 +169,35 @@ TEST_F(StagedSaveTest, ARecordWrittenAfterAnUnfinishedBatchKeepsItsLaterValue) {
   EXPECT_TRUE(again->workers.at(cordoned).cordoned);
 }
 
+// What waits for a change (a rendezvous's ranks) is told once the staged
+// write committed, before its records are put one transaction at a time.
+TEST_F(StagedSaveTest, CommittedIsCalledOnceTheCommitIsStoredBeforeTheRecordsArePut) {
+  int calls = 0;
+  int64_t job_revision_then = 0;
+  int busy_then = 0;
+  auto store = Store();
+  absl::Status saved = store->Write(Snapshot(state_, scheduled_), [&] {
+    ++calls;
+    etcdserverpb::RangeRequest job;
+    job.set_key(std::string(kPrefix) + "jobs/job-big");
+    auto found = client_->Range(job);
+    ASSERT_TRUE(found.ok()) << found.status();
+    ASSERT_EQ(found->kvs_size(), 1);
+    job_revision_then = found->kvs(0).mod_revision();
+    auto read = Store()->Load(900);  // a reader sees the whole schedule already
+    ASSERT_TRUE(read.ok()) << read.status();
+    busy_then = BusyWorkers(*read);
+  });
+  ASSERT_TRUE(saved.ok()) << saved;
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(busy_then, kWorkers);
+  etcdserverpb::RangeRequest job;
+  job.set_key(std::string(kPrefix) + "jobs/job-big");
+  auto after = client_->Range(job);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->kvs(0).mod_revision(), job_revision_then) << "the record was put before the commit was announced";
+}
+
 TEST_F(StagedSaveTest, AFinishedSplitSaveLeavesNoStagedKeys) {
   ASSERT_TRUE(Store()->Save(state_, scheduled_).ok());
   EXPECT_EQ(KeysUnder(std::string(kPrefix) + "split/"), 0);
