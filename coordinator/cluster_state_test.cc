@@ -76,6 +76,14 @@ class ClusterStateTest : public ::testing::Test {
       if (!silent.count(id)) worker.last_heartbeat = clock_.Now();
     }
   }
+  // The coordinator hears neither w1 nor w2 for longer than a lease (cut
+  // off from both): both leases lapse, and upkeep runs.
+  void LapseBothLeases() {
+    clock_.Advance(kLease + 1);
+    AllBeatExcept({"w1", "w2"});
+    ExpireLeases(state_, clock_.Now(), kLease);
+    Advance();
+  }
   // Rank 0 of the current generation commits (reports progress).
   void Commit(int64_t step, int64_t epoch, int64_t samples_in_epoch) {
     v1::ReportProgressRequest report;
@@ -489,10 +497,7 @@ TEST_F(ClusterStateTest, SilentMemberAfterAFailureIsLeftOutBeforeItsLeaseEnds) {
 TEST_F(ClusterStateTest, AllMembersLostAndHeldKeepTheCommittedStep) {
   StartTwoWorkerJob();
   Commit(630, 1, 320);
-  clock_.Advance(kLease + 1);
-  AllBeatExcept({"w1", "w2"});
-  ExpireLeases(state_, clock_.Now(), kLease);
-  Advance();
+  LapseBothLeases();
   ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
   ASSERT_TRUE(Job("j").generation.members.empty());
   EXPECT_EQ(Job("j").info.step(), 630);
@@ -522,10 +527,7 @@ TEST_F(ClusterStateTest, AllMembersLostAndHeldKeepTheCommittedStep) {
 TEST_F(ClusterStateTest, FinishingExitFromAMemberLetGoByItsLapsedLeaseEndsTheJob) {
   StartTwoWorkerJob();
   Commit(40, 0, 1280);
-  clock_.Advance(kLease + 1);
-  AllBeatExcept({"w1", "w2"});
-  ExpireLeases(state_, clock_.Now(), kLease);
-  Advance();
+  LapseBothLeases();
   ASSERT_EQ(Job("j").info.state(), v1::RUNNING);
   ASSERT_TRUE(Job("j").generation.members.empty());
   ASSERT_EQ(Job("j").generation.number, 2);
@@ -555,10 +557,7 @@ TEST_F(ClusterStateTest, FinishingExitForAGenerationTheWorkerDidNotServeIsIgnore
   EXPECT_TRUE(ApplyTrainerExit(state_, "w3", exit, clock_.Now()).empty());
   EXPECT_EQ(Job("j").info.state(), v1::RUNNING);
 
-  clock_.Advance(kLease + 1);
-  AllBeatExcept({"w1", "w2"});
-  ExpireLeases(state_, clock_.Now(), kLease);
-  Advance();
+  LapseBothLeases();
   ASSERT_EQ(Job("j").generation.number, 2);
   AddWorker("w1");
   Heartbeat("w1", {});
