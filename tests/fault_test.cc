@@ -69,9 +69,18 @@ seed: 11
   EXPECT_LT(recovered_after, 10.0) << "the survivors continued only " << recovered_after << " s after the kill";
   EXPECT_GT(Field(job, "generation"), first_generation);
 
-  // A replacement joins below max_workers and heals from a survivor.
-  cluster.StartWorker(3);
+  // A replacement joins below max_workers and heals from a survivor; the
+  // survivors wait (stopped) until they are asked to re-form for it, so the
+  // job cannot end before it joins.
   const int64_t survivors_generation = Field(job, "generation");
+  ASSERT_TRUE(HoldTrainersUntilReformAsked(
+      cluster, id, {0, 1}, survivors_generation,
+      [&] {
+        cluster.StartWorker(3);
+        return true;
+      },
+      seconds(60)))
+      << "no re-form was asked for the replacement: " << cluster.Logs();
   job = WaitForJob(
       cluster, id,
       [&](const auto& j) {

@@ -18,8 +18,6 @@
 #include "tests/harness/final_model.h"
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "tests/harness/process.h"
-#include "worker/contract/trainer_contract.h"
 #include "worker/train/batches/sample_ledger.h"
 
 namespace herd::testing {
@@ -142,19 +140,16 @@ TEST(GlobalBatch, LosingAWorkerAndGettingOneBackEndsWhereAnUninterruptedRunEnds)
   job = WaitForProgressOn(cluster, elastic, 2, step_at_kill, seconds(60)).first;
   ASSERT_EQ(job.value("state", ""), "RUNNING") << "the job ended before it trained on 2 workers: " << job.dump(2);
   ASSERT_EQ(Field(job, "world_size"), 2) << job.dump(2) << cluster.Logs();
-  // The survivors wait (stopped) until the coordinator has asked them to
-  // re-form for the replacement (their daemons hold the request; growth is
-  // rate-limited to a lease after a generation forms), so the job cannot end
-  // before it joins, however fast this machine trains.
-  const std::vector<pid_t> survivors = {TrainerPids(cluster, 0).at(0), TrainerPids(cluster, 1).at(0)};
-  const int64_t generation_on_two = Field(job, "generation");
-  for (pid_t pid : survivors) kill(pid, SIGSTOP);
-  cluster.StartWorker(3);
-  const bool replacement_up = cluster.WaitForAliveWorkers(3, seconds(60));
-  const std::string reform_request = ReformRequestPath(cluster.job_dir(0, elastic));
-  const bool reform_asked = replacement_up && WaitForFile(reform_request, seconds(60)) &&
-                            ReadReformRequest(reform_request) == generation_on_two;
-  for (pid_t pid : survivors) kill(pid, SIGCONT);
+  // The survivors wait (stopped) until they are asked to re-form for the
+  // replacement, so the job cannot end before it joins.
+  bool replacement_up = false;
+  const bool reform_asked = HoldTrainersUntilReformAsked(
+      cluster, elastic, {0, 1}, Field(job, "generation"),
+      [&] {
+        cluster.StartWorker(3);
+        return replacement_up = cluster.WaitForAliveWorkers(3, seconds(60));
+      },
+      seconds(60));
   ASSERT_TRUE(replacement_up) << cluster.Logs();
   ASSERT_TRUE(reform_asked) << "no re-form was asked for the replacement: " << cluster.Logs();
   const int64_t step_on_two = Field(cluster.HerdJson({"status", elastic}), "step");

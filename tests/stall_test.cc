@@ -11,8 +11,6 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
-#include "tests/harness/process.h"
-#include "worker/contract/trainer_contract.h"
 #include "worker/train/batches/sample_ledger.h"
 
 namespace herd::testing {
@@ -126,18 +124,16 @@ TEST(Stalls, WorkerDaemonStoppedForTwoLeasesIsReadmittedWithItsTrainer) {
       seconds(60));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster.Logs();
   const int64_t without = Field(job, "generation");
-  // The survivors' trainers stay stopped until the coordinator has asked
-  // them to re-form for the returning worker (growth waits a lease after a
-  // generation forms), so the job cannot end on two workers first, however
-  // fast this machine trains.
-  const std::vector<pid_t> survivors = {TrainerPids(cluster, 0).at(0), TrainerPids(cluster, 1).at(0)};
-  for (pid_t pid : survivors) kill(pid, SIGSTOP);
-  std::this_thread::sleep_for(seconds(3));  // two leases in all since the stop
-  cluster.worker(2).Signal(SIGCONT);
-  const std::string reform_request = ReformRequestPath(cluster.job_dir(0, id));
-  const bool reform_asked =
-      WaitForFile(reform_request, seconds(60)) && ReadReformRequest(reform_request) == without;
-  for (pid_t pid : survivors) kill(pid, SIGCONT);
+  // The survivors' trainers stay stopped until they are asked to re-form
+  // for the returning worker, so the job cannot end on two workers first.
+  const bool reform_asked = HoldTrainersUntilReformAsked(
+      cluster, id, {0, 1}, without,
+      [&] {
+        std::this_thread::sleep_for(seconds(3));  // two leases in all since the stop
+        cluster.worker(2).Signal(SIGCONT);
+        return true;
+      },
+      seconds(60));
   ASSERT_TRUE(reform_asked) << "no re-form was asked for the returning worker: " << cluster.Logs();
 
   // Re-admitted: a later generation with all three members again.

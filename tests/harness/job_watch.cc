@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/harness/process.h"
+#include "worker/contract/trainer_contract.h"
+
 namespace herd::testing {
 
 namespace fs = std::filesystem;
@@ -108,6 +111,21 @@ std::string NewLedgerDir() {
                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
   fs::create_directories(dir);
   return dir;
+}
+
+bool HoldTrainersUntilReformAsked(LocalCluster& cluster, const std::string& id, const std::vector<int>& members,
+                                  int64_t generation, const std::function<bool()>& act,
+                                  std::chrono::seconds timeout) {
+  std::vector<pid_t> stopped;
+  for (int member : members) {
+    for (pid_t pid : TrainerPids(cluster, member)) {
+      if (kill(pid, SIGSTOP) == 0) stopped.push_back(pid);
+    }
+  }
+  const std::string request = ReformRequestPath(cluster.job_dir(members.at(0), id));
+  const bool asked = act() && WaitForFile(request, timeout) && ReadReformRequest(request) == generation;
+  for (pid_t pid : stopped) kill(pid, SIGCONT);
+  return asked;
 }
 
 }  // namespace herd::testing

@@ -23,6 +23,17 @@ std::vector<pid_t> TrainerPids(const LocalCluster& cluster, int index);
 // Signals a worker daemon and its trainers: the whole machine fails.
 void SignalWorker(LocalCluster& cluster, int index, int signal);
 
+// Stops the trainers of workers `members` (the job's survivors), runs `act`
+// (e.g. start or resume the worker that should join), and resumes them once
+// the coordinator has asked them to re-form for the joiner: their daemon
+// holds a reform-request naming `generation` (growth waits a lease after a
+// generation forms). So the job cannot end before the joiner joins, however
+// fast the machine trains. False if `act` fails or no re-form is asked
+// within `timeout`; the trainers are resumed either way.
+bool HoldTrainersUntilReformAsked(LocalCluster& cluster, const std::string& id, const std::vector<int>& members,
+                                  int64_t generation, const std::function<bool()>& act,
+                                  std::chrono::seconds timeout);
+
 // Polls `herd status` until `done(job)` or the timeout; returns the last status.
 nlohmann::json WaitForJob(LocalCluster& cluster, const std::string& id,
                           const std::function<bool(const nlohmann::json&)>& done, std::chrono::seconds timeout);
