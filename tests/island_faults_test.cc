@@ -167,10 +167,10 @@ TEST_F(IslandFaults, KilledRankLeavesItsIslandSmallerWithTheGlobalBatchWhole) {
   const int64_t smaller = Field(job, "generation");
   // One re-form, leaving out exactly the killed worker: the survivor of its
   // island blamed it by its generation rank, not by its rank in the island.
-  EXPECT_EQ(smaller, first_generation + 1) << job.dump(2);
+  EXPECT_EQ(smaller, first_generation + 1) << job.dump(2) << cluster_->Logs();
   EXPECT_EQ(job.value("workers", nlohmann::json::array()),
             nlohmann::json({cluster_->worker_id(0), cluster_->worker_id(1), cluster_->worker_id(2)}))
-      << job.dump(2);
+      << job.dump(2) << cluster_->Logs();
   const int64_t step_smaller = Field(job, "step");
   job = watch.Until([&](const auto& j) { return Field(j, "step") > step_smaller + 10; }, seconds(60));
   EXPECT_EQ(Field(job, "generation"), smaller) << job.dump(2);

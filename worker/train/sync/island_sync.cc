@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 
 namespace herd {
 
@@ -24,9 +25,8 @@ absl::StatusOr<std::unique_ptr<IslandRounds>> IslandRounds::Create(std::vector<t
     for (int t : shards[static_cast<size_t>(position)]) mine.push_back(params[static_cast<size_t>(t)]);
     auto averaging = ParameterAveraging::Create(std::move(mine), cross, options);
     if (!averaging.ok()) {
-      return absl::Status(averaging.status().code(), absl::StrCat("island shard ", position, " (",
-                                                                  shards[static_cast<size_t>(position)].size(),
-                                                                  " tensors): ", averaging.status().message()));
+      return WithContext(averaging.status(), absl::StrCat("island shard ", position, " (",
+                                                          shards[static_cast<size_t>(position)].size(), " tensors): "));
     }
     rounds->averaging_ = std::move(*averaging);
     rounds->own_shard_ = position;
@@ -112,7 +112,8 @@ absl::Status IslandRounds::ShareShards() {
     torch::Tensor flat = FlatShard(params_, s);
     const size_t bytes = static_cast<size_t>(flat.nbytes());
     if (auto status = island_->Broadcast(flat.data_ptr(), bytes, s); !status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("sharing island shard ", s, ": ", status.message()));
+      // WithContext keeps the blamed peer (peer_fault.h) for the report.
+      return WithContext(status, absl::StrCat("sharing island shard ", s, ": "));
     }
     if (s == own_shard_) {
       stats_.wire_bytes += static_cast<int64_t>(bytes);
@@ -136,8 +137,7 @@ absl::Status IslandRounds::GatherOuterState() {
   for (int s = 0; s < static_cast<int>(shards_.size()); ++s) {
     torch::Tensor flat = FlatShard(outer_, s);
     if (auto status = island_->Broadcast(flat.data_ptr(), static_cast<size_t>(flat.nbytes()), s); !status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("gathering the outer state of island shard ", s, ": ", status.message()));
+      return WithContext(status, absl::StrCat("gathering the outer state of island shard ", s, ": "));
     }
     if (s != own_shard_) Unflatten(flat, s, &outer_);
   }

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "worker/comm/in_memory_store.h"
+#include "worker/comm/peer_fault.h"
+#include "worker/comm/subgroup_communicator.h"
 #include "worker/comm/tcp_mesh_communicator.h"
 #include "worker/train/sync/replicas.h"
 #include "worker/train/sync/sync_strategy.h"
@@ -48,11 +50,21 @@ std::unique_ptr<Communicator> Mesh(RendezvousStore& store, const std::string& pr
 }
 
 // One rank's communicators, formed as the trainer forms them: the
-// generation's, its island's, its cross group's (where it owns a shard).
+// generation's, its island's, its cross group's (where it owns a shard),
+// the last two seen with the generation's ranks (SubgroupCommunicator).
 struct RankComms {
   IslandLayout layout;
   std::unique_ptr<Communicator> data, island, cross;
-  IslandComms islands() const { return IslandComms{&layout, island.get(), cross.get()}; }
+  std::unique_ptr<Communicator> island_whole, cross_whole;
+  IslandComms islands() const { return IslandComms{&layout, island_whole.get(), cross_whole.get()}; }
+  // What a process that ends leaves behind: closed connections.
+  void Close() {
+    island_whole.reset();
+    cross_whole.reset();
+    data.reset();
+    island.reset();
+    cross.reset();
+  }
 };
 
 RankComms Connect(RendezvousStore& store, const std::vector<std::string>& sites, int rank) {
@@ -63,8 +75,10 @@ RankComms Connect(RendezvousStore& store, const std::vector<std::string>& sites,
   comms.data = Mesh(store, "mesh/", rank, world);
   comms.island = Mesh(store, absl::StrCat("island/", l.island, "/mesh/"), l.position,
                       static_cast<int>(l.my_island().size()));
+  comms.island_whole = std::make_unique<SubgroupCommunicator>(comms.island.get(), l.my_island());
   if (l.owns_shard()) {
     comms.cross = Mesh(store, absl::StrCat("cross/", l.position, "/mesh/"), l.island, static_cast<int>(l.cross.size()));
+    comms.cross_whole = std::make_unique<SubgroupCommunicator>(comms.cross.get(), l.cross);
   }
   return comms;
 }
@@ -222,6 +236,56 @@ TEST(IslandSync, RoundIsTheFlatAverageOfTwoIslandsOfTwo) { ExpectRoundIsTheIslan
 TEST(IslandSync, RoundIsTheFlatAverageOfUnevenIslands) {
   // Islands of 3 and 2: two shards; the third rank of "a" receives both.
   ExpectRoundIsTheIslandsAverage({"a", "a", "a", "b", "b"});
+}
+
+// Rank 3 (island b's second) ends after its update of a round's step,
+// before the round: whatever collective each survivor fails in (its
+// island's shard broadcast, its cross group's exchange), the failure blames
+// rank 3 by its generation rank as closed, so the trainer's report leaves
+// out the member that died and no other.
+TEST(IslandSync, FailuresAfterARankDiedBlameItByItsGenerationRank) {
+  const std::vector<std::string> sites = {"a", "a", "b", "b"};
+  constexpr int kDead = 3;
+  std::map<int, absl::Status> failed;
+  std::mutex mu;
+  InMemoryStore store;
+  RunRanks(4, [&](int rank) {
+    RankComms comms = Connect(store, sites, rank);
+    std::vector<torch::Tensor> params = Params();
+    const IslandComms islands = comms.islands();
+    auto sync = CreateSyncStrategy(Config([](v1::SyncSpec& s) { s.set_every(2); }), params, comms.data.get(),
+                                   &islands);
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1));
+    Step(**sync, sgd, params, rank, 1, false);
+    // Step 2 ends with a round: rank 3 updates, then its process is gone.
+    const bool local = (*sync)->LocalStep(1);
+    for (const auto& p : params) p.mutable_grad() = torch::Tensor();
+    if ((*sync)->SyncsGradients(local)) (*sync)->ArmBackward(local);
+    (Loss(params, rank, 2) * 0.5).backward();
+    UpdateInputs in;
+    in.optimizer = &sgd;
+    in.step = 1;
+    absl::Status status = (*sync)->Update(local, in);
+    if (status.ok() && rank != kDead) {
+      StepBoundary at;
+      at.step = 2;
+      SyncTraffic traffic;
+      status = (*sync)->AfterStep(local, at, &traffic);
+    }
+    sync->reset();
+    comms.Close();
+    std::lock_guard<std::mutex> lock(mu);
+    failed[rank] = status;
+  });
+  // Rank 2 shares its island with rank 3, rank 1 its cross group.
+  for (int rank : {1, 2}) {
+    ASSERT_FALSE(failed[rank].ok()) << "rank " << rank;
+    const std::optional<PeerFault> fault = PeerFaultOf(failed[rank]);
+    ASSERT_TRUE(fault.has_value()) << "rank " << rank << " blames nobody: " << failed[rank];
+    EXPECT_EQ(fault->rank, kDead) << "rank " << rank << ": " << failed[rank];
+    EXPECT_EQ(fault->kind, PeerFaultKind::kClosed) << "rank " << rank << ": " << failed[rank];
+  }
 }
 
 // Streaming rounds (2 fragments, merged a step late), int8 wire and outer
