@@ -47,6 +47,10 @@ assert parts["graphed_step_test"]["status"] == "skipped", parts["graphed_step_te
 assert parts["graphed_step_test"]["skipped"] == 6 and parts["graphed_step_test"]["failed"] == 0
 job = parts["herd_job"]
 assert job["status"] == "passed" and job["state"] == "SUCCEEDED" and job["loss"] > 0, job
+# The cuda_graphs job ran too: on the CPU it trains eagerly and says why.
+graphs = job["graphs"]
+assert graphs["ok"] and graphs["state"] == "SUCCEEDED" and not graphs["captured"], graphs
+assert graphs["fallback"] and "cuda_graphs: running eagerly (" in graphs["fallback"], graphs
 bench = parts["gpu_bench"]
 assert bench["status"] == "passed" and bench["complete"], bench
 shapes = {r["shape"] for r in bench["results"]}

@@ -21,7 +21,8 @@
 #      backward, clipping, fused optimizer with a device learning rate -
 #      captured and replayed against eager, bitwise, step by step);
 #   3. a herd job end to end on the device (scripts/gpu_job_check.py: a local
-#      coordinator, one worker, the CLI, a small mlp job that must SUCCEED);
+#      coordinator, one worker, the CLI, a small mlp job that must SUCCEED,
+#      the same job with cuda_graphs: true captured and within 1% of its loss);
 #   4. bench/gpu_bench.py: herd against PyTorch eager, DDP and the strong peers
 #      (device-resident, DataLoader, torch.compile default and reduce-overhead), every shape,
 #      fp32 and bf16, within the time left (--budget-s).

@@ -3,12 +3,17 @@
 coordinator, one worker daemon (`--device=DEVICE`) and the `herd` CLI, all
 from BIN_DIR (bazel-bin's layout), run a small mlp job on synthetic data
 (`device: DEVICE`). Passes when the job SUCCEEDED, its loss is a finite
-number and the worker wrote the trained model (model-final.pt), and (on
-cuda) when a second job whose first step needs 262 GB of activations FAILED
-at once with a reason naming out of memory and the training step.
+number and the worker wrote the trained model (model-final.pt); when the
+same job with `cuda_graphs: true` SUCCEEDED too, its steps captured as a
+CUDA graph on cuda (and run eagerly, saying why, on cpu) and its loss
+within 1% of the eager job's (the same kernels on the same data: only
+float reassociation differs); and (on cuda) when a job whose first step
+needs 262 GB of activations FAILED at once with a reason naming out of
+memory and the training step.
 
 Prints one JSON line: ok, job, state, loss, seconds, samples_per_s (rank 0's
-last progress line) and, on failure, the error. Exit status 0 ok, 1 not.
+last progress line), graphs (the captured job's part) and, on failure, the
+error. Exit status 0 ok, 1 not.
 
 Usage: PYTHONPATH=bench scripts/gpu_job_check.py --bin-dir BUNDLE/bin [--lib-dir BUNDLE/lib] [--device cuda|cpu]
 (PYTHONPATH: the local cluster is bench's, bench/herdbench/cluster.py; scripts/gpu_check.sh sets it.)
@@ -28,11 +33,43 @@ from herdbench.cluster import LocalCluster
 PROGRESS = re.compile(r" step (\d+)/(\d+) epoch \d+ loss \S+ (\d+) samples/s$", re.M)
 
 
-def spec(device, steps):
-    return (f"name: gpu-check-mlp\nmodel: mlp\n"
+def spec(device, steps, cuda_graphs=False):
+    return (f"name: gpu-check-mlp{'-graphs' if cuda_graphs else ''}\nmodel: mlp\ncuda_graphs: {str(cuda_graphs).lower()}\n"
             "dataset: {kind: synthetic, synthetic_samples: 8192, synthetic_features: 784, synthetic_classes: 10}\n"
             f"batch_size: 64\nmax_steps: {steps}\noptimizer: {{name: sgd, lr: 0.05, momentum: 0.9}}\n"
             f"log_interval_steps: 20\neval: {{max_samples: 512}}\ndevice: {device}\nseed: 1\n")
+
+
+CAPTURED = "cuda_graphs: capturing the step as a CUDA graph"
+EAGER = "cuda_graphs: running eagerly ("
+
+
+def trainer_log(cluster, info, job):
+    with open(os.path.join(cluster.dir, info["workers"][0], "jobs", job, "trainer.log")) as f:
+        return f.read()
+
+
+def check_graphs(cluster, device, steps, eager_loss, timeout):
+    """The eager job again with cuda_graphs: true. On cuda its steps must be captured (no fallback) and its loss
+    within 1% of the eager job's; on cpu it must run eagerly and say why. Returns the part of the JSON line."""
+    try:
+        job, info = cluster.run_job(spec(device, steps, cuda_graphs=True), timeout=timeout)
+    except RuntimeError as e:
+        return {"ok": False, "error": str(e)[:1500]}
+    log = trainer_log(cluster, info, job)
+    part = {"job": job, "state": info["state"], "loss": info.get("loss"), "captured": CAPTURED in log,
+            "fallback": next((line[line.index(EAGER):][:200] for line in log.splitlines() if EAGER in line), None)}
+    loss = part["loss"]
+    if not isinstance(loss, (int, float)) or not math.isfinite(loss):
+        part["error"] = f"loss {loss!r} is not a finite number"
+    elif device == "cuda" and (not part["captured"] or part["fallback"]):
+        part["error"] = f"the step was not captured: {part['fallback'] or 'no capture line in trainer.log'}"
+    elif device == "cuda" and abs(loss - eager_loss) > 0.01 * abs(eager_loss):
+        part["error"] = f"loss {loss} is more than 1% off the eager job's {eager_loss}"
+    elif device != "cuda" and not part["fallback"]:
+        part["error"] = "a cpu job asked for cuda_graphs without saying it runs eagerly"
+    part["ok"] = "error" not in part
+    return part
 
 
 def oom_spec(device):
@@ -78,22 +115,25 @@ def main():
         job, info = cluster.run_job(spec(a.device, a.steps), timeout=a.timeout)
         result.update(job=job, state=info["state"], loss=info.get("loss"))
         job_dir = os.path.join(cluster.dir, info["workers"][0], "jobs", job)
-        with open(os.path.join(job_dir, "trainer.log")) as f:
-            progress = PROGRESS.findall(f.read())
+        progress = PROGRESS.findall(trainer_log(cluster, info, job))
         if progress:
             result["samples_per_s"] = int(progress[-1][2])
         if not isinstance(result["loss"], (int, float)) or not math.isfinite(result["loss"]):
             result["error"] = f"loss {result['loss']!r} is not a finite number"
         elif not os.path.isfile(os.path.join(job_dir, "model-final.pt")):
             result["error"] = f"no model-final.pt in {job_dir}"
-        elif a.device == "cuda":
-            # The CPU dry run skips it: a CPU allocation that large is refused or overcommitted by the OS.
-            result["oom"] = check_oom(cluster, a.device, a.timeout)
-            result["ok"] = result["oom"]["ok"]
-            if not result["ok"]:
-                result["error"] = "out-of-memory job: " + result["oom"].get("error", "")
         else:
-            result["ok"] = True
+            result["graphs"] = check_graphs(cluster, a.device, a.steps, result["loss"], a.timeout)
+            if not result["graphs"]["ok"]:
+                result["error"] = "cuda_graphs job: " + result["graphs"]["error"]
+            elif a.device == "cuda":
+                # The CPU dry run skips it: a CPU allocation that large is refused or overcommitted by the OS.
+                result["oom"] = check_oom(cluster, a.device, a.timeout)
+                result["ok"] = result["oom"]["ok"]
+                if not result["ok"]:
+                    result["error"] = "out-of-memory job: " + result["oom"].get("error", "")
+            else:
+                result["ok"] = True
     except Exception as e:  # noqa: BLE001 - reported in the JSON line
         result["error"] = f"{type(e).__name__}: {e}"[-2000:]
     finally:
