@@ -167,7 +167,8 @@ absl::Status Trainer::Finish() {
   // model-final.pt holds the buffers too: the same on every rank.
   if (auto s = AgreeOnBuffers(); !s.ok()) return s;
   if (auto s = VerifyReplicasBitwise(comm_, ctx_.params()); !s.ok()) return s;
-  LOG(INFO) << "replicas verified bitwise across " << join_.world_size() << " ranks (all-gather of all parameters)";
+  LOG(INFO) << "replicas verified bitwise across " << join_.world_size()
+            << " ranks (a 64-bit hash of each parameter tensor)";
   LOG(INFO) << sync_->TrafficSummary(ctx_.traffic());
   if (auto s = SaveFinalModel(); !s.ok()) return s;
   return CommitPoint(true);

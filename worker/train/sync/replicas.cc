@@ -48,23 +48,51 @@ absl::Status BroadcastBuffers(Communicator* comm, const std::vector<torch::Tenso
   return absl::OkStatus();
 }
 
-uint64_t ParameterHash(const std::vector<torch::Tensor>& params) {
-  uint64_t hash = 1469598103934665603ull;
-  for (const auto& p : params) {
-    torch::Tensor cpu = p.detach().to(torch::kCPU).contiguous();
-    // Hash 8 bytes at a time: FNV over words is cheap and still sensitive to
-    // any changed bit, which is all a replica check needs.
-    const auto* bytes = static_cast<const unsigned char*>(cpu.data_ptr());
-    const size_t size = cpu.numel() * cpu.element_size();
-    size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, bytes + i, 8);
-      hash = (hash ^ word) * 1099511628211ull;
-    }
-    for (; i < size; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+namespace {
+
+// splitmix64's finalizer: a bijection on 64-bit words whose every output bit
+// depends on every input bit, so two changed words cannot cancel out the way
+// they can in plain FNV over words (two flipped top bits do).
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Folds one tensor's raw bytes into `hash`. Each step, hash = (hash ^
+// Mix(word)) * odd, is a bijection of the hash for a fixed word and of the
+// word for a fixed hash: a single changed word always changes the result.
+uint64_t FoldTensor(uint64_t hash, const torch::Tensor& tensor) {
+  torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(cpu.data_ptr());
+  const size_t size = cpu.numel() * cpu.element_size();
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    hash = (hash ^ Mix(word)) * 1099511628211ull;
   }
+  uint64_t tail = 0;
+  if (i < size) std::memcpy(&tail, bytes + i, size - i);
+  hash = (hash ^ Mix(tail ^ (static_cast<uint64_t>(size) << 3))) * 1099511628211ull;
+  return Mix(hash);
+}
+
+constexpr uint64_t kHashSeed = 1469598103934665603ull;
+
+}  // namespace
+
+uint64_t ParameterHash(const std::vector<torch::Tensor>& params) {
+  uint64_t hash = kHashSeed;
+  for (const auto& p : params) hash = FoldTensor(hash, p);
   return hash;
+}
+
+std::vector<uint64_t> TensorHashes(const std::vector<torch::Tensor>& params) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(params.size());
+  for (const auto& p : params) hashes.push_back(FoldTensor(kHashSeed, p));
+  return hashes;
 }
 
 absl::Status CheckReplicaHashes(const std::vector<uint64_t>& all, int64_t step) {
@@ -78,14 +106,19 @@ absl::Status CheckReplicaHashes(const std::vector<uint64_t>& all, int64_t step) 
 }
 
 absl::Status VerifyReplicasBitwise(Communicator* comm, const std::vector<torch::Tensor>& params) {
-  torch::Tensor flat = FlattenParameters(params);
-  const size_t bytes = flat.numel() * sizeof(float);
-  std::vector<unsigned char> all(bytes * comm->size());
-  absl::Status status = comm->AllGather(flat.data_ptr(), bytes, all.data());
+  if (comm->size() < 2) return absl::OkStatus();
+  const std::vector<uint64_t> mine = TensorHashes(params);
+  const size_t count = mine.size();
+  std::vector<uint64_t> all(count * comm->size());
+  if (count == 0) return absl::OkStatus();
+  absl::Status status = comm->AllGather(mine.data(), count * sizeof(uint64_t), all.data());
   if (!status.ok()) return status;
   for (int r = 1; r < comm->size(); ++r) {
-    if (std::memcmp(all.data(), all.data() + r * bytes, bytes) != 0) {
-      return absl::InternalError(absl::StrCat("replica check failed: rank ", r, "'s parameters differ from rank 0's"));
+    for (size_t t = 0; t < count; ++t) {
+      if (all[r * count + t] != all[t]) {
+        return absl::InternalError(absl::StrCat("replica check failed: rank ", r, "'s parameter tensor ", t, " (",
+                                                params[t].numel(), " values) differs from rank 0's"));
+      }
     }
   }
   return absl::OkStatus();
