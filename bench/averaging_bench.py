@@ -52,7 +52,7 @@ def job_yaml(model, steps, sync):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=96, help="optimizer steps per run (a multiple of 16)")
     parser.add_argument("--model", default="mnist_cnn")
     parser.add_argument("--bin", default=os.path.join(ROOT, "bazel-bin"), help="folder with the built binaries")

@@ -35,7 +35,7 @@ from herdbench.herd_vs_ddp import make_torchscript, run_ddp, run_herd, unknown_m
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="mnist_cnn,mlp")
     p.add_argument("--worlds", default="1,2")
     p.add_argument("--steps", type=int, default=100)

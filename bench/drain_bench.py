@@ -81,7 +81,7 @@ def measure(bin_dir, mode):
 
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     args = parser.parse_args()

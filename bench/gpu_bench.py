@@ -409,7 +409,7 @@ def print_table(results):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "bazel-bin"),
                    help="herd's binaries in bazel-bin's layout (coordinator/herd-coordinator, ...)")

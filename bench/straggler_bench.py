@@ -269,7 +269,7 @@ def default_fast_fraction(cores, world, slow_ratio):
 
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the cluster
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=100, help="timed steps (a multiple of --warmup)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--batch", type=int, default=1024,

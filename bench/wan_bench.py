@@ -343,7 +343,7 @@ def run_link(cluster, bed, link, rate, delay_ms, shapes, variants, args, text, r
 def main():
     # A SIGTERM (timeout, kill) still stops the cluster and tears the testbed down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--links", default="none,1gbit,100mbit,10mbit")
     p.add_argument("--models", default="mnist_cnn,char_transformer")
     p.add_argument("--variants", default="allreduce,avg16,avg16_int8,stream16,ddp")
