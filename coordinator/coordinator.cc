@@ -53,7 +53,8 @@ absl::Status NotPersisted(const absl::Status& failure) {
 // outcomes of finished writes. On exit it releases mu_, then runs the writes
 // the section queued, in their turn, and applies their outcomes under mu_
 // again before the call returns: the caller sees its own write's trouble (a
-// storage warning) as before, while nobody waited on the lock for the store.
+// storage warning, or the failure it answers with), while nobody waited on
+// the lock for the store.
 class Coordinator::StateLock {
  public:
   explicit StateLock(Coordinator* coordinator) ABSL_EXCLUSIVE_LOCK_FUNCTION(coordinator->mu_)
@@ -67,7 +68,10 @@ class Coordinator::StateLock {
     queued.swap(coordinator_->queued_);
     coordinator_->mu_.Unlock();
     if (queued.empty()) return;
-    for (const QueuedWrite& write : queued) coordinator_->WriteInTurn(write);
+    for (const QueuedWrite& write : queued) {
+      absl::Status failure = coordinator_->WriteInTurn(write);
+      if (write.written != nullptr) *write.written = std::move(failure);
+    }
     absl::MutexLock lock(&coordinator_->mu_);
     coordinator_->ApplyWriteOutcomes();
   }
@@ -129,8 +133,11 @@ void Coordinator::Shutdown() {
   board_.Shutdown();
   kv_.Shutdown();
   if (ticker_.joinable()) ticker_.join();
-  StateLock lock(this);
-  FlushUnsavedJobs(clock_->Now(), /*all=*/true);
+  {
+    StateLock lock(this);
+    FlushUnsavedJobs(clock_->Now(), /*all=*/true);
+  }  // written here, and the outcomes applied
+  absl::MutexLock lock(&mu_);
   for (const auto& [id, trouble] : write_trouble_) {
     LOG(ERROR) << "job " << id << ": its newest state could not be saved (" << trouble.error
                << "); a restart will show it as saved before " << trouble.since << " (unix time)";
@@ -178,15 +185,10 @@ void Coordinator::Tick() {
 
 // ---------------------------------------------------------------- changes
 
-void Coordinator::Commit(const ChangeSet& changes) {
+void Coordinator::Commit(const ChangeSet& changes, absl::Status* written) {
   queued_.push_back(Prepare(changes));
+  queued_.back().written = written;
   Publish(changes);
-}
-
-absl::Status Coordinator::CommitNow(const ChangeSet& changes) {
-  absl::Status status = Persist(changes);
-  Publish(changes);
-  return status;
 }
 
 Coordinator::QueuedWrite Coordinator::Prepare(const ChangeSet& changes) {
@@ -205,20 +207,6 @@ Coordinator::QueuedWrite Coordinator::Prepare(const ChangeSet& changes) {
   return write;
 }
 
-absl::Status Coordinator::Persist(const ChangeSet& changes) {
-  WriteQueuedNow();  // this section's earlier changes go first
-  QueuedWrite write = Prepare(changes);
-  const absl::Status first_failure = WriteInTurn(write);
-  ApplyWriteOutcomes();
-  return NotPersisted(first_failure);
-}
-
-void Coordinator::WriteQueuedNow() {
-  std::vector<QueuedWrite> queued;
-  queued.swap(queued_);
-  for (const QueuedWrite& write : queued) WriteInTurn(write);
-}
-
 absl::Status Coordinator::WriteInTurn(const QueuedWrite& write) {
   absl::Status first_failure;
   turns_.RunInTurn(write.ticket, [&] {
@@ -232,7 +220,7 @@ absl::Status Coordinator::WriteInTurn(const QueuedWrite& write) {
       for (const auto& [id, view] : write.views) board_.Publish(id, view);
       published = true;
     };
-    absl::Status status = store_->Write(records, publish);
+    absl::Status status = records.empty() ? absl::OkStatus() : store_->Write(records, publish);
     if (status.ok()) {
       for (const JobRecord& job : records.jobs) outcome.saved_jobs.push_back(job.info.id());
     } else {
@@ -376,12 +364,7 @@ void Coordinator::FlushUnsavedJobs(double now, bool all) {
   }
   if (!unsaved_workers_.empty() && (all || now >= NextWriteAttempt(worker_trouble_))) due.workers = unsaved_workers_;
   if (due.empty()) return;
-  // Either way ApplyWriteOutcomes logs, counts and warns per record.
-  if (all) {
-    Persist(due).IgnoreError();
-  } else {
-    queued_.push_back(Prepare(due));
-  }
+  queued_.push_back(Prepare(due));  // ApplyWriteOutcomes logs, counts and warns per record
 }
 
 void Coordinator::PublishGauges() {
@@ -489,32 +472,49 @@ std::vector<v1::JobInfo> Coordinator::ListJobs() {
   return infos;
 }
 
+// The user's calls below change the state under mu_ and answer once their
+// write is durable, written after mu_ is released (see Commit). Jobs and
+// workers are never removed from the state, so the answer is read then.
+
 absl::StatusOr<v1::JobInfo> Coordinator::CancelJob(const std::string& id) {
-  StateLock lock(this);
-  auto changes = herd::coordinator::CancelJob(state_, id, clock_->Now());
-  if (!changes.ok()) return changes.status();
-  if (auto status = CommitNow(*changes); !status.ok()) return status;
+  absl::Status written;
+  {
+    StateLock lock(this);
+    auto changes = herd::coordinator::CancelJob(state_, id, clock_->Now());
+    if (!changes.ok()) return changes.status();
+    Commit(*changes, &written);
+  }
+  if (!written.ok()) return NotPersisted(written);
   LOG(INFO) << "job " << id << " cancelled";
-  return state_.jobs.at(id).info;
+  return GetJob(id);
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers) {
-  StateLock lock(this);
-  auto changes = herd::coordinator::ResizeJob(state_, id, min_workers, max_workers, clock_->Now());
-  if (!changes.ok()) return changes.status();
-  if (auto status = CommitNow(*changes); !status.ok()) return status;
-  const v1::JobSpec& spec = state_.jobs.at(id).info.spec();
-  LOG(INFO) << "job " << id << " resized to " << spec.min_workers() << "-" << spec.max_workers() << " workers";
-  return state_.jobs.at(id).info;
+  absl::Status written;
+  v1::JobSpec resized;
+  {
+    StateLock lock(this);
+    auto changes = herd::coordinator::ResizeJob(state_, id, min_workers, max_workers, clock_->Now());
+    if (!changes.ok()) return changes.status();
+    resized = state_.jobs.at(id).info.spec();
+    Commit(*changes, &written);
+  }
+  if (!written.ok()) return NotPersisted(written);
+  LOG(INFO) << "job " << id << " resized to " << resized.min_workers() << "-" << resized.max_workers() << " workers";
+  return GetJob(id);
 }
 
 absl::StatusOr<v1::JobInfo> Coordinator::SetJobPriority(const std::string& id, int64_t priority) {
-  StateLock lock(this);
-  auto changes = herd::coordinator::SetJobPriority(state_, id, priority, clock_->Now());
-  if (!changes.ok()) return changes.status();
-  if (auto status = CommitNow(*changes); !status.ok()) return status;
+  absl::Status written;
+  {
+    StateLock lock(this);
+    auto changes = herd::coordinator::SetJobPriority(state_, id, priority, clock_->Now());
+    if (!changes.ok()) return changes.status();
+    Commit(*changes, &written);
+  }
+  if (!written.ok()) return NotPersisted(written);
   LOG(INFO) << "job " << id << " priority set to " << priority;
-  return state_.jobs.at(id).info;
+  return GetJob(id);
 }
 
 absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, int64_t seen_version,
@@ -547,25 +547,35 @@ absl::StatusOr<std::vector<v1::CheckpointInfo>> Coordinator::ListCheckpoints(con
 }
 
 absl::StatusOr<v1::WorkerInfo> Coordinator::CordonWorker(const std::string& worker_id, bool cordoned) {
-  StateLock lock(this);
-  auto changes = SetCordoned(state_, worker_id, cordoned);
-  if (!changes.ok()) return changes.status();
-  if (auto status = CommitNow(*changes); !status.ok()) return status;
+  absl::Status written;
+  {
+    StateLock lock(this);
+    auto changes = SetCordoned(state_, worker_id, cordoned);
+    if (!changes.ok()) return changes.status();
+    Commit(*changes, &written);
+  }
+  if (!written.ok()) return NotPersisted(written);
   LOG(INFO) << "worker " << worker_id << (cordoned ? " cordoned" : " uncordoned");
+  absl::ReaderMutexLock lock(&mu_);
   return state_.workers.at(worker_id).ToInfo();
 }
 
 absl::StatusOr<v1::DrainWorkerResponse> Coordinator::DrainWorker(const std::string& worker_id) {
-  StateLock lock(this);
+  absl::Status written;
   std::vector<std::string> released;
-  auto changes = herd::coordinator::DrainWorker(state_, worker_id, clock_->Now(), &released);
-  if (!changes.ok()) return changes.status();
-  if (auto status = CommitNow(*changes); !status.ok()) return status;
+  {
+    StateLock lock(this);
+    auto changes = herd::coordinator::DrainWorker(state_, worker_id, clock_->Now(), &released);
+    if (!changes.ok()) return changes.status();
+    Commit(*changes, &written);
+  }
+  if (!written.ok()) return NotPersisted(written);
   LOG(INFO) << "worker " << worker_id << " draining: cordoned, " << released.size()
             << " job(s) asked to release it at their next step boundary";
   v1::DrainWorkerResponse response;
-  *response.mutable_worker() = state_.workers.at(worker_id).ToInfo();
   for (const std::string& job_id : released) response.add_released_jobs(job_id);
+  absl::ReaderMutexLock lock(&mu_);
+  *response.mutable_worker() = state_.workers.at(worker_id).ToInfo();
   return response;
 }
 
@@ -720,55 +730,73 @@ absl::StatusOr<v1::ReportProgressResponse> Coordinator::ReportProgress(const v1:
 absl::StatusOr<v1::CommitCheckpointResponse> Coordinator::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
   if (auto status = ValidateCheckpointPath(request.path()); !status.ok()) return status;
   if (auto status = ValidateCheckpointRecord(request); !status.ok()) return status;
-  StateLock lock(this);
-  if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
-    v1::CommitCheckpointResponse response;
-    *response.mutable_checkpoint() = *listed;
-    return response;
-  }
-  if (auto status = CheckCurrentGeneration(state_, request.job_id(), request.generation()); !status.ok()) {
-    return status;
-  }
-  std::vector<v1::CheckpointInfo>& catalog = state_.checkpoints[request.job_id()];
-  const std::vector<v1::CheckpointInfo> before = catalog;
+  const std::string& job_id = request.job_id();
   v1::CheckpointInfo checkpoint;
-  do {
-    checkpoint.set_id(absl::StrCat("ckpt-", request.step(), "-", RandomHex(6)));
-  } while (std::any_of(catalog.begin(), catalog.end(),
-                       [&](const v1::CheckpointInfo& other) { return other.id() == checkpoint.id(); }));
-  checkpoint.set_job_id(request.job_id());
-  checkpoint.set_step(request.step());
-  checkpoint.set_epoch(request.epoch());
-  checkpoint.set_samples_in_epoch(request.samples_in_epoch());
-  checkpoint.set_generation(request.generation());
-  checkpoint.set_path(request.path());
-  checkpoint.set_size_bytes(request.size_bytes());
-  checkpoint.set_sha256(request.sha256());
-  checkpoint.set_created_unix(clock_->Now());
-  const int64_t keep = state_.jobs.at(request.job_id()).info.spec().checkpoint().keep();
-  std::vector<v1::CheckpointInfo> dropped = RecordCheckpoint(state_, checkpoint, keep);
-  WriteQueuedNow();  // the store writes in the order of the changes
+  // The job's catalog once this record is written, and what it drops.
+  std::vector<v1::CheckpointInfo> catalog, dropped;
+  int64_t ticket = 0;
+  {
+    StateLock lock(this);
+    // One record of a job at a time: each is checked against, and changes,
+    // the catalog the one before it left (a record delivered again finds
+    // itself listed below).
+    struct Recording {
+      const std::set<std::string>* jobs;
+      const std::string* job_id;
+    } recording{&recording_checkpoint_, &job_id};
+    mu_.Await(absl::Condition(
+        +[](Recording* r) { return r->jobs->count(*r->job_id) == 0; }, &recording));
+    if (const v1::CheckpointInfo* listed = herd::coordinator::ListedCheckpoint(state_, request)) {
+      v1::CommitCheckpointResponse response;
+      *response.mutable_checkpoint() = *listed;
+      return response;
+    }
+    if (auto status = CheckCurrentGeneration(state_, job_id, request.generation()); !status.ok()) return status;
+    ClusterState aside;  // the catalog lists only what a restart would list: changed once written
+    auto listed = state_.checkpoints.find(job_id);
+    if (listed != state_.checkpoints.end()) aside.checkpoints[job_id] = listed->second;
+    do {
+      checkpoint.set_id(absl::StrCat("ckpt-", request.step(), "-", RandomHex(6)));
+    } while (std::any_of(aside.checkpoints[job_id].begin(), aside.checkpoints[job_id].end(),
+                         [&](const v1::CheckpointInfo& other) { return other.id() == checkpoint.id(); }));
+    checkpoint.set_job_id(job_id);
+    checkpoint.set_step(request.step());
+    checkpoint.set_epoch(request.epoch());
+    checkpoint.set_samples_in_epoch(request.samples_in_epoch());
+    checkpoint.set_generation(request.generation());
+    checkpoint.set_path(request.path());
+    checkpoint.set_size_bytes(request.size_bytes());
+    checkpoint.set_sha256(request.sha256());
+    checkpoint.set_created_unix(clock_->Now());
+    const int64_t keep = state_.jobs.at(job_id).info.spec().checkpoint().keep();
+    dropped = RecordCheckpoint(aside, checkpoint, keep);
+    catalog = std::move(aside.checkpoints[job_id]);
+    recording_checkpoint_.insert(job_id);
+    ticket = turns_.Take();  // taken last: every ticket taken must run
+  }
+  // After every earlier change's write, before any later one's.
   absl::Status saved;
-  turns_.RunInTurn(turns_.Take(), [&] { saved = store_->SaveCheckpoint(checkpoint, dropped); });
-  ApplyWriteOutcomes();
-  if (auto status = saved; !status.ok()) {
-    catalog = before;  // the catalog only lists what a restart would still list
+  turns_.RunInTurn(ticket, [&] { saved = store_->SaveCheckpoint(checkpoint, dropped); });
+  StateLock lock(this);
+  recording_checkpoint_.erase(job_id);
+  if (!saved.ok()) {
     // Shown on the job until its row is written again (the ticker retries
     // it); the trainer retries the record itself.
-    JobWriteFailed(request.job_id(), status, clock_->Now(), "checkpoint");
-    return absl::InternalError(absl::StrCat("checkpoint not recorded: ", status.message()));
+    JobWriteFailed(job_id, saved, clock_->Now(), "checkpoint");
+    return absl::InternalError(absl::StrCat("checkpoint not recorded: ", saved.message()));
   }
+  state_.checkpoints[job_id] = std::move(catalog);
   metrics_->CountCheckpointRecorded();
-  {
-    // Joiners from now on resume from it. Every earlier write ran above.
-    auto previous = join_views_.find(request.job_id());
-    JoinView view = JoinViewOf(state_, state_.jobs.at(request.job_id()),
-                               previous == join_views_.end() ? nullptr : &previous->second, false);
-    join_views_[request.job_id()] = view;
-    board_.Publish(request.job_id(), std::move(view));
-  }
-  LOG(INFO) << "job " << request.job_id() << ": checkpoint " << checkpoint.id() << " at step " << request.step()
-            << " recorded (" << request.path() << ")";
+  // Joiners from now on resume from it: its view goes to the join board in
+  // a turn of its own, so no view computed before it lands after it.
+  ChangeSet changes;
+  changes.jobs.insert(job_id);
+  QueuedWrite views;
+  views.ticket = turns_.Take();
+  views.views = JoinViewsFor(changes);
+  queued_.push_back(std::move(views));
+  LOG(INFO) << "job " << job_id << ": checkpoint " << checkpoint.id() << " at step " << request.step() << " recorded ("
+            << request.path() << ")";
   v1::CommitCheckpointResponse response;
   *response.mutable_checkpoint() = checkpoint;
   for (const v1::CheckpointInfo& old : dropped) {

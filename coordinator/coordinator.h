@@ -1,8 +1,10 @@
 // The coordinator: owns the cluster state behind a reader/writer mutex, and
 // its durable copy in a StateStore. Nothing slow happens under that mutex
 // held exclusively: store writes run after it is released, in the order of
-// the changes (write_turns.h); heartbeats that only say "alive" hold it
-// shared and renew their lease in a table of their own (lease_table.h);
+// the changes (write_turns.h), and a user's call (submit, cancel, resize,
+// priority, cordon, drain) or a checkpoint record answers once its own write
+// is durable, holding no lock meanwhile; heartbeats that only say "alive"
+// hold it shared and renew their lease in a table of their own (lease_table.h);
 // JoinGeneration waits and is answered from the join board (join_board.h),
 // and the rendezvous KV store has its own lock. The gRPC services call these
 // methods; a background ticker expires leases and schedules pending jobs.
@@ -155,8 +157,10 @@ class Coordinator {
   // A change's records and join views, written after mu_ is released.
   struct QueuedWrite {
     int64_t ticket = 0;
-    StateWrite records;
+    StateWrite records;  // none: only the views are published, in turn
     std::vector<std::pair<std::string, JoinView>> views;
+    // The caller's, set once the write ran: its first failure, OK once durable.
+    absl::Status* written = nullptr;
   };
   // What one QueuedWrite's records came to: applied under mu_, in order.
   struct WriteOutcome {
@@ -168,25 +172,20 @@ class Coordinator {
   };
 
   // Publish()es the change now and queues its write: the StateLock writes
-  // it once mu_ is released (workers' calls and upkeep go on when a write
-  // fails: Persist's bookkeeping retries and shows it).
-  void Commit(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Persist, then Publish: for calls that answer with the write's status.
-  absl::Status CommitNow(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the changed records now, holding mu_ (after every earlier
-  // write), in one transaction; when that fails, each record in its own, so
-  // one record that cannot be written never holds back the others. A record
-  // that failed stays unsaved: the ticker retries it, and a job's failure
-  // shows as its storage_warning until it is saved.
-  absl::Status Persist(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // it once mu_ is released, in one transaction; when that fails, each
+  // record in its own, so one record that cannot be written never holds
+  // back the others. A record that failed stays unsaved: the ticker retries
+  // it, and a job's failure shows as its storage_warning until it is saved
+  // (workers' calls and upkeep go on). A user's call passes `written` and
+  // answers with it once its StateLock is gone: never before the write is
+  // durable, and without holding mu_ while the store works.
+  void Commit(const ChangeSet& changes, absl::Status* written = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The write of `changes`, with a ticket; its records count as on their way.
   QueuedWrite Prepare(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs in the write's turn, without mu_: writes, then publishes its join
   // views; the outcome goes to outcomes_.
   // Returns the first record's failure (OK when all were written).
   absl::Status WriteInTurn(const QueuedWrite& write) ABSL_LOCKS_EXCLUDED(outcomes_mu_);
-  // Runs the writes this section queued, in turn, still holding mu_.
-  void WriteQueuedNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies the outcomes of finished writes, oldest first.
   void ApplyWriteOutcomes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The join views of the jobs `changes` touched (members' jobs included).
@@ -201,9 +200,8 @@ class Coordinator {
   // In-memory effects of a change: fence old KV scopes, count generations,
   // wake watchers.
   void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes jobs and workers whose latest record is not on disk yet
-  // (throttled progress, failed writes): all of them now (Persist), or only
-  // those due, queued (Commit).
+  // Queues the write of jobs and workers whose latest record is not on disk
+  // yet (throttled progress, failed writes): all of them, or only those due.
   void FlushUnsavedJobs(double now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishGauges() ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status CheckGeneration(const std::string& job_id, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
@@ -238,6 +236,9 @@ class Coordinator {
   // Submitted jobs whose record is being written (id -> owner): not in the
   // state until it is.
   std::map<std::string, std::string> submitting_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose checkpoint record is being written: the catalog lists it once
+  // it is, and the job's next record waits until then.
+  std::set<std::string> recording_checkpoint_ ABSL_GUARDED_BY(mu_);
   // A worker's record changed since the worker gauges were last set.
   std::atomic<bool> worker_gauges_stale_{true};
   // The ticker runs upkeep at once (a job was submitted), not at its next tick.
