@@ -6,6 +6,29 @@
 namespace herd::coordinator {
 namespace {
 
+// Sends `session`'s chunks to `writer` as they come, the first naming
+// `worker`, until the upload ends (its status), the reader goes away or
+// cancels (CANCELLED; `reader` says whose: "log", "model"). `*sent` is set
+// once a chunk went out.
+template <typename Chunk>
+absl::Status RelayChunks(LogSession& session, const std::string& worker, absl::Duration poll,
+                         grpc::ServerContext& context, grpc::ServerWriter<Chunk>& writer, const char* reader,
+                         bool* sent) {
+  while (true) {
+    LogSession::Item item = session.Next(poll);
+    if (item.data) {
+      Chunk chunk;
+      chunk.set_data(std::move(*item.data));
+      if (!*sent) chunk.set_worker_id(worker);
+      *sent = true;
+      if (!writer.Write(chunk)) return absl::CancelledError(absl::StrCat("the ", reader, " reader went away"));
+    } else if (item.end) {
+      return *item.end;
+    }
+    if (context.IsCancelled()) return absl::CancelledError(absl::StrCat("the ", reader, " reader cancelled"));
+  }
+}
+
 // Users change only their own jobs; admins any.
 absl::Status CheckMayChange(const Principal& caller, const v1::JobInfo& job) {
   if (caller.role == Role::kAdmin || job.owner() == caller.name) return absl::OkStatus();
@@ -172,27 +195,8 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::
     ask.set_tail_lines(request->tail_lines());
     auto session = logs_->Open(*worker, std::move(ask));
     if (!session.ok()) return session.status();
-    absl::Status end;
-    for (bool first = true;;) {
-      LogSession::Item item = (*session)->Next(options_.watch_poll);
-      if (item.data) {
-        v1::LogChunk chunk;
-        chunk.set_data(std::move(*item.data));
-        if (first) chunk.set_worker_id(*worker);
-        first = false;
-        if (!writer->Write(chunk)) {
-          end = absl::CancelledError("the log reader went away");
-          break;
-        }
-      } else if (item.end) {
-        end = *item.end;
-        break;
-      }
-      if (context->IsCancelled()) {
-        end = absl::CancelledError("the log reader cancelled");
-        break;
-      }
-    }
+    bool sent = false;
+    absl::Status end = RelayChunks(**session, *worker, options_.watch_poll, *context, *writer, "log", &sent);
     logs_->Close(*session);
     return end;
   });
@@ -224,28 +228,8 @@ grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const 
         answers.push_back(std::string(session.status().message()));  // names the worker
         continue;
       }
-      absl::Status end;
       bool sent = false;
-      while (true) {
-        LogSession::Item item = (*session)->Next(options_.watch_poll);
-        if (item.data) {
-          v1::FileChunk chunk;
-          chunk.set_data(std::move(*item.data));
-          if (!sent) chunk.set_worker_id(worker);
-          sent = true;
-          if (!writer->Write(chunk)) {
-            end = absl::CancelledError("the model reader went away");
-            break;
-          }
-        } else if (item.end) {
-          end = *item.end;
-          break;
-        }
-        if (context->IsCancelled()) {
-          end = absl::CancelledError("the model reader cancelled");
-          break;
-        }
-      }
+      absl::Status end = RelayChunks(**session, worker, options_.watch_poll, *context, *writer, "model", &sent);
       logs_->Close(*session);
       if (sent || end.ok() || absl::IsCancelled(end)) return end;
       answers.push_back(std::string(end.message()));  // names the worker

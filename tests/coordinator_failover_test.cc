@@ -40,6 +40,20 @@ namespace {
 
 using std::chrono::seconds;
 
+// The newest checkpoint step the coordinator recorded for the job (-1: none).
+int64_t RecordedStep(LocalCluster& cluster, const std::string& job_id) {
+  CommandResult listed = cluster.Herd({"checkpoints", job_id, "-o", "json"});
+  if (listed.exit_code != 0) return -1;
+  auto json = nlohmann::json::parse(listed.out, nullptr, false);
+  int64_t newest = -1;
+  if (json.is_discarded()) return newest;
+  for (const auto& checkpoint : json.value("checkpoints", nlohmann::json::array())) {
+    const auto& step = checkpoint["step"];  // proto JSON writes int64 as a string
+    newest = std::max<int64_t>(newest, step.is_string() ? std::stoll(step.get<std::string>()) : step.get<int64_t>());
+  }
+  return newest;
+}
+
 class CoordinatorFailoverTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,9 +111,73 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return RunCommand(args, seconds(30), {"HERD_TOKEN_FILE="});
   }
 
+  // Three etcd members; a LocalCluster of two workers whose coordinator "a"
+  // (at a_address_) leads; and "b" (at b_address_) answering as its
+  // standby. The workers and the cluster's CLI know both addresses; the
+  // trainers write their sample ledgers under ledger_dir_.
+  void StartClusterWithStandby() {
+    ASSERT_NO_FATAL_FAILURE(StartEtcd(3));
+    a_address_ = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
+    b_address_ = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
+    ledger_dir_ = NewLedgerDir();
+    ClusterOptions options;
+    options.workers = 2;
+    options.coordinator_port = std::stoi(a_address_.substr(a_address_.rfind(':') + 1));
+    options.store = Store();
+    // 3 s: a standby leads 2-3 s after the leader dies (well inside 5 s), and a
+    // leader cut off from etcd keeps leading for 2 s at least, time enough for
+    // the submit that finds etcd gone.
+    options.coordinator_args = {"--etcd-lease-seconds=3"};
+    options.coordinator_addresses = a_address_ + "," + b_address_;
+    options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir_};
+    cluster_ = std::make_unique<LocalCluster>(options);  // coordinator "a" leads
+    b_ = StartStandby();
+    ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b_->Log();
+  }
+
+  // Coordinator "b" on b_address_, with the cluster's credentials.
+  std::unique_ptr<Process> StartStandby() {
+    return StartCoordinator("b", b_address_, "--auth-file=" + cluster_->credentials().auth_file, 3);
+  }
+
+  struct TrainingJob {
+    std::string id;
+    nlohmann::json running;  // the job once it recorded `recorded`
+    int64_t recorded = -1;   // a checkpoint step the coordinator recorded
+  };
+
+  // A job of both workers, once it has recorded a checkpoint at step 20 or later.
+  void SubmitTrainingJob(TrainingJob* job) {
+    LocalCluster& cluster = *cluster_;
+    job->id = cluster.Submit(R"(
+model: mlp
+dataset: {kind: synthetic, synthetic_samples: 1000000, synthetic_features: 16}
+batch_size: 16
+optimizer: {name: sgd, lr: 0.01}
+log_interval_steps: 5
+min_workers: 2
+max_workers: 2
+checkpoint: {interval_steps: 10}
+seed: 5
+)");
+    ASSERT_FALSE(job->id.empty()) << cluster.Logs();
+    job->running = WaitForJob(
+        cluster, job->id,
+        [&](const auto& j) { return Field(j, "world_size") == 2 && RecordedStep(cluster, job->id) >= 20; },
+        seconds(120));
+    job->recorded = RecordedStep(cluster, job->id);
+    ASSERT_GE(job->recorded, 20) << job->running.dump(2) << cluster.Logs();
+  }
+
   std::unique_ptr<coordinator::LocalEtcd> etcd_;
   std::string root_;
   int started_ = 0;
+  // StartClusterWithStandby's; declared after etcd_, so they stop before it.
+  std::string a_address_;
+  std::string b_address_;
+  std::string ledger_dir_;
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<Process> b_;
 };
 
 TEST_F(CoordinatorFailoverTest, AFrozenLeaderIsReplacedAndStepsDownWhenItWakes) {
@@ -142,20 +220,6 @@ TEST_F(CoordinatorFailoverTest, AFrozenLeaderIsReplacedAndStepsDownWhenItWakes) 
 }
 
 
-// The newest checkpoint step the coordinator recorded for the job (-1: none).
-int64_t RecordedStep(LocalCluster& cluster, const std::string& job_id) {
-  CommandResult listed = cluster.Herd({"checkpoints", job_id, "-o", "json"});
-  if (listed.exit_code != 0) return -1;
-  auto json = nlohmann::json::parse(listed.out, nullptr, false);
-  int64_t newest = -1;
-  if (json.is_discarded()) return newest;
-  for (const auto& checkpoint : json.value("checkpoints", nlohmann::json::array())) {
-    const auto& step = checkpoint["step"];  // proto JSON writes int64 as a string
-    newest = std::max<int64_t>(newest, step.is_string() ? std::stoll(step.get<std::string>()) : step.get<int64_t>());
-  }
-  return newest;
-}
-
 // Bytes the trainers wrote to their sample ledgers: grows while they train.
 size_t LedgerBytes(const std::string& dir) {
   size_t bytes = 0;
@@ -173,24 +237,11 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds time
 }
 
 TEST_F(CoordinatorFailoverTest, WorkersAndTheCliGivenBothAddressesFollowTheLeaderThroughFailoverAndAnEtcdOutage) {
-  StartEtcd(3);
-  const std::string a_address = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
-  const std::string b_address = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
-  const std::string ledger_dir = NewLedgerDir();
-  ClusterOptions options;
-  options.workers = 2;
-  options.coordinator_port = std::stoi(a_address.substr(a_address.rfind(':') + 1));
-  options.store = Store();
-  // 3 s: a standby leads 2-3 s after the leader dies (well inside 5 s), and a
-  // leader cut off from etcd keeps leading for 2 s at least, time enough for
-  // the submit that finds etcd gone.
-  options.coordinator_args = {"--etcd-lease-seconds=3"};
-  options.coordinator_addresses = a_address + "," + b_address;
-  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
-  LocalCluster cluster(options);  // coordinator "a" leads; workers know both addresses
-  const std::string auth = "--auth-file=" + cluster.credentials().auth_file;
-  auto b = StartCoordinator("b", b_address, auth, 3);
-  ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b->Log();
+  ASSERT_NO_FATAL_FAILURE(StartClusterWithStandby());
+  LocalCluster& cluster = *cluster_;
+  const std::string& a_address = a_address_;
+  const std::string& b_address = b_address_;
+  std::unique_ptr<Process>& b = b_;
 
   // The follower answers every service with the leader's address.
   auto channel = MakeChannel(b_address);
@@ -217,23 +268,11 @@ TEST_F(CoordinatorFailoverTest, WorkersAndTheCliGivenBothAddressesFollowTheLeade
   CommandResult via_follower = cluster.Herd({"workers", "--coordinator", b_address});
   EXPECT_EQ(via_follower.exit_code, 0) << via_follower.err;
 
-  const std::string id = cluster.Submit(R"(
-model: mlp
-dataset: {kind: synthetic, synthetic_samples: 1000000, synthetic_features: 16}
-batch_size: 16
-optimizer: {name: sgd, lr: 0.01}
-log_interval_steps: 5
-min_workers: 2
-max_workers: 2
-checkpoint: {interval_steps: 10}
-seed: 5
-)");
-  ASSERT_FALSE(id.empty()) << cluster.Logs();
-  auto running = WaitForJob(
-      cluster, id, [&](const auto& j) { return Field(j, "world_size") == 2 && RecordedStep(cluster, id) >= 20; },
-      seconds(120));
-  const int64_t recorded = RecordedStep(cluster, id);
-  ASSERT_GE(recorded, 20) << running.dump(2) << cluster.Logs();
+  TrainingJob job;
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainingJob(&job));
+  const std::string& id = job.id;
+  const nlohmann::json& running = job.running;
+  const int64_t recorded = job.recorded;
 
   // Kill the leader: the standby leads within 5 s; the job goes on past
   // what was recorded, and that record is still there.
@@ -254,7 +293,7 @@ seed: 5
   // All of etcd goes: a submit fails with UNAVAILABLE naming etcd, and
   // nothing stops the trainers.
   for (int i = 0; i < 3; ++i) etcd_->Kill(i);
-  const size_t ledger_before = LedgerBytes(ledger_dir);
+  const size_t ledger_before = LedgerBytes(ledger_dir_);
   const std::string spec = root_ + "/second.yaml";
   std::ofstream(spec) << "model: mlp\ndataset: {kind: synthetic}\nbatch_size: 8\n";
   CommandResult refused = cluster.Herd({"submit", spec});
@@ -266,13 +305,13 @@ seed: 5
   std::optional<int> b_exit = b->Wait(seconds(30));
   ASSERT_TRUE(b_exit.has_value()) << b->Log();
   EXPECT_EQ(*b_exit, 3) << b->Log();
-  b = StartCoordinator("b", b_address, auth, 3);
+  b = StartStandby();
   ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b->Log();
   CommandResult no_leader = cluster.Herd({"submit", spec});
   EXPECT_EQ(no_leader.exit_code, 3) << no_leader.out << no_leader.err;
   EXPECT_THAT(no_leader.err, ::testing::HasSubstr("etcd does not answer")) << no_leader.err;
   std::cout << "and once the leader stepped down: " << no_leader.err;
-  EXPECT_TRUE(WaitUntil([&] { return LedgerBytes(ledger_dir) > ledger_before + 4096; }, seconds(30)))
+  EXPECT_TRUE(WaitUntil([&] { return LedgerBytes(ledger_dir_) > ledger_before + 4096; }, seconds(30)))
       << "the trainers stopped while etcd was down\n" << cluster.Logs();
 
   // etcd returns: the standby leads, the job trains on, the job submitted
@@ -303,38 +342,13 @@ bool Leads(const std::string& address) {
 }
 
 TEST_F(CoordinatorFailoverTest, KillingEtcdsRaftLeaderIsOnlyAPauseForTheJob) {
-  StartEtcd(3);
-  const std::string a_address = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
-  const std::string b_address = "127.0.0.1:" + std::to_string(LocalCluster::FreeLocalPort());
-  const std::string ledger_dir = NewLedgerDir();
-  ClusterOptions options;
-  options.workers = 2;
-  options.coordinator_port = std::stoi(a_address.substr(a_address.rfind(':') + 1));
-  options.store = Store();
-  options.coordinator_args = {"--etcd-lease-seconds=3"};
-  options.coordinator_addresses = a_address + "," + b_address;
-  options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
-  LocalCluster cluster(options);  // coordinator "a" leads
-  auto b = StartCoordinator("b", b_address, "--auth-file=" + cluster.credentials().auth_file, 3);
-  ASSERT_TRUE(WaitForLeading("b", false, seconds(30))) << b->Log();
-
-  const std::string id = cluster.Submit(R"(
-model: mlp
-dataset: {kind: synthetic, synthetic_samples: 1000000, synthetic_features: 16}
-batch_size: 16
-optimizer: {name: sgd, lr: 0.01}
-log_interval_steps: 5
-min_workers: 2
-max_workers: 2
-checkpoint: {interval_steps: 10}
-seed: 5
-)");
-  ASSERT_FALSE(id.empty()) << cluster.Logs();
-  auto before = WaitForJob(
-      cluster, id, [&](const auto& j) { return Field(j, "world_size") == 2 && RecordedStep(cluster, id) >= 20; },
-      seconds(120));
-  const int64_t recorded = RecordedStep(cluster, id);
-  ASSERT_GE(recorded, 20) << before.dump(2) << cluster.Logs();
+  ASSERT_NO_FATAL_FAILURE(StartClusterWithStandby());
+  LocalCluster& cluster = *cluster_;
+  TrainingJob job;
+  ASSERT_NO_FATAL_FAILURE(SubmitTrainingJob(&job));
+  const std::string& id = job.id;
+  const nlohmann::json& before = job.running;
+  const int64_t recorded = job.recorded;
   const int64_t generation = Field(before, "generation");
 
   auto raft_leader = etcd_->RaftLeader();
@@ -371,15 +385,15 @@ seed: 5
 
   // One coordinator leads: "a" kept its lease, or "b" took over (waited
   // for: a takeover may be under way).
-  EXPECT_TRUE(WaitUntil([&] { return Leads(a_address) != Leads(b_address); }, seconds(30))) << b->Log();
-  std::cout << (Leads(a_address) ? "the leading coordinator kept its lease\n" : "the standby took over\n");
+  EXPECT_TRUE(WaitUntil([&] { return Leads(a_address_) != Leads(b_address_); }, seconds(30))) << b_->Log();
+  std::cout << (Leads(a_address_) ? "the leading coordinator kept its lease\n" : "the standby took over\n");
   // Submits work on the two members left.
   const std::string spec = root_ + "/second.yaml";
   std::ofstream(spec) << "model: mlp\ndataset: {kind: synthetic}\nbatch_size: 8\n";
   CommandResult accepted = cluster.Herd({"submit", spec});
   EXPECT_EQ(accepted.exit_code, 0) << accepted.err;
-  b->Signal(SIGTERM);
-  b->Wait(seconds(30));
+  b_->Signal(SIGTERM);
+  b_->Wait(seconds(30));
 }
 
 }  // namespace

@@ -23,33 +23,11 @@ class RenumberedWork : public Work {
 }  // namespace
 
 SubgroupCommunicator::SubgroupCommunicator(Communicator* inner, std::vector<int> group_ranks)
-    : inner_(inner), group_ranks_(std::make_shared<const std::vector<int>>(std::move(group_ranks))) {}
+    : ForwardingCommunicator(inner),
+      group_ranks_(std::make_shared<const std::vector<int>>(std::move(group_ranks))) {}
 
-std::shared_ptr<Work> SubgroupCommunicator::Renumbered(std::shared_ptr<Work> work) const {
-  return std::make_shared<RenumberedWork>(std::move(work), group_ranks_);
-}
-
-std::shared_ptr<Work> SubgroupCommunicator::AllReduceAsync(void* data, size_t count, DataType type) {
-  return Renumbered(inner_->AllReduceAsync(data, count, type));
-}
-
-std::shared_ptr<Work> SubgroupCommunicator::BroadcastAsync(void* data, size_t bytes, int root) {
-  return Renumbered(inner_->BroadcastAsync(data, bytes, root));
-}
-
-std::shared_ptr<Work> SubgroupCommunicator::AllGatherAsync(const void* in, size_t bytes, void* out) {
-  return Renumbered(inner_->AllGatherAsync(in, bytes, out));
-}
-
-std::shared_ptr<Work> SubgroupCommunicator::BarrierAsync() { return Renumbered(inner_->BarrierAsync()); }
-
-std::shared_ptr<Work> SubgroupCommunicator::ReduceScatterAsync(const void* in, void* out, size_t block_count,
-                                                               DataType type) {
-  return Renumbered(inner_->ReduceScatterAsync(in, out, block_count, type));
-}
-
-std::shared_ptr<Work> SubgroupCommunicator::ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) {
-  return Renumbered(inner_->ReduceScatterInPlaceAsync(data, count, type));
+std::shared_ptr<Work> SubgroupCommunicator::Issue(Issuer issue) {
+  return std::make_shared<RenumberedWork>(issue(), group_ranks_);
 }
 
 }  // namespace herd

@@ -40,6 +40,61 @@ absl::StatusOr<int64_t> StartOffset(const std::string& worker_id, const std::str
   return 0;
 }
 
+// One UploadLog call answering a LogRequest. Its first message names the
+// session, which attaches it to the reader at once; then come an error or
+// the data. Once a write fails the coordinator has gone: the rest is skipped.
+class UploadStream {
+ public:
+  UploadStream(std::shared_ptr<grpc::ClientContext> call, const std::shared_ptr<grpc::Channel>& coordinator,
+               const v1::LogRequest& request, const std::string& worker_id)
+      : call_(std::move(call)),
+        job_id_(request.job_id()),
+        writer_(v1::ClusterService::NewStub(coordinator)->UploadLog(call_.get(), &response_)) {
+    message_.set_session(request.session());
+    message_.set_worker_id(worker_id);
+    open_ = writer_->Write(message_);
+  }
+
+  bool open() const { return open_; }
+
+  // Sent before any data: the reader gets `status`'s message instead.
+  void SendError(const absl::Status& status) {
+    if (!open_) return;
+    message_.set_error(std::string(status.message()));
+    open_ = writer_->Write(message_);
+  }
+
+  void SendData(const char* data, size_t bytes) {
+    message_.Clear();
+    message_.set_data(data, bytes);
+    open_ = writer_->Write(message_);
+  }
+
+  // The reader gets an error rather than what was sent so far.
+  void Cancel() {
+    call_->TryCancel();
+    open_ = false;
+  }
+
+  // Ends the call; how it failed, unless cancelled, goes to the verbose log
+  // as the upload of `what` ("log", "model file").
+  void Finish(const char* what) {
+    if (open_) writer_->WritesDone();
+    grpc::Status status = writer_->Finish();
+    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+      VLOG(1) << what << " upload for " << job_id_ << ": " << status.error_message();
+    }
+  }
+
+ private:
+  const std::shared_ptr<grpc::ClientContext> call_;
+  const std::string job_id_;
+  v1::UploadLogResponse response_;
+  const std::unique_ptr<grpc::ClientWriter<v1::UploadLogRequest>> writer_;
+  v1::UploadLogRequest message_;
+  bool open_ = false;
+};
+
 }  // namespace
 
 LogUplink::LogUplink(LogUplinkOptions options, std::shared_ptr<LeaderChannel> coordinator)
@@ -139,19 +194,14 @@ void LogUplink::SendLog(const v1::LogRequest& request) {
   }
   auto call = NewContext(kUploadDeadline);
   if (!call) return;
-  v1::UploadLogResponse response;
-  auto writer = v1::ClusterService::NewStub(coordinator_->current())->UploadLog(call.get(), &response);
-  v1::UploadLogRequest message;
-  message.set_session(request.session());
-  message.set_worker_id(options_.worker_id);
-  bool open = writer->Write(message);  // attaches to the reader's session at once
+  UploadStream upload(std::move(call), coordinator_->current(), request, options_.worker_id);
   const std::string path = options_.log_path(request.job_id());
   absl::StatusOr<int64_t> offset = StartOffset(options_.worker_id, request.job_id(), path, request.tail_lines());
   // Followed right after the job started, the trainer may not have been
   // started yet: wait a little for its log rather than fail.
   const auto give_up = std::chrono::steady_clock::now() + options_.log_wait;
-  while (open && request.follow() && absl::IsNotFound(offset.status()) && std::chrono::steady_clock::now() < give_up &&
-         WaitUnlessStopping(options_.follow_poll)) {
+  while (upload.open() && request.follow() && absl::IsNotFound(offset.status()) &&
+         std::chrono::steady_clock::now() < give_up && WaitUnlessStopping(options_.follow_poll)) {
     offset = StartOffset(options_.worker_id, request.job_id(), path, request.tail_lines());
   }
   std::ifstream file;
@@ -160,19 +210,14 @@ void LogUplink::SendLog(const v1::LogRequest& request) {
     file.seekg(*offset);
     if (!file) offset = absl::InternalError(absl::StrCat("worker ", options_.worker_id, " cannot read ", path));
   }
-  if (open && !offset.ok()) {
-    message.set_error(std::string(offset.status().message()));
-    open = writer->Write(message);
-  }
+  if (!offset.ok()) upload.SendError(offset.status());
   std::string chunk(kChunkBytes, '\0');
   bool saw_exit = false;  // the trainer had exited when the log last ran dry
-  while (open && offset.ok()) {
+  while (upload.open() && offset.ok()) {
     file.read(chunk.data(), chunk.size());
     std::streamsize got = file.gcount();
     if (got > 0) {
-      message.Clear();
-      message.set_data(chunk.data(), static_cast<size_t>(got));
-      open = writer->Write(message);
+      upload.SendData(chunk.data(), static_cast<size_t>(got));
       continue;
     }
     file.clear();  // at the end for now: keep the position for what comes next
@@ -185,22 +230,13 @@ void LogUplink::SendLog(const v1::LogRequest& request) {
     }
     if (!WaitUnlessStopping(options_.follow_poll)) break;
   }
-  if (open) writer->WritesDone();
-  grpc::Status status = writer->Finish();
-  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-    VLOG(1) << "log upload for " << request.job_id() << ": " << status.error_message();
-  }
+  upload.Finish("log");
 }
 
 void LogUplink::SendFile(const v1::LogRequest& request) {
   auto call = NewContext(kUploadDeadline);
   if (!call) return;
-  v1::UploadLogResponse response;
-  auto writer = v1::ClusterService::NewStub(coordinator_->current())->UploadLog(call.get(), &response);
-  v1::UploadLogRequest message;
-  message.set_session(request.session());
-  message.set_worker_id(options_.worker_id);
-  bool open = writer->Write(message);
+  UploadStream upload(std::move(call), coordinator_->current(), request, options_.worker_id);
   absl::StatusOr<std::string> path =
       absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " serves no model files"));
   if (options_.job_dir) {
@@ -211,30 +247,18 @@ void LogUplink::SendFile(const v1::LogRequest& request) {
     file.open(*path, std::ios::binary);
     if (!file) path = absl::NotFoundError(absl::StrCat("worker ", options_.worker_id, " cannot read ", *path));
   }
-  if (open && !path.ok()) {
-    message.set_error(std::string(path.status().message()));
-    open = writer->Write(message);
-  }
+  if (!path.ok()) upload.SendError(path.status());
   std::string chunk(kFileChunkBytes, '\0');
-  while (open && path.ok()) {
+  while (upload.open() && path.ok()) {
     file.read(chunk.data(), chunk.size());
     std::streamsize got = file.gcount();
     if (got <= 0) break;
-    message.Clear();
-    message.set_data(chunk.data(), static_cast<size_t>(got));
-    open = writer->Write(message);
+    upload.SendData(chunk.data(), static_cast<size_t>(got));
   }
   // A read error mid-file must not look like the whole file: cancel, so the
   // reader gets an error rather than a short file.
-  if (open && path.ok() && file.bad()) {
-    call->TryCancel();
-    open = false;
-  }
-  if (open) writer->WritesDone();
-  grpc::Status status = writer->Finish();
-  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-    VLOG(1) << "model file upload for " << request.job_id() << ": " << status.error_message();
-  }
+  if (upload.open() && path.ok() && file.bad()) upload.Cancel();
+  upload.Finish("model file");
 }
 
 }  // namespace herd::worker

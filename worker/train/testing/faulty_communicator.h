@@ -10,36 +10,26 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "worker/comm/communicator.h"
+#include "worker/comm/forwarding_communicator.h"
 
 namespace herd {
 
-class FaultyCommunicator : public Communicator {
+class FaultyCommunicator : public ForwardingCommunicator {
  public:
   // Fails calls number `fail_at` (1-based) and after with `failure`.
   FaultyCommunicator(std::unique_ptr<Communicator> inner, int64_t fail_at, absl::Status failure,
                      std::function<void()> on_fail);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
-  std::string backend() const override { return inner_->backend(); }
-
-  std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override;
-  std::shared_ptr<Work> BroadcastAsync(void* data, size_t bytes, int root) override;
-  std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override;
-  std::shared_ptr<Work> BarrierAsync() override;
-  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override;
-  RangeLayout ReduceScatterLayout(size_t count, DataType type) const override {
-    return inner_->ReduceScatterLayout(count, type);
-  }
-  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override;
+ protected:
+  // Each collective is one call: the failed Work at or past the fault,
+  // else the inner communicator's.
+  std::shared_ptr<Work> Issue(Issuer issue) override;
 
  private:
   // The failed Work when this call is at or past the fault, else null.
   std::shared_ptr<Work> Fault();
 
-  std::unique_ptr<Communicator> inner_;
+  const std::unique_ptr<Communicator> owned_;  // what the calls go to
   const int64_t fail_at_;
   const absl::Status failure_;
   std::function<void()> on_fail_;
