@@ -15,12 +15,18 @@ mlp_4096 (herd's mlp with `hidden: [4096, 4096]`) and torchscript (a
 residual 2048-wide MLP saved as TorchScript, the same file loaded by both
 sides).
 
+With --before-bin-dir DIR (e.g. an older commit's bazel-bin) herd also runs
+from DIR, on a cluster of its own, in the same rotation: each repetition runs
+herd (current), herd before and DDP one after another, each in a different
+place of the order every repetition, so both herds see the same machine.
+
 Prints one line per run, a summary table, and a final JSON line with the
-medians, the herd/DDP ratio, and each side's scaling efficiency
-(samples/s at W=2 divided by twice the samples/s at W=1).
+medians, the herd/DDP ratio (and before/DDP, herd/before), and each side's
+scaling efficiency (samples/s at W=2 divided by twice the samples/s at W=1).
 
 Usage: bench/compare_ddp.py [--models mnist_cnn,mlp,mlp_4096,torchscript] [--worlds 1,2]
                             [--steps 100] [--warmup 10] [--batch 64] [--reps 3]
+                            [--bin-dir DIR] [--before-bin-dir DIR]
 """
 import argparse
 import datetime
@@ -30,7 +36,7 @@ import statistics
 import sys
 import tempfile
 
-from herdbench.cluster import LocalCluster, build, share_trainers_openblas_kernels
+from herdbench.cluster import LocalCluster, build, missing_binaries, share_trainers_openblas_kernels
 from herdbench.herd_vs_ddp import make_torchscript, run_ddp, run_herd, unknown_model
 
 
@@ -43,53 +49,72 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--bin-dir", help="use binaries already built there instead of building (bazel-bin)")
+    p.add_argument("--before-bin-dir", metavar="DIR",
+                   help="also run herd from the binaries in DIR (e.g. an older commit's bazel-bin), alternating "
+                        "with the current ones in every repetition; prints before, after and after/before")
     args = p.parse_args()
     if args.steps % args.warmup:
         p.error("--steps must be a multiple of --warmup (herd logs every --warmup steps)")
-    bin_dir = args.bin_dir or build()
-    openblas = share_trainers_openblas_kernels(bin_dir)
+    for flag, directory in (("--bin-dir", args.bin_dir), ("--before-bin-dir", args.before_bin_dir)):
+        if directory and missing_binaries(directory):
+            p.error(f"{flag}: no {', '.join(missing_binaries(directory))} in {directory}")
+    bin_dirs = {"herd": args.bin_dir or build()}  # side -> the herd binaries it runs
+    if args.before_bin_dir:
+        bin_dirs["before"] = args.before_bin_dir
+    openblas = share_trainers_openblas_kernels(bin_dirs["herd"])
     models = args.models.split(",")
     for model in models:
         if unknown_model(model):
             p.error(f"--models: {unknown_model(model)}")
     args.torchscript = make_torchscript(tempfile.mkdtemp(prefix="herd-bench-ts-")) if "torchscript" in models else None
     worlds = [int(w) for w in args.worlds.split(",")]
+    sides = [*bin_dirs, "ddp"]
     samples = {}  # (model, world, side) -> [samples/s]
     print(f"# {datetime.datetime.now().isoformat(timespec='seconds')} {os.cpu_count()} cores, "
           f"batch {args.batch}/worker, {args.warmup} warmup + {args.steps} timed steps, {args.reps} reps, "
-          f"OpenBLAS kernels {openblas or 'n/a'} (both sides)")
+          f"OpenBLAS kernels {openblas or 'n/a'} (every side)"
+          + "".join(f"\n# {side}: {os.path.abspath(d)}" for side, d in bin_dirs.items()))
     for world in worlds:
-        cluster = LocalCluster(bin_dir, world)
+        clusters = {}
         try:
+            for side, directory in bin_dirs.items():
+                clusters[side] = LocalCluster(directory, world)
             for rep in range(args.reps):
                 for model in models:
-                    # Alternate the order so neither side always runs second.
-                    sides = ["herd", "ddp"] if rep % 2 == 0 else ["ddp", "herd"]
-                    for side in sides:
-                        sps, loss = run_herd(cluster, model, world, args) if side == "herd" else \
-                            run_ddp(model, world, args)
+                    # Rotate the order so no side always runs in the same place.
+                    for side in sides[rep % len(sides):] + sides[:rep % len(sides)]:
+                        sps, loss = run_ddp(model, world, args) if side == "ddp" else \
+                            run_herd(clusters[side], model, world, args)
                         samples.setdefault((model, world, side), []).append(sps)
-                        print(f"rep {rep} {model:10s} W={world} {side:5s} {sps:9.1f} samples/s  loss {loss:.3f}",
+                        print(f"rep {rep} {model:10s} W={world} {side:6s} {sps:9.1f} samples/s  loss {loss:.3f}",
                               flush=True)
         finally:
-            cluster.stop()
+            for cluster in clusters.values():
+                cluster.stop()
 
     summary = {}
-    print(f"\n{'model':10s} {'W':>2s} {'herd':>10s} {'ddp':>10s} {'herd/ddp':>9s}")
+    # (column, JSON key, numerator side, denominator side)
+    ratios = [("herd/ddp", "ratio", "herd", "ddp")]
+    if "before" in bin_dirs:
+        ratios += [("before/ddp", "before_ratio", "before", "ddp"),
+                   ("herd/before", "after_over_before", "herd", "before")]
+    print(f"\n{'model':10s} {'W':>2s}" + "".join(f" {side:>10s}" for side in sides)
+          + "".join(f" {column:>11s}" for column, *_ in ratios))
     for model in models:
         summary[model] = {}
         for world in worlds:
-            herd = statistics.median(samples[(model, world, "herd")])
-            ddp = statistics.median(samples[(model, world, "ddp")])
-            summary[model][f"w{world}"] = {"herd_samples_per_s": round(herd, 1), "ddp_samples_per_s": round(ddp, 1),
-                                           "ratio": round(herd / ddp, 3)}
-            print(f"{model:10s} {world:2d} {herd:10.1f} {ddp:10.1f} {herd / ddp:9.3f}")
+            median = {side: statistics.median(samples[(model, world, side)]) for side in sides}
+            row = summary[model][f"w{world}"] = {f"{side}_samples_per_s": round(median[side], 1) for side in sides}
+            for _, key, over, under in ratios:
+                row[key] = round(median[over] / median[under], 3)
+            print(f"{model:10s} {world:2d}" + "".join(f" {median[side]:10.1f}" for side in sides)
+                  + "".join(f" {row[key]:11.3f}" for _, key, *_ in ratios))
         if 1 in worlds and 2 in worlds:
-            for side in ("herd", "ddp"):
+            for side in sides:
                 eff = summary[model]["w2"][f"{side}_samples_per_s"] / (2 * summary[model]["w1"][f"{side}_samples_per_s"])
                 summary[model][f"{side}_scaling_efficiency"] = round(eff, 3)
-            print(f"{model:10s} scaling efficiency W=2 vs W=1: herd {summary[model]['herd_scaling_efficiency']:.3f}"
-                  f"  ddp {summary[model]['ddp_scaling_efficiency']:.3f}")
+            print(f"{model:10s} scaling efficiency W=2 vs W=1:"
+                  + "".join(f"  {side} {summary[model][f'{side}_scaling_efficiency']:.3f}" for side in sides))
     print(json.dumps({"benchmark": "herd_vs_ddp", "batch": args.batch, "steps": args.steps, "reps": args.reps,
                       "results": summary}))
 

@@ -15,13 +15,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
 
+# What a LocalCluster runs, as paths under a bin dir, and their Bazel targets.
+BINARIES = {"coordinator/herd-coordinator": "//coordinator:herd-coordinator",
+            "worker/daemon/herd-worker": "//worker/daemon:herd-worker",
+            "worker/train/herd-trainer": "//worker/train:herd-trainer", "client/herd": "//client:herd"}
+
+
 def build():
     """Builds herd's binaries with Bazel; returns bazel-bin."""
-    subprocess.run([os.path.join(ROOT, "scripts", "bazel.sh"), "build", "//coordinator:herd-coordinator",
-                    "//worker/daemon:herd-worker", "//worker/train:herd-trainer", "//client:herd"],
+    subprocess.run([os.path.join(ROOT, "scripts", "bazel.sh"), "build", *BINARIES.values()],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return subprocess.run(["bazel", "info", "bazel-bin"], cwd=ROOT, check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def missing_binaries(bin_dir):
+    """The BINARIES that `bin_dir` lacks (a bin dir not built, or not a bin dir)."""
+    return [path for path in BINARIES if not os.access(os.path.join(bin_dir, path), os.X_OK)]
 
 
 def env_with_libs(lib_dir):
