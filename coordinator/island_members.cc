@@ -7,18 +7,18 @@
 namespace herd::coordinator {
 namespace {
 
-std::string IslandOf(const ClusterState& state, const std::string& key, const std::string& worker_id) {
-  auto worker = state.workers.find(worker_id);
-  if (worker == state.workers.end()) return "";
-  auto label = worker->second.labels.find(key);
-  return label == worker->second.labels.end() ? "" : label->second;
-}
-
 bool Contains(const std::vector<std::string>& ids, const std::string& id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
 }  // namespace
+
+std::string IslandOfWorker(const ClusterState& state, const std::string& key, const std::string& worker_id) {
+  auto worker = state.workers.find(worker_id);
+  if (worker == state.workers.end()) return "";
+  auto label = worker->second.labels.find(key);
+  return label == worker->second.labels.end() ? "" : label->second;
+}
 
 std::vector<std::string> ChooseMembers(const ClusterState& state, const v1::JobSpec& spec,
                                        const std::vector<std::string>& survivors,
@@ -42,7 +42,7 @@ std::vector<std::string> ChooseMembers(const ClusterState& state, const v1::JobS
   std::map<std::string, Island> islands;
   std::vector<std::string> order;
   const auto add = [&](const std::string& id, bool survivor) {
-    const std::string island = IslandOf(state, key, id);
+    const std::string island = IslandOfWorker(state, key, id);
     if (!islands.count(island)) order.push_back(island);
     (survivor ? islands[island].survivors : islands[island].joiners).push_back(id);
   };
@@ -75,7 +75,7 @@ std::vector<std::string> ChooseMembers(const ClusterState& state, const v1::JobS
   // What room is left goes to the chosen islands' other joiners, in order.
   for (const std::string& id : joiners) {
     if (room <= 0) break;
-    if (taken.count(id) || !Contains(kept, IslandOf(state, key, id))) continue;
+    if (taken.count(id) || !Contains(kept, IslandOfWorker(state, key, id))) continue;
     taken.insert(id);
     --room;
   }
@@ -96,9 +96,9 @@ std::map<std::string, int64_t> IslandsSittingOut(const ClusterState& state, cons
   std::map<std::string, int64_t> out;
   if (key.empty()) return out;
   std::set<std::string> chosen_islands;
-  for (const std::string& id : chosen) chosen_islands.insert(IslandOf(state, key, id));
+  for (const std::string& id : chosen) chosen_islands.insert(IslandOfWorker(state, key, id));
   for (const std::string& id : candidates) {
-    const std::string island = IslandOf(state, key, id);
+    const std::string island = IslandOfWorker(state, key, id);
     if (!chosen_islands.count(island)) ++out[island];
   }
   return out;

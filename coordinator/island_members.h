@@ -18,6 +18,10 @@
 
 namespace herd::coordinator {
 
+// The island of `worker_id` under label `key`: its label's value, "" when
+// it has no such label or is unknown.
+std::string IslandOfWorker(const ClusterState& state, const std::string& key, const std::string& worker_id);
+
 // The members of the next generation, in the order given: `survivors` (the
 // current members, who hold the committed state) first, then `joiners`
 // (idle workers, in the order they are preferred). Without islands, or

@@ -1,6 +1,8 @@
 #include "coordinator/scheduling_policy.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/spec_enums.h"
@@ -40,6 +42,58 @@ bool Fits(const ClusterState& state, const std::string& worker_id, const v1::Job
   auto worker = state.workers.find(worker_id);
   return worker != state.workers.end() && worker->second.device_kind == SpecName(spec.device()) &&
          FitsPlacement(worker->second.labels, spec);
+}
+
+// The members `candidate` gives a job that needs `missing` more workers
+// fitting `spec`: the highest ranks that fit, while it keeps min_workers.
+// With islands whose minimum is over 1 (sync.min_workers_per_island) no
+// island is left below it, since at the re-form such an island sits out
+// (island_members.h) and the job would lose more than the plan counted:
+// first members beyond their island's minimum, highest rank first; then,
+// while more are missing, whole islands, the one of the highest rank
+// first, even where that gives more than `missing`.
+std::vector<std::string> ChooseReleased(const ClusterState& state, const Candidate& candidate,
+                                        const v1::JobSpec& spec, int64_t missing) {
+  std::vector<std::string> chosen;
+  const int64_t room = std::min(missing, candidate.above_min);
+  const v1::SyncSpec& sync = candidate.job->info.spec().sync();
+  const int64_t minimum = sync.min_workers_per_island();
+  if (sync.islands_by().empty() || minimum <= 1) {
+    for (const std::string& member : candidate.staying) {
+      if (static_cast<int64_t>(chosen.size()) >= room) break;
+      if (Fits(state, member, spec)) chosen.push_back(member);
+    }
+    return chosen;
+  }
+  std::map<std::string, std::vector<std::string>> islands;  // staying members, highest rank first
+  for (const std::string& member : candidate.staying) {
+    islands[IslandOfWorker(state, sync.islands_by(), member)].push_back(member);
+  }
+  std::map<std::string, int64_t> left;
+  for (const auto& [island, members] : islands) left[island] = static_cast<int64_t>(members.size());
+  std::set<std::string> taken;
+  for (const std::string& member : candidate.staying) {
+    if (static_cast<int64_t>(chosen.size()) >= room) break;
+    const std::string island = IslandOfWorker(state, sync.islands_by(), member);
+    if (left[island] - 1 < minimum || !Fits(state, member, spec)) continue;
+    chosen.push_back(member);
+    taken.insert(member);
+    --left[island];
+  }
+  std::set<std::string> tried;
+  for (const std::string& member : candidate.staying) {
+    if (static_cast<int64_t>(chosen.size()) >= missing) break;
+    const std::string island = IslandOfWorker(state, sync.islands_by(), member);
+    if (!tried.insert(island).second) continue;
+    std::vector<std::string> rest;
+    for (const std::string& each : islands[island]) {
+      if (!taken.count(each)) rest.push_back(each);
+    }
+    const bool all_fit = std::all_of(rest.begin(), rest.end(), [&](const std::string& each) { return Fits(state, each, spec); });
+    if (!all_fit || static_cast<int64_t>(chosen.size() + rest.size()) > candidate.above_min) continue;
+    chosen.insert(chosen.end(), rest.begin(), rest.end());
+  }
+  return chosen;
 }
 
 std::vector<const JobRecord*> Sorted(const ClusterState& state, v1::JobState job_state) {
@@ -118,19 +172,14 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
       if (!lower(victim.info.spec().priority()) || candidate.suspended) continue;
-      int64_t take = 0;
-      for (auto member = candidate.staying.begin();
-           member != candidate.staying.end() && take < std::min(missing, candidate.above_min);) {
-        if (!Fits(state, *member, spec)) {
-          ++member;
-          continue;
-        }
-        releases.push_back({victim.info.id(), *member, ReleaseReason::kShrink});
-        member = candidate.staying.erase(member);
-        ++take;
+      const std::vector<std::string> released = ChooseReleased(state, candidate, spec, missing);
+      for (const std::string& member : released) {
+        releases.push_back({victim.info.id(), member, ReleaseReason::kShrink});
+        candidate.staying.erase(std::find(candidate.staying.begin(), candidate.staying.end(), member));
       }
+      const int64_t take = static_cast<int64_t>(released.size());
       candidate.above_min -= take;
-      missing -= take;
+      missing -= std::min(missing, take);
       if (take > 0) preempted[victim.info.id()] = Preemption::kShrink;
     }
     for (Candidate& candidate : trial) {

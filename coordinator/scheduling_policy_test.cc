@@ -1,5 +1,8 @@
 #include "coordinator/scheduling_policy.h"
 
+#include <algorithm>
+#include <map>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -392,6 +395,62 @@ TEST_F(SchedulingPolicyTest, NoPreemptionWhenNoMemberFits) {
   AddLabelled("w2", {{"pool", "t4"}});
   Run("low", Spec(1, 2, 0, /*preemptible=*/true), 2);
   Submit("high", Requiring(Spec(1, 1, 5), {{"pool", "a100"}}));
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.preempted, IsEmpty());
+}
+
+// A job of islands of at least 2 (east: w1 w2, west: w3 w4 w5) gives a
+// higher-priority job the members beyond its islands' minimum, and whole
+// islands only after: never an island left with one member, which would sit
+// out of its next generation (island_members.h) and cost the job more than
+// the plan counted.
+class PreemptingIslandsTest : public SchedulingPolicyTest {
+ protected:
+  void SetUp() override {
+    AddLabelled("w1", {{"site", "east"}});
+    AddLabelled("w2", {{"site", "east"}});
+    AddLabelled("w3", {{"site", "west"}});
+    AddLabelled("w4", {{"site", "west"}});
+    AddLabelled("w5", {{"site", "west"}});
+    v1::JobSpec low = IslandsBy(Spec(2, 5), "site");
+    low.mutable_sync()->set_min_workers_per_island(2);
+    Run("low", low, 5);
+    ASSERT_THAT(Job("low").generation.members, ElementsAre("w1", "w2", "w3", "w4", "w5"));
+  }
+  // How many members each island of "low" keeps after `plan`'s releases.
+  std::map<std::string, int> Kept(const SchedulePlan& plan) {
+    std::map<std::string, int> kept;
+    for (const std::string& member : Job("low").generation.members) {
+      const bool leaves = std::any_of(plan.releases.begin(), plan.releases.end(),
+                                      [&](const MemberRelease& r) { return r.worker_id == member; });
+      if (!leaves) ++kept[state_.workers.at(member).labels.at("site")];
+    }
+    return kept;
+  }
+};
+
+TEST_F(PreemptingIslandsTest, OneNeededLeavesFromTheIslandAboveItsMinimum) {
+  Submit("high", Spec(1, 1, 5));
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("low", "w5")));
+  EXPECT_THAT(Kept(plan), UnorderedElementsAre(Pair("east", 2), Pair("west", 2)));
+}
+
+TEST_F(PreemptingIslandsTest, TwoNeededTakeAWholeIslandRatherThanLeaveOneAlone) {
+  // Member by member, w5 and w4 would go and leave w3 alone in the west.
+  Submit("high", Spec(2, 2, 5));
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("low", "w5"), Pair("low", "w4"), Pair("low", "w3")));
+  EXPECT_THAT(Kept(plan), UnorderedElementsAre(Pair("east", 2)));
+  EXPECT_THAT(plan.preempted, UnorderedElementsAre(Pair("low", Preemption::kShrink)));
+}
+
+TEST_F(PreemptingIslandsTest, NoWholeIslandGoesBelowTheJobsMinWorkers) {
+  // low may shrink by 1 (min_workers 4 of 5): w5, but no island can go whole
+  // and nothing else leaves without stranding one member: high cannot start.
+  state_.jobs.at("low").info.mutable_spec()->set_min_workers(4);
+  Submit("high", Spec(2, 2, 5));
   const SchedulePlan plan = PlanSchedule(state_);
   EXPECT_THAT(plan.releases, IsEmpty());
   EXPECT_THAT(plan.preempted, IsEmpty());
