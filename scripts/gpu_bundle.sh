@@ -10,7 +10,7 @@
 #   BUNDLE/bin/worker/comm/nccl_communicator_test
 #   BUNDLE/bin/worker/train/optim/fused_optimizer_test
 #   BUNDLE/bin/worker/train/step/cuda_graph_replay_test
-#   BUNDLE/bin/worker/train/step/graphed_step_test
+#   BUNDLE/bin/worker/train/graphed_step_test
 #   BUNDLE/lib/      the Debian shared libraries they need (gRPC, protobuf,
 #                    Abseil, Gloo, glog, ...), for LD_LIBRARY_PATH on herd's
 #                    processes only; never glibc, libstdc++ or libgcc_s, and
@@ -31,7 +31,7 @@ LIMIT_MIB=48  # what travels to a lent GPU machine is 64 MiB, the tree included
 
 TARGETS=(//coordinator:herd-coordinator //worker/daemon:herd-worker //worker/train:herd-trainer //client:herd
   //worker/comm:nccl_smoke //worker/comm:nccl_communicator_test //worker/train/optim:fused_optimizer_test
-  //worker/train/step:cuda_graph_replay_test //worker/train/step:graphed_step_test)
+  //worker/train/step:cuda_graph_replay_test //worker/train:graphed_step_test)
 # Stripped: symbols would double the size, and backtraces name herd's frames anyway.
 # -O2 by default: these binaries run. HERD_CUDA_OPT=-O0 reuses the objects of
 # scripts/cuda_build.sh, to check the packing quickly.

@@ -8,7 +8,7 @@
 # (coordinator/herd-coordinator, worker/daemon/herd-worker,
 # worker/train/herd-trainer, client/herd, worker/comm/nccl_smoke,
 # worker/comm/nccl_communicator_test, worker/train/fused_optimizer_test,
-# worker/train/cuda_graph_replay_test, worker/train/step/graphed_step_test) and lib/, the shared libraries herd's
+# worker/train/cuda_graph_replay_test, worker/train/graphed_step_test) and lib/, the shared libraries herd's
 # processes need (LD_LIBRARY_PATH for them only, never for Python).
 # Parts, each bounded by `timeout` so one hang cannot eat the others' time:
 #   1. nccl_smoke --world=1 (its JSON line);
@@ -118,7 +118,7 @@ echo "== 2c. cuda_graph_replay_test"
 gtest_part cuda_graph_replay_test 60 "$BIN/worker/train/step/cuda_graph_replay_test"
 
 echo "== 2d. graphed_step_test"
-gtest_part graphed_step_test 60 "$BIN/worker/train/step/graphed_step_test"
+gtest_part graphed_step_test 60 "$BIN/worker/train/graphed_step_test"
 
 echo "== 3. a herd job on $DEVICE"
 # It uses bench's local cluster (bench/herdbench), found through PYTHONPATH.

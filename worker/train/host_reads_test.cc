@@ -113,7 +113,7 @@ TEST(HostReads, ReadsSeveralValuesInOneCopy) {
 TEST(HostReads, StepSourcesReadOnlyThroughTheSeam) {
   const std::regex host_read(R"(\.item\s*[<(]|\.cpu\s*\(|\.data_ptr\s*<|\.tolist\s*\()");
   for (const char* file : {"worker/train/trainer.cc", "worker/train/training_step.cc",
-                           "worker/train/step/graphed_step.cc", "worker/train/sync/sync_strategy.cc"}) {
+                           "worker/train/graphed_step.cc", "worker/train/sync/sync_strategy.cc"}) {
     std::ifstream in(file);
     ASSERT_TRUE(in.good()) << file << " is not a data dependency of this test";
     std::string line;

@@ -13,7 +13,7 @@
 #include "worker/train/report/progress_book.h"
 #include "worker/train/report/step_time_window.h"
 #include "worker/train/report/trainer_metrics.h"
-#include "worker/train/step/graphed_step.h"
+#include "worker/train/graphed_step.h"
 #include "worker/train/step/step_capture.h"
 #include "worker/train/sync/communicator_replica_sum.h"
 #include "worker/train/sync/sync_strategy.h"

@@ -1,4 +1,4 @@
-#include "worker/train/step/optimizer_step_counts.h"
+#include "worker/train/optim/optimizer_step_counts.h"
 
 #include <algorithm>
 

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "worker/data/dataset.h"
 #include "worker/train/step/cuda_step_graph.h"
-#include "worker/train/step/optimizer_step_counts.h"
+#include "worker/train/optim/optimizer_step_counts.h"
 
 namespace herd {
 

@@ -1,4 +1,4 @@
-#include "worker/train/step/graphed_step.h"
+#include "worker/train/graphed_step.h"
 
 #include <utility>
 

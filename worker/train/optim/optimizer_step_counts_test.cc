@@ -1,7 +1,7 @@
 // The host's step counts around a captured step, on LibTorch's own
 // optimizers (CPU): a capture's advance is found, repeated per replay, and
 // a failed capture's is undone.
-#include "worker/train/step/optimizer_step_counts.h"
+#include "worker/train/optim/optimizer_step_counts.h"
 
 #include <gtest/gtest.h>
 #include <torch/optim/adam.h>

@@ -12,7 +12,7 @@
 // float32 device scalar, is cast to float by the kernels as a double rate
 // is), so parameters, loss, gradient norm and step counts must be bitwise
 // equal after every step.
-#include "worker/train/step/graphed_step.h"
+#include "worker/train/graphed_step.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
