@@ -121,8 +121,12 @@ TEST(OverlapAuto, TauFollowsTheLinkAsItsDelayChanges) {
   job = cluster->WaitForState(id, {"CANCELLED", "FAILED", "SUCCEEDED"}, seconds(120));
   EXPECT_EQ(job.value("state", ""), "CANCELLED") << job.dump(2);
 
-  // Every rank took the same decisions at the same steps (up to where the
-  // cancel stopped each: one may have landed a round more).
+  // Every rank took the same decisions at the same steps, up to where the
+  // cancel stopped each. Between merges ranks do not move in lock step: a
+  // rank merges a round once every rank launched it, so it can be up to
+  // tau (at most every) steps ahead of the slowest and have merged up to
+  // every / (every / fragments) + 1 rounds, each a decision, more.
+  constexpr size_t kMaxRoundsAhead = 4 + 1;  // fragments: 4
   std::vector<std::vector<std::string>> decisions;
   size_t common = SIZE_MAX;
   for (int i = 0; i < kHosts; ++i) {
@@ -131,7 +135,7 @@ TEST(OverlapAuto, TauFollowsTheLinkAsItsDelayChanges) {
   }
   ASSERT_GE(common, 2u);  // it grew and it shrank
   for (int i = 1; i < kHosts; ++i) {
-    EXPECT_LE(decisions[i].size(), common + 1);
+    EXPECT_LE(decisions[i].size(), common + kMaxRoundsAhead);
     for (size_t k = 0; k < common; ++k) EXPECT_EQ(decisions[i][k], decisions[0][k]) << "rank of worker " << i;
   }
   cluster.reset();  // processes stop before their hosts go
