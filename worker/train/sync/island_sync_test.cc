@@ -132,8 +132,12 @@ SyncConfig Config(const std::function<void(v1::SyncSpec&)>& edit) {
 // part of the samples the summed gradient covers (`covered` ranks, equal
 // shares), backward with the sync armed, the update, then AfterStep.
 // `before_after` sees the parameters between the update and AfterStep.
-void Step(SyncStrategy& sync, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
-          int data_rank, int64_t step, bool done, const std::function<void()>& before_after = nullptr) {
+// The step as Step runs it, returning the first failure; with
+// `stop_after_update` it ends after the update, as a rank whose process dies
+// there would.
+absl::Status TryStep(SyncStrategy& sync, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                     int data_rank, int64_t step, bool done, const std::function<void()>& before_after = nullptr,
+                     bool stop_after_update = false) {
   const bool local = sync.LocalStep(step - 1);
   for (const auto& p : params) p.mutable_grad() = torch::Tensor();
   if (sync.SyncsGradients(local)) sync.ArmBackward(local);
@@ -142,13 +146,27 @@ void Step(SyncStrategy& sync, torch::optim::Optimizer& optimizer, const std::vec
   UpdateInputs in;
   in.optimizer = &optimizer;
   in.step = step - 1;
-  ASSERT_TRUE(sync.Update(local, in).ok());
+  if (absl::Status updated = sync.Update(local, in); !updated.ok() || stop_after_update) return updated;
   if (before_after) before_after();
   StepBoundary at;
   at.step = step;
   at.done = done;
   SyncTraffic traffic;
-  ASSERT_TRUE(sync.AfterStep(local, at, &traffic).ok());
+  return sync.AfterStep(local, at, &traffic);
+}
+
+void Step(SyncStrategy& sync, torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+          int data_rank, int64_t step, bool done, const std::function<void()>& before_after = nullptr) {
+  const absl::Status status = TryStep(sync, optimizer, params, data_rank, step, done, before_after);
+  ASSERT_TRUE(status.ok()) << status;
+}
+
+// A rank's sync strategy over its comms: rounds every 2 steps, outer none.
+std::unique_ptr<SyncStrategy> RoundEveryTwo(const RankComms& comms, const IslandComms& islands,
+                                            const std::vector<torch::Tensor>& params) {
+  auto sync = CreateSyncStrategy(Config([](v1::SyncSpec& s) { s.set_every(2); }), params, comms.data.get(), &islands);
+  EXPECT_TRUE(sync.ok()) << sync.status();
+  return sync.ok() ? std::move(*sync) : nullptr;
 }
 
 // The island all-reduce is bitwise what the island's ranks compute alone
@@ -204,12 +222,11 @@ void ExpectRoundIsTheIslandsAverage(const std::vector<std::string>& sites) {
     RankComms comms = Connect(store, sites, rank);
     std::vector<torch::Tensor> params = Params();
     const IslandComms islands = comms.islands();
-    auto sync = CreateSyncStrategy(Config([](v1::SyncSpec& s) { s.set_every(2); }), params, comms.data.get(),
-                                   &islands);
-    ASSERT_TRUE(sync.ok()) << sync.status();
+    std::unique_ptr<SyncStrategy> sync = RoundEveryTwo(comms, islands, params);
+    ASSERT_NE(sync, nullptr);
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1));
-    Step(**sync, sgd, params, rank, 1, false);
-    Step(**sync, sgd, params, rank, 2, false, [&] {
+    Step(*sync, sgd, params, rank, 1, false);
+    Step(*sync, sgd, params, rank, 2, false, [&] {
       std::lock_guard<std::mutex> lock(mu);
       before[rank] = FlattenParameters(params).clone();
     });
@@ -253,27 +270,13 @@ TEST(IslandSync, FailuresAfterARankDiedBlameItByItsGenerationRank) {
     RankComms comms = Connect(store, sites, rank);
     std::vector<torch::Tensor> params = Params();
     const IslandComms islands = comms.islands();
-    auto sync = CreateSyncStrategy(Config([](v1::SyncSpec& s) { s.set_every(2); }), params, comms.data.get(),
-                                   &islands);
-    ASSERT_TRUE(sync.ok()) << sync.status();
+    std::unique_ptr<SyncStrategy> sync = RoundEveryTwo(comms, islands, params);
+    ASSERT_NE(sync, nullptr);
     torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.1));
-    Step(**sync, sgd, params, rank, 1, false);
+    Step(*sync, sgd, params, rank, 1, false);
     // Step 2 ends with a round: rank 3 updates, then its process is gone.
-    const bool local = (*sync)->LocalStep(1);
-    for (const auto& p : params) p.mutable_grad() = torch::Tensor();
-    if ((*sync)->SyncsGradients(local)) (*sync)->ArmBackward(local);
-    (Loss(params, rank, 2) * 0.5).backward();
-    UpdateInputs in;
-    in.optimizer = &sgd;
-    in.step = 1;
-    absl::Status status = (*sync)->Update(local, in);
-    if (status.ok() && rank != kDead) {
-      StepBoundary at;
-      at.step = 2;
-      SyncTraffic traffic;
-      status = (*sync)->AfterStep(local, at, &traffic);
-    }
-    sync->reset();
+    const absl::Status status = TryStep(*sync, sgd, params, rank, 2, false, nullptr, /*stop_after_update=*/rank == kDead);
+    sync.reset();
     comms.Close();
     std::lock_guard<std::mutex> lock(mu);
     failed[rank] = status;
