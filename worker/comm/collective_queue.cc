@@ -1,6 +1,7 @@
 #include "worker/comm/collective_queue.h"
 
 #include <condition_variable>
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -17,7 +18,7 @@ struct CollectiveQueue::State {
     std::shared_ptr<PendingWork> work;
   };
 
-  explicit State(int concurrency) : concurrency(concurrency) {}
+  State(int concurrency, int lanes) : concurrency(concurrency), lanes(lanes), lane_busy(lanes, false) {}
 
   absl::Status BrokenError() const {  // requires mu
     absl::Status broken = absl::AbortedError(
@@ -29,13 +30,29 @@ struct CollectiveQueue::State {
     return broken;
   }
 
-  // Pops the head if it may start now; requires mu.
-  bool TakeHead(Entry& entry) {
-    if (pending.empty() || running >= concurrency) return false;
-    entry = std::move(pending.front());
-    pending.pop_front();
+  int LaneOf(const Entry& entry) const { return lanes == 0 ? 0 : static_cast<int>(entry.sequence % lanes); }
+
+  // The first pending op that may start now, or pending.end(): without
+  // lanes only the head; with lanes the oldest op of a lane that is idle
+  // (an older op of the same lane, still pending, goes first). Requires mu.
+  std::deque<Entry>::iterator NextStartable() {
+    if (running >= concurrency) return pending.end();
+    if (lanes == 0) return pending.begin();
+    std::vector<bool> seen(lanes, false);
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      const int lane = LaneOf(*it);
+      if (!lane_busy[lane] && !seen[lane]) return it;
+      seen[lane] = true;
+    }
+    return pending.end();
+  }
+
+  // Pops `it` (from NextStartable) to run; requires mu.
+  void Take(std::deque<Entry>::iterator it, Entry& entry) {
+    entry = std::move(*it);
+    pending.erase(it);
     ++running;
-    return true;
+    if (lanes > 0) lane_busy[LaneOf(entry)] = true;
   }
 
   // Runs an entry taken by TakeHead, on a worker or a waiting caller.
@@ -45,6 +62,8 @@ struct CollectiveQueue::State {
   void RunInlineIfNext(const PendingWork* work);
 
   const int concurrency;
+  const int lanes;              // 0: no lanes (ops start in issue order)
+  std::vector<bool> lane_busy;  // per lane: an op of it is running
   mutable std::mutex mu;
   std::condition_variable changed;  // pending, running or stopping changed
   std::deque<Entry> pending;
@@ -114,6 +133,7 @@ void CollectiveQueue::State::Execute(Entry& entry) {
   std::shared_ptr<PendingWork> work = std::move(entry.work);
   work->running_times().started = std::chrono::steady_clock::now();
   if (!broken) status = entry.op(entry.sequence, work->running_times());
+  const int lane = LaneOf(entry);
   entry = Entry();  // drop the op and what it captured
   {
     // Completing under mu makes "running == 0" imply "completed" for
@@ -122,6 +142,7 @@ void CollectiveQueue::State::Execute(Entry& entry) {
     std::lock_guard<std::mutex> lock(mu);
     if (!status.ok() && first_error.ok()) first_error = status;
     --running;
+    if (lanes > 0) lane_busy[lane] = false;
     work->Complete(std::move(status));
   }
   changed.notify_all();
@@ -132,8 +153,10 @@ void CollectiveQueue::State::WorkerLoop() {
     Entry entry;
     {
       std::unique_lock<std::mutex> lock(mu);
-      changed.wait(lock, [&] { return stopping || (!pending.empty() && running < concurrency); });
-      if (!TakeHead(entry)) return;  // stopping, and Shutdown emptied the queue
+      std::deque<Entry>::iterator next;
+      changed.wait(lock, [&] { return stopping || (next = NextStartable()) != pending.end(); });
+      if (stopping) return;  // Shutdown fails what is still pending
+      Take(next, entry);
     }
     Execute(entry);
   }
@@ -143,13 +166,23 @@ void CollectiveQueue::State::RunInlineIfNext(const PendingWork* work) {
   Entry entry;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (stopping || pending.empty() || pending.front().work.get() != work) return;
-    if (!TakeHead(entry)) return;
+    if (stopping) return;
+    const auto next = NextStartable();
+    if (next == pending.end() || next->work.get() != work) return;
+    Take(next, entry);
   }
   Execute(entry);
 }
 
-CollectiveQueue::CollectiveQueue(int threads) : state_(std::make_shared<State>(threads < 1 ? 1 : threads)) {
+CollectiveQueue::CollectiveQueue(int threads) : CollectiveQueue(threads, 0) {}
+
+std::unique_ptr<CollectiveQueue> CollectiveQueue::Lanes(int lanes) {
+  lanes = std::max(lanes, 1);
+  return std::unique_ptr<CollectiveQueue>(new CollectiveQueue(lanes, lanes == 1 ? 0 : lanes));
+}
+
+CollectiveQueue::CollectiveQueue(int threads, int lanes)
+    : state_(std::make_shared<State>(threads < 1 ? 1 : threads, lanes)) {
   for (int i = 0; i < state_->concurrency; ++i) threads_.emplace_back([state = state_] { state->WorkerLoop(); });
 }
 

@@ -7,6 +7,13 @@
 // A caller that waits on the op at the head of the queue while no op is
 // running runs it itself: blocking calls then cost no thread hand-off, which
 // on a loaded machine can take longer than a small all-reduce.
+//
+// Lanes: a backend whose ops need a resource of their own while they run
+// (the TCP mesh: a set of sockets, one per peer) gives the queue that many
+// lanes. Op `sequence` runs on lane sequence % lanes, and each lane runs its
+// ops one at a time, in issue order; ops on different lanes run at once.
+// Every rank issues the same ops, so every rank puts each op on the same
+// lane and the two ends of a lane's sockets always carry the same op.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +40,9 @@ class CollectiveQueue {
 
   // Up to `threads` ops may run at once; they still start in issue order.
   explicit CollectiveQueue(int threads = 1);
+  // One thread per lane; an op waits only for the ops before it on its own
+  // lane (see above). Lanes(1) is CollectiveQueue(1).
+  static std::unique_ptr<CollectiveQueue> Lanes(int lanes);
   ~CollectiveQueue();  // Shutdown()
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
@@ -51,6 +61,8 @@ class CollectiveQueue {
  private:
   class PendingWork;
   struct State;  // shared with the Work handles, which may outlive the queue
+
+  CollectiveQueue(int threads, int lanes);
 
   std::shared_ptr<State> state_;
   std::vector<std::thread> threads_;

@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -118,6 +121,91 @@ TEST(CollectiveQueueTest, SeveralThreadsRunIndependentOpsConcurrently) {
   }
   for (auto& work : works) EXPECT_TRUE(work->Wait().ok());
   EXPECT_EQ(most.load(), 2);
+}
+
+// A gate an op blocks on until the test opens it.
+class Gate {
+ public:
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool open_ = false;
+};
+
+TEST(CollectiveQueueTest, LanesRunOtherLanesPastABlockedOneAndEachLaneInOrder) {
+  std::unique_ptr<CollectiveQueue> queue = CollectiveQueue::Lanes(2);
+  Gate gate;
+  std::mutex mu;
+  std::vector<uint64_t> order;
+  auto record = [&](uint64_t sequence) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(sequence);
+  };
+  // Op 0 (lane 0) blocks; ops 1 and 3 (lane 1) must finish meanwhile, op 2
+  // (lane 0) must wait for op 0 although a thread is free.
+  auto op0 = queue->Submit("op0", [&](uint64_t s) {
+    gate.Pass();
+    record(s);
+    return absl::OkStatus();
+  });
+  std::vector<std::shared_ptr<Work>> rest;
+  for (int i = 1; i < 4; ++i) {
+    rest.push_back(queue->Submit("op", [&](uint64_t s) {
+      record(s);
+      return absl::OkStatus();
+    }));
+  }
+  EXPECT_TRUE(rest[0]->Wait().ok());
+  EXPECT_TRUE(rest[2]->Wait().ok());
+  EXPECT_FALSE(op0->Done());
+  EXPECT_FALSE(rest[1]->Done()) << "op 2 shares lane 0 with the blocked op 0";
+  gate.Open();
+  EXPECT_TRUE(rest[1]->Wait().ok());
+  EXPECT_TRUE(op0->Wait().ok());
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 3, 0, 2}));
+}
+
+TEST(CollectiveQueueTest, LanesNeverRunTwoOpsOfOneLaneAtOnce) {
+  constexpr int kLanes = 3;
+  std::unique_ptr<CollectiveQueue> queue = CollectiveQueue::Lanes(kLanes);
+  std::vector<std::atomic<int>> inside(kLanes);
+  std::atomic<bool> overlapped{false};
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < 60; ++i) {
+    works.push_back(queue->Submit("op", [&](uint64_t s) {
+      std::atomic<int>& lane = inside[s % kLanes];
+      if (++lane > 1) overlapped = true;
+      std::this_thread::yield();
+      --lane;
+      return absl::OkStatus();
+    }));
+    // Waiting on some ops runs them inline on this thread too.
+    if (i % 7 == 0) EXPECT_TRUE(works.back()->Wait().ok());
+  }
+  for (auto& work : works) EXPECT_TRUE(work->Wait().ok());
+  EXPECT_FALSE(overlapped);
+}
+
+TEST(CollectiveQueueTest, LanesKeepTheFailureRule) {
+  std::unique_ptr<CollectiveQueue> queue = CollectiveQueue::Lanes(2);
+  auto failed = queue->Submit("op0", [](uint64_t) { return absl::UnavailableError("peer 1 closed"); });
+  EXPECT_EQ(failed->Wait().code(), absl::StatusCode::kUnavailable);
+  auto later = queue->Submit("op1", [](uint64_t) { return absl::OkStatus(); });
+  absl::Status status = later->Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(status.message().find("peer 1 closed"), std::string::npos) << status;
 }
 
 TEST(CollectiveQueueTest, WaitingOnQueuedOpsRunsEachExactlyOnce) {

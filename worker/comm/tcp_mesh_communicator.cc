@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -58,11 +59,23 @@ constexpr size_t kPieceBytes = size_t{1} << 20;
 // How many pieces' reduce-scatter data go out before the first all-gather.
 constexpr size_t kLookaheadPieces = 4;
 
+// One mesh's sockets (by peer rank) and the receive space of the op on it.
+struct Lane {
+  std::vector<UniqueFd> peers;
+  // Per peer; kept between ops (the lane runs one op at a time): a fresh
+  // allocation of a large buffer costs a page fault per page on every op.
+  std::vector<std::vector<char>> scratch;
+};
+
 class TcpMeshCommunicator : public Communicator {
  public:
-  TcpMeshCommunicator(int rank, int size, std::chrono::milliseconds timeout, std::vector<UniqueFd> peers)
-      : rank_(rank), size_(size), timeout_(timeout), peers_(std::move(peers)) {}
-  ~TcpMeshCommunicator() override { queue_.Shutdown(); }
+  TcpMeshCommunicator(int rank, int size, std::chrono::milliseconds timeout, std::vector<Lane> lanes)
+      : rank_(rank),
+        size_(size),
+        timeout_(timeout),
+        lanes_(std::move(lanes)),
+        queue_(CollectiveQueue::Lanes(static_cast<int>(lanes_.size()))) {}
+  ~TcpMeshCommunicator() override { queue_->Shutdown(); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -70,13 +83,14 @@ class TcpMeshCommunicator : public Communicator {
   std::string backend() const override { return "tcp"; }
 
   std::shared_ptr<Work> AllReduceAsync(void* data, size_t count, DataType type) override {
-    return queue_.Submit("all-reduce", CollectiveQueue::TimedOp([this, data = static_cast<char*>(data), count,
-                                                                 type](uint64_t, WorkTimes& times) {
-      ReadPathInto(times);
+    return queue_->Submit("all-reduce", CollectiveQueue::TimedOp([this, data = static_cast<char*>(data), count,
+                                                                  type](uint64_t sequence, WorkTimes& times) {
+      Lane& lane = LaneOf(sequence);
+      ReadPathInto(lane, times);
       PipelinedAllReduceArgs args;
       args.rank = rank_;
       args.size = size_;
-      for (const UniqueFd& fd : peers_) args.peer_fds.push_back(fd.get());
+      for (const UniqueFd& fd : lane.peers) args.peer_fds.push_back(fd.get());
       args.element_bytes = DataTypeSize(type);
       // Pieces keep what is summed in cache (it was just received); the
       // pipeline keeps them from waiting on each other's round trips.
@@ -84,13 +98,13 @@ class TcpMeshCommunicator : public Communicator {
       args.lookahead = kLookaheadPieces;
       args.sum = [type](char* acc, const char* add, size_t n) { SumInto(type, acc, add, n); };
       args.deadline = Deadline();  // one timeout for the whole op
-      return PipelinedAllReduce(data, count, args, scratch_, &times);
+      return PipelinedAllReduce(data, count, args, lane.scratch, &times);
     }));
   }
 
   std::shared_ptr<Work> ReduceScatterInPlaceAsync(void* data, size_t count, DataType type) override {
-    return queue_.Submit("reduce-scatter", [this, data = static_cast<char*>(data), count, type](uint64_t) {
-      return SumMyRange(data, NearEqualRanges(count, size_), type, Deadline());
+    return queue_->Submit("reduce-scatter", [this, data = static_cast<char*>(data), count, type](uint64_t sequence) {
+      return SumMyRange(LaneOf(sequence), data, NearEqualRanges(count, size_), type, Deadline());
     });
   }
 
@@ -99,15 +113,16 @@ class TcpMeshCommunicator : public Communicator {
   }
 
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, size_t block_count, DataType type) override {
-    return queue_.Submit("reduce-scatter", [this, in = static_cast<const char*>(in), out = static_cast<char*>(out),
-                                            block_count, type](uint64_t) {
+    return queue_->Submit("reduce-scatter", [this, in = static_cast<const char*>(in), out = static_cast<char*>(out),
+                                             block_count, type](uint64_t sequence) {
+      const Lane& lane = LaneOf(sequence);
       const size_t block_bytes = block_count * DataTypeSize(type);
       std::vector<std::unique_ptr<char[]>> from(size_);
       std::vector<PeerTransfer> transfers;
       for (int peer = 0; peer < size_; ++peer) {
         if (peer == rank_) continue;
         from[peer] = Scratch(block_bytes);
-        transfers.push_back({peer, peers_[peer].get(), in + peer * block_bytes, block_bytes, from[peer].get(),
+        transfers.push_back({peer, lane.peers[peer].get(), in + peer * block_bytes, block_bytes, from[peer].get(),
                              block_bytes});
       }
       if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
@@ -130,25 +145,27 @@ class TcpMeshCommunicator : public Communicator {
       return std::make_shared<RefusedWork>(
           absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " outside a world of ", size_)));
     }
-    return queue_.Submit("broadcast", [this, data = static_cast<char*>(data), bytes, root](uint64_t) {
+    return queue_->Submit("broadcast", [this, data = static_cast<char*>(data), bytes, root](uint64_t sequence) {
+      const Lane& lane = LaneOf(sequence);
       std::vector<PeerTransfer> transfers;
       if (rank_ == root) {
         for (int peer = 0; peer < size_; ++peer) {
-          if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), data, bytes, nullptr, 0});
+          if (peer != rank_) transfers.push_back({peer, lane.peers[peer].get(), data, bytes, nullptr, 0});
         }
       } else {
-        transfers.push_back({root, peers_[root].get(), nullptr, 0, data, bytes});
+        transfers.push_back({root, lane.peers[root].get(), nullptr, 0, data, bytes});
       }
       return ExchangeWithPeers(transfers, Deadline());
     });
   }
 
   std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override {
-    return queue_.Submit("all-gather", [this, in = static_cast<const char*>(in), bytes,
-                                        out = static_cast<char*>(out)](uint64_t) {
+    return queue_->Submit("all-gather", [this, in = static_cast<const char*>(in), bytes,
+                                         out = static_cast<char*>(out)](uint64_t sequence) {
+      const Lane& lane = LaneOf(sequence);
       std::vector<PeerTransfer> transfers;
       for (int peer = 0; peer < size_; ++peer) {
-        if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), in, bytes, out + peer * bytes, bytes});
+        if (peer != rank_) transfers.push_back({peer, lane.peers[peer].get(), in, bytes, out + peer * bytes, bytes});
       }
       if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
       std::memmove(out + rank_ * bytes, in, bytes);
@@ -157,11 +174,12 @@ class TcpMeshCommunicator : public Communicator {
   }
 
   std::shared_ptr<Work> BarrierAsync() override {
-    return queue_.Submit("barrier", [this](uint64_t) {
+    return queue_->Submit("barrier", [this](uint64_t sequence) {
+      const Lane& lane = LaneOf(sequence);
       std::vector<char> tokens(size_, 1), received(size_, 0);
       std::vector<PeerTransfer> transfers;
       for (int peer = 0; peer < size_; ++peer) {
-        if (peer != rank_) transfers.push_back({peer, peers_[peer].get(), &tokens[peer], 1, &received[peer], 1});
+        if (peer != rank_) transfers.push_back({peer, lane.peers[peer].get(), &tokens[peer], 1, &received[peer], 1});
       }
       return ExchangeWithPeers(transfers, Deadline());
     });
@@ -170,10 +188,13 @@ class TcpMeshCommunicator : public Communicator {
  private:
   std::chrono::steady_clock::time_point Deadline() const { return std::chrono::steady_clock::now() + timeout_; }
 
-  // The smallest congestion window and the largest RTT over the peers'
+  // The lane op `sequence` runs on (CollectiveQueue::Lanes' rule).
+  Lane& LaneOf(uint64_t sequence) { return lanes_[sequence % lanes_.size()]; }
+
+  // The smallest congestion window and the largest RTT over the lane's
   // sockets as this op starts.
-  void ReadPathInto(WorkTimes& times) const {
-    for (const UniqueFd& fd : peers_) {
+  static void ReadPathInto(const Lane& lane, WorkTimes& times) {
+    for (const UniqueFd& fd : lane.peers) {
       if (!fd.valid()) continue;
       const TcpPath path = ReadTcpPath(fd.get());
       if (times.window_bytes == 0 || (path.window_bytes > 0 && path.window_bytes < times.window_bytes)) {
@@ -198,7 +219,7 @@ class TcpMeshCommunicator : public Communicator {
   // The reduce-scatter step: each peer's copy of my range comes to me, and
   // I sum it in rank order into my range of `data`, element by element as
   // soon as every peer's copy of it is in (while the rest is on its way).
-  absl::Status SumMyRange(char* data, const RangeLayout& ranges, DataType type,
+  absl::Status SumMyRange(Lane& lane, char* data, const RangeLayout& ranges, DataType type,
                           std::chrono::steady_clock::time_point deadline) {
     const size_t element = DataTypeSize(type);
     const ElementRange& mine = ranges[rank_][0];
@@ -209,8 +230,8 @@ class TcpMeshCommunicator : public Communicator {
     for (int peer = 0; peer < size_; ++peer) {
       if (peer == rank_) continue;
       const ElementRange& theirs = ranges[peer][0];
-      from[peer] = ScratchFor(peer, my_bytes);
-      transfers.push_back({peer, peers_[peer].get(), data + theirs.begin * element, theirs.size() * element,
+      from[peer] = ScratchFor(lane, peer, my_bytes);
+      transfers.push_back({peer, lane.peers[peer].get(), data + theirs.begin * element, theirs.size() * element,
                            from[peer], my_bytes});
     }
     // Rank 0's contribution is the accumulator: on rank 0 that is my range
@@ -234,12 +255,10 @@ class TcpMeshCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
-  // Receive space for `peer`'s bytes, kept between ops (the queue runs one
-  // op at a time): a fresh allocation of a large buffer costs a page fault
-  // per page on every op.
-  char* ScratchFor(int peer, size_t bytes) {
-    if (scratch_.empty()) scratch_.resize(size_);
-    std::vector<char>& buffer = scratch_[peer];
+  // Receive space for `peer`'s bytes on `lane` (see Lane).
+  char* ScratchFor(Lane& lane, int peer, size_t bytes) {
+    if (lane.scratch.empty()) lane.scratch.resize(size_);
+    std::vector<char>& buffer = lane.scratch[peer];
     if (buffer.size() < bytes) buffer.resize(bytes);
     return buffer.data();
   }
@@ -247,9 +266,9 @@ class TcpMeshCommunicator : public Communicator {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
-  const std::vector<UniqueFd> peers_;
-  std::vector<std::vector<char>> scratch_;  // per peer; used by one op at a time
-  CollectiveQueue queue_;  // after peers_: destroyed (and stopped) before they close
+  std::vector<Lane> lanes_;
+  // After lanes_: destroyed (and stopped) before their sockets close.
+  std::unique_ptr<CollectiveQueue> queue_;
 };
 
 }  // namespace
@@ -261,24 +280,50 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateTcpMeshCommunicator(Rendezvo
     return absl::InvalidArgumentError(
         absl::StrCat("tcp communicator: timeout ", options.timeout.count(), " ms must be positive"));
   }
-  absl::StatusOr<std::vector<UniqueFd>> peers = FormTcpMesh(store, options.mesh);
-  if (!peers.ok()) return peers.status();
-  for (const UniqueFd& fd : *peers) {
-    if (!fd.valid()) continue;
-    if (absl::Status status = SetNonBlocking(fd.get(), true); !status.ok()) return status;
-    // Small ops (barriers, hashes, the last piece of a range) go out at
-    // once. Buffer sizes stay with the kernel's autotuning: fixing
-    // SO_SNDBUF/SO_RCVBUF turns it off and measured no faster on loopback.
-    SetNoDelay(fd.get());
-    std::string note;
-    const std::string in_use = UseCongestionControl(fd.get(), options.congestion_control, &note);
-    if (setup != nullptr) {
-      setup->congestion_control = in_use;
-      if (!note.empty()) setup->note = note;
+  if (options.lanes < 1 || options.lanes > kMaxTcpMeshLanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp communicator: lanes ", options.lanes, " outside 1..", kMaxTcpMeshLanes));
+  }
+  // Every lane's mesh forms at once (each with its own member key and
+  // listener), so lanes cost one formation's round trips, not one each.
+  std::vector<absl::StatusOr<std::vector<UniqueFd>>> formed(options.lanes);
+  {
+    std::vector<std::thread> threads;
+    for (int lane = 1; lane < options.lanes; ++lane) {
+      threads.emplace_back([&, lane] {
+        TcpMeshFormationOptions mesh = options.mesh;
+        mesh.key_prefix = absl::StrCat(options.mesh.key_prefix, "lane", lane, "/");
+        formed[lane] = FormTcpMesh(store, mesh);
+      });
+    }
+    formed[0] = FormTcpMesh(store, options.mesh);
+    for (std::thread& thread : threads) thread.join();
+  }
+  std::vector<Lane> lanes(options.lanes);
+  for (int lane = 0; lane < options.lanes; ++lane) {
+    if (!formed[lane].ok()) {
+      if (lane == 0) return formed[lane].status();
+      return absl::Status(formed[lane].status().code(),
+                          absl::StrCat("lane ", lane, " of ", options.lanes, ": ", formed[lane].status().message()));
+    }
+    lanes[lane].peers = std::move(*formed[lane]);
+    for (const UniqueFd& fd : lanes[lane].peers) {
+      if (!fd.valid()) continue;
+      if (absl::Status status = SetNonBlocking(fd.get(), true); !status.ok()) return status;
+      // Small ops (barriers, hashes, the last piece of a range) go out at
+      // once. Buffer sizes stay with the kernel's autotuning: fixing
+      // SO_SNDBUF/SO_RCVBUF turns it off and measured no faster on loopback.
+      SetNoDelay(fd.get());
+      std::string note;
+      const std::string in_use = UseCongestionControl(fd.get(), options.congestion_control, &note);
+      if (setup != nullptr) {
+        setup->congestion_control = in_use;
+        if (!note.empty()) setup->note = note;
+      }
     }
   }
   return std::unique_ptr<Communicator>(new TcpMeshCommunicator(options.mesh.rank, options.mesh.world_size,
-                                                               options.timeout, std::move(*peers)));
+                                                               options.timeout, std::move(lanes)));
 }
 
 }  // namespace herd

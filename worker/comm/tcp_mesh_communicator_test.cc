@@ -20,8 +20,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-TcpMeshOptions Options(int rank, int world, milliseconds timeout = milliseconds(20000)) {
+TcpMeshOptions Options(int rank, int world, milliseconds timeout = milliseconds(20000), int lanes = kDefaultTcpMeshLanes) {
   TcpMeshOptions options;
+  options.lanes = lanes;
   options.mesh.key_prefix = "job/5/";
   options.mesh.generation = 5;
   options.mesh.rank = rank;
@@ -34,12 +35,12 @@ TcpMeshOptions Options(int rank, int world, milliseconds timeout = milliseconds(
 }
 
 // Creates `world` communicators, one per thread, and runs `body` on each.
-void RunRanks(int world, const std::function<void(Communicator&)>& body) {
+void RunRanks(int world, const std::function<void(Communicator&)>& body, int lanes = kDefaultTcpMeshLanes) {
   InMemoryStore store;
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
-      auto comm = CreateTcpMeshCommunicator(store, Options(rank, world));
+      auto comm = CreateTcpMeshCommunicator(store, Options(rank, world, milliseconds(20000), lanes));
       ASSERT_TRUE(comm.ok()) << comm.status();
       EXPECT_EQ((*comm)->backend(), "tcp");
       body(**comm);
@@ -238,6 +239,58 @@ TEST(TcpMeshCommunicator, ReduceScatterSumsInTheSameOrderAsAllReduce) {
           << DataTypeName(type);
     }
   });
+}
+
+TEST(TcpMeshCommunicator, OpsInFlightTogetherOnLanesEachGetTheirOwnResult) {
+  // Every kind of op issued back to back without waiting, so several run at
+  // once on different lanes; more ops than lanes, so lanes are reused.
+  constexpr int kWorld = 3;
+  for (int lanes : {1, 3, kMaxTcpMeshLanes}) {
+    RunRanks(
+        kWorld,
+        [&](Communicator& comm) {
+          const int rank = comm.rank();
+          constexpr int kRounds = 5;
+          const size_t big = 400001;  // several pieces of the pipelined all-reduce
+          std::vector<std::vector<char>> reduced(kRounds), scattered(kRounds);
+          std::vector<std::vector<int32_t>> gathered(kRounds, std::vector<int32_t>(kWorld));
+          std::vector<int32_t> mine(kRounds), broadcast(kRounds);
+          std::vector<std::shared_ptr<Work>> works;
+          for (int i = 0; i < kRounds; ++i) {
+            reduced[i] = Input(DataType::kFloat32, big + i, rank);
+            works.push_back(comm.AllReduceAsync(reduced[i].data(), big + i, DataType::kFloat32));
+            mine[i] = 10 * i + rank;
+            works.push_back(comm.AllGatherAsync(&mine[i], sizeof(int32_t), gathered[i].data()));
+            broadcast[i] = rank == i % kWorld ? 1000 + i : -1;
+            works.push_back(comm.BroadcastAsync(&broadcast[i], sizeof(int32_t), i % kWorld));
+            scattered[i] = Input(DataType::kFloat64, 77 + i, rank);
+            works.push_back(comm.ReduceScatterInPlaceAsync(scattered[i].data(), 77 + i, DataType::kFloat64));
+            works.push_back(comm.BarrierAsync());
+          }
+          for (auto& work : works) ASSERT_TRUE(work->Wait().ok()) << "lanes " << lanes;
+          for (int i = 0; i < kRounds; ++i) {
+            EXPECT_EQ(reduced[i], RankOrderSum(DataType::kFloat32, big + i, kWorld)) << "lanes " << lanes << " op " << i;
+            EXPECT_EQ(gathered[i], (std::vector<int32_t>{10 * i, 10 * i + 1, 10 * i + 2})) << "lanes " << lanes;
+            EXPECT_EQ(broadcast[i], 1000 + i) << "lanes " << lanes;
+            const std::vector<char> sum = RankOrderSum(DataType::kFloat64, 77 + i, kWorld);
+            const ElementRange range = comm.ReduceScatterLayout(77 + i, DataType::kFloat64)[rank][0];
+            EXPECT_EQ(std::memcmp(scattered[i].data() + range.begin * 8, sum.data() + range.begin * 8, range.size() * 8),
+                      0)
+                << "lanes " << lanes;
+          }
+        },
+        lanes);
+  }
+}
+
+TEST(TcpMeshCommunicator, LanesOutsideTheirBoundsAreRefusedByName) {
+  InMemoryStore store;
+  for (int lanes : {0, kMaxTcpMeshLanes + 1}) {
+    auto comm = CreateTcpMeshCommunicator(store, Options(0, 2, milliseconds(200), lanes));
+    ASSERT_FALSE(comm.ok());
+    EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(comm.status().message(), "lanes")) << comm.status();
+  }
 }
 
 TEST(TcpMeshCommunicator, APeerThatLeftFailsTheOpThenTheCommunicatorIsBroken) {

@@ -69,6 +69,10 @@ void AddFlags(CLI::App* app, TrainerArgs* args) {
                   "TCP congestion control of the TCP mesh's sockets, or default (the kernel's)")
       ->check(text)
       ->capture_default_str();
+  app->add_option("--data-plane-lanes", args->data_plane_lanes,
+                  "connections per pair of ranks in the TCP mesh, one collective on each at a time")
+      ->check(CLI::Range(1, kMaxTcpMeshLanes))
+      ->capture_default_str();
   app->set_version_flag("--version", std::string("herd-trainer ") + kVersion);
 }
 
@@ -83,7 +87,7 @@ auto Fields(const TrainerArgs& a) {
   return std::tie(a.action, a.output, a.coordinator, a.job, a.worker_id, a.work_dir, a.device, a.gpu, a.token_file,
                   a.insecure_no_auth, a.tls_ca, a.tls_cert, a.tls_key, a.termination_message_file, a.alive_file,
                   a.join_timeout_seconds, a.checkpoint_root, a.collective_timeout_seconds, a.data_plane,
-                  a.congestion_control);
+                  a.congestion_control, a.data_plane_lanes);
 }
 
 }  // namespace
@@ -130,6 +134,9 @@ std::vector<std::string> ToArgv(const TrainerArgs& args) {
   if (args.data_plane != defaults.data_plane) argv.push_back(absl::StrCat("--data-plane=", args.data_plane));
   if (args.congestion_control != defaults.congestion_control) {
     argv.push_back(absl::StrCat("--data-plane-congestion-control=", args.congestion_control));
+  }
+  if (args.data_plane_lanes != defaults.data_plane_lanes) {
+    argv.push_back(absl::StrCat("--data-plane-lanes=", args.data_plane_lanes));
   }
   return argv;
 }

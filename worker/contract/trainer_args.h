@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/comm/tcp_mesh_lanes.h"
 
 namespace herd {
 
@@ -60,6 +61,9 @@ struct TrainerArgs {
   // The TCP mesh's congestion control per socket (herd-worker
   // --data-plane-congestion-control); "default": the kernel's.
   std::string congestion_control = "bbr";
+  // Connections per pair of ranks in the TCP mesh (herd-worker
+  // --data-plane-lanes).
+  int data_plane_lanes = kDefaultTcpMeshLanes;
 };
 
 bool operator==(const TrainerArgs& a, const TrainerArgs& b);

@@ -49,10 +49,21 @@ TEST(TrainerArgsTest, EveryFieldRoundTrips) {
   args.collective_timeout_seconds = 12.5;
   args.data_plane = "gloo";
   args.congestion_control = "cubic";
+  args.data_plane_lanes = 7;
   auto parsed = Parse(ToArgv(args));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, args);
   EXPECT_EQ(parsed->join_timeout_seconds, 0.1);
+}
+
+TEST(TrainerArgsTest, LanesOutsideTheirBoundsAreRefusedByName) {
+  for (int lanes : {0, kMaxTcpMeshLanes + 1}) {
+    std::vector<std::string> argv = ToArgv(Required());
+    argv.push_back("--data-plane-lanes=" + std::to_string(lanes));
+    auto parsed = Parse(argv);
+    ASSERT_FALSE(parsed.ok()) << lanes;
+    EXPECT_NE(parsed.status().message().find("--data-plane-lanes"), std::string::npos) << parsed.status();
+  }
 }
 
 TEST(TrainerArgsTest, TokenFileRoundTrips) {

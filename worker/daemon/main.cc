@@ -149,6 +149,7 @@ herd::worker::SupervisorOptions SupervisorOptionsFor(const herd::worker::WorkerC
   options.command.checkpoint_root = config.checkpoint_root;
   options.command.data_plane = config.data_plane;
   options.command.congestion_control = config.congestion_control;
+  options.command.data_plane_lanes = config.data_plane_lanes;
   options.gpus = config.gpu_indices;
   options.kill_grace = SecondsToMillis(config.trainer_kill_grace_seconds);
   options.stuck_after = SecondsToMillis(config.trainer_stuck_seconds);

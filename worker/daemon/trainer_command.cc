@@ -23,6 +23,7 @@ std::vector<std::string> BuildTrainerArgv(const TrainerCommand& command, const s
   args.checkpoint_root = command.checkpoint_root;
   args.data_plane = command.data_plane;
   args.congestion_control = command.congestion_control;
+  args.data_plane_lanes = command.data_plane_lanes;
   std::vector<std::string> argv = {command.trainer_binary};
   for (std::string& flag : ToArgv(args)) argv.push_back(std::move(flag));
   return argv;

@@ -24,6 +24,7 @@ struct TrainerCommand {
   std::string checkpoint_root;
   std::string data_plane = kTcpDataPlane;  // tcp, gloo (--data-plane)
   std::string congestion_control = "bbr";  // --data-plane-congestion-control
+  int data_plane_lanes = kDefaultTcpMeshLanes;  // --data-plane-lanes
 };
 
 // argv for one job's trainer (argv[0] is the trainer binary). `gpu` is

@@ -75,6 +75,12 @@ std::optional<WorkerConfig> ParseWorkerFlags(int argc, const char* const* argv, 
                  "round's burst would otherwise pay on a long link; where the kernel lacks or forbids it, the "
                  "trainer logs the one it got")
       ->capture_default_str();
+  app.add_option("--data-plane-lanes", config.data_plane_lanes,
+                 "Connections per pair of ranks in the TCP mesh, each carrying one collective at a time, so "
+                 "that many collectives are on the wire at once: on a long link an averaging round of one "
+                 "fragment need not queue behind another's, and gradient buckets overlap their round trips")
+      ->check(CLI::Range(1, kMaxTcpMeshLanes))
+      ->capture_default_str();
   app.add_option("--trainer-kill-grace-seconds", config.trainer_kill_grace_seconds,
                  "Seconds between SIGTERM and SIGKILL when stopping a trainer")
       ->check(CLI::NonNegativeNumber)

@@ -36,6 +36,7 @@ struct WorkerConfig {
   // name: ParseWorkerFlags turns the old "herd" into "tcp".
   std::string data_plane = kTcpDataPlane;
   std::string congestion_control = "bbr";  // --data-plane-congestion-control
+  int data_plane_lanes = kDefaultTcpMeshLanes;  // --data-plane-lanes
   double trainer_kill_grace_seconds = 5;
   double trainer_stuck_seconds = 600;
   // SIGTERM drains: the trainers leave their jobs at the next step boundary,

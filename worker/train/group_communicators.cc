@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateControl(const v1::JoinGenera
   };
   tcp.timeout = timeout;
   tcp.congestion_control = plane.congestion_control == "default" ? "" : plane.congestion_control;
+  tcp.lanes = plane.lanes;
   // The store is the generation's: its keys (the member key among them)
   // go when the generation ends.
   std::shared_ptr<RendezvousStore> store = link->KvStore(join.generation());

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "proto/herd.pb.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/tcp_mesh_lanes.h"
 #include "worker/comm/tcp_mesh_listener.h"
 #include "worker/train/generation/coordinator_link.h"
 #include "worker/train/sync/island_layout.h"
@@ -30,6 +31,9 @@ struct DataPlaneOptions {
   DataPlane plane = DataPlane::kTcp;
   // tcp: each socket's TCP congestion control; "default": the kernel's.
   std::string congestion_control = "bbr";
+  // tcp: connections per pair of ranks, one collective on each at a time
+  // (worker/comm/tcp_mesh_communicator.h).
+  int lanes = kDefaultTcpMeshLanes;
   // Each connection to this rank's data-plane port that did not prove
   // membership (tcp only): it was closed, the generation goes on. Unset:
   // logged as an audit line.

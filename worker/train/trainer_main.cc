@@ -244,7 +244,7 @@ int Train(const herd::TrainerArgs& args) {
   if (!old_name.empty()) LOG(WARNING) << old_name;
   loop.communicators = herd::GroupCommunicatorsOn(
       {data_plane == herd::kGlooDataPlane ? herd::DataPlane::kGloo : herd::DataPlane::kTcp,
-       args.congestion_control,
+       args.congestion_control, args.data_plane_lanes,
        [&audit](const herd::RejectedConnection& rejected, int64_t generation, int rank) {
          audit.Record(rejected, generation, rank);
        }});
