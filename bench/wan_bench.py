@@ -52,7 +52,7 @@ Usage: bench/wan_bench.py [--links none,1gbit,100mbit,10mbit] [--delay-ms 0] [--
          [--variants allreduce,avg16,avg16_int8,stream16,ddp]
          [--steps 96] [--slow-steps 12] [--batch 64] [--epochs 0] [--repeats 1] [--bin-dir bazel-bin]
          [--variant NAME='{sync spec}' ...] [--lr NAME=LR ...] [--schedule constant|cosine]
-         [--corpus licenses|copyrights]
+         [--corpus licenses|copyrights] [--data-plane-lanes N]
 A link is a tbf rate or none, with an optional one-way delay per host:
 "100mbit@50ms"; links without one get --delay-ms (default 0), e.g.
   --links none,100mbit@50ms,10mbit@25ms
@@ -196,12 +196,13 @@ class Testbed:
 class TestbedCluster(LocalCluster):
     """The coordinator on the bridge, one herd worker per testbed host."""
 
-    def __init__(self, bin_dir, bed):
+    def __init__(self, bin_dir, bed, lanes=None):
         self.world = len(bed.hosts)
         # Each worker carries its site as a label (sync.islands_by: site).
+        lane_args = [] if lanes is None else [f"--data-plane-lanes={lanes}"]
         super().__init__(bin_dir, self.world, host=bed.bed["root_address"],
                          worker_hosts=[h["address"] for h in bed.hosts], worker_prefix=bed.exec_prefix,
-                         worker_args=lambda i: [f"--label=site=s{bed.hosts[i].get('site', 0)}"])
+                         worker_args=lambda i: [f"--label=site=s{bed.hosts[i].get('site', 0)}"] + lane_args)
 
     def wall(self, job):
         """(steps after the first, all steps, wall seconds) from the log of the
@@ -226,8 +227,10 @@ class TestbedCluster(LocalCluster):
             if not m:
                 raise RuntimeError(f"no sync summary in worker-{i}'s trainer.log for {job}")
             waited = WAITED.search(log)
+            phases = ROUND_PHASES.search(log)
             out.append({"bytes": int(m.group(3)), "samples": int(m.group(5)), "seconds": float(m.group(6)),
-                        "waited": float(waited.group(1)) if waited else None})
+                        "waited": float(waited.group(1)) if waited else None,
+                        "round_phases": phases.group(1) if phases else None})
         return out
 
 
@@ -248,6 +251,9 @@ def job_spec(model, sync, args, steps, text, world, lr=None):
 PARAMETERS = re.compile(r" with (\d+) parameters")
 # The sync summary's time blocked on the network (rounds, all-reduce steps).
 WAITED = re.compile(r"; waited ([0-9.]+) s \(")
+# The averaging summary's round timeline and tau (round_timeline.h): where a
+# round's time went on that rank.
+ROUND_PHASES = re.compile(r"; (per round: launch [^;]*; in flight [^;]*(?:; last TCP window [^;]*)?(?:; overlap_steps [^;\n]*)?)")
 # glog's prefix (I20261126 13:16:51.785889) on the trainer's lines.
 GLOG_TIME = r"^I(\d{8} \d\d:\d\d:\d\d\.\d{6})"
 PROGRESS = re.compile(GLOG_TIME + r" +\d+ \S+\] (step (\d+)/(\d+) epoch)", re.M)
@@ -277,7 +283,7 @@ def run_herd(cluster, bed, model, variant, args, steps, text):
                                    if all(r["waited"] is not None for r in ranks) else None),
             "payload_bytes_per_sample": ranks[0]["bytes"] / ranks[0]["samples"],
             "link_bytes_per_sample": sent / samples, "samples": samples, "eval": info.get("eval", {}),
-            "parameters": int(m.group(1)) if m else None}
+            "parameters": int(m.group(1)) if m else None, "round_phases": ranks[0]["round_phases"]}
 
 
 def run_ddp(bed, model, args, steps, text):
@@ -337,6 +343,8 @@ def run_link(cluster, bed, link, rate, delay_ms, shapes, variants, args, text, r
                   f"{'-' if r.get('sync_wait_fraction') is None else r['sync_wait_fraction']} waiting) "
                   f"payload {payload:>8} B/sample "
                   f"link {r['link_bytes_per_sample']:9.0f} B/sample {evals}", flush=True)
+            if r.get("round_phases"):
+                print(f"      rank 0's rounds: {r['round_phases']}", flush=True)
     return runs
 
 
@@ -355,6 +363,9 @@ def main():
     p.add_argument("--slow-link-rate", default="100mbit")
     p.add_argument("--epochs", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--data-plane-lanes", type=int, default=None,
+                   help="herd-worker --data-plane-lanes (connections per pair of ranks, one collective on each "
+                        "at a time); default: the worker's own default")
     p.add_argument("--sites", type=int, default=0,
                    help="sites of --hosts-per-site hosts each (unshaped inside), joined by the links of --links "
                         "(each a rate@delay between two sites); workers carry the label site=sN")
@@ -447,14 +458,14 @@ def main():
     try:
         if not args.sites:
             bed = Testbed(tb)
-            cluster = TestbedCluster(bin_dir, bed)
+            cluster = TestbedCluster(bin_dir, bed, args.data_plane_lanes)
         for repeat in range(args.repeats):
             for link in links:
                 rate, delay_ms = link_settings[link]
                 if args.sites:
                     # The WAN's rate and delay are set as the sites come up.
                     bed = Testbed(tb, args.sites, args.hosts_per_site, rate, delay_ms)
-                    cluster = TestbedCluster(bin_dir, bed)
+                    cluster = TestbedCluster(bin_dir, bed, args.data_plane_lanes)
                 else:
                     bed.shape(rate)
                     bed.delay(delay_ms)

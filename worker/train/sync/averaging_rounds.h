@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/train/sync/round_shape.h"
 #include "worker/train/sync/round_timeline.h"
 
 namespace herd {
@@ -40,6 +41,10 @@ class AveragingRounds {
   virtual absl::Status Finish(int count = -1) = 0;
   virtual bool in_flight() const = 0;
   virtual int fragments() const = 0;
+  // The shape of the int8 rounds launched from now on (round_shape.h); every
+  // rank must set the same one before the same launch. False where these
+  // rounds have only all-reduce (the shape stays all-reduce).
+  virtual bool SetRoundShape(RoundShape shape) { return shape == RoundShape::kAllReduce; }
   virtual const AveragingRoundStats& last_round() const = 0;
 
   virtual std::vector<torch::Tensor> Residuals() const = 0;

@@ -261,6 +261,72 @@ void ParameterAveraging::SendBuckets(Fragment& fragment) {
   }
 }
 
+bool ParameterAveraging::SetRoundShape(RoundShape shape) {
+  if (!options_.int8_wire) return shape == RoundShape::kAllReduce;
+  shape_ = shape;
+  return true;
+}
+
+void ParameterAveraging::GatherBuckets(Fragment& fragment) {
+  // Each rank's own scales use every level: nothing is summed in int8.
+  const int levels = Int8Levels(1);
+  const int world = comm_->size();
+  bool first = true;
+  for (auto& bucket : fragment.buckets) {
+    bucket.scale = ChunkAbsMax(bucket.delta);
+    auto decoded = torch::empty_like(bucket.delta);
+    Int8Encode(bucket.delta, bucket.scale, levels, bucket.wire, decoded);
+    torch::sub_out(bucket.residual, bucket.delta, decoded);
+    std::vector<torch::Tensor> floats = {bucket.scale};
+    if (first && !fragment.side_mine.empty()) {
+      floats.push_back(torch::from_blob(fragment.side_mine.data(), {static_cast<int64_t>(fragment.side_mine.size())},
+                                        torch::kFloat)
+                           .to(bucket.scale.device()));
+    }
+    const torch::Tensor head = torch::cat(floats).contiguous();
+    const int64_t codes = bucket.wire.numel();
+    const int64_t padding = (4 - codes % 4) % 4;  // rows stay float-aligned
+    bucket.gather_mine = torch::cat({head.view(torch::kUInt8), bucket.wire,
+                                     torch::zeros({padding}, bucket.wire.options())})
+                             .contiguous();
+    const int64_t bytes = bucket.gather_mine.numel();
+    bucket.gather_all = torch::empty({world, bytes}, bucket.wire.options());
+    fragment.bytes += bytes;
+    fragment.works.push_back(comm_->AllGatherAsync(bucket.gather_mine.data_ptr(), static_cast<size_t>(bytes),
+                                                   bucket.gather_all.data_ptr()));
+    first = false;
+  }
+}
+
+void ParameterAveraging::DecodeGathered(Fragment& fragment) {
+  const int levels = Int8Levels(1);
+  const int world = comm_->size();
+  const int64_t side = static_cast<int64_t>(fragment.side_mine.size());
+  bool first = true;
+  for (auto& bucket : fragment.buckets) {
+    const int64_t codes = bucket.delta.numel();
+    const int64_t chunks = Int8Chunks(codes);
+    const int64_t floats = chunks + (first ? side : 0);
+    if (first && side > 0) {
+      auto tail = bucket.gather_all.narrow(1, chunks * 4, side * 4).contiguous().view(torch::kFloat).cpu();
+      fragment.side_all.assign(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
+    }
+    // The mean of the decoded contributions, added in rank order.
+    auto contribution = torch::empty_like(bucket.delta);
+    bucket.delta.zero_();
+    for (int r = 0; r < world; ++r) {
+      const torch::Tensor row = bucket.gather_all[r];
+      const torch::Tensor scale = row.narrow(0, 0, chunks * 4).view(torch::kFloat);
+      Int8DecodeMean(row.narrow(0, floats * 4, codes), scale, levels, 1, contribution);
+      bucket.delta.add_(contribution);
+    }
+    bucket.delta.div_(static_cast<double>(world));
+    bucket.gather_mine = torch::Tensor();
+    bucket.gather_all = torch::Tensor();
+    first = false;
+  }
+}
+
 absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double weight, bool overlap_scales,
                                         std::vector<float> side) {
   torch::NoGradGuard no_grad;
@@ -271,6 +337,7 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
                                                       " launched while its previous round is in flight"));
   }
   fragment.keep_local_steps = keep_local_steps;
+  fragment.gathered = shape_ == RoundShape::kGather;
   fragment.works.clear();
   fragment.bytes = 0;
   fragment.events = RoundEvents{};
@@ -300,7 +367,9 @@ absl::Status ParameterAveraging::Launch(int index, bool keep_local_steps, double
   }
   launched_.push_back(index);
   absl::Status status = absl::OkStatus();
-  if (options_.int8_wire) {
+  if (fragment.gathered) {
+    GatherBuckets(fragment);  // one hop: nothing to agree on first
+  } else if (options_.int8_wire) {
     StartScales(fragment);
     if (!overlap_scales) {
       status = FinishScales(fragment);
@@ -382,8 +451,11 @@ void ParameterAveraging::Merge(Fragment& fragment) {
   // Every rank now holds the same sum and the same anchor, so the outer step
   // below produces bitwise-identical anchors everywhere.
   const int world = comm_->size();
+  if (fragment.gathered) DecodeGathered(fragment);
   for (auto& bucket : fragment.buckets) {
-    if (options_.int8_wire) {
+    if (fragment.gathered) {
+      // DecodeGathered left the mean in delta.
+    } else if (options_.int8_wire) {
       Int8DecodeMean(bucket.wire, bucket.scale, int8_levels_, world, bucket.delta);
     } else {
       if (wire_type_ != DataType::kFloat32) bucket.delta.copy_(bucket.wire);

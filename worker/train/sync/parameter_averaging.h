@@ -26,7 +26,9 @@
 // Launch followed at once by Finish is the plain blocking round.
 //
 // A round's network work is one all-reduce per bucket, plus with int8 a
-// small all-gather of chunk scales before it. Launched with
+// small all-gather of chunk scales before it; or, for int8 rounds of shape
+// gather (round_shape.h), one all-gather per bucket of each rank's codes
+// and own chunk scales, summed by every rank in rank order. Launched with
 // `overlap_scales`, that all-gather runs during the following steps too:
 // Advance, at a later step boundary, encodes with the scales and starts the
 // data all-reduce. So no part of a round blocks the caller on a round trip.
@@ -117,6 +119,8 @@ class ParameterAveraging : public AveragingRounds {
   bool in_flight() const override { return !launched_.empty(); }
   int rounds_in_flight() const { return static_cast<int>(launched_.size()); }
   int fragments() const override { return static_cast<int>(fragments_.size()); }
+  // int8 only (false otherwise); rounds launched from now on.
+  bool SetRoundShape(RoundShape shape) override;
   // Parameter indices per fragment (registration order). Fragments cut the
   // flattened parameters into equal ranges, so one parameter may be in two.
   std::vector<std::vector<int>> fragment_params() const;
@@ -157,11 +161,16 @@ class ParameterAveraging : public AveragingRounds {
     torch::Tensor residual;  // float32, int8 error feedback
     torch::Tensor sent;      // float32, parameters at launch (overlapped rounds)
     torch::Tensor scale;     // float32, int8 shared per-chunk scale
+    // Gather rounds: this rank's message (chunk scales as float32 bytes,
+    // then the side payload on the first bucket, then the codes; padded to
+    // whole floats) and every rank's, one row per rank.
+    torch::Tensor gather_mine, gather_all;
   };
   struct Fragment {
     std::vector<Bucket> buckets;
     std::vector<std::shared_ptr<Work>> works;
     bool keep_local_steps = false;
+    bool gathered = false;  // launched with shape gather
     // int8, overlapped: the scale all-gather in flight (Advance finishes it).
     std::shared_ptr<Work> scales_work;
     torch::Tensor scales_mine, scales_all;
@@ -185,6 +194,10 @@ class ParameterAveraging : public AveragingRounds {
   absl::Status FinishScales(Fragment& fragment);
   // Encodes (compressed wires) and starts every bucket's all-reduce.
   void SendBuckets(Fragment& fragment);
+  // Gather rounds: codes each bucket with its own scales and starts its
+  // all-gather; MergeGathered sums what every rank sent, in rank order.
+  void GatherBuckets(Fragment& fragment);
+  void DecodeGathered(Fragment& fragment);
   void Merge(Fragment& fragment);
   std::vector<Bucket*> AllBuckets();
   std::vector<const Bucket*> AllBuckets() const;
@@ -198,6 +211,7 @@ class ParameterAveraging : public AveragingRounds {
   std::vector<ParameterPiece> pieces_;
   std::vector<Fragment> fragments_;
   std::vector<int> launched_;  // fragments in flight, launch order
+  RoundShape shape_ = RoundShape::kAllReduce;
   AveragingRoundStats stats_;
   std::chrono::steady_clock::time_point last_round_end_;
 };

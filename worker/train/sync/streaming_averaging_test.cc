@@ -318,5 +318,60 @@ TEST(StreamingAveraging, Int8RoundAgreesBitwiseAndStaysWithinHalfAStep) {
   EXPECT_LE((after[0] - mean).abs().max().item<double>(), half_step + 1e-6);
 }
 
+// Gather rounds (round_shape.h): one all-gather of each rank's codes and own
+// chunk scales per bucket; replicas bitwise identical, each rank coded with
+// all 254 levels (finer than the shared scale's 84 at three ranks), and
+// side payloads carried.
+TEST(StreamingAveraging, Int8GatherRoundAgreesBitwiseIsFinerAndCarriesSidePayloads) {
+  constexpr int kWorld = 3;
+  const int64_t n = 2 * kInt8ChunkElements + 101;  // codes not a whole number of floats
+  torch::manual_seed(7);
+  const auto anchor = torch::randn({n});
+  std::vector<torch::Tensor> moved;
+  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  std::vector<torch::Tensor> after(kWorld), residual(kWorld);
+  std::vector<int64_t> bytes(kWorld);
+  std::vector<std::vector<float>> side(kWorld);
+  RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
+    std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
+    ParameterAveragingOptions options;
+    options.int8_wire = true;
+    auto averaging = ParameterAveraging::Create(params, comm, options);
+    ASSERT_TRUE(averaging.ok()) << averaging.status();
+    ASSERT_TRUE((*averaging)->SetRoundShape(RoundShape::kGather));
+    Assign(params[0], moved[rank]);
+    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/true, {1.0f + rank}).ok());
+    ASSERT_TRUE((*averaging)->Finish().ok());
+    after[rank] = params[0].detach().clone();
+    bytes[rank] = (*averaging)->last_round().wire_bytes;
+    side[rank] = (*averaging)->last_round().side_payloads.at(0);
+    residual[rank] = (*averaging)->Residuals()[0].clone();
+    EXPECT_EQ((*averaging)->last_round().timelines.at(0).scales_seconds, 0) << "gather has no scale exchange";
+  });
+  const auto mean = (moved[0] + moved[1] + moved[2]) / kWorld;
+  double scale = 0;
+  for (const auto& m : moved) scale = std::max(scale, (anchor - m).abs().max().item<double>());
+  const double half_step = scale / Int8Levels(1);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_TRUE(torch::equal(after[r], after[0])) << r;
+    EXPECT_GT(residual[r].abs().max().item<double>(), 0) << r;
+    EXPECT_LE(residual[r].abs().max().item<double>(), half_step + 1e-6) << r;
+    // Scales and the side float, then the codes padded to whole floats.
+    EXPECT_EQ(bytes[r], Int8Chunks(n) * 4 + 4 + n + 3) << r;
+    EXPECT_EQ(side[r], (std::vector<float>{1, 2, 3})) << r;
+  }
+  EXPECT_LE((after[0] - mean).abs().max().item<double>(), half_step + 1e-5);
+  EXPECT_LT(half_step, scale / Int8Levels(kWorld));
+}
+
+TEST(StreamingAveraging, GatherShapeIsRefusedWithoutInt8) {
+  RunGlooRanks(1, [&](int, Communicator* comm) {
+    auto averaging = ParameterAveraging::Create(FourParams(), comm, ParameterAveragingOptions{});
+    ASSERT_TRUE(averaging.ok());
+    EXPECT_FALSE((*averaging)->SetRoundShape(RoundShape::kGather));
+    EXPECT_TRUE((*averaging)->SetRoundShape(RoundShape::kAllReduce));
+  });
+}
+
 }  // namespace
 }  // namespace herd
