@@ -434,7 +434,9 @@ absl::Status ParameterAveraging::Finish(int count) {
     fragment.events.merge_start = std::chrono::steady_clock::now();
     Merge(fragment);
     fragment.events.merge_end = std::chrono::steady_clock::now();
-    stats_.timelines.push_back(BuildRoundTimeline(fragment.events));
+    RoundTimeline timeline = BuildRoundTimeline(fragment.events);
+    timeline.shape = fragment.gathered ? RoundShape::kGather : RoundShape::kAllReduce;
+    stats_.timelines.push_back(timeline);
     stats_.side_payloads.push_back(std::move(fragment.side_all));
     fragment.side_all.clear();
   }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "worker/comm/communicator.h"
+#include "worker/train/sync/round_shape.h"
 
 namespace herd {
 
@@ -41,6 +42,9 @@ struct RoundTimeline {
   // smallest TCP window over peers and the largest RTT (0: not TCP).
   int64_t window_bytes = 0;
   double rtt_seconds = 0;
+  // Gather rounds have one hop: it shows as reduce-scatter, and all-gather
+  // is 0 (round_shape.h).
+  RoundShape shape = RoundShape::kAllReduce;
 };
 
 struct RoundEvents {

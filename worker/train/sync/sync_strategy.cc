@@ -193,6 +193,9 @@ class AveragingStrategy : public SyncStrategy {
                     std::unique_ptr<AveragingRounds> averaging)
       : SyncStrategy(std::move(params), data, config), config_(config), averaging_(std::move(averaging)) {
     ResetSamples();
+    // Two ranks gather from the start (no more bytes, fewer hops); where
+    // these rounds cannot gather (no int8, islands) they stay all-reduce.
+    SetShape(InitialRoundShape(data_->size()));
   }
 
   // sync.islands_by: local steps sum their gradients over `island` (whose
@@ -404,10 +407,25 @@ class AveragingStrategy : public SyncStrategy {
   // overlap_steps auto: what this rank last measured, sent with a round:
   // its newest round's in-flight time and blocked wait, a step's time, and
   // whether it has finished a round at all.
-  static constexpr size_t kMeasurementFloats = 4;
+  // And the shape of the rounds measured.
+  static constexpr size_t kMeasurementFloats = 5;
   std::vector<float> Measurement() {
     return {static_cast<float>(recent_in_flight_.Median()), static_cast<float>(step_clock_.MedianSeconds()),
-            static_cast<float>(last_round_.blocked_seconds), last_round_known_ ? 1.0f : 0.0f};
+            static_cast<float>(last_round_.blocked_seconds), last_round_known_ ? 1.0f : 0.0f,
+            static_cast<float>(shape_.shape)};
+  }
+
+  // The shape of the rounds launched from now on; a new shape is measured
+  // afresh. Every rank calls it at the same boundary.
+  void SetShape(RoundShape shape) {
+    if (!averaging_->SetRoundShape(shape)) {
+      shape_.settled = true;  // these rounds have only all-reduce
+      return;
+    }
+    if (shape == shape_.shape) return;
+    shape_.shape = shape;
+    recent_in_flight_ = RecentMedian{};
+    last_round_known_ = false;
   }
 
   // The ranks' measurements as one: the slowest round and the longest wait
@@ -418,8 +436,9 @@ class AveragingStrategy : public SyncStrategy {
     OverlapMeasurement m;
     for (size_t r = 0; r < ranks; ++r) {
       const float* v = gathered.data() + r * kMeasurementFloats;
-      // Every rank must have finished a round before the times mean anything.
-      if (v[3] < 1.0f) return;
+      // Every rank must have finished a round of the current shape before
+      // the times mean anything.
+      if (v[3] < 1.0f || v[4] != static_cast<float>(shape_.shape)) return;
       m.round_seconds = std::max<double>(m.round_seconds, v[0]);
       m.step_seconds += v[1] / static_cast<double>(ranks);
       m.blocked_seconds = std::max<double>(m.blocked_seconds, v[2]);
@@ -436,6 +455,19 @@ class AveragingStrategy : public SyncStrategy {
     if (warning != warning_ && !warning.empty()) LOG(WARNING) << warning;
     warning_ = warning;
     tau_ = decision.steps;
+    const RoundShapeState shape = NextRoundShape(shape_, measured_.round_seconds, decision.beyond_bound);
+    if (shape.shape != shape_.shape) {
+      LOG(INFO) << absl::StrFormat(
+          "int8 rounds: %s -> %s at step %d (%s rounds take %.3f s in flight%s)", RoundShapeName(shape_.shape),
+          RoundShapeName(shape.shape), at.step, RoundShapeName(shape_.shape), measured_.round_seconds,
+          shape.settled ? absl::StrFormat(", all-reduce rounds took %.3f s: all-reduce from here on",
+                                          shape_.all_reduce_round_seconds)
+                        : ", more than tau = sync.every steps can hide");
+      const RoundShapeState before = shape_;
+      shape_ = shape;
+      shape_.shape = before.shape;  // SetShape switches and forgets the old measurements
+      SetShape(shape.shape);
+    }
   }
 
   // Forgets the rounds in flight: a new start (the parameters were
@@ -482,6 +514,8 @@ class AveragingStrategy : public SyncStrategy {
     const AveragingRoundStats& round = averaging_->last_round();
     for (const RoundTimeline& timeline : round.timelines) {
       traffic->round_phases.Add(timeline);
+      // Only rounds of the current shape measure it (round_shape.h).
+      if (timeline.shape != shape_.shape) continue;
       last_round_ = timeline;
       last_round_known_ = true;
       recent_in_flight_.Add(timeline.in_flight_seconds);
@@ -509,6 +543,7 @@ class AveragingStrategy : public SyncStrategy {
   RecentMedian recent_in_flight_;  // its newest rounds' in-flight times
   bool last_round_known_ = false;
   OverlapMeasurement measured_;  // the ranks' mean, as the last decision saw it
+  RoundShapeState shape_;        // the int8 rounds' shape (round_shape.h)
   std::string warning_;
   // Samples trained since each fragment's last round: this rank's, all ranks'.
   struct FragmentSamples {
