@@ -8,7 +8,8 @@ const char* RoundShapeName(RoundShape shape) {
 
 RoundShape InitialRoundShape(int world) { return world == 2 ? RoundShape::kGather : RoundShape::kAllReduce; }
 
-RoundShapeState NextRoundShape(const RoundShapeState& state, double round_seconds, bool beyond_bound) {
+RoundShapeState NextRoundShape(const RoundShapeState& state, double round_seconds, bool beyond_bound,
+                               bool full_window) {
   RoundShapeState next = state;
   if (state.settled) return next;
   if (state.shape == RoundShape::kAllReduce) {
@@ -20,7 +21,7 @@ RoundShapeState NextRoundShape(const RoundShapeState& state, double round_second
   }
   // Gather: judged only against an all-reduce measurement (a two-rank job
   // starts with gather, which sends the same bytes in fewer hops).
-  if (state.all_reduce_round_seconds > 0 && round_seconds > state.all_reduce_round_seconds) {
+  if (full_window && state.all_reduce_round_seconds > 0 && round_seconds > state.all_reduce_round_seconds) {
     next.shape = RoundShape::kAllReduce;
     next.settled = true;
   }

@@ -18,7 +18,9 @@
 // cannot hide them (the overlap controller's beyond_bound), it tries
 // gather, and keeps it unless its rounds turn out slower than the
 // all-reduce rounds were, in which case it goes back for the rest of the
-// generation. A pure function of shared measurements: every rank switches
+// generation. Gather is judged on a full window of its own rounds (the
+// measurements' median), not on the first ones, which still share the link
+// with the backlog of the all-reduce rounds before them. A pure function of shared measurements: every rank switches
 // at the same round.
 #pragma once
 
@@ -43,7 +45,9 @@ struct RoundShapeState {
 
 // After a decision of the overlap controller on rounds of `state.shape`
 // taking `round_seconds` in flight; `beyond_bound`: even tau = every cannot
-// hide them.
-RoundShapeState NextRoundShape(const RoundShapeState& state, double round_seconds, bool beyond_bound);
+// hide them; `full_window`: every rank's measurement covers a full window
+// of rounds of this shape.
+RoundShapeState NextRoundShape(const RoundShapeState& state, double round_seconds, bool beyond_bound,
+                               bool full_window);
 
 }  // namespace herd

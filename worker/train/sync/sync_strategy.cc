@@ -44,6 +44,7 @@ class RecentMedian {
     values_.push_back(value);
     if (values_.size() > kKept) values_.erase(values_.begin());
   }
+  bool full() const { return values_.size() >= kKept; }
   double Median() const {
     if (values_.empty()) return 0;
     std::vector<double> sorted = values_;
@@ -406,12 +407,13 @@ class AveragingStrategy : public SyncStrategy {
 
   // overlap_steps auto: what this rank last measured, sent with a round:
   // its newest round's in-flight time and blocked wait, a step's time, and
-  // whether it has finished a round at all.
+  // whether it has finished a round at all (2: a full window of them).
   // And the shape of the rounds measured.
   static constexpr size_t kMeasurementFloats = 5;
   std::vector<float> Measurement() {
     return {static_cast<float>(recent_in_flight_.Median()), static_cast<float>(step_clock_.MedianSeconds()),
-            static_cast<float>(last_round_.blocked_seconds), last_round_known_ ? 1.0f : 0.0f,
+            static_cast<float>(last_round_.blocked_seconds),
+            last_round_known_ ? (recent_in_flight_.full() ? 2.0f : 1.0f) : 0.0f,
             static_cast<float>(shape_.shape)};
   }
 
@@ -434,11 +436,13 @@ class AveragingStrategy : public SyncStrategy {
   void Decide(const std::vector<float>& gathered, const StepBoundary& at) {
     const size_t ranks = gathered.size() / kMeasurementFloats;
     OverlapMeasurement m;
+    bool full_window = true;
     for (size_t r = 0; r < ranks; ++r) {
       const float* v = gathered.data() + r * kMeasurementFloats;
       // Every rank must have finished a round of the current shape before
       // the times mean anything.
       if (v[3] < 1.0f || v[4] != static_cast<float>(shape_.shape)) return;
+      full_window = full_window && v[3] >= 2.0f;
       m.round_seconds = std::max<double>(m.round_seconds, v[0]);
       m.step_seconds += v[1] / static_cast<double>(ranks);
       m.blocked_seconds = std::max<double>(m.blocked_seconds, v[2]);
@@ -455,7 +459,7 @@ class AveragingStrategy : public SyncStrategy {
     if (warning != warning_ && !warning.empty()) LOG(WARNING) << warning;
     warning_ = warning;
     tau_ = decision.steps;
-    const RoundShapeState shape = NextRoundShape(shape_, measured_.round_seconds, decision.beyond_bound);
+    const RoundShapeState shape = NextRoundShape(shape_, measured_.round_seconds, decision.beyond_bound, full_window);
     if (shape.shape != shape_.shape) {
       LOG(INFO) << absl::StrFormat(
           "int8 rounds: %s -> %s at step %d (%s rounds take %.3f s in flight%s)", RoundShapeName(shape_.shape),
