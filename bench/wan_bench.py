@@ -253,7 +253,7 @@ PARAMETERS = re.compile(r" with (\d+) parameters")
 WAITED = re.compile(r"; waited ([0-9.]+) s \(")
 # The averaging summary's round timeline and tau (round_timeline.h): where a
 # round's time went on that rank.
-ROUND_PHASES = re.compile(r"; (per round: launch [^;]*; in flight [^;]*(?:; last TCP window [^;]*)?(?:; overlap_steps [^;\n]*)?)")
+ROUND_PHASES = re.compile(r"; (per round: launch [^;]*; in flight [^;]*(?:; last TCP window [^;]*)?(?:; overlap_steps [^;\n]*)?(?:; int8 rounds [^;\n]*)?)")
 # glog's prefix (I20261126 13:16:51.785889) on the trainer's lines.
 GLOG_TIME = r"^I(\d{8} \d\d:\d\d:\d\d\.\d{6})"
 PROGRESS = re.compile(GLOG_TIME + r" +\d+ \S+\] (step (\d+)/(\d+) epoch)", re.M)

@@ -71,6 +71,8 @@ TEST(Averaging, StreamingFragmentsOverlapInt8FollowTheirSchedule) {
     EXPECT_NE(log.find("averaging: 11 rounds"), std::string::npos) << log;
     EXPECT_NE(log.find("20 local steps, 10 all-reduce steps"), std::string::npos) << log;
     EXPECT_NE(log.find("replicas verified bitwise"), std::string::npos) << log;
+    // Two ranks gather their int8 rounds (round_shape.h): one hop, same bytes.
+    EXPECT_NE(log.find("; int8 rounds gather"), std::string::npos) << log;
   }
 }
 

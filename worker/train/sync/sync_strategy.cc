@@ -334,6 +334,7 @@ class AveragingStrategy : public SyncStrategy {
         t.allreduce_wait_seconds, t.train_seconds > 0 ? 100 * t.allreduce_wait_seconds / t.train_seconds : 0.0);
     absl::StrAppend(&summary, "; ", t.round_phases.Describe());
     if (config_.overlapped()) absl::StrAppend(&summary, "; overlap_steps ", tau_, config_.overlap_auto ? " (auto)" : "");
+    if (config_.int8_wire) absl::StrAppend(&summary, "; int8 rounds ", RoundShapeName(shape_.shape));
     return summary;
   }
 
