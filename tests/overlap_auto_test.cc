@@ -21,6 +21,11 @@ using std::chrono::seconds;
 constexpr int kHosts = 3;
 constexpr int kEvery = 64;
 
+// collective_timeout_seconds: a delay change drops the frames its relay
+// holds, and TCP over the new 600 ms round trip recovers slowly: on a
+// loaded machine a round right after was 22 s in flight (its collectives
+// one after another), the full sync after it 28 s. No peer hangs in this
+// test, so the timeout only has to stay clear of that.
 std::string AutoJob() {
   return "model: mlp\n"
          "dataset: {kind: synthetic}\n"
@@ -30,7 +35,8 @@ std::string AutoJob() {
          "sync: {mode: average, every: " + std::to_string(kEvery) + ", fragments: 4, overlap_steps: auto}\n"
          "log_interval_steps: 1\n"
          "seed: 3\n"
-         "min_workers: 3\nmax_workers: 3\n";
+         "min_workers: 3\nmax_workers: 3\n"
+         "collective_timeout_seconds: 120\n";
 }
 
 bool Ended(const nlohmann::json& job) {
