@@ -30,7 +30,9 @@
 #include "tests/harness/final_model.h"
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "absl/strings/str_cat.h"
 #include "worker/comm/tcp_mesh_handshake.h"
+#include "worker/comm/tcp_mesh_lanes.h"
 #include "worker/contract/trainer_contract.h"
 #include "worker/train/report/metrics_snapshot.h"
 
@@ -219,16 +221,20 @@ class Flood {
       }
     }
     // One runs at a time. Only rank 0 listens in a 2-rank job, and it
-    // waits for rank 1 with its port open; the rank-1 trainer only waits
-    // (for rank 0's key), so after a while without a port the other runs.
+    // waits for rank 1 with its ports open (one per lane of the TCP mesh,
+    // opened at once); the rank-1 trainer only waits (for rank 0's key),
+    // so after a while without a port the other runs.
     int running = 0;
     kill(pids_[running], SIGCONT);
     auto slice_end = Clock::now() + seconds(2);
     std::set<int> ports;
-    while (!stop_ && ports.empty()) {
-      if (Clock::now() > deadline) return Fail("no trainer opened a data-plane port");
+    while (!stop_ && ports.size() < static_cast<size_t>(kDefaultTcpMeshLanes)) {
+      if (Clock::now() > deadline) {
+        return Fail(absl::StrCat("no trainer opened its ", kDefaultTcpMeshLanes, " data-plane ports (one had ",
+                                 ports.size(), ")"));
+      }
       ports = ListeningPorts(pids_[running]);
-      if (!ports.empty()) break;
+      if (!ports.empty()) continue;  // its lanes' listeners are opening
       if (Clock::now() > slice_end) {
         kill(pids_[running], SIGSTOP);
         running = 1 - running;
@@ -343,7 +349,7 @@ TEST(DataPlaneFlood, OutsideConnectionsNeverDisturbTheJob) {
   // Every kind of connection reached the rendezvous port and was refused,
   // audited in the log and counted in the metric.
   ASSERT_GE(rendezvous_worker, 0);
-  EXPECT_EQ(rendezvous_connections, 5);
+  EXPECT_EQ(rendezvous_connections, 5 * kDefaultTcpMeshLanes);  // five attacks on each lane's port
   const std::string job_dir = cluster.job_dir(rendezvous_worker, flooded);
   const std::string log = ReadFile(job_dir + "/trainer.log");
   for (const char* reason : {"(bad_magic)", "(bad_mac)", "(truncated)"}) {

@@ -45,6 +45,9 @@ class AveragingRounds {
   // rank must set the same one before the same launch. False where these
   // rounds have only all-reduce (the shape stays all-reduce).
   virtual bool SetRoundShape(RoundShape shape) { return shape == RoundShape::kAllReduce; }
+  // How many replicas a round averages: the ranks, or with islands the
+  // islands (InitialRoundShape's world).
+  virtual int round_ranks() const = 0;
   virtual const AveragingRoundStats& last_round() const = 0;
 
   virtual std::vector<torch::Tensor> Residuals() const = 0;

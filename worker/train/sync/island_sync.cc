@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<IslandRounds>> IslandRounds::Create(std::vector<t
   // Fewer tensors than positions: the empty shards have no owner.
   while (!shards.empty() && shards.back().empty()) shards.pop_back();
   std::unique_ptr<IslandRounds> rounds(new IslandRounds(params, island, shards, options.fragments,
-                                                        options.outer.kind == OuterKind::kNesterov));
+                                                        options.outer.kind == OuterKind::kNesterov,
+                                                        static_cast<int>(layout.values.size()), options.int8_wire));
   const int position = layout.position;
   if (cross != nullptr && position < static_cast<int>(shards.size())) {
     std::vector<torch::Tensor> mine;
@@ -35,9 +36,15 @@ absl::StatusOr<std::unique_ptr<IslandRounds>> IslandRounds::Create(std::vector<t
 }
 
 IslandRounds::IslandRounds(std::vector<torch::Tensor> params, Communicator* island,
-                           std::vector<std::vector<int>> shards, int fragments, bool nesterov)
-    : params_(std::move(params)), island_(island), shards_(std::move(shards)), fragments_(fragments),
-      nesterov_(nesterov) {
+                           std::vector<std::vector<int>> shards, int fragments, bool nesterov, int islands,
+                           bool int8)
+    : params_(std::move(params)),
+      island_(island),
+      shards_(std::move(shards)),
+      fragments_(fragments),
+      nesterov_(nesterov),
+      islands_(islands),
+      int8_(int8) {
   if (!nesterov_) return;
   torch::NoGradGuard no_grad;
   // Fresh outer momentum is zero, as ParameterAveraging's own.

@@ -47,6 +47,12 @@ class IslandRounds : public AveragingRounds {
   absl::Status Finish(int count = -1) override;
   bool in_flight() const override { return in_flight_ > 0; }
   int fragments() const override { return fragments_; }
+  // The shard owners' rounds across islands take it (ranks without a shard
+  // send nothing across islands).
+  bool SetRoundShape(RoundShape shape) override {
+    return averaging_ != nullptr ? averaging_->SetRoundShape(shape) : int8_ || shape == RoundShape::kAllReduce;
+  }
+  int round_ranks() const override { return islands_; }
   const AveragingRoundStats& last_round() const override { return stats_; }
 
   std::vector<torch::Tensor> Residuals() const override;
@@ -62,7 +68,7 @@ class IslandRounds : public AveragingRounds {
 
  private:
   IslandRounds(std::vector<torch::Tensor> params, Communicator* island, std::vector<std::vector<int>> shards,
-               int fragments, bool nesterov);
+               int fragments, bool nesterov, int islands, bool int8);
   // Every shard's owner broadcasts it to the island (a collective of the
   // island, in shard order); adds its bytes and time to stats_.
   absl::Status ShareShards();
@@ -78,6 +84,8 @@ class IslandRounds : public AveragingRounds {
   std::vector<std::vector<int>> shards_;
   const int fragments_;
   const bool nesterov_;
+  const int islands_;
+  const bool int8_;
   int own_shard_ = -1;
   std::unique_ptr<ParameterAveraging> averaging_;  // shard owners only
   int in_flight_ = 0;

@@ -121,6 +121,7 @@ class ParameterAveraging : public AveragingRounds {
   int fragments() const override { return static_cast<int>(fragments_.size()); }
   // int8 only (false otherwise); rounds launched from now on.
   bool SetRoundShape(RoundShape shape) override;
+  int round_ranks() const override { return comm_->size(); }
   // Parameter indices per fragment (registration order). Fragments cut the
   // flattened parameters into equal ranges, so one parameter may be in two.
   std::vector<std::vector<int>> fragment_params() const;

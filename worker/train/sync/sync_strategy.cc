@@ -196,7 +196,7 @@ class AveragingStrategy : public SyncStrategy {
     ResetSamples();
     // Two ranks gather from the start (no more bytes, fewer hops); where
     // these rounds cannot gather (no int8, islands) they stay all-reduce.
-    SetShape(InitialRoundShape(data_->size()));
+    SetShape(InitialRoundShape(averaging_->round_ranks()));
   }
 
   // sync.islands_by: local steps sum their gradients over `island` (whose
