@@ -160,9 +160,11 @@ class TcpMeshCommunicator : public Communicator {
   }
 
   std::shared_ptr<Work> AllGatherAsync(const void* in, size_t bytes, void* out) override {
-    return queue_->Submit("all-gather", [this, in = static_cast<const char*>(in), bytes,
-                                         out = static_cast<char*>(out)](uint64_t sequence) {
+    return queue_->Submit("all-gather", CollectiveQueue::TimedOp([this, in = static_cast<const char*>(in), bytes,
+                                                                  out = static_cast<char*>(out)](uint64_t sequence,
+                                                                                                 WorkTimes& times) {
       const Lane& lane = LaneOf(sequence);
+      ReadPathInto(lane, times);  // a gather round's one hop (round_shape.h)
       std::vector<PeerTransfer> transfers;
       for (int peer = 0; peer < size_; ++peer) {
         if (peer != rank_) transfers.push_back({peer, lane.peers[peer].get(), in, bytes, out + peer * bytes, bytes});
@@ -170,7 +172,7 @@ class TcpMeshCommunicator : public Communicator {
       if (absl::Status status = ExchangeWithPeers(transfers, Deadline()); !status.ok()) return status;
       std::memmove(out + rank_ * bytes, in, bytes);
       return absl::OkStatus();
-    });
+    }));
   }
 
   std::shared_ptr<Work> BarrierAsync() override {
