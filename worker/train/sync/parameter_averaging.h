@@ -196,7 +196,8 @@ class ParameterAveraging : public AveragingRounds {
   // Encodes (compressed wires) and starts every bucket's all-reduce.
   void SendBuckets(Fragment& fragment);
   // Gather rounds: codes each bucket with its own scales and starts its
-  // all-gather; MergeGathered sums what every rank sent, in rank order.
+  // all-gather; DecodeGathered leaves in each bucket's delta the mean of
+  // what every rank sent, added in rank order.
   void GatherBuckets(Fragment& fragment);
   void DecodeGathered(Fragment& fragment);
   void Merge(Fragment& fragment);

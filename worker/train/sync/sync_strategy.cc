@@ -196,7 +196,9 @@ class AveragingStrategy : public SyncStrategy {
     ResetSamples();
     // Two ranks gather from the start (no more bytes, fewer hops); where
     // these rounds cannot gather (no int8, islands) they stay all-reduce.
-    SetShape(InitialRoundShape(averaging_->round_ranks()));
+    RoundShapeState initial;
+    initial.shape = InitialRoundShape(averaging_->round_ranks());
+    AdoptShape(initial);
   }
 
   // sync.islands_by: local steps sum their gradients over `island` (whose
@@ -419,16 +421,20 @@ class AveragingStrategy : public SyncStrategy {
   }
 
   // The shape of the rounds launched from now on; a new shape is measured
-  // afresh. Every rank calls it at the same boundary.
-  void SetShape(RoundShape shape) {
-    if (!averaging_->SetRoundShape(shape)) {
-      shape_.settled = true;  // these rounds have only all-reduce
-      return;
+  // afresh. Every rank calls it at the same boundary. False where these
+  // rounds cannot take it (no int8): they stay all-reduce for good.
+  bool AdoptShape(const RoundShapeState& next) {
+    if (!averaging_->SetRoundShape(next.shape)) {
+      shape_.settled = true;
+      return false;
     }
-    if (shape == shape_.shape) return;
-    shape_.shape = shape;
-    recent_in_flight_ = RecentMedian{};
-    last_round_known_ = false;
+    const bool changed = next.shape != shape_.shape;
+    shape_ = next;
+    if (changed) {
+      recent_in_flight_ = RecentMedian{};
+      last_round_known_ = false;
+    }
+    return true;
   }
 
   // The ranks' measurements as one: the slowest round and the longest wait
@@ -460,18 +466,15 @@ class AveragingStrategy : public SyncStrategy {
     if (warning != warning_ && !warning.empty()) LOG(WARNING) << warning;
     warning_ = warning;
     tau_ = decision.steps;
-    const RoundShapeState shape = NextRoundShape(shape_, measured_.round_seconds, decision.beyond_bound, full_window);
-    if (shape.shape != shape_.shape) {
+    const RoundShapeState before = shape_;
+    const RoundShapeState next = NextRoundShape(before, measured_.round_seconds, decision.beyond_bound, full_window);
+    if (next.shape != before.shape && AdoptShape(next)) {
       LOG(INFO) << absl::StrFormat(
-          "int8 rounds: %s -> %s at step %d (%s rounds take %.3f s in flight%s)", RoundShapeName(shape_.shape),
-          RoundShapeName(shape.shape), at.step, RoundShapeName(shape_.shape), measured_.round_seconds,
-          shape.settled ? absl::StrFormat(", all-reduce rounds took %.3f s: all-reduce from here on",
-                                          shape_.all_reduce_round_seconds)
-                        : ", more than tau = sync.every steps can hide");
-      const RoundShapeState before = shape_;
-      shape_ = shape;
-      shape_.shape = before.shape;  // SetShape switches and forgets the old measurements
-      SetShape(shape.shape);
+          "int8 rounds: %s -> %s at step %d (%s rounds take %.3f s in flight%s)", RoundShapeName(before.shape),
+          RoundShapeName(next.shape), at.step, RoundShapeName(before.shape), measured_.round_seconds,
+          next.settled ? absl::StrFormat(", all-reduce rounds took %.3f s: all-reduce from here on",
+                                         before.all_reduce_round_seconds)
+                       : ", more than tau = sync.every steps can hide");
     }
   }
 
