@@ -10,6 +10,7 @@
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/testbed_cluster.h"
 #include "tests/testbed/testbed.h"
 
 namespace herd::testing {
@@ -59,11 +60,8 @@ class Islands : public ::testing::Test {
     // Not a skip: CI runs as root, so a testbed that cannot be made is a failure.
     ASSERT_TRUE(created.ok()) << created.status();
     bed_ = std::move(*created);
-    ClusterOptions cluster;
-    cluster.workers = kSites * kHostsPerSite;
-    cluster.coordinator_host = bed_->root_address();
+    ClusterOptions cluster = ClusterOnTestbed(*bed_);
     for (const auto& host : bed_->hosts()) {
-      cluster.worker_hosts.push_back(WorkerHost{host.address, bed_->ExecPrefix(host.index)});
       cluster.worker_args.push_back({"--label", "site=" + bed_->site(host.site).name});
     }
     cluster_ = std::make_unique<LocalCluster>(cluster);

@@ -11,6 +11,7 @@
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/testbed_cluster.h"
 #include "tests/testbed/testbed.h"
 
 namespace herd::testing {
@@ -45,13 +46,7 @@ class MultiHost : public ::testing::Test {
     // Not a skip: CI runs as root, so a testbed that cannot be made is a failure.
     ASSERT_TRUE(created.ok()) << created.status();
     bed_ = std::move(*created);
-    ClusterOptions cluster;
-    cluster.workers = kHosts;
-    cluster.coordinator_host = bed_->root_address();
-    for (const auto& host : bed_->hosts()) {
-      cluster.worker_hosts.push_back(WorkerHost{host.address, bed_->ExecPrefix(host.index)});
-    }
-    cluster_ = std::make_unique<LocalCluster>(cluster);
+    cluster_ = std::make_unique<LocalCluster>(ClusterOnTestbed(*bed_));
   }
 
   // Runs the W=kHosts job at kBatch and, as the reference, the W=1 job with

@@ -12,6 +12,7 @@
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
 #include "tests/harness/process.h"
+#include "tests/harness/testbed_cluster.h"
 #include "tests/testbed/testbed.h"
 #include "worker/train/sync/overlap_controller.h"
 
@@ -91,12 +92,6 @@ TEST(OverlapAuto, TauFollowsTheLinkAsItsDelayChanges) {
   options.hosts = kHosts;
   auto bed = testbed::Testbed::Create(options);
   ASSERT_TRUE(bed.ok()) << bed.status();
-  ClusterOptions cluster_options;
-  cluster_options.workers = kHosts;
-  cluster_options.coordinator_host = (*bed)->root_address();
-  for (const auto& host : (*bed)->hosts()) {
-    cluster_options.worker_hosts.push_back(WorkerHost{host.address, (*bed)->ExecPrefix(host.index)});
-  }
   // Every host's link goes through its delaying relay from the start, at no
   // delay: the first SetDelay moves the link to put the relay on it, and
   // the frames lost meanwhile make TCP back off (a running job's rounds
@@ -106,7 +101,7 @@ TEST(OverlapAuto, TauFollowsTheLinkAsItsDelayChanges) {
     const absl::Status relayed = (*bed)->SetDelay(h, 0);
     ASSERT_TRUE(relayed.ok()) << relayed;
   }
-  auto cluster = std::make_unique<LocalCluster>(cluster_options);
+  auto cluster = std::make_unique<LocalCluster>(ClusterOnTestbed(**bed));
   const std::string id = cluster->Submit(AutoJob());
 
   // Fast links: a round of a small model hides in a few steps.

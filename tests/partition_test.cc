@@ -10,6 +10,7 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/testbed_cluster.h"
 #include "tests/testbed/testbed.h"
 #include "worker/train/batches/sample_ledger.h"
 
@@ -117,12 +118,9 @@ TEST(Partition, WorkerCutOffForTwoLeasesIsReadmittedWithItsTrainer) {
   auto bed = NewTestbed(3);  // declared first: outlives the cluster's processes
   ASSERT_NE(bed, nullptr);
   const std::string ledger_dir = NewLedgerDir();
-  ClusterOptions options;
-  options.workers = 3;
+  ClusterOptions options = ClusterOnTestbed(*bed);
   options.lease_seconds = kLease;
   options.worker_env = {std::string(kSampleLedgerDirEnv) + "=" + ledger_dir};
-  options.coordinator_host = bed->root_address();
-  for (const auto& host : bed->hosts()) options.worker_hosts.push_back({host.address, bed->ExecPrefix(host.index)});
   LocalCluster cluster(options);
   StepWatch watch(cluster, cluster.Submit(JobSpec(2, 3)));
 

@@ -9,6 +9,7 @@
 
 #include "tests/harness/local_cluster.h"
 #include "tests/harness/process.h"
+#include "tests/harness/testbed_cluster.h"
 #include "tests/testbed/testbed.h"
 
 namespace herd::testing {
@@ -49,13 +50,7 @@ TEST(RoundShapeSwitch, RoundsThatTauCannotHideGatherOnEveryRankAtOnce) {
     const absl::Status delayed = (*bed)->SetDelay(h, 150);
     ASSERT_TRUE(delayed.ok()) << delayed;
   }
-  ClusterOptions cluster_options;
-  cluster_options.workers = kHosts;
-  cluster_options.coordinator_host = (*bed)->root_address();
-  for (const auto& host : (*bed)->hosts()) {
-    cluster_options.worker_hosts.push_back(WorkerHost{host.address, (*bed)->ExecPrefix(host.index)});
-  }
-  auto cluster = std::make_unique<LocalCluster>(cluster_options);
+  auto cluster = std::make_unique<LocalCluster>(ClusterOnTestbed(**bed));
   const std::string id = cluster->Submit(Job());
   auto job = cluster->WaitForState(id, {"SUCCEEDED", "FAILED", "CANCELLED"}, seconds(600));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster->Logs();

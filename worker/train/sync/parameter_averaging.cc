@@ -30,6 +30,20 @@ std::vector<std::vector<ParameterPiece>> SplitIntoFragments(const std::vector<to
   return out;
 }
 
+// A round's side payload as a float tensor on `device`, where it joins the
+// round's own buffer (CUDA with NCCL).
+torch::Tensor SideOn(const std::vector<float>& side, torch::Device device) {
+  return torch::from_blob(const_cast<float*>(side.data()), {static_cast<int64_t>(side.size())}, torch::kFloat)
+      .to(device);
+}
+
+// Every rank's side payload from `rows` (float32, one row per rank), in
+// rank order: a few floats, read once the exchange is done.
+std::vector<float> ReadSide(const torch::Tensor& rows) {
+  const torch::Tensor host = rows.contiguous().cpu();
+  return std::vector<float>(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
+}
+
 }  // namespace
 
 void OuterStep(const OuterStepConfig& config, const torch::Tensor& pseudo_grad, torch::Tensor& anchor,
@@ -198,9 +212,7 @@ void ParameterAveraging::StartScales(Fragment& fragment) {
   // The side payload rides at the end of the scale exchange.
   if (!fragment.side_mine.empty()) {
     // On the maxima's device (CUDA with NCCL): the exchange is one buffer.
-    maxima.push_back(torch::from_blob(fragment.side_mine.data(), {static_cast<int64_t>(fragment.side_mine.size())},
-                                      torch::kFloat)
-                         .to(maxima.front().device()));
+    maxima.push_back(SideOn(fragment.side_mine, maxima.front().device()));
   }
   fragment.scales_mine = torch::cat(maxima).contiguous();
   const int64_t chunks = fragment.scales_mine.numel();
@@ -222,8 +234,7 @@ absl::Status ParameterAveraging::FinishScales(Fragment& fragment) {
   if (side > 0) {
     const int64_t columns = fragment.scales_all.size(1);
     // A few floats, read once the exchange is done (the wait above).
-    auto tail = fragment.scales_all.narrow(1, columns - side, side).cpu().contiguous();
-    fragment.side_all.assign(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
+    fragment.side_all = ReadSide(fragment.scales_all.narrow(1, columns - side, side));
     fragment.scales_all = fragment.scales_all.narrow(1, 0, columns - side);
   }
   const auto shared = std::get<0>(fragment.scales_all.max(0));
@@ -271,26 +282,26 @@ void ParameterAveraging::GatherBuckets(Fragment& fragment) {
   // Each rank's own scales use every level: nothing is summed in int8.
   const int levels = Int8Levels(1);
   const int world = comm_->size();
+  const int64_t side = static_cast<int64_t>(fragment.side_mine.size());
   bool first = true;
   for (auto& bucket : fragment.buckets) {
-    bucket.scale = ChunkAbsMax(bucket.delta);
-    auto decoded = torch::empty_like(bucket.delta);
-    Int8Encode(bucket.delta, bucket.scale, levels, bucket.wire, decoded);
-    torch::sub_out(bucket.residual, bucket.delta, decoded);
-    std::vector<torch::Tensor> floats = {bucket.scale};
-    if (first && !fragment.side_mine.empty()) {
-      floats.push_back(torch::from_blob(fragment.side_mine.data(), {static_cast<int64_t>(fragment.side_mine.size())},
-                                        torch::kFloat)
-                           .to(bucket.scale.device()));
-    }
-    const torch::Tensor head = torch::cat(floats).contiguous();
-    const int64_t codes = bucket.wire.numel();
+    const int64_t codes = bucket.delta.numel();
+    const int64_t floats = Int8Chunks(codes) + (first ? side : 0);
     const int64_t padding = (4 - codes % 4) % 4;  // rows stay float-aligned
-    bucket.gather_mine = torch::cat({head.view(torch::kUInt8), bucket.wire,
-                                     torch::zeros({padding}, bucket.wire.options())})
-                             .contiguous();
-    const int64_t bytes = bucket.gather_mine.numel();
-    bucket.gather_all = torch::empty({world, bytes}, bucket.wire.options());
+    const int64_t bytes = floats * 4 + codes + padding;
+    if (!bucket.gather_mine.defined() || bucket.gather_mine.numel() != bytes) {
+      bucket.gather_mine = torch::zeros({bytes}, bucket.wire.options());
+      bucket.gather_all = torch::empty({world, bytes}, bucket.wire.options());
+    }
+    // The message in place: scales (and the side payload), then the codes.
+    torch::Tensor head = bucket.gather_mine.narrow(0, 0, floats * 4).view(torch::kFloat);
+    bucket.scale = ChunkAbsMax(bucket.delta);
+    head.narrow(0, 0, bucket.scale.numel()).copy_(bucket.scale);
+    if (first && side > 0) head.narrow(0, bucket.scale.numel(), side).copy_(SideOn(fragment.side_mine, head.device()));
+    torch::Tensor code_view = bucket.gather_mine.narrow(0, floats * 4, codes);
+    auto decoded = torch::empty_like(bucket.delta);
+    Int8Encode(bucket.delta, bucket.scale, levels, code_view, decoded);
+    torch::sub_out(bucket.residual, bucket.delta, decoded);
     fragment.bytes += bytes;
     fragment.works.push_back(comm_->AllGatherAsync(bucket.gather_mine.data_ptr(), static_cast<size_t>(bytes),
                                                    bucket.gather_all.data_ptr()));
@@ -308,8 +319,7 @@ void ParameterAveraging::DecodeGathered(Fragment& fragment) {
     const int64_t chunks = Int8Chunks(codes);
     const int64_t floats = chunks + (first ? side : 0);
     if (first && side > 0) {
-      auto tail = bucket.gather_all.narrow(1, chunks * 4, side * 4).contiguous().view(torch::kFloat).cpu();
-      fragment.side_all.assign(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
+      fragment.side_all = ReadSide(bucket.gather_all.narrow(1, chunks * 4, side * 4).contiguous().view(torch::kFloat));
     }
     // The mean of the decoded contributions, added in rank order.
     auto contribution = torch::empty_like(bucket.delta);
@@ -321,8 +331,6 @@ void ParameterAveraging::DecodeGathered(Fragment& fragment) {
       bucket.delta.add_(contribution);
     }
     bucket.delta.div_(static_cast<double>(world));
-    bucket.gather_mine = torch::Tensor();
-    bucket.gather_all = torch::Tensor();
     first = false;
   }
 }

@@ -163,8 +163,9 @@ class ParameterAveraging : public AveragingRounds {
     torch::Tensor sent;      // float32, parameters at launch (overlapped rounds)
     torch::Tensor scale;     // float32, int8 shared per-chunk scale
     // Gather rounds: this rank's message (chunk scales as float32 bytes,
-    // then the side payload on the first bucket, then the codes; padded to
-    // whole floats) and every rank's, one row per rank.
+    // then the side payload on the first bucket, then the codes, encoded
+    // in place; padded to whole floats) and every rank's, one row per
+    // rank. Kept between rounds: a fragment's message has one size.
     torch::Tensor gather_mine, gather_all;
   };
   struct Fragment {

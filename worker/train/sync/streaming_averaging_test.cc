@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "worker/comm/testing/gloo_test_ranks.h"
@@ -24,6 +26,41 @@ std::vector<torch::Tensor> FourParams() {
   std::vector<torch::Tensor> params;
   for (int i = 0; i < 4; ++i) params.push_back(torch::tensor({1.0f * i, 1.0f * i}).requires_grad_());
   return params;
+}
+
+// One float parameter of `n` elements: the anchor every rank starts from,
+// and each of `world` ranks' values after its local steps (small changes).
+struct MovedReplicas {
+  torch::Tensor anchor;
+  std::vector<torch::Tensor> moved;
+  // The largest change on any rank: it bounds every int8 chunk's scale.
+  double LargestChange() const {
+    double largest = 0;
+    for (const auto& m : moved) largest = std::max(largest, (anchor - m).abs().max().item<double>());
+    return largest;
+  }
+  torch::Tensor Mean() const {
+    torch::Tensor sum = torch::zeros_like(anchor);
+    for (const auto& m : moved) sum += m;
+    return sum / static_cast<double>(moved.size());
+  }
+};
+
+MovedReplicas MoveReplicas(int world, int64_t n, uint64_t seed) {
+  torch::manual_seed(seed);
+  MovedReplicas replicas;
+  replicas.anchor = torch::randn({n});
+  for (int r = 0; r < world; ++r) replicas.moved.push_back(replicas.anchor + 0.01 * torch::randn({n}));
+  return replicas;
+}
+
+// int8 averaging of `params` over `comm`, started from their current values.
+std::unique_ptr<ParameterAveraging> Int8Averaging(std::vector<torch::Tensor> params, Communicator* comm) {
+  ParameterAveragingOptions options;
+  options.int8_wire = true;
+  auto averaging = ParameterAveraging::Create(std::move(params), comm, options);
+  EXPECT_TRUE(averaging.ok()) << averaging.status();
+  return averaging.ok() ? std::move(*averaging) : nullptr;
 }
 
 TEST(StreamingAveraging, EachFragmentSyncsOnlyItsParameters) {
@@ -184,28 +221,23 @@ TEST(StreamingAveraging, RoundsLandTauStepsLaterInLaunchOrder) {
 TEST(StreamingAveraging, Int8ScalesExchangedInTheBackgroundGiveTheBlockingRound) {
   constexpr int kWorld = 3;
   const int64_t n = 2 * kInt8ChunkElements + 17;
-  torch::manual_seed(11);
-  const auto anchor = torch::randn({n});
-  std::vector<torch::Tensor> moved;
-  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  const MovedReplicas replicas = MoveReplicas(kWorld, n, 11);
   enum Way { kBlocking, kAdvanced, kFinishedDirectly };
   std::vector<std::vector<torch::Tensor>> after(3, std::vector<torch::Tensor>(kWorld));
   std::vector<std::vector<int64_t>> bytes(3, std::vector<int64_t>(kWorld));
   for (Way way : {kBlocking, kAdvanced, kFinishedDirectly}) {
     RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
-      std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
-      ParameterAveragingOptions options;
-      options.int8_wire = true;
-      auto averaging = ParameterAveraging::Create(params, comm, options);
-      ASSERT_TRUE(averaging.ok()) << averaging.status();
-      Assign(params[0], moved[rank]);
-      ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/way != kBlocking).ok());
+      std::vector<torch::Tensor> params = {replicas.anchor.clone().requires_grad_()};
+      auto averaging = Int8Averaging(params, comm);
+      ASSERT_NE(averaging, nullptr);
+      Assign(params[0], replicas.moved[rank]);
+      ASSERT_TRUE(averaging->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/way != kBlocking).ok());
       if (way == kAdvanced) {
-        ASSERT_TRUE((*averaging)->Advance().ok());
+        ASSERT_TRUE(averaging->Advance().ok());
       }
-      ASSERT_TRUE((*averaging)->Finish().ok());
+      ASSERT_TRUE(averaging->Finish().ok());
       after[way][rank] = params[0].detach().clone();
-      bytes[way][rank] = (*averaging)->last_round().wire_bytes;
+      bytes[way][rank] = averaging->last_round().wire_bytes;
     });
   }
   for (int way : {kAdvanced, kFinishedDirectly}) {
@@ -280,42 +312,33 @@ TEST(StreamingAveraging, FullRoundRefusedWhileARoundIsInFlight) {
 TEST(StreamingAveraging, Int8RoundAgreesBitwiseAndStaysWithinHalfAStep) {
   constexpr int kWorld = 3;
   const int64_t n = 3 * kInt8ChunkElements + 100;
-  torch::manual_seed(5);
-  const auto anchor = torch::randn({n});
-  std::vector<torch::Tensor> moved;
-  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  const MovedReplicas replicas = MoveReplicas(kWorld, n, 5);
   std::vector<torch::Tensor> after(kWorld), residual(kWorld);
   std::vector<int64_t> bytes(kWorld);
   RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
-    std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
-    ParameterAveragingOptions options;
-    options.int8_wire = true;
-    auto averaging = ParameterAveraging::Create(params, comm, options);
-    ASSERT_TRUE(averaging.ok()) << averaging.status();
-    Assign(params[0], moved[rank]);
-    ASSERT_TRUE((*averaging)->Round().ok());
+    std::vector<torch::Tensor> params = {replicas.anchor.clone().requires_grad_()};
+    auto averaging = Int8Averaging(params, comm);
+    ASSERT_NE(averaging, nullptr);
+    Assign(params[0], replicas.moved[rank]);
+    ASSERT_TRUE(averaging->Round().ok());
     after[rank] = params[0].detach().clone();
-    bytes[rank] = (*averaging)->last_round().wire_bytes;
-    ASSERT_EQ((*averaging)->Residuals().size(), 1u);
-    residual[rank] = (*averaging)->Residuals()[0].clone();
-    ASSERT_TRUE((*averaging)->RestoreResiduals({}).ok());
-    EXPECT_EQ((*averaging)->Residuals()[0].abs().max().item<float>(), 0.0f);
-    ASSERT_TRUE((*averaging)->RestoreResiduals({residual[rank]}).ok());
-    EXPECT_TRUE(torch::equal((*averaging)->Residuals()[0], residual[rank]));
-    EXPECT_FALSE((*averaging)->RestoreResiduals({torch::zeros({7})}).ok());
+    bytes[rank] = averaging->last_round().wire_bytes;
+    ASSERT_EQ(averaging->Residuals().size(), 1u);
+    residual[rank] = averaging->Residuals()[0].clone();
+    ASSERT_TRUE(averaging->RestoreResiduals({}).ok());
+    EXPECT_EQ(averaging->Residuals()[0].abs().max().item<float>(), 0.0f);
+    ASSERT_TRUE(averaging->RestoreResiduals({residual[rank]}).ok());
+    EXPECT_TRUE(torch::equal(averaging->Residuals()[0], residual[rank]));
+    EXPECT_FALSE(averaging->RestoreResiduals({torch::zeros({7})}).ok());
   });
-  const auto mean = (moved[0] + moved[1] + moved[2]) / kWorld;
-  // Largest pseudo-gradient anywhere bounds every chunk's scale.
-  double scale = 0;
-  for (const auto& m : moved) scale = std::max(scale, (anchor - m).abs().max().item<double>());
-  const double half_step = scale / Int8Levels(kWorld);
+  const double half_step = replicas.LargestChange() / Int8Levels(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_TRUE(torch::equal(after[r], after[0])) << r;
     EXPECT_GT(residual[r].abs().max().item<double>(), 0) << r;
     EXPECT_LE(residual[r].abs().max().item<double>(), half_step + 1e-6) << r;
     EXPECT_EQ(bytes[r], n + Int8Chunks(n) * 4);
   }
-  EXPECT_LE((after[0] - mean).abs().max().item<double>(), half_step + 1e-6);
+  EXPECT_LE((after[0] - replicas.Mean()).abs().max().item<double>(), half_step + 1e-6);
 }
 
 // Gather rounds (round_shape.h): one all-gather of each rank's codes and own
@@ -325,33 +348,26 @@ TEST(StreamingAveraging, Int8RoundAgreesBitwiseAndStaysWithinHalfAStep) {
 TEST(StreamingAveraging, Int8GatherRoundAgreesBitwiseIsFinerAndCarriesSidePayloads) {
   constexpr int kWorld = 3;
   const int64_t n = 2 * kInt8ChunkElements + 101;  // codes not a whole number of floats
-  torch::manual_seed(7);
-  const auto anchor = torch::randn({n});
-  std::vector<torch::Tensor> moved;
-  for (int r = 0; r < kWorld; ++r) moved.push_back(anchor + 0.01 * torch::randn({n}));
+  const MovedReplicas replicas = MoveReplicas(kWorld, n, 7);
   std::vector<torch::Tensor> after(kWorld), residual(kWorld);
   std::vector<int64_t> bytes(kWorld);
   std::vector<std::vector<float>> side(kWorld);
   RunGlooRanks(kWorld, [&](int rank, Communicator* comm) {
-    std::vector<torch::Tensor> params = {anchor.clone().requires_grad_()};
-    ParameterAveragingOptions options;
-    options.int8_wire = true;
-    auto averaging = ParameterAveraging::Create(params, comm, options);
-    ASSERT_TRUE(averaging.ok()) << averaging.status();
-    ASSERT_TRUE((*averaging)->SetRoundShape(RoundShape::kGather));
-    Assign(params[0], moved[rank]);
-    ASSERT_TRUE((*averaging)->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/true, {1.0f + rank}).ok());
-    ASSERT_TRUE((*averaging)->Finish().ok());
+    std::vector<torch::Tensor> params = {replicas.anchor.clone().requires_grad_()};
+    auto averaging = Int8Averaging(params, comm);
+    ASSERT_NE(averaging, nullptr);
+    ASSERT_TRUE(averaging->SetRoundShape(RoundShape::kGather));
+    Assign(params[0], replicas.moved[rank]);
+    ASSERT_TRUE(averaging->Launch(0, /*keep_local_steps=*/false, 1, /*overlap_scales=*/true, {1.0f + rank}).ok());
+    ASSERT_TRUE(averaging->Finish().ok());
     after[rank] = params[0].detach().clone();
-    bytes[rank] = (*averaging)->last_round().wire_bytes;
-    side[rank] = (*averaging)->last_round().side_payloads.at(0);
-    residual[rank] = (*averaging)->Residuals()[0].clone();
-    EXPECT_EQ((*averaging)->last_round().timelines.at(0).scales_seconds, 0) << "gather has no scale exchange";
+    bytes[rank] = averaging->last_round().wire_bytes;
+    side[rank] = averaging->last_round().side_payloads.at(0);
+    residual[rank] = averaging->Residuals()[0].clone();
+    EXPECT_EQ(averaging->last_round().timelines.at(0).scales_seconds, 0) << "gather has no scale exchange";
   });
-  const auto mean = (moved[0] + moved[1] + moved[2]) / kWorld;
-  double scale = 0;
-  for (const auto& m : moved) scale = std::max(scale, (anchor - m).abs().max().item<double>());
-  const double half_step = scale / Int8Levels(1);
+  const double largest = replicas.LargestChange();
+  const double half_step = largest / Int8Levels(1);
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_TRUE(torch::equal(after[r], after[0])) << r;
     EXPECT_GT(residual[r].abs().max().item<double>(), 0) << r;
@@ -360,8 +376,8 @@ TEST(StreamingAveraging, Int8GatherRoundAgreesBitwiseIsFinerAndCarriesSidePayloa
     EXPECT_EQ(bytes[r], Int8Chunks(n) * 4 + 4 + n + 3) << r;
     EXPECT_EQ(side[r], (std::vector<float>{1, 2, 3})) << r;
   }
-  EXPECT_LE((after[0] - mean).abs().max().item<double>(), half_step + 1e-5);
-  EXPECT_LT(half_step, scale / Int8Levels(kWorld));
+  EXPECT_LE((after[0] - replicas.Mean()).abs().max().item<double>(), half_step + 1e-5);
+  EXPECT_LT(half_step, largest / Int8Levels(kWorld));
 }
 
 TEST(StreamingAveraging, GatherShapeIsRefusedWithoutInt8) {
