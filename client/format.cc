@@ -258,6 +258,14 @@ std::string FormatOverlap(const v1::JobInfo& job) {
   return text;
 }
 
+std::string FormatRoundShape(const v1::JobInfo& job) {
+  const std::string& shape = job.sync_state().round_shape();
+  if (shape.empty()) return "";
+  if (shape == "gather") return "int8, gather (one hop: each rank all-gathers its own codes)";
+  if (shape == "all-reduce") return "int8, all-reduce (scales, reduce-scatter, all-gather)";
+  return absl::StrCat("int8, ", shape);
+}
+
 std::string JobDetail(const v1::JobInfo& job, double now) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"ID", job.id()});
@@ -292,6 +300,7 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   }
   lines.push_back({"Learning rate", lr});
   if (std::string overlap = FormatOverlap(job); !overlap.empty()) lines.push_back({"Overlap", overlap});
+  if (std::string shape = FormatRoundShape(job); !shape.empty()) lines.push_back({"Rounds", shape});
   lines.push_back({"Eval", job.eval().empty() ? "-" : FormatEval(job.eval())});
   if (job.has_spec()) {
     const v1::JobSpec& spec = job.spec();

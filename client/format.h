@@ -43,6 +43,9 @@ std::string FormatStraggler(const v1::JobInfo& job);
 // "rounds merge 13 local step(s) after launch (overlap_steps auto: a round
 // takes 902 ms in flight, a step 71.3 ms)"; "" without overlapped rounds.
 std::string FormatOverlap(const v1::JobInfo& job);
+// Mode average with int8 rounds: their shape now, e.g. "int8, gather (one
+// hop)"; "" without int8 rounds.
+std::string FormatRoundShape(const v1::JobInfo& job);
 // The short form for `herd watch`: "slowest rank 2 (worker-2) +21 ms/step
 // (48%)"; "" as above.
 std::string FormatStragglerShort(const v1::JobInfo& job);

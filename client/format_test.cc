@@ -346,6 +346,17 @@ TEST(FormatTest, DetailShowsTauAndWhatAutoChoseItFrom) {
                                     FormatStepTime(0.9) + " in flight, a step " + FormatStepTime(0.0713) + ")");
 }
 
+TEST(FormatTest, DetailShowsTheShapeOfInt8Rounds) {
+  v1::JobInfo job;
+  job.mutable_sync_state()->set_overlap_steps(4);
+  EXPECT_THAT(JobDetail(job, 0), ::testing::Not(HasSubstr("Rounds:")));
+  job.mutable_sync_state()->set_round_shape("all-reduce");
+  EXPECT_THAT(JobDetail(job, 0), HasSubstr("Rounds:"));
+  EXPECT_EQ(FormatRoundShape(job), "int8, all-reduce (scales, reduce-scatter, all-gather)");
+  job.mutable_sync_state()->set_round_shape("gather");
+  EXPECT_EQ(FormatRoundShape(job), "int8, gather (one hop: each rank all-gathers its own codes)");
+}
+
 TEST(FormatTest, DetailShowsTheCoordinatorsStorageTrouble) {
   v1::JobInfo job;
   job.set_state(v1::RUNNING);

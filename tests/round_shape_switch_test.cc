@@ -67,6 +67,11 @@ TEST(RoundShapeSwitch, RoundsThatTauCannotHideGatherOnEveryRankAtOnce) {
   ASSERT_FALSE(changes[0].empty()) << cluster->Logs();
   EXPECT_NE(changes[0][0].find("all-reduce -> gather"), std::string::npos) << changes[0][0];
   for (int i = 1; i < kHosts; ++i) EXPECT_EQ(changes[i], changes[0]) << "worker " << i;
+  // herd status shows the shape the rounds ended in.
+  const std::string& last = changes[0].back();
+  const std::string ended_in = last.substr(last.find("-> ") + 3, last.find(" at step") - last.find("-> ") - 3);
+  ASSERT_TRUE(job.contains("sync_state")) << job.dump(2);
+  EXPECT_EQ(job["sync_state"].value("round_shape", ""), ended_in) << job.dump(2);
   cluster.reset();  // processes stop before their hosts go
 }
 

@@ -149,13 +149,17 @@ v1::ReportProgressRequest ProgressBook::MakeReport(const CommitFacts& facts) {
   report.set_total_steps(facts.total_steps);
   report.set_warning(Warning(facts));
   report.set_learning_rate(learning_rate_);
-  if (metrics_ != nullptr) metrics_->SetOverlapSteps(facts.sync.overlap_steps);
-  if (facts.rank == 0 && facts.sync.overlap_steps > 0) {
+  if (metrics_ != nullptr) {
+    metrics_->SetOverlapSteps(facts.sync.overlap_steps);
+    if (!facts.sync.round_shape.empty()) metrics_->SetGatherRounds(facts.sync.round_shape == "gather");
+  }
+  if (facts.rank == 0 && (facts.sync.overlap_steps > 0 || !facts.sync.round_shape.empty())) {
     v1::SyncState* state = report.mutable_sync_state();
     state->set_overlap_steps(facts.sync.overlap_steps);
     state->set_overlap_auto(facts.sync.overlap_auto);
     state->set_round_seconds(facts.sync.round_seconds);
     state->set_step_seconds(facts.sync.step_seconds);
+    state->set_round_shape(facts.sync.round_shape);
   }
   for (const auto& [name, value] : eval_) (*report.mutable_eval())[name] = value;
   if (facts.final) {

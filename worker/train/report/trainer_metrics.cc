@@ -133,6 +133,10 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                            "Local steps between an averaging round's launch and its merge (tau): "
                            "sync.overlap_steps, or what overlap_steps auto chose; 0 when rounds merge at once.",
                            labels_)),
+      gather_rounds_(Gauge(registry, "herd_train_averaging_gather_rounds",
+                           "Mode average with int8 rounds: 1 while they gather (one hop, each rank's own codes), "
+                           "0 while they all-reduce (scales, reduce-scatter, all-gather) or without int8 rounds.",
+                           labels_)),
       window_bytes_(prometheus::BuildGauge()
                         .Name("herd_train_data_plane_window_bytes")
                         .Help("TCP data plane: the smallest congestion window (bytes) over this rank's peers as the "
@@ -179,6 +183,8 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
 }
 
 void TrainerMetrics::SetOverlapSteps(int64_t steps) { overlap_steps_.Set(static_cast<double>(steps)); }
+
+void TrainerMetrics::SetGatherRounds(bool gather) { gather_rounds_.Set(gather ? 1 : 0); }
 
 void TrainerMetrics::SetStraggler(int64_t rank, double holdback_fraction) {
   // Once per log interval: Add() finds the existing series.

@@ -98,6 +98,9 @@ class TrainerMetrics {
   // Mode average with overlapped rounds: tau now (sync.overlap_steps, or
   // what auto chose).
   void SetOverlapSteps(int64_t steps);
+  // Mode average with int8 rounds: whether they gather (one hop) or
+  // all-reduce (round_shape.h).
+  void SetGatherRounds(bool gather);
   // cuda_graphs: a generation ran its steps eagerly for `reason`
   // (step_capture_policy.h's labels).
   void ObserveCudaGraphFallback(const char* reason);
@@ -149,6 +152,7 @@ class TrainerMetrics {
   };
   std::vector<PhaseCounter> round_phases_;
   prometheus::Gauge& overlap_steps_;
+  prometheus::Gauge& gather_rounds_;
   prometheus::Family<prometheus::Gauge>& window_bytes_;
   prometheus::Family<prometheus::Gauge>& rtt_seconds_;
   int64_t rounds_seen_ = 0;

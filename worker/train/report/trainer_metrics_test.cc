@@ -130,6 +130,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_batch_share_samples",
       "herd_train_averaging_round_phase_seconds_total",
       "herd_train_averaging_overlap_steps",
+      "herd_train_averaging_gather_rounds",
   };
   std::set<std::string> names;
   for (const auto& [name, family] : families) names.insert(name);
@@ -257,6 +258,7 @@ TEST(TrainerMetrics, RoundPhasesAccumulateByPhaseAndTheWindowAppearsOnceKnown) {
   metrics.ObserveSyncTraffic(traffic);
   metrics.ObserveSyncTraffic(traffic);  // nothing new: nothing added
   metrics.SetOverlapSteps(13);
+  metrics.SetGatherRounds(true);
   auto families = ByName(registry.Collect());
   std::map<std::string, double> by_phase;
   for (const auto& metric : families["herd_train_averaging_round_phase_seconds_total"].metric) {
@@ -272,6 +274,7 @@ TEST(TrainerMetrics, RoundPhasesAccumulateByPhaseAndTheWindowAppearsOnceKnown) {
   EXPECT_EQ(families["herd_train_data_plane_window_bytes"].metric[0].gauge.value, 14480);
   EXPECT_EQ(families["herd_train_data_plane_rtt_seconds"].metric[0].gauge.value, 0.2);
   EXPECT_EQ(families["herd_train_averaging_overlap_steps"].metric[0].gauge.value, 13);
+  EXPECT_EQ(families["herd_train_averaging_gather_rounds"].metric[0].gauge.value, 1);
 }
 
 TEST(StepTimer, LapsAddUpToTheTotal) {

@@ -347,6 +347,7 @@ class AveragingStrategy : public SyncStrategy {
     status.round_seconds = measured_.round_seconds;
     status.step_seconds = measured_.step_seconds;
     status.warning = warning_;
+    if (config_.int8_wire) status.round_shape = RoundShapeName(shape_.shape);
     return status;
   }
 

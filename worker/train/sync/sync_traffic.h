@@ -40,6 +40,7 @@ struct SyncStatus {
   bool overlap_auto = false;
   double round_seconds = 0;   // auto: a round's in-flight time, as tau was last chosen
   double step_seconds = 0;    // auto: a local step's time, likewise
+  std::string round_shape;    // int8 rounds: "all-reduce" or "gather" (round_shape.h); "" without int8
   std::string warning;        // e.g. the link needs more steps per round than sync.every
 };
 
