@@ -96,6 +96,31 @@ std::vector<std::string> ChooseReleased(const ClusterState& state, const Candida
   return chosen;
 }
 
+// `staying` reordered for a waiting job with islands of a minimum over 1
+// (`spec`): members whose island (by the waiting job's key) the fewest
+// more workers complete first, given the workers `pool` already brings;
+// islands the victim cannot complete last. Ties keep the victim's order
+// (its rank 0 last). Without such islands, `staying` as it is.
+std::vector<std::string> HelpfulFirst(const ClusterState& state, const v1::JobSpec& spec,
+                                      const std::vector<std::string>& pool, std::vector<std::string> staying) {
+  const std::string& key = spec.sync().islands_by();
+  const int64_t minimum = spec.sync().min_workers_per_island();
+  if (key.empty() || minimum <= 1) return staying;
+  std::map<std::string, int64_t> have, offered;
+  for (const std::string& worker : pool) ++have[IslandOfWorker(state, key, worker)];
+  for (const std::string& member : staying) {
+    if (Fits(state, member, spec)) ++offered[IslandOfWorker(state, key, member)];
+  }
+  const auto missing_in = [&](const std::string& member) {
+    const std::string island = IslandOfWorker(state, key, member);
+    const int64_t deficit = std::max<int64_t>(0, minimum - have[island]);
+    return deficit <= offered[island] ? deficit : minimum + 1;
+  };
+  std::stable_sort(staying.begin(), staying.end(),
+                   [&](const std::string& a, const std::string& b) { return missing_in(a) < missing_in(b); });
+  return staying;
+}
+
 std::vector<const JobRecord*> Sorted(const ClusterState& state, v1::JobState job_state) {
   std::vector<const JobRecord*> jobs;
   for (const auto& [id, job] : state.jobs) {
@@ -153,8 +178,15 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
     }
     // It does not fit: count the workers already on their way to it, then
     // what lower-priority jobs can give, shrinking before suspending. Only
-    // workers whose device kind and labels fit the job count.
-    int64_t missing = need - static_cast<int64_t>(idle.size());
+    // workers whose device kind and labels fit the job count, and with
+    // islands only those ChooseMembers would take (an island short of its
+    // minimum sits out), so no job is shrunk for workers that cannot start it.
+    std::vector<std::string> pool = idle;
+    const auto short_of = [&] {
+      return std::max<int64_t>(
+          0, need - static_cast<int64_t>(ChooseMembers(state, spec, {}, pool, spec.max_workers()).size()));
+    };
+    int64_t missing = need - static_cast<int64_t>(chosen.size());
     const auto lower = [&](int64_t priority) { return priority < spec.priority(); };
     std::vector<size_t> claimed;
     for (size_t i = 0; i < coming.size() && missing > 0; ++i) {
@@ -163,7 +195,8 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
         continue;
       }
       claimed.push_back(i);
-      --missing;
+      pool.push_back(coming[i].worker_id);
+      missing = short_of();
     }
     std::vector<Candidate> trial = candidates;  // kept only when the job can start that way
     std::vector<MemberRelease> releases;
@@ -172,14 +205,17 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
       if (missing == 0) break;
       const JobRecord& victim = *candidate.job;
       if (!lower(victim.info.spec().priority()) || candidate.suspended) continue;
-      const std::vector<std::string> released = ChooseReleased(state, candidate, spec, missing);
+      Candidate offer = candidate;
+      offer.staying = HelpfulFirst(state, spec, pool, candidate.staying);
+      const std::vector<std::string> released = ChooseReleased(state, offer, spec, missing);
       for (const std::string& member : released) {
         releases.push_back({victim.info.id(), member, ReleaseReason::kShrink});
         candidate.staying.erase(std::find(candidate.staying.begin(), candidate.staying.end(), member));
+        pool.push_back(member);
       }
       const int64_t take = static_cast<int64_t>(released.size());
       candidate.above_min -= take;
-      missing -= std::min(missing, take);
+      missing = short_of();
       if (take > 0) preempted[victim.info.id()] = Preemption::kShrink;
     }
     for (Candidate& candidate : trial) {
@@ -200,7 +236,10 @@ SchedulePlan PlanSchedule(const ClusterState& state, const SchedulePolicyOptions
           releases.push_back({victim.info.id(), *member, ReleaseReason::kSuspend});
         }
       }
-      missing -= std::min<int64_t>(missing, fitting);
+      for (const std::string& member : candidate.staying) {
+        if (Fits(state, member, spec)) pool.push_back(member);
+      }
+      missing = short_of();
       candidate.staying.clear();
       candidate.above_min = 0;
       candidate.suspended = true;

@@ -456,5 +456,44 @@ TEST_F(PreemptingIslandsTest, NoWholeIslandGoesBelowTheJobsMinWorkers) {
   EXPECT_THAT(plan.preempted, IsEmpty());
 }
 
+// A waiting job with islands of at least 2 (by site) and a victim without
+// islands: only workers that complete the waiting job's islands count.
+class PreemptingForIslandsTest : public SchedulingPolicyTest {
+ protected:
+  // "low" (2-4 workers, no islands) runs on `victim_sites` (w3, w4, ...,
+  // rank 0 first); w1 (site a) and w2 (site b) are idle; "high" waits for 4
+  // in islands of 2.
+  void Start(const std::vector<std::string>& victim_sites) {
+    for (size_t i = 0; i < victim_sites.size(); ++i) {
+      AddLabelled("w" + std::to_string(i + 3), {{"site", victim_sites[i]}});
+    }
+    Run("low", Spec(2, 4), victim_sites.size());
+    AddLabelled("w1", {{"site", "a"}});
+    AddLabelled("w2", {{"site", "b"}});
+    v1::JobSpec high = Spec(4, 4, 5);
+    high.mutable_sync()->set_islands_by("site");
+    high.mutable_sync()->set_min_workers_per_island(2);
+    Submit("high", high);
+  }
+};
+
+TEST_F(PreemptingForIslandsTest, TheWorkersTakenCompleteTheWaitingJobsIslands) {
+  // By rank alone w6 (d) and w5 (c) would go, and high could not start.
+  Start({"a", "b", "c", "d"});
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(Releases(plan), ElementsAre(Pair("low", "w4"), Pair("low", "w3")));
+  EXPECT_THAT(plan.preempted, UnorderedElementsAre(Pair("low", Preemption::kShrink)));
+  ASSERT_EQ(plan.waiting.count("high"), 1u);
+}
+
+TEST_F(PreemptingForIslandsTest, NoJobShrinksForWorkersThatCannotStartTheWaitingOne) {
+  // low can give 2, but no 2 of its workers complete sites a and b.
+  Start({"c", "d", "c", "d"});
+  const SchedulePlan plan = PlanSchedule(state_);
+  EXPECT_THAT(plan.releases, IsEmpty());
+  EXPECT_THAT(plan.preempted, IsEmpty());
+  EXPECT_EQ(plan.waiting.count("high"), 0u);
+}
+
 }  // namespace
 }  // namespace herd::coordinator
