@@ -291,6 +291,9 @@ restart_budget: 1
 // same seed, same sampler order, restored optimizer state and step, and a
 // 2-rank Gloo sum (a + b) that does not depend on arrival order. The
 // tolerance is therefore zero.
+// The kill lands once two checkpoints are listed (step 100); the job runs
+// 1500 steps so that it is still training then on a machine many times
+// faster than the catalog poll.
 TEST(FaultTolerance, CheckpointResumeIsExact) {
   ClusterOptions options;
   options.workers = 2;
@@ -299,7 +302,7 @@ TEST(FaultTolerance, CheckpointResumeIsExact) {
 model: mlp
 dataset: {kind: synthetic, synthetic_samples: 100000, synthetic_features: 64}
 batch_size: 16
-max_steps: 400
+max_steps: 1500
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
 schedule: {name: cosine, warmup_steps: 20}
 log_interval_steps: 10
