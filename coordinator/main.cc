@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       "--store", options.store.store,
       "where the state is kept: sqlite:PATH (a database file; one coordinator per file), or "
       "etcd://HOST:PORT[,HOST:PORT...] (etcd's v3 API; coordinators sharing --etcd-prefix elect one leader, "
-      "the others wait as standbys and take over when its lease ends; see docs/design.md)");
+      "the others wait as standbys and take over when its lease ends; over TLS with --etcd-cacert; see "
+      "docs/design.md)");
   state_dir_option->excludes(store_option);
   app.add_option("--advertise", options.advertise,
                  "with --store=etcd://: HOST:PORT that workers, trainers and the CLI reach this coordinator at; "

@@ -151,7 +151,7 @@ TEST_F(EtcdTlsTest, AnUnreachableMemberIsNotATlsFailure) {
   EXPECT_THAT(failed.status().message(), Not(HasSubstr("TLS handshake failed")));
 }
 
-TEST_F(EtcdTlsTest, WrongFilesAreNamedByTheirFlags) {
+TEST_F(EtcdTlsTest, WrongFilesAndSchemesAreNamed) {
   auto refused = [](const TlsOptions& tls) { return OpenStore(Options(tls, "/flags/")).status(); };
   EXPECT_THAT(refused({File("ca.crt"), File("coordinator.crt"), ""}).message(),
               HasSubstr("--etcd-cert needs --etcd-key"));
@@ -167,7 +167,9 @@ TEST_F(EtcdTlsTest, WrongFilesAreNamedByTheirFlags) {
   sqlite.etcd_tls = MutualTls();
   EXPECT_THAT(OpenStore(sqlite).status().message(), HasSubstr("for --store=etcd:// only"));
   auto https_without_tls = EtcdClient::Connect({"https://" + Endpoint()});
-  EXPECT_THAT(https_without_tls.status().message(), HasSubstr("give --etcd-cacert"));
+  EXPECT_THAT(std::string(https_without_tls.status().message()), HasSubstr("give --etcd-cacert"));
+  auto http_with_tls = EtcdClient::Connect({"http://" + Endpoint()}, 5, MutualTls());
+  EXPECT_THAT(std::string(http_with_tls.status().message()), HasSubstr("is plain http, but"));
 }
 
 // The real binary: over mutual TLS it leads; with the wrong CA it exits at
