@@ -1,23 +1,20 @@
 #include "common/rpc_options.h"
 
-#include <fstream>
-#include <sstream>
-
-#include "absl/strings/str_cat.h"
 #include "common/auth.h"
 
 namespace herd {
-namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read TLS file: ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(const TlsOptions& tls,
+                                                                                 const TlsFlagNames& names) {
+  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  auto pem = ReadTlsFiles(tls.ca_file, tls.cert_file, tls.key_file, names);
+  if (!pem.ok()) return pem.status();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem->ca;  // empty: gRPC's default roots
+  ssl.pem_cert_chain = pem->cert;
+  ssl.pem_private_key = pem->key;
+  return grpc::SslCredentials(ssl);
 }
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address, const TlsOptions& tls) {
   grpc::ChannelArguments args;
@@ -33,25 +30,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ad
   // A channel made anew (LeaderChannel, after a call ran out of time) must
   // open its own connection, not share the stuck one from the global pool.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (tls.enabled()) {
-    grpc::SslCredentialsOptions ssl;
-    if (!tls.ca_file.empty()) {
-      auto ca = ReadPem(tls.ca_file);
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-    }
-    if (!tls.cert_file.empty()) {
-      auto cert = ReadPem(tls.cert_file);
-      auto key = ReadPem(tls.key_file);
-      if (!cert.ok()) return cert.status();
-      if (!key.ok()) return key.status();
-      ssl.pem_cert_chain = *cert;
-      ssl.pem_private_key = *key;
-    }
-    creds = grpc::SslCredentials(ssl);
-  }
-  return grpc::CreateCustomChannel(address, creds, args);
+  auto creds = MakeChannelCredentials(tls);
+  if (!creds.ok()) return creds.status();
+  return grpc::CreateCustomChannel(address, *creds, args);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsOptions& tls) {
@@ -59,21 +40,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
   if (tls.cert_file.empty() || tls.key_file.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
   }
-  auto cert = ReadPem(tls.cert_file);
-  auto key = ReadPem(tls.key_file);
-  if (!cert.ok()) return cert.status();
-  if (!key.ok()) return key.status();
+  if (tls.require_client_cert && tls.ca_file.empty()) {
+    return absl::InvalidArgumentError("mutual TLS needs --tls-ca to verify client certificates");
+  }
+  auto pem = ReadTlsFiles(tls.ca_file, tls.cert_file, tls.key_file);
+  if (!pem.ok()) return pem.status();
   grpc::SslServerCredentialsOptions ssl(tls.require_client_cert
                                             ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  if (!tls.ca_file.empty()) {
-    auto ca = ReadPem(tls.ca_file);
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
-  } else if (tls.require_client_cert) {
-    return absl::InvalidArgumentError("mutual TLS needs --tls-ca to verify client certificates");
-  }
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_root_certs = pem->ca;
+  ssl.pem_key_cert_pairs.push_back({pem->key, pem->cert});
   return grpc::SslServerCredentials(ssl);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tls_files.h"
 
 namespace herd {
 
@@ -23,6 +24,11 @@ struct TlsOptions {
   bool require_client_cert = false;  // server only: mutual TLS
   bool enabled() const { return !ca_file.empty() || !cert_file.empty(); }
 };
+
+// Channel credentials for the given TLS options (insecure when disabled);
+// errors name the files by the flags in `names`.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(const TlsOptions& tls,
+                                                                                 const TlsFlagNames& names = {});
 
 // A channel to `address` with herd's size limits (TLS when tls.enabled()).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       "--store", options.store.store,
       "where the state is kept: sqlite:PATH (a database file; one coordinator per file), or "
       "etcd://HOST:PORT[,HOST:PORT...] (etcd's v3 API; coordinators sharing --etcd-prefix elect one leader, "
-      "the others wait as standbys and take over when its lease ends; see docs/design.md)");
+      "the others wait as standbys and take over when its lease ends; over TLS with --etcd-cacert; see "
+      "docs/design.md)");
   state_dir_option->excludes(store_option);
   app.add_option("--advertise", options.advertise,
                  "with --store=etcd://: HOST:PORT that workers, trainers and the CLI reach this coordinator at; "
@@ -86,6 +87,18 @@ int main(int argc, char** argv) {
                  "lost (at least 2)")
       ->capture_default_str()
       ->check(CLI::Range(2, 3600));
+  // TLS to etcd is on when any of these is given (as etcdctl's --cacert,
+  // --cert, --key): an etcd:// endpoint list stays the same either way.
+  app.add_option("--etcd-cacert", options.store.etcd_tls.ca_file,
+                 "with --store=etcd://: CA (PEM) that etcd's server certificates chain to; reaches etcd over TLS "
+                 "(default: the system's CAs when only --etcd-cert/--etcd-key are given)");
+  auto* etcd_cert_option = app.add_option(
+      "--etcd-cert", options.store.etcd_tls.cert_file,
+      "with --store=etcd://: client certificate (PEM) for etcd's --client-cert-auth (mutual TLS); needs --etcd-key");
+  auto* etcd_key_option = app.add_option("--etcd-key", options.store.etcd_tls.key_file,
+                                         "with --store=etcd://: the private key (PEM) of --etcd-cert");
+  etcd_cert_option->needs(etcd_key_option);
+  etcd_key_option->needs(etcd_cert_option);
   auto* auth_option = app.add_option(
       "--auth-file", options.auth_file,
       "principals, roles and credentials (token SHA-256s, client certificate identities); only its owner may "

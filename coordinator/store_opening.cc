@@ -55,11 +55,20 @@ absl::StatusOr<OpenedStore> OpenSqliteFile(const std::string& path) {
   return opened;
 }
 
+absl::Status EtcdTlsWithoutEtcd() {
+  return absl::InvalidArgumentError("--etcd-cacert, --etcd-cert and --etcd-key are for --store=etcd:// only");
+}
+
 absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& options) {
   auto prefix = NormalizeEtcdPrefix(options.etcd_prefix);
   if (!prefix.ok()) return prefix.status();
-  auto client = EtcdClient::Connect(spec.etcd_endpoints);
+  auto client = EtcdClient::Connect(spec.etcd_endpoints, /*call_timeout_seconds=*/5, options.etcd_tls);
   if (!client.ok()) return client.status();
+  // Campaigning waits out an etcd that is down; a TLS misconfiguration
+  // would never mend, so it stops the start instead.
+  if (options.etcd_tls.enabled()) {
+    if (auto status = (*client)->CheckTlsHandshakes(); !status.ok()) return status;
+  }
   std::shared_ptr<EtcdClient> shared(*std::move(client));
   LeadershipOptions leadership;
   leadership.key = *prefix + "leader";
@@ -89,6 +98,7 @@ absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& 
 absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options) {
   if (options.store.empty()) {
     if (options.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
+    if (options.etcd_tls.enabled()) return EtcdTlsWithoutEtcd();
     return OpenStateDir(options.state_dir);
   }
   if (!options.state_dir.empty()) {
@@ -96,7 +106,10 @@ absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options) {
   }
   auto spec = ParseStoreSpec(options.store);
   if (!spec.ok()) return spec.status();
-  if (spec->kind == StoreSpec::Kind::kSqlite) return OpenSqliteFile(spec->sqlite_path);
+  if (spec->kind == StoreSpec::Kind::kSqlite) {
+    if (options.etcd_tls.enabled()) return EtcdTlsWithoutEtcd();
+    return OpenSqliteFile(spec->sqlite_path);
+  }
   return OpenEtcd(*spec, options);
 }
 

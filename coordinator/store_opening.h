@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/exclusive_lock.h"
+#include "common/rpc_options.h"
 #include "coordinator/etcd/leadership.h"
 #include "coordinator/state_store.h"
 
@@ -21,6 +22,9 @@ struct StoreOptions {
   std::string store;
   std::string etcd_prefix = "/herd/";
   int64_t etcd_lease_seconds = 5;
+  // --etcd-cacert, --etcd-cert, --etcd-key: etcd over TLS when any is given
+  // (mutual TLS with the certificate and key).
+  TlsOptions etcd_tls;
   // The etcd leader key's value: the address clients reach this
   // coordinator at (followers send callers there).
   std::string identity;
@@ -35,7 +39,8 @@ struct OpenedStore {
   std::unique_ptr<EtcdLeadership> leadership;  // etcd
 };
 
-// On etcd, blocks until this coordinator leads.
+// On etcd, blocks until this coordinator leads; fails at once when no
+// member answers and some refused the TLS handshake.
 absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options);
 
 }  // namespace herd::coordinator

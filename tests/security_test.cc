@@ -18,6 +18,7 @@
 #include "proto/herd.grpc.pb.h"
 #include "tests/harness/http_client.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/test_certificates.h"
 
 namespace herd::testing {
 namespace {
@@ -527,32 +528,14 @@ TEST(Security, SighupReloadsTheAuthFile) {
   EXPECT_EQ(cluster.HerdAs(carol_token, {"list"}).exit_code, 0);
 }
 
-// A CA, a server certificate for 127.0.0.1 and one client certificate per
-// common name, made with openssl (EC keys: fast).
-void MakeCertificates(const std::string& dir, const std::vector<std::string>& clients) {
-  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  std::string script = "set -e; cd '" + dir + "'; " +
-                       "openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 1 -subj /CN=herd-test-ca; " +
-                       "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1; " +
-                       "printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext; " +
-                       "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt " +
-                       "-days 1 -extfile server.ext; ";
-  for (const std::string& client : clients) {
-    script += "openssl req " + key + " -keyout " + client + ".key -out " + client + ".csr -subj /CN=" + client +
-              "; openssl x509 -req -in " + client + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + client +
-              ".crt -days 1; ";
-  }
-  CommandResult made = RunCommand({"/bin/bash", "-c", script}, seconds(60));
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-}
-
 // Under mutual TLS the identity comes from the client certificate: the auth
 // file's cert: lines give it a principal, a role and worker ids.
 TEST(Security, MutualTlsIdentityComesFromTheClientCertificate) {
   const std::string dir = ::testing::TempDir() + "/mtls";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  ASSERT_NO_FATAL_FAILURE(MakeCertificates(dir, {"node-7", "alice-laptop", "stranger"}));
+  const absl::Status made = MakeCertificates(dir, {"node-7", "alice-laptop", "stranger"});
+  ASSERT_TRUE(made.ok()) << made;
   WritePrivateFile(dir + "/auth",
                    "node-7 worker cert:node-7 node-7\n"
                    "alice-laptop user cert:alice-laptop\n");

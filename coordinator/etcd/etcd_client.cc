@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_convert.h"
@@ -23,6 +24,32 @@ bool MemberTrouble(const grpc::Status& status) {
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
+// Whether gRPC says the connection failed in its TLS handshake: the
+// member's certificate did not verify, or it does not speak TLS.
+bool TlsHandshakeFailed(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string message = absl::AsciiStrToLower(status.error_message());
+  return absl::StrContains(message, "handshake") || absl::StrContains(message, "ssl") ||
+         absl::StrContains(message, "certificate");
+}
+
+// Whether the member closed the connection in the handshake: a member that
+// does not speak TLS on this port does (etcd with http client URLs).
+bool ClosedInHandshake(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string message = absl::AsciiStrToLower(status.error_message());
+  return absl::StrContains(message, "socket closed") || absl::StrContains(message, "connection reset");
+}
+
+// Whether the member ended the connection when it read the first call. Over
+// TLS 1.3 this is how a member refuses the client's certificate (or its
+// absence): the client's handshake completes, and the member's alert ends
+// the connection afterwards.
+bool ClosedBeforeAnswering(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  return absl::StrContains(absl::AsciiStrToLower(status.error_message()), "endpoint read failed");
+}
+
 }  // namespace
 
 std::string PrefixRangeEnd(const std::string& prefix) {
@@ -37,32 +64,86 @@ std::string PrefixRangeEnd(const std::string& prefix) {
   return std::string(1, '\0');  // every key
 }
 
+TlsFlagNames EtcdTlsFlagNames() { return {"--etcd-cacert", "--etcd-cert", "--etcd-key"}; }
+
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vector<std::string>& endpoints,
-                                                                double call_timeout_seconds) {
+                                                                double call_timeout_seconds, const TlsOptions& tls) {
   if (endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints given");
+  // The only place the etcd channels' credentials are made: every member
+  // the same way.
+  auto credentials = MakeChannelCredentials(tls, EtcdTlsFlagNames());
+  if (!credentials.ok()) return credentials.status();
   std::vector<Member> members;
   for (std::string endpoint : endpoints) {
     if (absl::StartsWith(endpoint, "https://")) {
-      return absl::InvalidArgumentError(absl::StrCat("etcd endpoint ", endpoint, ": TLS to etcd is not supported"));
+      if (!tls.enabled()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("etcd endpoint ", endpoint, " is https: give --etcd-cacert (and --etcd-cert, --etcd-key)"));
+      }
+      endpoint = endpoint.substr(8);
+    } else if (absl::StartsWith(endpoint, "http://")) {
+      if (tls.enabled()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("etcd endpoint ", endpoint, " is plain http, but --etcd-cacert/--etcd-cert ask for TLS"));
+      }
+      endpoint = endpoint.substr(7);
     }
-    if (absl::StartsWith(endpoint, "http://")) endpoint = endpoint.substr(7);
     if (endpoint.empty() || endpoint.find(':') == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("etcd endpoint \"", endpoint, "\" is not host:port"));
     }
     Member member;
-    member.endpoint = endpoint;
+    member.endpoint = tls.enabled() ? absl::StrCat("https://", endpoint) : endpoint;
     grpc::ChannelArguments args;
     // A whole prefix is read in pages (EtcdStateStore::Load), but one job's
     // record may be large: allow up to etcd's own request limit and more.
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    member.channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    member.channel = grpc::CreateCustomChannel(endpoint, *credentials, args);
     member.kv = etcdserverpb::KV::NewStub(member.channel);
     member.lease = etcdserverpb::Lease::NewStub(member.channel);
     member.watch = etcdserverpb::Watch::NewStub(member.channel);
     members.push_back(std::move(member));
   }
-  return std::unique_ptr<EtcdClient>(new EtcdClient(endpoints, std::move(members), call_timeout_seconds));
+  return std::unique_ptr<EtcdClient>(
+      new EtcdClient(endpoints, std::move(members), call_timeout_seconds, tls.enabled()));
+}
+
+std::string EtcdClient::Describe(const Member& member, const grpc::Status& status) const {
+  if (tls_ && TlsHandshakeFailed(status)) {
+    return absl::StrCat(member.endpoint, ": TLS handshake failed (check --etcd-cacert against the member's ",
+                        "certificate, and that its client URLs are https): ", status.error_message());
+  }
+  return absl::StrCat(member.endpoint, ": ", status.error_message());
+}
+
+absl::Status EtcdClient::CheckTlsHandshakes() {
+  std::string refused;
+  for (Member& member : members_) {
+    grpc::ClientContext context;
+    context.set_deadline(After(call_timeout_seconds_));
+    etcdserverpb::RangeRequest request;
+    request.set_key("/");
+    request.set_count_only(true);
+    etcdserverpb::RangeResponse response;
+    const grpc::Status status = member.kv->Range(&context, request, &response);
+    if (status.ok() || !MemberTrouble(status)) return absl::OkStatus();  // it answered
+    // On a fresh connection a member that closes it is refusing this TLS
+    // setup; on a working one the same words may mean it just went down.
+    std::string why;
+    if (TlsHandshakeFailed(status)) {
+      why = Describe(member, status);
+    } else if (ClosedInHandshake(status)) {
+      why = absl::StrCat(member.endpoint, ": closed the connection in the TLS handshake (does the member serve TLS? ",
+                         "its client URLs must be https): ", status.error_message());
+    } else if (ClosedBeforeAnswering(status)) {
+      why = absl::StrCat(member.endpoint, ": closed the TLS connection before answering, as a member does that ",
+                         "refuses the client certificate (check --etcd-cert and --etcd-key against its ",
+                         "--trusted-ca-file): ", status.error_message());
+    }
+    if (!why.empty()) absl::StrAppend(&refused, refused.empty() ? "" : "; ", why);
+  }
+  if (refused.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("etcd: no member answered over TLS (", refused, ")"));
 }
 
 template <typename Call>
@@ -80,7 +161,7 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call, double timeou
       current_.store(index);
       return absl::OkStatus();
     }
-    absl::StrAppend(&tried, tried.empty() ? "" : "; ", member.endpoint, ": ", last.error_message());
+    absl::StrAppend(&tried, tried.empty() ? "" : "; ", Describe(member, last));
     if (!MemberTrouble(last)) break;
   }
   absl::Status status = FromGrpcStatus(last);
@@ -194,7 +275,7 @@ absl::Status EtcdClient::WaitForDelete(const std::string& key, int64_t start_rev
   // the next call tries the next member.
   current_.store((current_.load() + 1) % members_.size());
   return absl::UnavailableError(
-      absl::StrCat("etcd watch of ", key, " on ", member.endpoint, " ended: ", finished.error_message()));
+      absl::StrCat("etcd watch of ", key, " ended: ", Describe(member, finished)));
 }
 
 }  // namespace herd::coordinator

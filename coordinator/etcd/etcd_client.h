@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/rpc_options.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace herd::coordinator {
@@ -21,12 +22,26 @@ namespace herd::coordinator {
 // (etcd's range_end for a prefix).
 std::string PrefixRangeEnd(const std::string& prefix);
 
+// The coordinator flags that name the etcd client's TLS files (etcdctl's
+// --cacert, --cert and --key).
+TlsFlagNames EtcdTlsFlagNames();
+
 class EtcdClient {
  public:
-  // `endpoints`: "host:port" or "http://host:port". Connects lazily: a
-  // member that is down now is tried again on later calls.
+  // `endpoints`: "host:port", "http://host:port" or, with TLS,
+  // "https://host:port". Connects lazily: a member that is down now is
+  // tried again on later calls. `tls`: when enabled, every member is
+  // reached over TLS (its files are checked here, errors naming the
+  // --etcd-* flags); with a certificate and key, over mutual TLS.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(const std::vector<std::string>& endpoints,
-                                                             double call_timeout_seconds = 5);
+                                                             double call_timeout_seconds = 5,
+                                                             const TlsOptions& tls = {});
+
+  // One call to every member: OK when one answers. Fails, naming each
+  // endpoint, only when none answers and some refused the TLS handshake: a
+  // misconfiguration (wrong CA, no client certificate, etcd without TLS)
+  // that waiting does not mend. Members merely unreachable pass.
+  absl::Status CheckTlsHandshakes();
 
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
   absl::StatusOr<etcdserverpb::PutResponse> Put(const etcdserverpb::PutRequest& request);
@@ -54,8 +69,15 @@ class EtcdClient {
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
 
-  EtcdClient(std::vector<std::string> endpoints, std::vector<Member> members, double call_timeout_seconds)
-      : endpoints_(std::move(endpoints)), members_(std::move(members)), call_timeout_seconds_(call_timeout_seconds) {}
+  EtcdClient(std::vector<std::string> endpoints, std::vector<Member> members, double call_timeout_seconds, bool tls)
+      : endpoints_(std::move(endpoints)),
+        members_(std::move(members)),
+        call_timeout_seconds_(call_timeout_seconds),
+        tls_(tls) {}
+
+  // What a failed call on `member` says, naming the member and, when its
+  // TLS handshake failed, saying so.
+  std::string Describe(const Member& member, const grpc::Status& status) const;
 
   // Runs `call(member, context)` on the current member, then on each other
   // one while the failure says the member (not the request) is the problem.
@@ -65,6 +87,7 @@ class EtcdClient {
   std::vector<std::string> endpoints_;
   std::vector<Member> members_;
   double call_timeout_seconds_;
+  bool tls_;
   std::atomic<size_t> current_{0};
 };
 

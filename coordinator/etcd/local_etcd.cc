@@ -44,10 +44,19 @@ std::string TempRoot() {
 
 bool LocalEtcd::Installed() { return access(kEtcdBinary, X_OK) == 0; }
 
-absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
+absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members, const LocalEtcdTls* tls) {
   if (!Installed()) return absl::FailedPreconditionError(absl::StrCat(kEtcdBinary, " is missing"));
   std::unique_ptr<LocalEtcd> etcd(new LocalEtcd());
   etcd->root_ = TempRoot();
+  if (tls != nullptr) etcd->client_tls_ = tls->client;
+  std::vector<std::string> tls_flags;
+  if (tls != nullptr) {
+    tls_flags = {"--cert-file=" + tls->cert_file, "--key-file=" + tls->key_file};
+    if (!tls->client_ca_file.empty()) {
+      tls_flags.push_back("--trusted-ca-file=" + tls->client_ca_file);
+      tls_flags.push_back("--client-cert-auth");
+    }
+  }
   std::vector<std::string> peers;
   std::vector<int> client_ports;
   for (int i = 0; i < members; ++i) {
@@ -56,7 +65,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
   }
   for (int i = 0; i < members; ++i) {
     const std::string name = absl::StrCat("e", i);
-    const std::string client_url = absl::StrCat("http://127.0.0.1:", client_ports[i]);
+    const std::string client_url = absl::StrCat(tls ? "https" : "http", "://127.0.0.1:", client_ports[i]);
     const std::string peer_url = peers[i].substr(name.size() + 1);
     etcd->endpoints_.push_back(absl::StrCat("127.0.0.1:", client_ports[i]));
     // setpriv: the member dies with the test process even when that crashes
@@ -70,6 +79,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
                                   "--initial-cluster-token=" + etcd->root_, "--logger=zap", "--log-level=warn"}) {
       argv.push_back(flag);
     }
+    argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
     etcd->argvs_.push_back(argv);
     etcd->members_.push_back(std::make_unique<testing::Process>(std::move(argv), etcd->root_ + "/" + name + ".log"));
   }
@@ -81,7 +91,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start(int members) {
   absl::Status last;
   while (std::chrono::steady_clock::now() < deadline) {
     for (const std::string& endpoint : etcd->endpoints_) {
-      auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2);
+      auto client = EtcdClient::Connect({endpoint}, /*call_timeout_seconds=*/2, etcd->client_tls_);
       if (!client.ok()) return client.status();
       etcdserverpb::PutRequest put;
       put.set_key("/local-etcd/ready");
@@ -112,7 +122,9 @@ void LocalEtcd::Restart(int index) {
 absl::StatusOr<int> LocalEtcd::RaftLeader() const {
   std::string said;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
-    auto channel = grpc::CreateChannel(endpoints_[i], grpc::InsecureChannelCredentials());
+    auto credentials = MakeChannelCredentials(client_tls_, EtcdTlsFlagNames());
+    if (!credentials.ok()) return credentials.status();
+    auto channel = grpc::CreateChannel(endpoints_[i], *credentials);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     etcdserverpb::StatusResponse response;

@@ -8,11 +8,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rpc_options.h"
 #include "tests/harness/process.h"
 
 namespace herd::coordinator {
 
 inline constexpr char kEtcdBinary[] = "/usr/bin/etcd";
+
+// Members serving their clients over TLS, as etcd under Kubernetes does.
+struct LocalEtcdTls {
+  std::string cert_file;  // the member's --cert-file (for 127.0.0.1)
+  std::string key_file;   // its --key-file
+  // --trusted-ca-file with --client-cert-auth: clients need a certificate
+  // from this CA. Empty: any client may connect (server-verified TLS only).
+  std::string client_ca_file;
+  // How Start's readiness check connects (a client certificate when
+  // client_ca_file is set).
+  TlsOptions client;
+};
 
 class LocalEtcd {
  public:
@@ -20,7 +33,8 @@ class LocalEtcd {
   static bool Installed();
 
   // Starts a cluster of `members` and returns once it answers writes.
-  static absl::StatusOr<std::unique_ptr<LocalEtcd>> Start(int members = 1);
+  // With `tls`, client URLs are https (peers stay on plain http).
+  static absl::StatusOr<std::unique_ptr<LocalEtcd>> Start(int members = 1, const LocalEtcdTls* tls = nullptr);
   ~LocalEtcd();
 
   // Every member's client endpoint, "127.0.0.1:PORT", in member order.
@@ -38,6 +52,7 @@ class LocalEtcd {
   LocalEtcd() = default;
 
   std::string root_;
+  TlsOptions client_tls_;
   std::vector<std::string> endpoints_;
   std::vector<std::vector<std::string>> argvs_;
   std::vector<std::unique_ptr<testing::Process>> members_;

@@ -7,7 +7,8 @@
 # until the worker has registered, in plain and in mutual-TLS setups; and
 # two coordinators from the etcd form's command line on a real etcd member:
 # one leads, the other answers as a standby that the CLI follows, and takes
-# over when the leader is killed.
+# over when the leader is killed; and a coordinator with the etcd TLS
+# Secret leads on an etcd with https client URLs and client-cert auth.
 source "${TEST_SRCDIR}/${TEST_WORKSPACE}/deploy/test/testlib.sh"
 
 COORDINATOR_BIN="$RUNFILES/coordinator/herd-coordinator"
@@ -42,12 +43,15 @@ render_all() {
   render gpu --set $TOKENS,worker.gpu.enabled=true,worker.gpu.count=2
   render tls --set $TOKENS "${TLS_VALUES[@]}"
   render ha --set $TOKENS --set coordinator.replicas=2,etcd.enabled=true
+  render etcd-tls --set $TOKENS --set coordinator.replicas=2 \
+    --set 'coordinator.store.etcd.endpoints={https://etcd-0.infra.svc:2379}' \
+    --set coordinator.store.etcd.tls.secretName=etcd-client
   render extra --set $TOKENS --set 'coordinator.extraArgs={--tls-require-client-cert}' \
     --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
 }
 
 coordinator_flags_are_known() {
-  for rendering in default tls extra ha; do
+  for rendering in default tls extra ha etcd-tls; do
     flags_known "$COORDINATOR_BIN" "$rendering" coordinator coordinator
   done
 }
@@ -192,6 +196,21 @@ wait_leading() {
   die "$3 did not lead within 30 s"
 }
 
+# start_etcd DIR SCHEME [FLAGS...]: one etcd member on free loopback ports,
+# client URLs SCHEME://, its pid in POD_PIDS and its client port in
+# ETCD_CLIENT_PORT.
+start_etcd() {
+  local dir="$1" scheme="$2" peer
+  shift 2
+  ETCD_CLIENT_PORT="$(free_port)"
+  peer="$(free_port)"
+  "$ETCD_BIN" --name=e0 --data-dir="$dir/etcd" --listen-client-urls="$scheme://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --advertise-client-urls="$scheme://127.0.0.1:$ETCD_CLIENT_PORT" --listen-peer-urls="http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$peer" --initial-cluster="e0=http://127.0.0.1:$peer" \
+    --logger=zap --log-level=warn "$@" >"$dir/etcd.log" 2>&1 &
+  POD_PIDS+=($!)
+}
+
 # Two coordinators as the etcd form renders them (your etcd: a real member
 # here), each with its own port and advertised address as its pod IP would
 # give it.
@@ -200,18 +219,13 @@ ha_coordinators_run() {
     echo "SKIP: $ETCD_BIN is missing (Debian's etcd-server; scripts/setup.sh installs it)"
     return 0
   fi
-  local dir="$CASE_TMP/pods-ha" client peer
+  local dir="$CASE_TMP/pods-ha"
   mkdir -p "$dir"
-  client="$(free_port)"
-  peer="$(free_port)"
   POD_PIDS=()
   POD_DIR="$dir"
   trap 'kill -9 "${POD_PIDS[@]}" 2>/dev/null; tail -n 30 "$POD_DIR"/*.log 2>/dev/null' EXIT
-  "$ETCD_BIN" --name=e0 --data-dir="$dir/etcd" --listen-client-urls="http://127.0.0.1:$client" \
-    --advertise-client-urls="http://127.0.0.1:$client" --listen-peer-urls="http://127.0.0.1:$peer" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$peer" --initial-cluster="e0=http://127.0.0.1:$peer" \
-    --logger=zap --log-level=warn >"$dir/etcd.log" 2>&1 &
-  POD_PIDS+=($!)
+  start_etcd "$dir" http
+  local client="$ETCD_CLIENT_PORT"
   render ha-run --set $TOKENS --set coordinator.replicas=2 --set "coordinator.store.etcd.endpoints={127.0.0.1:$client}"
   local pids=() addresses=() i
   for i in 0 1; do
@@ -245,6 +259,46 @@ ha_coordinators_run() {
   kill -9 "${POD_PIDS[@]}" 2>/dev/null || true
 }
 
+# A coordinator as the etcd TLS form renders it, on an etcd that serves
+# https and requires client certificates (as under Kubernetes): the
+# Secret's files reach it and it leads.
+etcd_tls_coordinator_runs() {
+  if [ ! -x "$ETCD_BIN" ]; then
+    echo "SKIP: $ETCD_BIN is missing (Debian's etcd-server; scripts/setup.sh installs it)"
+    return 0
+  fi
+  make_tls_secrets
+  local dir="$CASE_TMP/pods-etcd-tls" pki="$CASE_TMP/pki"
+  mkdir -p "$dir"
+  POD_PIDS=()
+  POD_DIR="$dir"
+  trap 'kill -9 "${POD_PIDS[@]}" 2>/dev/null; tail -n 30 "$POD_DIR"/*.log 2>/dev/null' EXIT
+  start_etcd "$dir" https --cert-file="$pki/server.crt" --key-file="$pki/server.key" \
+    --trusted-ca-file="$pki/ca.crt" --client-cert-auth
+  node -e '
+    const fs = require("fs"), d = process.argv[1], read = (f) => fs.readFileSync(`${d}/${f}`, "utf8");
+    fs.writeFileSync(process.argv[2], JSON.stringify({
+      "etcd-client": {"ca.crt": read("ca.crt"), "tls.crt": read("client.crt"), "tls.key": read("client.key")},
+    }));' "$pki" "$CASE_TMP/etcd-tls-secrets.json"
+  render etcd-tls-run --set $TOKENS --set "coordinator.store.etcd.endpoints={https://127.0.0.1:$ETCD_CLIENT_PORT}" \
+    --set coordinator.store.etcd.tls.secretName=etcd-client
+  local port
+  port="$(free_port)"
+  node "$TEST_DIR/pod_command.js" "$CASE_TMP/etcd-tls-run.json" coordinator coordinator "$dir/coordinator" \
+    --pod-name herd-coordinator-0 --pod-ip 127.0.0.1 --secrets "$CASE_TMP/etcd-tls-secrets.json" \
+    --set --listen="127.0.0.1:$port" --set --advertise="127.0.0.1:$port" --set --metrics-listen=127.0.0.1:0 \
+    --add --ready-file="$dir/coordinator.json" >"$dir/coordinator.argv"
+  mapfile -d '' argv <"$dir/coordinator.argv"
+  echo "coordinator: ${argv[*]:1}"
+  "$COORDINATOR_BIN" "${argv[@]:1}" >"$dir/coordinator.log" 2>&1 &
+  local coordinator=$!
+  POD_PIDS+=("$coordinator")
+  wait_leading "$dir/coordinator.json" "$coordinator" "the coordinator on etcd over TLS"
+  stop "$coordinator" herd-coordinator
+  trap - EXIT
+  kill -9 "${POD_PIDS[@]}" 2>/dev/null || true
+}
+
 [ -x "$COORDINATOR_BIN" ] && [ -x "$WORKER_BIN" ] && [ -x "$HERD_BIN" ] || die "missing binaries under $RUNFILES"
 render_all || die "rendering failed"
 run_case coordinator_flags_are_known coordinator_flags_are_known
@@ -254,4 +308,5 @@ run_case rendered_pods_run rendered_pods_run
 run_case existing_secret_pods_run existing_secret_pods_run
 run_case mutual_tls_pods_run mutual_tls_pods_run
 run_case ha_coordinators_run ha_coordinators_run
+run_case etcd_tls_coordinator_runs etcd_tls_coordinator_runs
 finish

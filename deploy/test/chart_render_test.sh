@@ -98,6 +98,22 @@ ha_with_the_charts_etcd() {
   valid ha-etcd5 ha-etcd replicas=2 etcdMembers=5
 }
 
+# Your etcd over TLS, as under Kubernetes: mutual TLS (the default), or only
+# etcd's certificate checked; the chart's own etcd and SQLite refuse it.
+etcd_over_tls() {
+  render etcd-mtls --set $TOKENS --set coordinator.replicas=2 \
+    --set 'coordinator.store.etcd.endpoints={https://etcd-0.infra.svc:2379,https://etcd-1.infra.svc:2379}' \
+    --set coordinator.store.etcd.tls.secretName=etcd-client
+  valid etcd-mtls etcd-tls replicas=2 secret=etcd-client clientCert=true
+  render etcd-server-tls --set $TOKENS --set 'coordinator.store.etcd.endpoints={etcd-0.infra.svc:2379}' \
+    --set coordinator.store.etcd.tls.secretName=etcd-ca,coordinator.store.etcd.tls.clientCert=false
+  valid etcd-server-tls etcd-tls replicas=1 secret=etcd-ca clientCert=false
+  refused "coordinator.store.etcd.tls.secretName is set, but the coordinators reach no etcd of yours" \
+    --set $TOKENS,coordinator.replicas=2,etcd.enabled=true,coordinator.store.etcd.tls.secretName=etcd-client
+  refused "coordinator.store.etcd.tls.secretName is set, but the coordinators reach no etcd of yours" \
+    --set $TOKENS,coordinator.store.etcd.tls.secretName=etcd-client
+}
+
 several_coordinators_on_sqlite_are_refused() {
   refused "coordinator.replicas is 2, but the state is in SQLite, which has one writer: run 1 coordinator, or give the coordinators etcd to elect a leader in (coordinator.store.etcd.endpoints for your etcd, or etcd.enabled=true for the chart's)" \
     --set $TOKENS,coordinator.replicas=2
@@ -190,6 +206,7 @@ run_case existing_secrets existing_secrets
 run_case service_monitor_instead_of_annotations service_monitor_instead_of_annotations
 run_case ha_with_your_etcd ha_with_your_etcd
 run_case ha_with_the_charts_etcd ha_with_the_charts_etcd
+run_case etcd_over_tls etcd_over_tls
 run_case several_coordinators_on_sqlite_are_refused several_coordinators_on_sqlite_are_refused
 run_case no_token_is_refused no_token_is_refused
 run_case token_and_existing_secret_conflict token_and_existing_secret_conflict

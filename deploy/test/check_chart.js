@@ -1,7 +1,7 @@
 // Asserts what the rendered chart must do, beyond schema validity.
 //   node check_chart.js SCENARIO RENDERED.json [key=value...]
 // SCENARIO: default | gpu | tls | existing-secret | monitoring | ha-external
-// | ha-etcd. The key=value pairs are the facts the scenario expects
+// | ha-etcd | etcd-tls. The key=value pairs are the facts the scenario expects
 // (userToken=..., gpus=..., replicas=...).
 "use strict";
 const assert = require("assert/strict");
@@ -101,6 +101,12 @@ function checkCoordinator() {
     assert.ok(!state.mount.readOnly);
     r.get("PersistentVolumeClaim", state.volume.persistentVolumeClaim.claimName);
     for (const flag of ["--etcd-prefix", "--etcd-lease-seconds", "--advertise"]) assert.ok(!coordinatorArgs.has(flag), flag);
+  }
+  if (scenario !== "etcd-tls") {
+    for (const flag of ["--etcd-cacert", "--etcd-cert", "--etcd-key"]) {
+      assert.ok(!coordinatorArgs.has(flag), `${flag} without coordinator.store.etcd.tls`);
+    }
+    assert.ok(!podSpec(coordinator).volumes.some((v) => v.name === "etcd-tls"), "no etcd TLS volume");
   }
   checkSecurity(coordinator, "coordinator");
 }
@@ -338,6 +344,25 @@ const scenarios = {
     assert.equal(store, "etcd://" + expected.endpoints);
     assert.equal(r.all("StatefulSet").filter((s) => labels(s)["app.kubernetes.io/component"] === "etcd").length, 0);
     assert.ok(coordinator.spec.replicas >= 2);
+  },
+  // Your etcd over TLS: the files come from the Secret, read-only, and stay
+  // with the coordinators.
+  "etcd-tls"() {
+    assert.ok(store.startsWith("etcd://"), "TLS to etcd needs the etcd store");
+    const ca = secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--etcd-cacert"));
+    assert.deepEqual([ca.secretName, ca.key], [expected.secret, "ca.crt"]);
+    if (expected.clientCert === "true") {
+      const pair = ["--etcd-cert", "--etcd-key"].map((f) => secretFileSource(coordinator, "coordinator", coordinatorArgs.get(f)));
+      assert.deepEqual(pair.map((s) => [s.secretName, s.key]), [[expected.secret, "tls.crt"], [expected.secret, "tls.key"]]);
+    } else {
+      assert.ok(!coordinatorArgs.has("--etcd-cert") && !coordinatorArgs.has("--etcd-key"), "no client certificate");
+      assert.deepEqual(ca.items.map((i) => i.key), ["ca.crt"], "only the CA is mounted");
+    }
+    const held = mountFor(coordinator, "coordinator", coordinatorArgs.get("--etcd-cacert"));
+    assert.equal(held.mount.readOnly, true, "etcd TLS files are mounted read-only");
+    assert.equal(held.volume.secret.defaultMode, 0o440, "only the pod's group reads the key");
+    assert.ok(!podSpec(worker).volumes.some((v) => v.secret && v.secret.secretName === expected.secret),
+      "workers never get etcd's TLS files");
   },
   "ha-etcd"() {
     checkOwnEtcd();

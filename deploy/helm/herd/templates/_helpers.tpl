@@ -261,6 +261,16 @@ Service share this name; member N is NAME-N.NAME.NAMESPACE.svc. */}}
 {{- join "," $members -}}
 {{- end -}}
 
+{{/* The Secret with the coordinators' TLS files for etcd, or "" for plain
+HTTP. Only for your etcd: the chart's own serves plain HTTP. */}}
+{{- define "herd.coordinatorEtcdTlsSecret" -}}
+{{- $secret := .Values.coordinator.store.etcd.tls.secretName -}}
+{{- if and $secret (not .Values.coordinator.store.etcd.endpoints) -}}
+{{- fail "coordinator.store.etcd.tls.secretName is set, but the coordinators reach no etcd of yours: set coordinator.store.etcd.endpoints (the chart's own etcd, etcd.enabled, serves plain HTTP)" -}}
+{{- end -}}
+{{- $secret -}}
+{{- end -}}
+
 {{/* Where the coordinators keep their state: "etcd://host:port,..." (an
 external etcd, or the chart's own), or "" for SQLite on the state PVC. Also
 refuses what cannot work: two stores at once, or several coordinators on

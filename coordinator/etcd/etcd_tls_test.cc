@@ -1,0 +1,212 @@
+// The coordinator reaches etcd over TLS as etcd runs under Kubernetes: a
+// real etcd member with https client URLs and --client-cert-auth, and
+// certificates made by openssl for this test. The store works over mutual
+// TLS; a missing client certificate, a wrong CA or an etcd without TLS stop
+// the start at once with an error naming the endpoint and TLS; wrong files
+// are named by their flag.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "coordinator/etcd/etcd_state_store.h"
+#include "coordinator/etcd/local_etcd.h"
+#include "coordinator/store_opening.h"
+#include "tests/harness/local_cluster.h"
+#include "tests/harness/test_certificates.h"
+
+namespace herd::coordinator {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A failed start must come within the client's call deadline (5 s), not
+// after campaigning forever.
+constexpr auto kFailFast = std::chrono::seconds(10);
+
+class EtcdTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!LocalEtcd::Installed()) return;
+    dir_ = new std::string(::testing::TempDir() + "/etcd-tls");
+    std::filesystem::remove_all(*dir_);
+    std::filesystem::create_directories(*dir_ + "/other");
+    // etcd's CA, with a client certificate for the coordinator; another CA
+    // with a client certificate of its own.
+    absl::Status made = testing::MakeCertificates(*dir_, {"coordinator"});
+    ASSERT_TRUE(made.ok()) << made;
+    made = testing::MakeCertificates(*dir_ + "/other", {"stranger"});
+    ASSERT_TRUE(made.ok()) << made;
+    LocalEtcdTls tls;
+    tls.cert_file = File("server.crt");
+    tls.key_file = File("server.key");
+    tls.client_ca_file = File("ca.crt");
+    tls.client = MutualTls();
+    auto etcd = LocalEtcd::Start(1, &tls);
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = etcd->release();
+  }
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+  }
+  void SetUp() override {
+    if (!LocalEtcd::Installed()) {
+      GTEST_SKIP() << kEtcdBinary << " is missing: install Debian's etcd-server (scripts/setup.sh does)";
+    }
+    ASSERT_NE(etcd_, nullptr) << "etcd did not start over TLS";
+  }
+
+  static std::string File(const std::string& name) { return *dir_ + "/" + name; }
+  static TlsOptions MutualTls() { return {File("ca.crt"), File("coordinator.crt"), File("coordinator.key")}; }
+  static std::string Endpoint() { return etcd_->endpoints()[0]; }
+
+  static StoreOptions Options(const TlsOptions& tls, const std::string& prefix) {
+    StoreOptions options;
+    options.store = "etcd://" + Endpoint();
+    options.etcd_prefix = prefix;
+    options.identity = "coordinator-" + prefix;
+    options.etcd_lease_seconds = 2;
+    options.etcd_tls = tls;
+    return options;
+  }
+
+  // Opens the store and expects a refused TLS connection, reported at once
+  // with the endpoint and `why`.
+  static void ExpectTlsRefused(const StoreOptions& options, const std::string& why) {
+    const auto start = std::chrono::steady_clock::now();
+    auto opened = OpenStore(options);
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(opened.ok()) << "the store opened without a valid TLS setup";
+    EXPECT_EQ(opened.status().code(), absl::StatusCode::kUnavailable) << opened.status();
+    EXPECT_THAT(std::string(opened.status().message()),
+                AllOf(HasSubstr("no member answered over TLS"), HasSubstr("https://" + options.store.substr(7)),
+                      HasSubstr(why)));
+    EXPECT_LT(took, kFailFast) << opened.status();
+  }
+
+  static std::string* dir_;
+  static LocalEtcd* etcd_;
+};
+std::string* EtcdTlsTest::dir_ = nullptr;
+LocalEtcd* EtcdTlsTest::etcd_ = nullptr;
+
+// Over mutual TLS the store leads and what it saves is read back by another
+// client.
+TEST_F(EtcdTlsTest, TheStoreWorksOverMutualTls) {
+  auto opened = OpenStore(Options(MutualTls(), "/mtls/"));
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ClusterState state;
+  ChangeSet changes;
+  v1::JobSpec spec;
+  spec.set_name("over-tls");
+  AddPendingJob(state, "job-1", spec, 1, &changes);
+  ASSERT_TRUE(opened->store->Save(state, changes).ok());
+
+  auto client = EtcdClient::Connect({"https://" + Endpoint()}, 5, MutualTls());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EtcdStateStore reader(std::shared_ptr<EtcdClient>(*std::move(client)), "/mtls/");
+  auto loaded = reader.Load(2);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->jobs.count("job-1"), 1u);
+  EXPECT_EQ(loaded->jobs.at("job-1").info.spec().name(), "over-tls");
+}
+
+TEST_F(EtcdTlsTest, WithoutAClientCertificateEtcdRefuses) {
+  ExpectTlsRefused(Options({File("ca.crt"), "", ""}, "/no-cert/"), "refuses the client certificate");
+}
+
+TEST_F(EtcdTlsTest, AClientCertificateFromAnotherCaIsRefused) {
+  ExpectTlsRefused(Options({File("ca.crt"), File("other/stranger.crt"), File("other/stranger.key")}, "/stranger/"),
+                   "refuses the client certificate");
+}
+
+TEST_F(EtcdTlsTest, AServerCertificateFromAnotherCaIsRefused) {
+  ExpectTlsRefused(Options({File("other/ca.crt"), File("coordinator.crt"), File("coordinator.key")}, "/wrong-ca/"),
+                   "TLS handshake failed");
+}
+
+TEST_F(EtcdTlsTest, TlsToAnEtcdWithoutTlsIsRefused) {
+  auto plain = LocalEtcd::Start(1);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  StoreOptions options = Options(MutualTls(), "/plain/");
+  options.store = "etcd://" + (*plain)->endpoints()[0];
+  ExpectTlsRefused(options, "closed the connection in the TLS handshake");
+}
+
+// Members that are merely down are waited for (a standby campaigns until
+// etcd returns): only a refused handshake stops the start.
+TEST_F(EtcdTlsTest, AnUnreachableMemberIsNotATlsFailure) {
+  auto client = EtcdClient::Connect({"127.0.0.1:" + std::to_string(testing::LocalCluster::FreeLocalPort())}, 2,
+                                    MutualTls());
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->CheckTlsHandshakes().ok());
+  etcdserverpb::RangeRequest range;
+  range.set_key("x");
+  auto failed = (*client)->Range(range);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), Not(HasSubstr("TLS handshake failed")));
+}
+
+TEST_F(EtcdTlsTest, WrongFilesAndSchemesAreNamed) {
+  auto refused = [](const TlsOptions& tls) { return OpenStore(Options(tls, "/flags/")).status(); };
+  EXPECT_THAT(refused({File("ca.crt"), File("coordinator.crt"), ""}).message(),
+              HasSubstr("--etcd-cert needs --etcd-key"));
+  EXPECT_THAT(refused({File("ca.crt"), "", File("coordinator.key")}).message(),
+              HasSubstr("--etcd-key needs --etcd-cert"));
+  EXPECT_THAT(refused({File("absent.crt"), "", ""}).message(),
+              AllOf(HasSubstr("--etcd-cacert " + File("absent.crt")), HasSubstr("cannot read")));
+  EXPECT_THAT(refused({File("ca.crt"), File("coordinator.crt"), File("server.key")}).message(),
+              AllOf(HasSubstr("--etcd-key " + File("server.key")), HasSubstr("is not the private key"),
+                    HasSubstr("--etcd-cert " + File("coordinator.crt"))));
+  StoreOptions sqlite;
+  sqlite.store = "sqlite:" + File("state/coordinator.db");
+  sqlite.etcd_tls = MutualTls();
+  EXPECT_THAT(OpenStore(sqlite).status().message(), HasSubstr("for --store=etcd:// only"));
+  auto https_without_tls = EtcdClient::Connect({"https://" + Endpoint()});
+  EXPECT_THAT(std::string(https_without_tls.status().message()), HasSubstr("give --etcd-cacert"));
+  auto http_with_tls = EtcdClient::Connect({"http://" + Endpoint()}, 5, MutualTls());
+  EXPECT_THAT(std::string(http_with_tls.status().message()), HasSubstr("is plain http, but"));
+}
+
+// The real binary: over mutual TLS it leads; with the wrong CA it exits at
+// once naming the endpoint and TLS; a certificate without its key is a
+// usage error.
+TEST_F(EtcdTlsTest, TheCoordinatorUsesItsEtcdTlsFlags) {
+  auto coordinator = [&](const std::string& name, const std::string& ca, std::vector<std::string> more) {
+    std::vector<std::string> argv = {testing::LocalCluster::Binary("coordinator/herd-coordinator"),
+                                     "--store=etcd://" + Endpoint(),
+                                     "--etcd-prefix=/" + name + "/",
+                                     "--etcd-lease-seconds=2",
+                                     "--listen=127.0.0.1:0",
+                                     "--metrics-listen=",
+                                     "--insecure-no-auth",
+                                     "--ready-file=" + File(name + ".json"),
+                                     "--etcd-cacert=" + ca};
+    argv.insert(argv.end(), more.begin(), more.end());
+    return std::make_unique<testing::Process>(argv, File(name + ".log"));
+  };
+  const std::vector<std::string> client_pair = {"--etcd-cert=" + File("coordinator.crt"),
+                                                "--etcd-key=" + File("coordinator.key")};
+  auto leading = coordinator("leads", File("ca.crt"), client_pair);
+  ASSERT_TRUE(testing::WaitForFile(File("leads.json"), std::chrono::seconds(20))) << leading->Log();
+  EXPECT_THAT(testing::ReadFile(File("leads.json")), HasSubstr("\"leading\":true"));
+
+  auto wrong_ca = coordinator("wrong-ca", File("other/ca.crt"), client_pair);
+  const std::optional<int> exited = wrong_ca->Wait(kFailFast);
+  ASSERT_TRUE(exited.has_value()) << "still running with the wrong CA: " << wrong_ca->Log();
+  EXPECT_EQ(*exited, 1);
+  EXPECT_THAT(wrong_ca->Log(), AllOf(HasSubstr("https://" + Endpoint()), HasSubstr("TLS handshake failed")));
+
+  auto half_pair = coordinator("half-pair", File("ca.crt"), {"--etcd-cert=" + File("coordinator.crt")});
+  const std::optional<int> refused = half_pair->Wait(kFailFast);
+  ASSERT_TRUE(refused.has_value()) << half_pair->Log();
+  EXPECT_NE(*refused, 0);
+  EXPECT_THAT(half_pair->Log(), HasSubstr("--etcd-key"));
+}
+
+}  // namespace
+}  // namespace herd::coordinator
