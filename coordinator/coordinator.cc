@@ -645,8 +645,12 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 
 absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
                                                                        const CancelledFn& cancelled) {
+  return AwaitJoin([&](JoinBoard::Done done) { return StartJoinGeneration(request, std::move(done)); },
+                   [this](JoinBoard::WaitId id) { CancelJoin(id); }, options_.cancel_poll, cancelled);
+}
+
+JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done) {
   const double started = clock_->Now();
-  const absl::Time deadline = absl::Now() + std::min(Millis(request.wait_ms()), options_.max_join_wait);
   bool changes_state = request.at_boundary();
   if (!changes_state) {
     absl::ReaderMutexLock lock(&mu_);
@@ -655,28 +659,46 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
   }
   if (changes_state) {
     // Written, and on the join board, before the wait below.
-    StateLock lock(this);
-    if (request.at_boundary()) {
-      // The ranks left `after_generation` together at a commit they all hold:
-      // the next one starts now (the first of them to ask starts it).
-      auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
-                                      clock_->Now());
-      if (!changes.ok()) return changes.status();
-      if (!changes->empty()) Commit(*changes);  // see RegisterWorker
+    absl::Status refused;
+    {
+      StateLock lock(this);
+      if (request.at_boundary()) {
+        // The ranks left `after_generation` together at a commit they all hold:
+        // the next one starts now (the first of them to ask starts it).
+        auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
+                                        clock_->Now());
+        if (changes.ok() && !changes->empty()) Commit(*changes);  // see RegisterWorker
+        refused = changes.status();
+      }
+      // Only a trainer of that worker calls this: one left out as unresponsive answers.
+      if (refused.ok()) {
+        if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
+            !answered.empty()) {
+          Commit(answered);  // see RegisterWorker
+        }
+      }
     }
-    // Only a trainer of that worker calls this: one left out as unresponsive answers.
-    if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
-        !answered.empty()) {
-      Commit(answered);  // see RegisterWorker
+    if (!refused.ok()) {
+      done(std::move(refused));
+      return 0;
     }
   }
-  // The wait and the answer need no state lock: the join board has the
-  // generation's answer, built once for all its ranks.
-  auto response = board_.Await(request.job_id(), request.worker_id(), request.after_generation(), deadline,
-                               request.wait_ms(), options_.cancel_poll, cancelled);
-  if (!response.ok()) return response.status();
-  metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
-  return response;
+  // The wait and the answer need no state lock, and no thread: the join
+  // board has the generation's answer, built once for all its ranks, and
+  // calls `done` when it is there.
+  JoinBoard::JoinWait wait{request.job_id(), request.worker_id(), request.after_generation(),
+                           std::min(Millis(request.wait_ms()), options_.max_join_wait), request.wait_ms()};
+  return board_.Wait(std::move(wait), [this, started, done = std::move(done)](
+                                          absl::StatusOr<v1::JoinGenerationResponse> response) mutable {
+    if (response.ok()) metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
+    done(std::move(response));
+  });
+}
+
+void Coordinator::CancelJoin(JoinBoard::WaitId id) { board_.Cancel(id); }
+
+bool Coordinator::AwaitWaitingJoins(size_t count, absl::Duration timeout) {
+  return board_.AwaitWaiting(count, timeout);
 }
 
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, int64_t generation) {
