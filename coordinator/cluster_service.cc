@@ -10,6 +10,44 @@ CancelledFn CallerGone(grpc::ServerContext* context) {
   return [context] { return context->IsCancelled(); };
 }
 
+// A JoinGeneration call while it waits on the join board: it holds no
+// thread. gRPC ends it (OnDone) after its Finish.
+class JoinCall final : public grpc::ServerUnaryReactor {
+ public:
+  explicit JoinCall(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  // The wait began (0: it was answered at once). Called before the handler
+  // returns, so the call is alive; a cancel that came first cancels it now.
+  void Waiting(JoinBoard::WaitId id) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      id_ = id;
+      cancelled = cancelled_;
+    }
+    if (cancelled && id != 0) coordinator_->CancelJoin(id);
+  }
+
+  // The caller went (or its deadline passed): the wait answers CANCELLED.
+  void OnCancel() override {
+    JoinBoard::WaitId id;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      id = id_;
+    }
+    if (id != 0) coordinator_->CancelJoin(id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  Coordinator* const coordinator_;
+  absl::Mutex mu_;
+  JoinBoard::WaitId id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // The calling daemon process's incarnation, "" when it sent none.
 std::string Incarnation(const grpc::ServerContext& context) {
   auto it = context.client_metadata().find(kIncarnationMetadataKey);
@@ -69,12 +107,25 @@ grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context, const v
   });
 }
 
-grpc::Status ClusterServiceImpl::JoinGeneration(grpc::ServerContext* context, const v1::JoinGenerationRequest* request,
-                                                v1::JoinGenerationResponse* response) {
-  return edge_->Handle("JoinGeneration", Api::kCluster, *context, [&](const Principal& caller) {
-    if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) return status;
-    return AssignTo(coordinator_->JoinGeneration(*request, CallerGone(context)), response);
-  });
+grpc::ServerUnaryReactor* ClusterServiceImpl::JoinGeneration(grpc::CallbackServerContext* context,
+                                                             const v1::JoinGenerationRequest* request,
+                                                             v1::JoinGenerationResponse* response) {
+  auto* call = new JoinCall(coordinator_);
+  edge_->HandleLater(
+      "JoinGeneration", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) {
+          answer(status);
+          return;
+        }
+        call->Waiting(coordinator_->StartJoinGeneration(
+            *request, [response, answer = std::move(answer)](
+                          absl::StatusOr<v1::JoinGenerationResponse> joined) mutable {
+              answer(AssignTo(std::move(joined), response));
+            }));
+      },
+      [call](grpc::Status status) { call->Finish(std::move(status)); });
+  return call;
 }
 
 grpc::Status ClusterServiceImpl::KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,

@@ -10,6 +10,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 #include "common/auth.h"
 #include "common/sha256.h"
@@ -65,6 +71,7 @@ class ServiceTest : public ::testing::Test {
                                                           std::filesystem::perms::owner_write);
     }
     options.clock = &clock_;
+    options.max_rpc_threads = MaxRpcThreads();
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);
     auto server = CoordinatorServer::Start(options);
@@ -78,6 +85,8 @@ class ServiceTest : public ::testing::Test {
 
   // Off unless a test scrapes it: stopping the HTTP server takes seconds.
   virtual std::string MetricsListen() const { return ""; }
+  // gRPC's threads for synchronous calls (0: no cap).
+  virtual int MaxRpcThreads() const { return 0; }
 
   static std::unique_ptr<grpc::ClientContext> Call(const std::string& token = kToken) {
     return NewCallContext(token, std::chrono::seconds(10));
@@ -509,6 +518,89 @@ TEST_F(ServiceWithMetricsTest, MetricsEndpointCountsRpcsByMethodAndCode) {
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"ListJobs\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_jobs{state=\"pending\"} 1"));
   EXPECT_THAT(page, HasSubstr("# HELP herd_coordinator_workers_alive "));
+}
+
+// A server with few threads for synchronous calls, as --max-rpc-threads
+// sets.
+class ServiceWithFewThreadsTest : public ServiceTest {
+ protected:
+  int MaxRpcThreads() const override { return 8; }
+};
+
+TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationHoldNoThreadSoOtherCallsAreAnswered) {
+  // Far more ranks wait than the server has threads for.
+  constexpr int kRanks = 200;
+  for (int i = 0; i < kRanks; ++i) Register(absl::StrCat("w", i), absl::StrCat("10.0.", i / 200, ".", i % 200));
+  const std::string job_id = Submit(Spec(kRanks));  // PENDING until the next Tick
+
+  struct Joiner {
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::JoinGenerationRequest request;
+    v1::JoinGenerationResponse response;
+    grpc::Status status;
+  };
+  absl::Mutex mu;
+  int answered = 0;
+  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == kRanks; };
+  std::vector<Joiner> joiners(kRanks);
+  // Whatever fails below, no call outlives its joiner.
+  auto cancel_all = absl::MakeCleanup([&] {
+    for (Joiner& joiner : joiners) joiner.context->TryCancel();
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(60));
+  });
+  for (int i = 0; i < kRanks; ++i) {
+    Joiner& joiner = joiners[i];
+    joiner.context = NewCallContext(kToken, std::chrono::seconds(60));
+    joiner.request.set_job_id(job_id);
+    joiner.request.set_worker_id(absl::StrCat("w", i));
+    joiner.request.set_wait_ms(60000);
+    cluster_->async()->JoinGeneration(joiner.context.get(), &joiner.request, &joiner.response,
+                                      [&mu, &answered, &joiner](grpc::Status status) {
+                                        absl::MutexLock lock(&mu);
+                                        joiner.status = std::move(status);
+                                        ++answered;
+                                      });
+  }
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingJoins(kRanks, absl::Seconds(20)));
+
+  // Heartbeats and a user's call still find a thread, at once.
+  for (int i = 0; i < 20; ++i) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(absl::StrCat("w", i));
+    v1::HeartbeatResponse response;
+    grpc::Status status =
+        cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+    ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+  }
+  v1::GetJobRequest get_job;
+  get_job.set_id(job_id);
+  v1::GetJobResponse job;
+  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  EXPECT_EQ(job.job().state(), v1::PENDING);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(answered, 0);
+  }
+
+  // The job forms: every rank is answered, each with its own rank.
+  server_->coordinator().Tick();
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(30)))
+        << answered << " of " << kRanks << " ranks answered";
+  }
+  std::set<int64_t> ranks;
+  for (const Joiner& joiner : joiners) {
+    ASSERT_TRUE(joiner.status.ok()) << joiner.request.worker_id() << ": " << joiner.status.error_message();
+    EXPECT_EQ(joiner.response.generation(), 1);
+    EXPECT_EQ(joiner.response.world_size(), kRanks);
+    ranks.insert(joiner.response.rank());
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), kRanks - 1);
 }
 
 // What a standby names to callers: the bound address, a wildcard host
