@@ -117,9 +117,9 @@ void Deliver(std::vector<std::pair<JoinBoard::Done, absl::Status>>& failed) {
 
 }  // namespace
 
-JoinBoard::JoinBoard(int max_copying, const Clock* clock) : clock_(clock != nullptr ? clock : &monotonic_) {
-  threads_.emplace_back([this] { RunDeadlines(); });
-  for (int i = 0; i < std::max(1, max_copying); ++i) threads_.emplace_back([this] { RunAnswers(); });
+JoinBoard::JoinBoard(int max_copying, const Clock* clock)
+    : deadlines_([this](std::vector<WaitId> due) { Expire(due); }, clock) {
+  for (int i = 0; i < std::max(1, max_copying); ++i) answer_threads_.emplace_back([this] { RunAnswers(); });
 }
 
 JoinBoard::~JoinBoard() {
@@ -127,10 +127,9 @@ JoinBoard::~JoinBoard() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    deadline_changed_.SignalAll();
     ready_added_.SignalAll();
   }
-  for (std::thread& thread : threads_) thread.join();
+  for (std::thread& thread : answer_threads_) thread.join();
 }
 
 JoinBoard::Waiter JoinBoard::Remove(WaitId id) {
@@ -140,7 +139,7 @@ JoinBoard::Waiter JoinBoard::Remove(WaitId id) {
   auto job = waiting_on_.find(waiter.wait.job_id);
   job->second.erase(id);
   if (job->second.empty()) waiting_on_.erase(job);
-  deadlines_.erase({waiter.deadline, id});
+  deadlines_.Remove(id, waiter.deadline);
   return waiter;
 }
 
@@ -207,9 +206,8 @@ JoinBoard::WaitId JoinBoard::Wait(JoinWait wait, Done done) {
       error = DeadlineError(view->second, wait);
     } else {
       const WaitId id = next_id_++;
-      const double deadline = clock_->Now() + absl::ToDoubleSeconds(wait.wait);
-      if (deadlines_.empty() || deadline < deadlines_.begin()->first) deadline_changed_.Signal();
-      deadlines_.emplace(deadline, id);
+      const double deadline = deadlines_.DeadlineIn(wait.wait);
+      deadlines_.Add(id, deadline);
       waiting_on_[wait.job_id].insert(id);
       waiters_.emplace(id, Waiter{std::move(wait), deadline, std::move(done)});
       return id;
@@ -229,36 +227,18 @@ void JoinBoard::Cancel(WaitId id) {
   done(absl::CancelledError("the caller cancelled the join"));
 }
 
-void JoinBoard::FireDeadlines() {
+void JoinBoard::Expire(const std::vector<WaitId>& ids) {
   std::vector<Failed> failed;
   {
     absl::MutexLock lock(&mu_);
-    const double now = clock_->Now();
-    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-      Waiter waiter = Remove(deadlines_.begin()->second);
+    for (WaitId id : ids) {
+      if (!waiters_.contains(id)) continue;  // answered meanwhile
+      Waiter waiter = Remove(id);
       absl::Status error = DeadlineError(views_.at(waiter.wait.job_id), waiter.wait);
       failed.emplace_back(std::move(waiter.done), std::move(error));
     }
   }
   Deliver(failed);
-}
-
-void JoinBoard::RunDeadlines() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    if (deadlines_.empty()) {
-      deadline_changed_.Wait(&mu_);
-      continue;
-    }
-    const double left = deadlines_.begin()->first - clock_->Now();
-    if (left > 0) {
-      deadline_changed_.WaitWithTimeout(&mu_, absl::Seconds(left));
-      continue;
-    }
-    mu_.Unlock();
-    FireDeadlines();
-    mu_.Lock();
-  }
 }
 
 void JoinBoard::RunAnswers() {

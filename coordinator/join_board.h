@@ -11,7 +11,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -27,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/cluster_state.h"
+#include "coordinator/deadline_timer.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -69,9 +69,9 @@ class JoinBoard {
     int64_t wait_ms = 0;  // as the caller asked, for DEADLINE_EXCEEDED's text
   };
 
-  // `max_copying`: answers copied at once (see Wait); that many answer
-  // threads, plus one for the deadlines. `clock` (seconds): the deadlines'
-  // time; nullptr: a monotonic clock. It must outlive the board.
+  // `max_copying`: answers copied at once (see Wait), on that many answer
+  // threads; deadlines fire from one more (deadline_timer.h) on `clock`
+  // (nullptr: a monotonic clock), which must outlive the board.
   explicit JoinBoard(int max_copying = 2, const Clock* clock = nullptr);
   ~JoinBoard();  // Shutdown(), then the board's threads end
   JoinBoard(const JoinBoard&) = delete;
@@ -93,9 +93,9 @@ class JoinBoard {
   // Answers the wait CANCELLED if it still waits (an RPC whose caller went).
   void Cancel(WaitId id);
   // Answers DEADLINE_EXCEEDED to the waits whose deadline `clock` has
-  // reached. The board's deadline thread calls this at each deadline; tests
+  // reached. The board's deadline thread does this at each deadline; tests
   // that move a fake clock call it themselves.
-  void FireDeadlines();
+  void FireDeadlines() { deadlines_.FireDue(); }
 
   // Wait, blocking the calling thread: for in-process callers and tests.
   // Cancels the wait once `cancelled` says so (asked every `cancel_poll`).
@@ -125,24 +125,22 @@ class JoinBoard {
 
   // Takes waiter `id` out of every index.
   Waiter Remove(WaitId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunDeadlines();
+  // The deadlines of `ids` came: those still waiting answer DEADLINE_EXCEEDED.
+  void Expire(const std::vector<WaitId>& ids) ABSL_LOCKS_EXCLUDED(mu_);
   void RunAnswers();
 
-  const Clock* const clock_;
-  MonotonicClock monotonic_;
   absl::Mutex mu_;
-  absl::CondVar deadline_changed_;  // an earlier deadline, or stopping
-  absl::CondVar ready_added_;       // an answer to copy, or stopping
+  absl::CondVar ready_added_;  // an answer to copy, or stopping
   std::map<std::string, JoinView> views_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the threads end
   WaitId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::flat_hash_set<WaitId>> waiting_on_ ABSL_GUARDED_BY(mu_);  // by job
-  std::set<std::pair<double, WaitId>> deadlines_ ABSL_GUARDED_BY(mu_);
   std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
   int copying_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> answer_threads_;
+  DeadlineTimer deadlines_;  // last: its thread ends first
 };
 
 // Blocks until a wait is answered: `start(done)` begins it and returns its
