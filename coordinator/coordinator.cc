@@ -645,8 +645,9 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 
 absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
                                                                        const CancelledFn& cancelled) {
-  return AwaitJoin([&](JoinBoard::Done done) { return StartJoinGeneration(request, std::move(done)); },
-                   [this](JoinBoard::WaitId id) { CancelJoin(id); }, options_.cancel_poll, cancelled);
+  return AwaitAnswer<v1::JoinGenerationResponse>(
+      [&](JoinBoard::Done done) { return StartJoinGeneration(request, std::move(done)); },
+      [this](JoinBoard::WaitId id) { CancelJoin(id); }, options_.cancel_poll, cancelled);
 }
 
 JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done) {

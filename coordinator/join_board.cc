@@ -3,7 +3,6 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -266,36 +265,8 @@ void JoinBoard::RunAnswers() {
 
 absl::StatusOr<v1::JoinGenerationResponse> JoinBoard::Await(JoinWait wait, absl::Duration cancel_poll,
                                                             const std::function<bool()>& cancelled) {
-  return AwaitJoin([&](Done done) { return Wait(std::move(wait), std::move(done)); },
-                   [this](WaitId id) { Cancel(id); }, cancel_poll, cancelled);
-}
-
-absl::StatusOr<v1::JoinGenerationResponse> AwaitJoin(absl::FunctionRef<JoinBoard::WaitId(JoinBoard::Done)> start,
-                                                     absl::FunctionRef<void(JoinBoard::WaitId)> cancel,
-                                                     absl::Duration poll, const std::function<bool()>& cancelled) {
-  // Shared with `done`, which may run before `start` returns and which
-  // the board may destroy after this returns.
-  struct Answer {
-    absl::Mutex mu;
-    std::optional<absl::StatusOr<v1::JoinGenerationResponse>> result ABSL_GUARDED_BY(mu);
-  };
-  auto answer = std::make_shared<Answer>();
-  const JoinBoard::WaitId id = start([answer](absl::StatusOr<v1::JoinGenerationResponse> result) {
-    absl::MutexLock lock(&answer->mu);
-    answer->result = std::move(result);
-  });
-  Answer* const shared = answer.get();
-  auto answered = [shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mu) { return shared->result.has_value(); };
-  absl::MutexLock lock(&shared->mu);
-  while (!answered()) {
-    if (cancelled) {
-      shared->mu.Unlock();
-      if (cancelled()) cancel(id);  // answers CANCELLED unless the answer is on its way
-      shared->mu.Lock();
-    }
-    shared->mu.AwaitWithTimeout(absl::Condition(&answered), poll);
-  }
-  return *std::move(shared->result);
+  return AwaitAnswer<v1::JoinGenerationResponse>([&](Done done) { return Wait(std::move(wait), std::move(done)); },
+                                                 [this](WaitId id) { Cancel(id); }, cancel_poll, cancelled);
 }
 
 size_t JoinBoard::Waiting() {

@@ -20,11 +20,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/await_answer.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/deadline_timer.h"
 #include "proto/herd.pb.h"
@@ -142,12 +142,5 @@ class JoinBoard {
   std::vector<std::thread> answer_threads_;
   DeadlineTimer deadlines_;  // last: its thread ends first
 };
-
-// Blocks until a wait is answered: `start(done)` begins it and returns its
-// id, `cancel(id)` runs once `cancelled` says so (asked every `poll`). For
-// in-process callers and tests; gRPC calls wait without a thread.
-absl::StatusOr<v1::JoinGenerationResponse> AwaitJoin(absl::FunctionRef<JoinBoard::WaitId(JoinBoard::Done)> start,
-                                                     absl::FunctionRef<void(JoinBoard::WaitId)> cancel,
-                                                     absl::Duration poll, const std::function<bool()>& cancelled);
 
 }  // namespace herd::coordinator
