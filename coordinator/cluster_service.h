@@ -9,10 +9,12 @@
 
 namespace herd::coordinator {
 
-// JoinGeneration is a callback method: a rank waiting for its generation
-// holds no server thread (the rest of the service is synchronous).
+// JoinGeneration and KvGet are callback methods: a rank waiting for its
+// generation or for a key holds no server thread (the rest of the service
+// is synchronous).
 class ClusterServiceImpl final
-    : public v1::ClusterService::WithCallbackMethod_JoinGeneration<v1::ClusterService::Service> {
+    : public v1::ClusterService::WithCallbackMethod_JoinGeneration<
+          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
       : coordinator_(coordinator), edge_(edge), logs_(logs) {}
@@ -26,8 +28,8 @@ class ClusterServiceImpl final
                                            v1::JoinGenerationResponse* response) override;
   grpc::Status KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
                      v1::KvSetResponse* response) override;
-  grpc::Status KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
-                     v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context, const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
   grpc::Status KvAdd(grpc::ServerContext* context, const v1::KvAddRequest* request,
                      v1::KvAddResponse* response) override;
   grpc::Status ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* request,

@@ -720,9 +720,25 @@ absl::Status Coordinator::KvSet(const v1::KvSetRequest& request) {
 }
 
 absl::StatusOr<std::string> Coordinator::KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled) {
-  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) return status;
-  // The wait happens outside mu_: a blocked Get must not stall the coordinator.
-  return kv_.Get(request.job_id(), request.generation(), request.key(), Millis(request.wait_ms()), cancelled);
+  return AwaitAnswer<std::string>([&](KvStore::GetDone done) { return StartKvGet(request, std::move(done)); },
+                                  [this](KvStore::WaitId id) { CancelKvGet(id); }, options_.kv_limits.cancel_poll,
+                                  cancelled);
+}
+
+KvStore::WaitId Coordinator::StartKvGet(const v1::KvGetRequest& request, KvStore::GetDone done) {
+  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) {
+    done(std::move(status));
+    return 0;
+  }
+  // The wait happens outside mu_, and holds no thread.
+  return kv_.StartGet(request.job_id(), request.generation(), request.key(), Millis(request.wait_ms()),
+                      std::move(done));
+}
+
+void Coordinator::CancelKvGet(KvStore::WaitId id) { kv_.CancelGet(id); }
+
+bool Coordinator::AwaitWaitingKvGets(size_t count, absl::Duration timeout) {
+  return kv_.AwaitWaiting(count, timeout);
 }
 
 absl::StatusOr<int64_t> Coordinator::KvAdd(const v1::KvAddRequest& request) {

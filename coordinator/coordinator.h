@@ -133,7 +133,13 @@ class Coordinator {
   // True once `count` joins wait on the join board; false after `timeout`.
   bool AwaitWaitingJoins(size_t count, absl::Duration timeout);
   absl::Status KvSet(const v1::KvSetRequest& request);
+  // KvGet's wait holds no thread (see KvStore::StartGet); CancelKvGet and
+  // the blocking KvGet as for JoinGeneration.
+  KvStore::WaitId StartKvGet(const v1::KvGetRequest& request, KvStore::GetDone done);
+  void CancelKvGet(KvStore::WaitId id);
   absl::StatusOr<std::string> KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled);
+  // True once `count` KvGets wait; false after `timeout`.
+  bool AwaitWaitingKvGets(size_t count, absl::Duration timeout);
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);

@@ -206,8 +206,9 @@ TEST_F(JoinBoardTest, TheDeadlineThreadAnswersAShortRealWait) {
   board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
   // Already in generation 3: waits for a newer one, which does not come.
   board_.Wait({"j", "a", 3, absl::Milliseconds(50), 50}, answers_.For("a"));
-  EXPECT_EQ(answers_.Of("a").status(),
-            absl::DeadlineExceededError("worker a is not a member of job j generation 3 (waited 50 ms to be admitted)"));
+  const absl::Status expected = absl::DeadlineExceededError(
+      "worker a is not a member of job j generation 3 (waited 50 ms to be admitted)");
+  EXPECT_EQ(answers_.Of("a").status(), expected);
   EXPECT_EQ(board_.Waiting(), 0u);
 }
 

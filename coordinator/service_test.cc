@@ -10,10 +10,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -527,80 +527,136 @@ class ServiceWithFewThreadsTest : public ServiceTest {
   int MaxRpcThreads() const override { return 8; }
 };
 
-TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationHoldNoThreadSoOtherCallsAreAnswered) {
+// A call a test sends without waiting for its answer.
+template <typename Request, typename Response>
+struct PendingCall {
+  std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
+  Request request;
+  Response response;
+  grpc::Status status;
+};
+
+// Counts answers to PendingCalls; before it goes, cancels those still
+// open and waits for their answers, so that no call outlives its own.
+class Answered {
+ public:
+  explicit Answered(std::function<void()> cancel_all) : cancel_all_(std::move(cancel_all)) {}
+  ~Answered() {
+    cancel_all_();
+    int sent;
+    {
+      absl::MutexLock lock(&mu_);
+      sent = sent_;
+    }
+    AtLeast(sent);
+  }
+  // The callback for one more call's answer.
+  std::function<void(grpc::Status)> Callback(grpc::Status* status) {
+    absl::MutexLock lock(&mu_);
+    ++sent_;
+    return [this, status](grpc::Status answer) {
+      absl::MutexLock lock(&mu_);
+      *status = std::move(answer);
+      ++answered_;
+    };
+  }
+  int Count() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  // True once `count` calls are answered; false after 60 s.
+  bool AtLeast(int count) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+  }
+
+ private:
+  const std::function<void()> cancel_all_;
+  absl::Mutex mu_;
+  int sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int answered_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationOrAKeyHoldNoThreadSoOtherCallsAreAnswered) {
   // Far more ranks wait than the server has threads for.
   constexpr int kRanks = 200;
   for (int i = 0; i < kRanks; ++i) Register(absl::StrCat("w", i), absl::StrCat("10.0.", i / 200, ".", i % 200));
   const std::string job_id = Submit(Spec(kRanks));  // PENDING until the next Tick
-
-  struct Joiner {
-    std::unique_ptr<grpc::ClientContext> context;
-    v1::JoinGenerationRequest request;
-    v1::JoinGenerationResponse response;
-    grpc::Status status;
+  // Heartbeats and a user's call still find a thread, at once.
+  auto other_calls_are_answered = [&](v1::JobState state) {
+    for (int i = 0; i < 20; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id(absl::StrCat("w", i));
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+    }
+    v1::GetJobRequest get_job;
+    get_job.set_id(job_id);
+    v1::GetJobResponse job;
+    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(job.job().state(), state);
   };
-  absl::Mutex mu;
-  int answered = 0;
-  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == kRanks; };
-  std::vector<Joiner> joiners(kRanks);
-  // Whatever fails below, no call outlives its joiner.
-  auto cancel_all = absl::MakeCleanup([&] {
-    for (Joiner& joiner : joiners) joiner.context->TryCancel();
-    absl::MutexLock lock(&mu);
-    mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(60));
+
+  std::vector<PendingCall<v1::JoinGenerationRequest, v1::JoinGenerationResponse>> joins(kRanks);
+  std::vector<PendingCall<v1::KvGetRequest, v1::KvGetResponse>> gets(kRanks);
+  Answered answered([&] {
+    for (auto& call : joins) call.context->TryCancel();
+    for (auto& call : gets) call.context->TryCancel();
   });
   for (int i = 0; i < kRanks; ++i) {
-    Joiner& joiner = joiners[i];
-    joiner.context = NewCallContext(kToken, std::chrono::seconds(60));
-    joiner.request.set_job_id(job_id);
-    joiner.request.set_worker_id(absl::StrCat("w", i));
-    joiner.request.set_wait_ms(60000);
-    cluster_->async()->JoinGeneration(joiner.context.get(), &joiner.request, &joiner.response,
-                                      [&mu, &answered, &joiner](grpc::Status status) {
-                                        absl::MutexLock lock(&mu);
-                                        joiner.status = std::move(status);
-                                        ++answered;
-                                      });
+    auto& join = joins[i];
+    join.request.set_job_id(job_id);
+    join.request.set_worker_id(absl::StrCat("w", i));
+    join.request.set_wait_ms(60000);
+    cluster_->async()->JoinGeneration(join.context.get(), &join.request, &join.response,
+                                      answered.Callback(&join.status));
   }
   EXPECT_TRUE(server_->coordinator().AwaitWaitingJoins(kRanks, absl::Seconds(20)));
-
-  // Heartbeats and a user's call still find a thread, at once.
-  for (int i = 0; i < 20; ++i) {
-    v1::HeartbeatRequest request;
-    request.set_worker_id(absl::StrCat("w", i));
-    v1::HeartbeatResponse response;
-    grpc::Status status =
-        cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
-    ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
-  }
-  v1::GetJobRequest get_job;
-  get_job.set_id(job_id);
-  v1::GetJobResponse job;
-  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
-  ASSERT_TRUE(got.ok()) << got.error_message();
-  EXPECT_EQ(job.job().state(), v1::PENDING);
-  {
-    absl::MutexLock lock(&mu);
-    EXPECT_EQ(answered, 0);
-  }
+  other_calls_are_answered(v1::PENDING);
+  EXPECT_EQ(answered.Count(), 0);
 
   // The job forms: every rank is answered, each with its own rank.
   server_->coordinator().Tick();
-  {
-    absl::MutexLock lock(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(30)))
-        << answered << " of " << kRanks << " ranks answered";
-  }
+  ASSERT_TRUE(answered.AtLeast(kRanks)) << answered.Count() << " of " << kRanks << " ranks answered";
   std::set<int64_t> ranks;
-  for (const Joiner& joiner : joiners) {
-    ASSERT_TRUE(joiner.status.ok()) << joiner.request.worker_id() << ": " << joiner.status.error_message();
-    EXPECT_EQ(joiner.response.generation(), 1);
-    EXPECT_EQ(joiner.response.world_size(), kRanks);
-    ranks.insert(joiner.response.rank());
+  for (const auto& join : joins) {
+    ASSERT_TRUE(join.status.ok()) << join.request.worker_id() << ": " << join.status.error_message();
+    EXPECT_EQ(join.response.generation(), 1);
+    EXPECT_EQ(join.response.world_size(), kRanks);
+    ranks.insert(join.response.rank());
   }
   EXPECT_EQ(ranks.size(), static_cast<size_t>(kRanks));
   EXPECT_EQ(*ranks.begin(), 0);
   EXPECT_EQ(*ranks.rbegin(), kRanks - 1);
+
+  // The ranks wait for rank 0's key: no thread either.
+  for (auto& get : gets) {
+    get.request.set_job_id(job_id);
+    get.request.set_generation(1);
+    get.request.set_key(joins[0].response.kv_prefix() + "nccl_id");
+    get.request.set_wait_ms(60000);
+    cluster_->async()->KvGet(get.context.get(), &get.request, &get.response, answered.Callback(&get.status));
+  }
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingKvGets(kRanks, absl::Seconds(20)));
+  other_calls_are_answered(v1::RUNNING);
+  EXPECT_EQ(answered.Count(), kRanks);
+
+  v1::KvSetRequest set;
+  set.set_job_id(job_id);
+  set.set_generation(1);
+  set.set_key(gets[0].request.key());
+  set.set_value("unique id");
+  v1::KvSetResponse set_response;
+  ASSERT_TRUE(cluster_->KvSet(Call().get(), set, &set_response).ok());
+  ASSERT_TRUE(answered.AtLeast(2 * kRanks)) << answered.Count() - kRanks << " of " << kRanks << " gets answered";
+  for (const auto& get : gets) {
+    ASSERT_TRUE(get.status.ok()) << get.status.error_message();
+    EXPECT_EQ(get.response.value(), "unique id");
+  }
 }
 
 // What a standby names to callers: the bound address, a wildcard host
