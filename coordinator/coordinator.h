@@ -130,7 +130,8 @@ class Coordinator {
   // tests): `cancelled` is asked every options.cancel_poll.
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(const v1::JoinGenerationRequest& request,
                                                             const CancelledFn& cancelled);
-  // True once `count` joins wait on the join board; false after `timeout`.
+  // True once exactly `count` joins wait on the join board; false after
+  // `timeout` (tests).
   bool AwaitWaitingJoins(size_t count, absl::Duration timeout);
   absl::Status KvSet(const v1::KvSetRequest& request);
   // KvGet's wait holds no thread (see KvStore::StartGet); CancelKvGet and
@@ -138,7 +139,7 @@ class Coordinator {
   KvStore::WaitId StartKvGet(const v1::KvGetRequest& request, KvStore::GetDone done);
   void CancelKvGet(KvStore::WaitId id);
   absl::StatusOr<std::string> KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled);
-  // True once `count` KvGets wait; false after `timeout`.
+  // True once exactly `count` KvGets wait; false after `timeout` (tests).
   bool AwaitWaitingKvGets(size_t count, absl::Duration timeout);
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);

@@ -276,7 +276,7 @@ size_t JoinBoard::Waiting() {
 
 bool JoinBoard::AwaitWaiting(size_t count, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_.size() >= count; };
+  auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waiters_.size() == count; };
   return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 

@@ -102,8 +102,8 @@ class JoinBoard {
   absl::StatusOr<v1::JoinGenerationResponse> Await(JoinWait wait, absl::Duration cancel_poll,
                                                    const std::function<bool()>& cancelled);
 
-  // Waits still waiting. AwaitWaiting: true once there are `count`, false
-  // after `timeout` (tests and benchmarks).
+  // Waits still waiting. AwaitWaiting: true once exactly `count` wait,
+  // false after `timeout` (tests).
   size_t Waiting() ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitWaiting(size_t count, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -186,7 +186,7 @@ size_t KvStore::Waiting() const {
 
 bool KvStore::AwaitWaiting(size_t count, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return getters_.size() >= count; };
+  auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return getters_.size() == count; };
   return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 

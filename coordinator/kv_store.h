@@ -62,8 +62,8 @@ class KvStore {
   // CANCELLED once `cancelled` returns true (asked every limits.cancel_poll).
   absl::StatusOr<std::string> Get(const std::string& job_id, int64_t generation, const std::string& key,
                                   absl::Duration wait, const std::function<bool()>& cancelled = nullptr);
-  // Gets still waiting. AwaitWaiting: true once there are `count`, false
-  // after `timeout` (tests). FireDeadlines: see JoinBoard.
+  // Gets still waiting. AwaitWaiting: true once exactly `count` wait,
+  // false after `timeout` (tests). FireDeadlines: see JoinBoard.
   size_t Waiting() const;
   bool AwaitWaiting(size_t count, absl::Duration timeout) const;
   void FireDeadlines() { deadlines_.FireDue(); }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 #include "common/auth.h"
 #include "common/sha256.h"
@@ -148,6 +149,57 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::ClusterService::Stub> cluster_;
+};
+
+// A call a test sends without waiting for its answer.
+template <typename Request, typename Response>
+struct PendingCall {
+  std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
+  Request request;
+  Response response;
+  grpc::Status status;
+};
+
+// Counts answers to PendingCalls; before it goes, cancels those still
+// open and waits for their answers, so that no call outlives its own.
+class Answered {
+ public:
+  explicit Answered(std::function<void()> cancel_all) : cancel_all_(std::move(cancel_all)) {}
+  ~Answered() {
+    cancel_all_();
+    int sent;
+    {
+      absl::MutexLock lock(&mu_);
+      sent = sent_;
+    }
+    AtLeast(sent);
+  }
+  // The callback for one more call's answer.
+  std::function<void(grpc::Status)> Callback(grpc::Status* status) {
+    absl::MutexLock lock(&mu_);
+    ++sent_;
+    return [this, status](grpc::Status answer) {
+      absl::MutexLock lock(&mu_);
+      *status = std::move(answer);
+      ++answered_;
+    };
+  }
+  int Count() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  // True once `count` calls are answered; false after 60 s.
+  bool AtLeast(int count) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+  }
+
+ private:
+  const std::function<void()> cancel_all_;
+  absl::Mutex mu_;
+  int sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int answered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(ServiceTest, MissingOrWrongTokenIsUnauthenticated) {
@@ -520,62 +572,85 @@ TEST_F(ServiceWithMetricsTest, MetricsEndpointCountsRpcsByMethodAndCode) {
   EXPECT_THAT(page, HasSubstr("# HELP herd_coordinator_workers_alive "));
 }
 
+// The callback methods pass the same edge as every other: who calls,
+// counting by code, the status on the wire.
+TEST_F(ServiceWithMetricsTest, WaitingMethodsAreAuthenticatedCountedAndMapErrorsAsEveryOther) {
+  v1::JoinGenerationRequest join;
+  join.set_job_id("no-such-job");
+  join.set_worker_id("w1");
+  join.set_wait_ms(60000);
+  v1::JoinGenerationResponse joined;
+  EXPECT_EQ(cluster_->JoinGeneration(Call("wrong").get(), join, &joined).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status unknown = cluster_->JoinGeneration(Call().get(), join, &joined);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_message(), "job no-such-job not found");
+
+  v1::KvGetRequest get;
+  get.set_job_id("no-such-job");
+  get.set_generation(1);
+  get.set_key("k");
+  get.set_wait_ms(60000);
+  v1::KvGetResponse got;
+  EXPECT_EQ(cluster_->KvGet(Call("").get(), get, &got).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status missing = cluster_->KvGet(Call().get(), get, &got);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(missing.error_message(), "job no-such-job not found");
+
+  std::string page = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"JoinGeneration\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"JoinGeneration\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"KvGet\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"KvGet\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_audit_events_total{code=\"UNAUTHENTICATED\",event=\"unauthenticated\""));
+}
+
+// A waiting join or KvGet whose caller goes is taken off its board.
+TEST_F(ServiceTest, AWaitWhoseCallerGoesStopsWaiting) {
+  Register("w1", "10.0.0.1");
+  Register("w2", "10.0.0.2");
+  const std::string job_id = Submit(Spec(2));
+  server_->coordinator().Tick();  // generation 1 forms
+
+  // w1 waits for a generation after 1, and for a key nobody sets.
+  PendingCall<v1::JoinGenerationRequest, v1::JoinGenerationResponse> join;
+  join.request.set_job_id(job_id);
+  join.request.set_worker_id("w1");
+  join.request.set_after_generation(1);
+  join.request.set_wait_ms(60000);
+  PendingCall<v1::KvGetRequest, v1::KvGetResponse> get;
+  get.request.set_job_id(job_id);
+  get.request.set_generation(1);
+  get.request.set_key("never");
+  get.request.set_wait_ms(60000);
+  absl::Notification join_answered, get_answered;
+  cluster_->async()->JoinGeneration(join.context.get(), &join.request, &join.response, [&](grpc::Status status) {
+    join.status = std::move(status);
+    join_answered.Notify();
+  });
+  cluster_->async()->KvGet(get.context.get(), &get.request, &get.response, [&](grpc::Status status) {
+    get.status = std::move(status);
+    get_answered.Notify();
+  });
+  ASSERT_TRUE(server_->coordinator().AwaitWaitingJoins(1, absl::Seconds(10)));
+  ASSERT_TRUE(server_->coordinator().AwaitWaitingKvGets(1, absl::Seconds(10)));
+
+  join.context->TryCancel();
+  get.context->TryCancel();
+  ASSERT_TRUE(join_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(get_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(join.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(get.status.error_code(), grpc::StatusCode::CANCELLED);
+  // The server heard it too: nothing waits for 60 s.
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingJoins(0, absl::Seconds(10)));
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingKvGets(0, absl::Seconds(10)));
+}
+
 // A server with few threads for synchronous calls, as --max-rpc-threads
 // sets.
 class ServiceWithFewThreadsTest : public ServiceTest {
  protected:
   int MaxRpcThreads() const override { return 8; }
-};
-
-// A call a test sends without waiting for its answer.
-template <typename Request, typename Response>
-struct PendingCall {
-  std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
-  Request request;
-  Response response;
-  grpc::Status status;
-};
-
-// Counts answers to PendingCalls; before it goes, cancels those still
-// open and waits for their answers, so that no call outlives its own.
-class Answered {
- public:
-  explicit Answered(std::function<void()> cancel_all) : cancel_all_(std::move(cancel_all)) {}
-  ~Answered() {
-    cancel_all_();
-    int sent;
-    {
-      absl::MutexLock lock(&mu_);
-      sent = sent_;
-    }
-    AtLeast(sent);
-  }
-  // The callback for one more call's answer.
-  std::function<void(grpc::Status)> Callback(grpc::Status* status) {
-    absl::MutexLock lock(&mu_);
-    ++sent_;
-    return [this, status](grpc::Status answer) {
-      absl::MutexLock lock(&mu_);
-      *status = std::move(answer);
-      ++answered_;
-    };
-  }
-  int Count() {
-    absl::MutexLock lock(&mu_);
-    return answered_;
-  }
-  // True once `count` calls are answered; false after 60 s.
-  bool AtLeast(int count) {
-    absl::MutexLock lock(&mu_);
-    auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ >= count; };
-    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
-  }
-
- private:
-  const std::function<void()> cancel_all_;
-  absl::Mutex mu_;
-  int sent_ ABSL_GUARDED_BY(mu_) = 0;
-  int answered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationOrAKeyHoldNoThreadSoOtherCallsAreAnswered) {
