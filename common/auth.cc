@@ -25,7 +25,7 @@ void AttachBearerToken(grpc::ClientContext* context, const std::string& token) {
   if (!token.empty()) context->AddMetadata(kAuthorization, kBearerPrefix + token);
 }
 
-absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContext& context) {
+absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kAuthorization);
   if (it == metadata.end()) {

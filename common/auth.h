@@ -9,7 +9,7 @@
 
 namespace grpc {
 class ClientContext;
-class ServerContext;
+class ServerContextBase;
 }  // namespace grpc
 
 namespace herd {
@@ -24,7 +24,7 @@ void AttachBearerToken(grpc::ClientContext* context, const std::string& token);
 
 // The bearer token a call carries; UNAUTHENTICATED when it carries none or
 // the authorization metadata is not "Bearer <token>".
-absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContext& context);
+absl::StatusOr<std::string> BearerTokenOf(const grpc::ServerContextBase& context);
 
 // Constant-time comparison, so response timing does not leak the token.
 bool TokensEqual(const std::string& a, const std::string& b);

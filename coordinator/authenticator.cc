@@ -25,7 +25,7 @@ namespace {
 
 // The verified client certificate's identities (SANs, else the CN); empty
 // without mutual TLS.
-std::vector<std::string> PeerCertificateIdentities(const grpc::ServerContext& context) {
+std::vector<std::string> PeerCertificateIdentities(const grpc::ServerContextBase& context) {
   std::vector<std::string> identities;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return identities;
@@ -72,7 +72,7 @@ std::shared_ptr<const AuthTable> Authenticator::Table() const {
   return table_;
 }
 
-absl::StatusOr<Principal> Authenticator::Authenticate(const grpc::ServerContext& context) const {
+absl::StatusOr<Principal> Authenticator::Authenticate(const grpc::ServerContextBase& context) const {
   std::shared_ptr<const AuthTable> table = Table();
   if (table == nullptr) return AnonymousAdmin();
   auto token = BearerTokenOf(context);

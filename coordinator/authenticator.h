@@ -15,7 +15,7 @@
 #include "coordinator/principal.h"
 
 namespace grpc {
-class ServerContext;
+class ServerContextBase;
 }
 
 namespace herd::coordinator {
@@ -33,7 +33,7 @@ class Authenticator {
 
   // UNAUTHENTICATED (never naming the token) when the call carries no
   // credential the table knows.
-  absl::StatusOr<Principal> Authenticate(const grpc::ServerContext& context) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Principal> Authenticate(const grpc::ServerContextBase& context) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   Authenticator(std::string path, std::shared_ptr<const AuthTable> table)

@@ -1,14 +1,53 @@
 #include "coordinator/cluster_service.h"
 
+#include <functional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/incarnation.h"
 
 namespace herd::coordinator {
 namespace {
 
-CancelledFn CallerGone(grpc::ServerContext* context) {
-  return [context] { return context->IsCancelled(); };
-}
+// A call that waits for others (JoinGeneration on the join board, KvGet
+// in the KV store) without a thread. `cancel(id)` ends its wait when the
+// caller goes; gRPC ends the call (OnDone) after its Finish.
+class WaitingCall final : public grpc::ServerUnaryReactor {
+ public:
+  explicit WaitingCall(std::function<void(uint64_t)> cancel) : cancel_(std::move(cancel)) {}
+
+  // The wait began (0: it was answered at once). Called before the handler
+  // returns, so the call is alive; a cancel that came first cancels it now.
+  void Waiting(uint64_t id) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      id_ = id;
+      cancelled = cancelled_;
+    }
+    if (cancelled && id != 0) cancel_(id);
+  }
+
+  // The caller went (or its deadline passed): the wait answers CANCELLED.
+  void OnCancel() override {
+    uint64_t id;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      id = id_;
+    }
+    if (id != 0) cancel_(id);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  const std::function<void(uint64_t)> cancel_;
+  absl::Mutex mu_;
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // The calling daemon process's incarnation, "" when it sent none.
 std::string Incarnation(const grpc::ServerContext& context) {
@@ -69,12 +108,25 @@ grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context, const v
   });
 }
 
-grpc::Status ClusterServiceImpl::JoinGeneration(grpc::ServerContext* context, const v1::JoinGenerationRequest* request,
-                                                v1::JoinGenerationResponse* response) {
-  return edge_->Handle("JoinGeneration", Api::kCluster, *context, [&](const Principal& caller) {
-    if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) return status;
-    return AssignTo(coordinator_->JoinGeneration(*request, CallerGone(context)), response);
-  });
+grpc::ServerUnaryReactor* ClusterServiceImpl::JoinGeneration(grpc::CallbackServerContext* context,
+                                                             const v1::JoinGenerationRequest* request,
+                                                             v1::JoinGenerationResponse* response) {
+  auto* call = new WaitingCall([coordinator = coordinator_](uint64_t id) { coordinator->CancelJoin(id); });
+  edge_->HandleLater(
+      "JoinGeneration", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) {
+          answer(status);
+          return;
+        }
+        call->Waiting(coordinator_->StartJoinGeneration(
+            *request, [response, answer = std::move(answer)](
+                          absl::StatusOr<v1::JoinGenerationResponse> joined) mutable {
+              answer(AssignTo(std::move(joined), response));
+            }));
+      },
+      [call](grpc::Status status) { call->Finish(std::move(status)); });
+  return call;
 }
 
 grpc::Status ClusterServiceImpl::KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
@@ -87,14 +139,23 @@ grpc::Status ClusterServiceImpl::KvSet(grpc::ServerContext* context, const v1::K
   });
 }
 
-grpc::Status ClusterServiceImpl::KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
-                                       v1::KvGetResponse* response) {
-  return edge_->Handle("KvGet", Api::kCluster, *context, [&](const Principal& caller) {
-    if (auto status = CheckMember("KvGet", caller, request->job_id(), request->generation()); !status.ok()) {
-      return status;
-    }
-    return AssignTo(coordinator_->KvGet(*request, CallerGone(context)), response->mutable_value());
-  });
+grpc::ServerUnaryReactor* ClusterServiceImpl::KvGet(grpc::CallbackServerContext* context,
+                                                    const v1::KvGetRequest* request, v1::KvGetResponse* response) {
+  auto* call = new WaitingCall([coordinator = coordinator_](uint64_t id) { coordinator->CancelKvGet(id); });
+  edge_->HandleLater(
+      "KvGet", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        if (auto status = CheckMember("KvGet", caller, request->job_id(), request->generation()); !status.ok()) {
+          answer(status);
+          return;
+        }
+        call->Waiting(coordinator_->StartKvGet(
+            *request, [response, answer = std::move(answer)](absl::StatusOr<std::string> value) mutable {
+              answer(AssignTo(std::move(value), response->mutable_value()));
+            }));
+      },
+      [call](grpc::Status status) { call->Finish(std::move(status)); });
+  return call;
 }
 
 grpc::Status ClusterServiceImpl::KvAdd(grpc::ServerContext* context, const v1::KvAddRequest* request,

@@ -9,7 +9,12 @@
 
 namespace herd::coordinator {
 
-class ClusterServiceImpl final : public v1::ClusterService::Service {
+// JoinGeneration and KvGet are callback methods: a rank waiting for its
+// generation or for a key holds no server thread (the rest of the service
+// is synchronous).
+class ClusterServiceImpl final
+    : public v1::ClusterService::WithCallbackMethod_JoinGeneration<
+          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
       : coordinator_(coordinator), edge_(edge), logs_(logs) {}
@@ -18,12 +23,13 @@ class ClusterServiceImpl final : public v1::ClusterService::Service {
                               v1::RegisterWorkerResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
-  grpc::Status JoinGeneration(grpc::ServerContext* context, const v1::JoinGenerationRequest* request,
-                              v1::JoinGenerationResponse* response) override;
+  grpc::ServerUnaryReactor* JoinGeneration(grpc::CallbackServerContext* context,
+                                           const v1::JoinGenerationRequest* request,
+                                           v1::JoinGenerationResponse* response) override;
   grpc::Status KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
                      v1::KvSetResponse* response) override;
-  grpc::Status KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
-                     v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context, const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
   grpc::Status KvAdd(grpc::ServerContext* context, const v1::KvAddRequest* request,
                      v1::KvAddResponse* response) override;
   grpc::Status ReportProgress(grpc::ServerContext* context, const v1::ReportProgressRequest* request,

@@ -645,8 +645,13 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 
 absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
                                                                        const CancelledFn& cancelled) {
+  return AwaitAnswer<v1::JoinGenerationResponse>(
+      [&](JoinBoard::Done done) { return StartJoinGeneration(request, std::move(done)); },
+      [this](JoinBoard::WaitId id) { CancelJoin(id); }, options_.cancel_poll, cancelled);
+}
+
+JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done) {
   const double started = clock_->Now();
-  const absl::Time deadline = absl::Now() + std::min(Millis(request.wait_ms()), options_.max_join_wait);
   bool changes_state = request.at_boundary();
   if (!changes_state) {
     absl::ReaderMutexLock lock(&mu_);
@@ -655,28 +660,46 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
   }
   if (changes_state) {
     // Written, and on the join board, before the wait below.
-    StateLock lock(this);
-    if (request.at_boundary()) {
-      // The ranks left `after_generation` together at a commit they all hold:
-      // the next one starts now (the first of them to ask starts it).
-      auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
-                                      clock_->Now());
-      if (!changes.ok()) return changes.status();
-      if (!changes->empty()) Commit(*changes);  // see RegisterWorker
+    absl::Status refused;
+    {
+      StateLock lock(this);
+      if (request.at_boundary()) {
+        // The ranks left `after_generation` together at a commit they all hold:
+        // the next one starts now (the first of them to ask starts it).
+        auto changes = ReformAtBoundary(state_, request.job_id(), request.worker_id(), request.after_generation(),
+                                        clock_->Now());
+        if (changes.ok() && !changes->empty()) Commit(*changes);  // see RegisterWorker
+        refused = changes.status();
+      }
+      // Only a trainer of that worker calls this: one left out as unresponsive answers.
+      if (refused.ok()) {
+        if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
+            !answered.empty()) {
+          Commit(answered);  // see RegisterWorker
+        }
+      }
     }
-    // Only a trainer of that worker calls this: one left out as unresponsive answers.
-    if (ChangeSet answered = TrainerAnswered(state_, request.job_id(), request.worker_id(), clock_->Now());
-        !answered.empty()) {
-      Commit(answered);  // see RegisterWorker
+    if (!refused.ok()) {
+      done(std::move(refused));
+      return 0;
     }
   }
-  // The wait and the answer need no state lock: the join board has the
-  // generation's answer, built once for all its ranks.
-  auto response = board_.Await(request.job_id(), request.worker_id(), request.after_generation(), deadline,
-                               request.wait_ms(), options_.cancel_poll, cancelled);
-  if (!response.ok()) return response.status();
-  metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
-  return response;
+  // The wait and the answer need no state lock, and no thread: the join
+  // board has the generation's answer, built once for all its ranks, and
+  // calls `done` when it is there.
+  JoinBoard::JoinWait wait{request.job_id(), request.worker_id(), request.after_generation(),
+                           std::min(Millis(request.wait_ms()), options_.max_join_wait), request.wait_ms()};
+  return board_.Wait(std::move(wait), [this, started, done = std::move(done)](
+                                          absl::StatusOr<v1::JoinGenerationResponse> response) mutable {
+    if (response.ok()) metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
+    done(std::move(response));
+  });
+}
+
+void Coordinator::CancelJoin(JoinBoard::WaitId id) { board_.Cancel(id); }
+
+bool Coordinator::AwaitWaitingJoins(size_t count, absl::Duration timeout) {
+  return board_.AwaitWaiting(count, timeout);
 }
 
 absl::Status Coordinator::CheckGeneration(const std::string& job_id, int64_t generation) {
@@ -697,9 +720,25 @@ absl::Status Coordinator::KvSet(const v1::KvSetRequest& request) {
 }
 
 absl::StatusOr<std::string> Coordinator::KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled) {
-  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) return status;
-  // The wait happens outside mu_: a blocked Get must not stall the coordinator.
-  return kv_.Get(request.job_id(), request.generation(), request.key(), Millis(request.wait_ms()), cancelled);
+  return AwaitAnswer<std::string>([&](KvStore::GetDone done) { return StartKvGet(request, std::move(done)); },
+                                  [this](KvStore::WaitId id) { CancelKvGet(id); }, options_.kv_limits.cancel_poll,
+                                  cancelled);
+}
+
+KvStore::WaitId Coordinator::StartKvGet(const v1::KvGetRequest& request, KvStore::GetDone done) {
+  if (auto status = CheckGeneration(request.job_id(), request.generation()); !status.ok()) {
+    done(std::move(status));
+    return 0;
+  }
+  // The wait happens outside mu_, and holds no thread.
+  return kv_.StartGet(request.job_id(), request.generation(), request.key(), Millis(request.wait_ms()),
+                      std::move(done));
+}
+
+void Coordinator::CancelKvGet(KvStore::WaitId id) { kv_.CancelGet(id); }
+
+bool Coordinator::AwaitWaitingKvGets(size_t count, absl::Duration timeout) {
+  return kv_.AwaitWaiting(count, timeout);
 }
 
 absl::StatusOr<int64_t> Coordinator::KvAdd(const v1::KvAddRequest& request) {

@@ -119,10 +119,28 @@ class Coordinator {
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request,
                                                             const std::string& incarnation = "");
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // JoinGeneration: its state changes (a boundary's re-form, an
+  // unresponsive member answering) now, then a wait on the join board that
+  // holds no thread. `done` gets the answer exactly once, perhaps before
+  // this returns. The id is for CancelJoin (0: answered already).
+  JoinBoard::WaitId StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done);
+  // Answers a waiting StartJoinGeneration CANCELLED (its caller went).
+  void CancelJoin(JoinBoard::WaitId id);
+  // StartJoinGeneration, blocking the calling thread (in-process callers and
+  // tests): `cancelled` is asked every options.cancel_poll.
   absl::StatusOr<v1::JoinGenerationResponse> JoinGeneration(const v1::JoinGenerationRequest& request,
                                                             const CancelledFn& cancelled);
+  // True once exactly `count` joins wait on the join board; false after
+  // `timeout` (tests).
+  bool AwaitWaitingJoins(size_t count, absl::Duration timeout);
   absl::Status KvSet(const v1::KvSetRequest& request);
+  // KvGet's wait holds no thread (see KvStore::StartGet); CancelKvGet and
+  // the blocking KvGet as for JoinGeneration.
+  KvStore::WaitId StartKvGet(const v1::KvGetRequest& request, KvStore::GetDone done);
+  void CancelKvGet(KvStore::WaitId id);
   absl::StatusOr<std::string> KvGet(const v1::KvGetRequest& request, const CancelledFn& cancelled);
+  // True once exactly `count` KvGets wait; false after `timeout` (tests).
+  bool AwaitWaitingKvGets(size_t count, absl::Duration timeout);
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::CommitCheckpointResponse> CommitCheckpoint(const v1::CommitCheckpointRequest& request);

@@ -2,20 +2,31 @@
 // ranks of a rendezvous wait, and are answered, without it. The coordinator
 // publishes a job's view whenever the job changes (after the change is
 // written); a formed generation's answer (peers, spec, start step) is built
-// once and shared, and each rank's copy only adds its rank.
+// once and shared, and each rank's copy only adds its rank. A waiting rank
+// holds no thread: it is a registered waiter that Publish, the board's one
+// deadline thread, Cancel or Shutdown answers.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/await_answer.h"
 #include "coordinator/cluster_state.h"
+#include "coordinator/deadline_timer.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -45,31 +56,91 @@ JoinView JoinViewOf(const ClusterState& state, const JobRecord& job, const JoinV
 
 class JoinBoard {
  public:
-  // `max_copying`: answers copied at once (see Await).
-  explicit JoinBoard(int max_copying = 2) : max_copying_(max_copying) {}
+  using WaitId = uint64_t;
+  // A wait's answer; called exactly once, never under the board's lock.
+  using Done = absl::AnyInvocable<void(absl::StatusOr<v1::JoinGenerationResponse>)>;
 
+  // What one JoinGeneration waits for.
+  struct JoinWait {
+    std::string job_id;
+    std::string worker_id;
+    int64_t after_generation = 0;
+    absl::Duration wait;  // from now; <= 0: answer at once
+    int64_t wait_ms = 0;  // as the caller asked, for DEADLINE_EXCEEDED's text
+  };
+
+  // `max_copying`: answers copied at once (see Wait), on that many answer
+  // threads; deadlines fire from one more (deadline_timer.h) on `clock`
+  // (nullptr: a monotonic clock), which must outlive the board.
+  explicit JoinBoard(int max_copying = 2, const Clock* clock = nullptr);
+  ~JoinBoard();  // Shutdown(), then the board's threads end
+  JoinBoard(const JoinBoard&) = delete;
+  JoinBoard& operator=(const JoinBoard&) = delete;
+
+  // Answers the job's waiters that `view` settles (answer or error).
   void Publish(const std::string& job_id, JoinView view);
-  // Every waiting and later Await answers UNAVAILABLE.
+  // Every waiter, and every later wait that would have to wait, answers
+  // UNAVAILABLE; returns once every answer given so far was delivered.
   void Shutdown();
 
-  // JoinGeneration's wait: returns the answer for `worker_id` once the job
-  // runs a formed generation newer than `after_generation` that has it as a
-  // member. NOT_FOUND for an unknown job, FAILED_PRECONDITION for a final
-  // one, DEADLINE_EXCEEDED at `deadline` (naming what it waited for;
-  // `wait_ms` as asked), CANCELLED once `cancelled` says so (asked every
-  // `cancel_poll`).
-  absl::StatusOr<v1::JoinGenerationResponse> Await(const std::string& job_id, const std::string& worker_id,
-                                                   int64_t after_generation, absl::Time deadline, int64_t wait_ms,
-                                                   absl::Duration cancel_poll, const std::function<bool()>& cancelled);
+  // JoinGeneration's wait, which holds no thread: `done` gets the answer
+  // for `worker_id` once the job runs a formed generation newer than
+  // `after_generation` that has it as a member. NOT_FOUND for an unknown
+  // job, FAILED_PRECONDITION for a final one, DEADLINE_EXCEEDED when `wait`
+  // ends (naming what it waited for), CANCELLED on Cancel. Errors known at
+  // once are given before Wait returns. Returns the id for Cancel.
+  WaitId Wait(JoinWait wait, Done done);
+  // Answers the wait CANCELLED if it still waits (an RPC whose caller went).
+  void Cancel(WaitId id);
+  // Answers DEADLINE_EXCEEDED to the waits whose deadline `clock` has
+  // reached. The board's deadline thread does this at each deadline; tests
+  // that move a fake clock call it themselves.
+  void FireDeadlines() { deadlines_.FireDue(); }
+
+  // Wait, blocking the calling thread: for in-process callers and tests.
+  // Cancels the wait once `cancelled` says so (asked every `cancel_poll`).
+  absl::StatusOr<v1::JoinGenerationResponse> Await(JoinWait wait, absl::Duration cancel_poll,
+                                                   const std::function<bool()>& cancelled);
+
+  // Waits still waiting. AwaitWaiting: true once exactly `count` wait,
+  // false after `timeout` (tests).
+  size_t Waiting() ABSL_LOCKS_EXCLUDED(mu_);
+  bool AwaitWaiting(size_t count, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct Waiter {
+    JoinWait wait;
+    double deadline = 0;
+    Done done;
+  };
+  // An answer to copy (a rank's copy of the shared one) and deliver.
+  struct Ready {
+    std::shared_ptr<const FormedAnswer> answer;
+    std::string checkpoint_path;
+    std::string worker_id;
+    Done done;
+  };
+  // A settled wait whose error is delivered once mu_ is released.
+  using Failed = std::pair<Done, absl::Status>;
+
+  // Takes waiter `id` out of every index.
+  Waiter Remove(WaitId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The deadlines of `ids` came: those still waiting answer DEADLINE_EXCEEDED.
+  void Expire(const std::vector<WaitId>& ids) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunAnswers();
+
   absl::Mutex mu_;
-  absl::CondVar changed_;
+  absl::CondVar ready_added_;  // an answer to copy, or stopping
   std::map<std::string, JoinView> views_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  const int max_copying_;
-  absl::Mutex copy_mu_;
-  int copying_ ABSL_GUARDED_BY(copy_mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the threads end
+  WaitId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::flat_hash_set<WaitId>> waiting_on_ ABSL_GUARDED_BY(mu_);  // by job
+  std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
+  int copying_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> answer_threads_;
+  DeadlineTimer deadlines_;  // last: its thread ends first
 };
 
 }  // namespace herd::coordinator

@@ -2,12 +2,45 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 
 namespace herd::coordinator {
 namespace {
+
+using Response = absl::StatusOr<v1::JoinGenerationResponse>;
+
+// Collects the answers of async waits by name; each may come once.
+class Answers {
+ public:
+  JoinBoard::Done For(const std::string& name) {
+    return [this, name](Response response) {
+      absl::MutexLock lock(&mu_);
+      EXPECT_EQ(answers_.count(name), 0u) << name << " was answered twice";
+      answers_.emplace(name, std::move(response));
+    };
+  }
+  // `name`'s answer, waiting up to 10 s for it.
+  Response Of(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    auto there = [this, &name]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answers_.count(name) > 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&there), absl::Seconds(10))) {
+      return absl::InternalError(name + " got no answer in 10 s");
+    }
+    return answers_.at(name);
+  }
+  bool Has(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return answers_.count(name) > 0;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, Response> answers_ ABSL_GUARDED_BY(mu_);
+};
 
 class JoinBoardTest : public ::testing::Test {
  protected:
@@ -28,6 +61,7 @@ class JoinBoardTest : public ::testing::Test {
   JobRecord& Job() { return state_.jobs.at("j"); }
 
   ClusterState state_;
+  Answers answers_;  // outlives the board, whose threads answer
   JoinBoard board_;
 };
 
@@ -60,7 +94,7 @@ TEST_F(JoinBoardTest, OneAnswerPerGenerationRebuiltWhenItOrItsMembersChange) {
 TEST_F(JoinBoardTest, AwaitAnswersEachMemberWithItsRankOnceTheGenerationIsNewer) {
   state_.checkpoints["j"].emplace_back().set_path("/ckpt/j/30");
   board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
-  auto joined = board_.Await("j", "a", 2, absl::Now(), 0, absl::Milliseconds(10), nullptr);
+  auto joined = board_.Await({"j", "a", 2, absl::ZeroDuration(), 0}, absl::Milliseconds(10), nullptr);
   ASSERT_TRUE(joined.ok()) << joined.status();
   EXPECT_EQ(joined->rank(), 1);
   EXPECT_EQ(joined->generation(), 3);
@@ -70,11 +104,11 @@ TEST_F(JoinBoardTest, AwaitAnswersEachMemberWithItsRankOnceTheGenerationIsNewer)
   EXPECT_EQ(joined->peers(0).worker_id(), "b");
 
   // Already in generation 3, or not a member: it waits, and is told why.
-  auto stale = board_.Await("j", "a", 3, absl::Now(), 0, absl::Milliseconds(10), nullptr);
+  auto stale = board_.Await({"j", "a", 3, absl::ZeroDuration(), 0}, absl::Milliseconds(10), nullptr);
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kDeadlineExceeded);
-  auto outsider = board_.Await("j", "c", 2, absl::Now(), 5, absl::Milliseconds(10), nullptr);
+  auto outsider = board_.Await({"j", "c", 2, absl::ZeroDuration(), 5}, absl::Milliseconds(10), nullptr);
   EXPECT_EQ(outsider.status().message(), "worker c is not a member of job j generation 3 (waited 5 ms to be admitted)");
-  EXPECT_EQ(board_.Await("x", "a", 0, absl::Now(), 0, absl::Milliseconds(10), nullptr).status().code(),
+  EXPECT_EQ(board_.Await({"x", "a", 0, absl::ZeroDuration(), 0}, absl::Milliseconds(10), nullptr).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -88,7 +122,7 @@ TEST_F(JoinBoardTest, AWaitingJoinWakesOnPublishAndOnShutdown) {
     Job().generation.formed = true;
     board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
   });
-  auto joined = board_.Await("j", "b", 2, absl::Now() + absl::Seconds(60), 60000, absl::Seconds(30), [&] {
+  auto joined = board_.Await({"j", "b", 2, absl::Seconds(60), 60000}, absl::Seconds(30), [&] {
     if (!waiting.HasBeenNotified()) waiting.Notify();
     return false;
   });
@@ -97,14 +131,138 @@ TEST_F(JoinBoardTest, AWaitingJoinWakesOnPublishAndOnShutdown) {
   EXPECT_EQ(joined->rank(), 0);
 
   std::thread stopper([&] { board_.Shutdown(); });
-  auto stopped = board_.Await("j", "c", 2, absl::Now() + absl::Seconds(60), 60000, absl::Seconds(30), nullptr);
+  auto stopped = board_.Await({"j", "c", 2, absl::Seconds(60), 60000}, absl::Seconds(30), nullptr);
   stopper.join();
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kUnavailable);
 
   Job().info.set_state(v1::CANCELLED);
   board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
-  EXPECT_EQ(board_.Await("j", "b", 0, absl::Now(), 0, absl::Milliseconds(10), nullptr).status().message(),
+  EXPECT_EQ(board_.Await({"j", "b", 0, absl::ZeroDuration(), 0}, absl::Milliseconds(10), nullptr).status().message(),
             "job j is CANCELLED");
+}
+
+TEST_F(JoinBoardTest, WaitersHoldNoThreadAndThePublishThatFormsTheirGenerationAnswersThem) {
+  Job().generation.formed = false;
+  Job().info.set_state(v1::PENDING);
+  Job().info.set_reason("waiting for 1 more worker");
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  for (const char* worker : {"a", "b", "c"}) {
+    EXPECT_NE(board_.Wait({"j", worker, 2, absl::Seconds(60), 60000}, answers_.For(worker)), 0u);
+  }
+  EXPECT_EQ(board_.Waiting(), 3u);
+  EXPECT_FALSE(answers_.Has("a"));
+
+  // A change that does not form the generation answers no one.
+  Job().info.set_reason("waiting for 2 more workers");
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  EXPECT_EQ(board_.Waiting(), 3u);
+
+  Job().info.set_state(v1::RUNNING);
+  Job().generation.formed = true;
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  Response a = answers_.Of("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->rank(), 1);
+  EXPECT_EQ(a->generation(), 3);
+  Response b = answers_.Of("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->rank(), 0);
+  // c is no member of generation 3: it waits on to be admitted.
+  EXPECT_EQ(board_.Waiting(), 1u);
+  EXPECT_FALSE(answers_.Has("c"));
+
+  // The job ends: the waiting one hears why.
+  Job().info.set_state(v1::FAILED);
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  EXPECT_EQ(answers_.Of("c").status(), absl::FailedPreconditionError("job j is FAILED"));
+  EXPECT_EQ(board_.Waiting(), 0u);
+}
+
+TEST(JoinBoardDeadlines, ADeadlineFiresOnTheBoardsClockNamingWhatItWaitedFor) {
+  ClusterState state;
+  JobRecord& job = state.jobs["j"];
+  job.info.set_id("j");
+  job.info.set_state(v1::PENDING);
+  job.info.set_reason("waiting for 2 more workers");
+  FakeClock clock;
+  Answers answers;
+  JoinBoard board(2, &clock);
+  board.Publish("j", JoinViewOf(state, job, nullptr, false));
+  board.Wait({"j", "a", 0, absl::Seconds(5), 5000}, answers.For("a"));
+  board.Wait({"j", "b", 0, absl::Seconds(9), 9000}, answers.For("b"));
+
+  clock.Advance(4.9);
+  board.FireDeadlines();
+  EXPECT_EQ(board.Waiting(), 2u);
+  clock.Advance(0.1);
+  board.FireDeadlines();
+  EXPECT_EQ(answers.Of("a").status(),
+            absl::DeadlineExceededError("job j is still PENDING (waiting for 2 more workers) after waiting 5000 ms"));
+  EXPECT_EQ(board.Waiting(), 1u);
+  EXPECT_FALSE(answers.Has("b"));
+}
+
+TEST_F(JoinBoardTest, TheDeadlineThreadAnswersAShortRealWait) {
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  // Already in generation 3: waits for a newer one, which does not come.
+  board_.Wait({"j", "a", 3, absl::Milliseconds(50), 50}, answers_.For("a"));
+  const absl::Status expected = absl::DeadlineExceededError(
+      "worker a is not a member of job j generation 3 (waited 50 ms to be admitted)");
+  EXPECT_EQ(answers_.Of("a").status(), expected);
+  EXPECT_EQ(board_.Waiting(), 0u);
+}
+
+TEST_F(JoinBoardTest, CancelAnswersAWaitingJoinOnceAndLeavesOthers) {
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  const JoinBoard::WaitId a = board_.Wait({"j", "a", 3, absl::Seconds(60), 60000}, answers_.For("a"));
+  board_.Wait({"j", "b", 3, absl::Seconds(60), 60000}, answers_.For("b"));
+  board_.Cancel(a);
+  EXPECT_EQ(answers_.Of("a").status(), absl::CancelledError("the caller cancelled the join"));
+  board_.Cancel(a);  // answered already: nothing more (Answers fails a second answer)
+  EXPECT_EQ(board_.Waiting(), 1u);
+  EXPECT_FALSE(answers_.Has("b"));
+}
+
+TEST_F(JoinBoardTest, ShutdownAnswersEveryWaiterAndDeliversWhatWasReadyBeforeReturning) {
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  board_.Wait({"j", "a", 2, absl::Seconds(60), 60000}, answers_.For("ready"));  // answered at once, on a thread
+  board_.Wait({"j", "a", 3, absl::Seconds(60), 60000}, answers_.For("a"));
+  board_.Wait({"j", "c", 2, absl::Seconds(60), 60000}, answers_.For("c"));
+  board_.Shutdown();
+  EXPECT_TRUE(answers_.Has("ready"));
+  EXPECT_EQ(answers_.Of("a").status(), absl::UnavailableError("coordinator is shutting down"));
+  EXPECT_EQ(answers_.Of("c").status(), absl::UnavailableError("coordinator is shutting down"));
+  EXPECT_EQ(board_.Waiting(), 0u);
+  // Later waits that would wait answer at once.
+  EXPECT_EQ(board_.Wait({"j", "c", 2, absl::Seconds(60), 60000}, answers_.For("late")), 0u);
+  EXPECT_EQ(answers_.Of("late").status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(JoinBoardTest, NoMoreThanMaxCopyingAnswersAreCopiedAtOnce) {
+  Job().generation.formed = false;
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  absl::Mutex mu;
+  int copying = 0, most = 0, answered = 0;
+  constexpr int kWaiters = 40;
+  for (int i = 0; i < kWaiters; ++i) {
+    board_.Wait({"j", i % 2 ? "a" : "b", 2, absl::Seconds(60), 60000}, [&](Response response) {
+      EXPECT_TRUE(response.ok()) << response.status();
+      {
+        absl::MutexLock lock(&mu);
+        most = std::max(most, ++copying);
+      }
+      absl::SleepFor(absl::Milliseconds(2));  // long enough for the threads to overlap
+      absl::MutexLock lock(&mu);
+      --copying;
+      ++answered;
+    });
+  }
+  Job().generation.formed = true;
+  board_.Publish("j", JoinViewOf(state_, Job(), nullptr, false));
+  absl::MutexLock lock(&mu);
+  auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == kWaiters; };
+  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(10)));
+  EXPECT_LE(most, 2);  // the fixture's board copies on 2 threads
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
 namespace herd::coordinator {
@@ -18,6 +21,33 @@ std::function<bool()> NotifyWhenWaiting(absl::Notification* waiting) {
     return false;
   };
 }
+
+// Collects the answers of StartGet by name; each may come once.
+class Answers {
+ public:
+  KvStore::GetDone For(const std::string& name) {
+    return [this, name](absl::StatusOr<std::string> value) {
+      absl::MutexLock lock(&mu_);
+      EXPECT_EQ(answers_.count(name), 0u) << name << " was answered twice";
+      answers_.emplace(name, std::move(value));
+    };
+  }
+  // Answers come on the thread that settles them: here, before the call
+  // that settled them returns.
+  absl::StatusOr<std::string> Of(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    auto it = answers_.find(name);
+    return it == answers_.end() ? absl::InternalError(name + " got no answer") : it->second;
+  }
+  bool Has(const std::string& name) {
+    absl::MutexLock lock(&mu_);
+    return answers_.count(name) > 0;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, absl::StatusOr<std::string>> answers_ ABSL_GUARDED_BY(mu_);
+};
 
 TEST(KvStore, SetThenGetWithinOneGenerationOnly) {
   KvStore kv;
@@ -170,6 +200,70 @@ TEST(KvStore, ShutdownWakesWaiters) {
   auto value = kv.Get("j", 1, "k", absl::Seconds(60), NotifyWhenWaiting(&waiting));
   stopper.join();
   EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(KvStore, WaitingGetsHoldNoThreadAndTheSetOfTheirKeyAnswersThem) {
+  Answers answers;
+  KvStore kv;
+  EXPECT_NE(kv.StartGet("j", 1, "nccl_id", absl::Seconds(60), answers.For("rank1")), 0u);
+  EXPECT_NE(kv.StartGet("j", 1, "nccl_id", absl::Seconds(60), answers.For("rank2")), 0u);
+  EXPECT_NE(kv.StartGet("j", 1, "other", absl::Seconds(60), answers.For("other")), 0u);
+  EXPECT_NE(kv.StartGet("j", 1, "arrived", absl::Seconds(60), answers.For("counter")), 0u);
+  EXPECT_EQ(kv.Waiting(), 4u);
+  ASSERT_TRUE(kv.Set("j", 2, "nccl_id", "another generation's").ok());
+  EXPECT_FALSE(answers.Has("rank1"));
+
+  ASSERT_TRUE(kv.Set("j", 1, "nccl_id", "abc").ok());
+  EXPECT_EQ(answers.Of("rank1").value_or(""), "abc");
+  EXPECT_EQ(answers.Of("rank2").value_or(""), "abc");
+  EXPECT_FALSE(answers.Has("other"));
+  ASSERT_TRUE(kv.Add("j", 1, "arrived", 2).ok());
+  EXPECT_EQ(answers.Of("counter").value_or(""), "2");
+  EXPECT_EQ(kv.Waiting(), 1u);
+  // A key already there answers at once.
+  EXPECT_EQ(kv.StartGet("j", 1, "nccl_id", absl::Seconds(60), answers.For("late")), 0u);
+  EXPECT_EQ(answers.Of("late").value_or(""), "abc");
+}
+
+TEST(KvStore, AWaitingGetsDeadlineFiresOnTheStoresClock) {
+  Answers answers;
+  FakeClock clock;
+  KvLimits limits;
+  limits.max_wait = absl::Seconds(10);
+  KvStore kv(limits, &clock);
+  kv.StartGet("j", 1, "k", absl::Seconds(5), answers.For("short"));
+  kv.StartGet("j", 1, "k", absl::Seconds(600), answers.For("capped"));  // at limits.max_wait
+  clock.Advance(4.9);
+  kv.FireDeadlines();
+  EXPECT_EQ(kv.Waiting(), 2u);
+  clock.Advance(0.1);
+  kv.FireDeadlines();
+  EXPECT_EQ(answers.Of("short").status(), absl::DeadlineExceededError("kv key 'k' of job j generation 1 is not set"));
+  EXPECT_FALSE(answers.Has("capped"));
+  clock.Advance(5);
+  kv.FireDeadlines();
+  EXPECT_EQ(answers.Of("capped").status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(kv.Waiting(), 0u);
+}
+
+TEST(KvStore, CancelDropAndShutdownAnswerWaitingGets) {
+  Answers answers;
+  KvStore kv;
+  const KvStore::WaitId cancelled = kv.StartGet("j", 1, "k", absl::Seconds(60), answers.For("cancelled"));
+  kv.StartGet("j", 1, "k", absl::Seconds(60), answers.For("dropped"));
+  kv.StartGet("j", 2, "k", absl::Seconds(60), answers.For("live"));
+  kv.CancelGet(cancelled);
+  kv.CancelGet(cancelled);  // answered already: nothing more (Answers fails a second answer)
+  EXPECT_EQ(answers.Of("cancelled").status(), absl::CancelledError("the caller cancelled the kv wait"));
+
+  kv.DropGenerationsBefore("j", 2);
+  EXPECT_EQ(answers.Of("dropped").status(),
+            absl::FailedPreconditionError("job j: generation 1 is no longer current"));
+  EXPECT_FALSE(answers.Has("live"));
+
+  kv.Shutdown();
+  EXPECT_EQ(answers.Of("live").status(), absl::UnavailableError("coordinator is shutting down"));
+  EXPECT_EQ(kv.Waiting(), 0u);
 }
 
 }  // namespace

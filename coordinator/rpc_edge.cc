@@ -16,7 +16,7 @@ bool RoleMayUse(Role role, Api api) {
 }  // namespace
 
 absl::StatusOr<Principal> RpcEdge::Authorize(const std::string& method, Api api,
-                                             const grpc::ServerContext& context) const {
+                                             const grpc::ServerContextBase& context) const {
   absl::StatusOr<Principal> caller = auth_->Authenticate(context);
   if (!caller.ok()) {
     // The peer address, never the token.
@@ -31,6 +31,11 @@ absl::StatusOr<Principal> RpcEdge::Authorize(const std::string& method, Api api,
     return denied;
   }
   return caller;
+}
+
+grpc::Status RpcEdge::Conclude(const std::string& method, const absl::Status& status) const {
+  metrics_->CountRpc(method, status.code());
+  return ToGrpcStatus(status);
 }
 
 void RpcEdge::Audit(const std::string& event, const std::string& principal, const std::string& detail,

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/status_convert.h"
@@ -31,12 +32,29 @@ class RpcEdge {
   // authenticated caller whose role may use `api`: UNAUTHENTICATED or
   // PERMISSION_DENIED otherwise (both audited).
   template <typename Handler>
-  grpc::Status Handle(const std::string& method, Api api, const grpc::ServerContext& context,
+  grpc::Status Handle(const std::string& method, Api api, const grpc::ServerContextBase& context,
                       Handler&& handler) const {
     absl::StatusOr<Principal> caller = Authorize(method, api, context);
-    absl::Status status = caller.ok() ? handler(*caller) : caller.status();
-    metrics_->CountRpc(method, status.code());
-    return ToGrpcStatus(status);
+    return Conclude(method, caller.ok() ? handler(*caller) : caller.status());
+  }
+
+  // The same for a call answered later (a callback method's reactor):
+  // `handler(const Principal& caller, Answer answer)` sees to it that
+  // `answer(status)` runs once, on any thread; that counts the call and
+  // hands its gRPC status to `finish`.
+  using Answer = absl::AnyInvocable<void(const absl::Status&)>;
+  template <typename Handler>
+  void HandleLater(const std::string& method, Api api, const grpc::ServerContextBase& context, Handler&& handler,
+                   absl::AnyInvocable<void(grpc::Status)> finish) const {
+    absl::StatusOr<Principal> caller = Authorize(method, api, context);
+    Answer answer = [this, method, finish = std::move(finish)](const absl::Status& status) mutable {
+      finish(Conclude(method, status));
+    };
+    if (!caller.ok()) {
+      answer(caller.status());
+      return;
+    }
+    handler(*caller, std::move(answer));
   }
 
   // Logs a mutating call (submit, cancel, register, a denied request) with
@@ -46,7 +64,10 @@ class RpcEdge {
              const absl::Status& outcome) const;
 
  private:
-  absl::StatusOr<Principal> Authorize(const std::string& method, Api api, const grpc::ServerContext& context) const;
+  absl::StatusOr<Principal> Authorize(const std::string& method, Api api,
+                                     const grpc::ServerContextBase& context) const;
+  // Counts the call by method and code; its status for the wire.
+  grpc::Status Conclude(const std::string& method, const absl::Status& status) const;
 
   const Authenticator* const auth_;
   Metrics* const metrics_;

@@ -1,5 +1,6 @@
 #include "coordinator/server.h"
 
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 #include <unistd.h>
 
@@ -106,6 +107,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  if (options.max_rpc_threads > 0) {
+    grpc::ResourceQuota quota("herd-coordinator");
+    quota.SetMaxThreads(options.max_rpc_threads);
+    builder.SetResourceQuota(quota);
+  }
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->cluster_service_.get());
   standby.reset();  // frees the port for the real server

@@ -40,6 +40,11 @@ struct ServerOptions {
   // etcd: called once this coordinator knows it is a standby (another leads,
   // or etcd does not answer), with the address it answers on.
   std::function<void(const std::string& listen_address)> on_standby;
+  // Threads gRPC may run synchronous calls on (grpc::ResourceQuota); 0: no
+  // cap. Calls that wait for others (JoinGeneration, KvGet) are callbacks
+  // and hold none while they wait, so a cap bounds the threads without
+  // starving heartbeats behind a rendezvous.
+  int max_rpc_threads = 0;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;
   const Clock* clock = nullptr;  // nullptr: the system clock

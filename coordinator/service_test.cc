@@ -10,6 +10,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 #include "common/auth.h"
 #include "common/sha256.h"
@@ -65,6 +72,7 @@ class ServiceTest : public ::testing::Test {
                                                           std::filesystem::perms::owner_write);
     }
     options.clock = &clock_;
+    options.max_rpc_threads = MaxRpcThreads();
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);
     auto server = CoordinatorServer::Start(options);
@@ -78,6 +86,8 @@ class ServiceTest : public ::testing::Test {
 
   // Off unless a test scrapes it: stopping the HTTP server takes seconds.
   virtual std::string MetricsListen() const { return ""; }
+  // gRPC's threads for synchronous calls (0: no cap).
+  virtual int MaxRpcThreads() const { return 0; }
 
   static std::unique_ptr<grpc::ClientContext> Call(const std::string& token = kToken) {
     return NewCallContext(token, std::chrono::seconds(10));
@@ -139,6 +149,57 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   std::unique_ptr<v1::ClusterService::Stub> cluster_;
+};
+
+// A call a test sends without waiting for its answer.
+template <typename Request, typename Response>
+struct PendingCall {
+  std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
+  Request request;
+  Response response;
+  grpc::Status status;
+};
+
+// Counts answers to PendingCalls; before it goes, cancels those still
+// open and waits for their answers, so that no call outlives its own.
+class Answered {
+ public:
+  explicit Answered(std::function<void()> cancel_all) : cancel_all_(std::move(cancel_all)) {}
+  ~Answered() {
+    cancel_all_();
+    int sent;
+    {
+      absl::MutexLock lock(&mu_);
+      sent = sent_;
+    }
+    AtLeast(sent);
+  }
+  // The callback for one more call's answer.
+  std::function<void(grpc::Status)> Callback(grpc::Status* status) {
+    absl::MutexLock lock(&mu_);
+    ++sent_;
+    return [this, status](grpc::Status answer) {
+      absl::MutexLock lock(&mu_);
+      *status = std::move(answer);
+      ++answered_;
+    };
+  }
+  int Count() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  // True once `count` calls are answered; false after 60 s.
+  bool AtLeast(int count) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return answered_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+  }
+
+ private:
+  const std::function<void()> cancel_all_;
+  absl::Mutex mu_;
+  int sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int answered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(ServiceTest, MissingOrWrongTokenIsUnauthenticated) {
@@ -509,6 +570,168 @@ TEST_F(ServiceWithMetricsTest, MetricsEndpointCountsRpcsByMethodAndCode) {
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"ListJobs\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_jobs{state=\"pending\"} 1"));
   EXPECT_THAT(page, HasSubstr("# HELP herd_coordinator_workers_alive "));
+}
+
+// The callback methods pass the same edge as every other: who calls,
+// counting by code, the status on the wire.
+TEST_F(ServiceWithMetricsTest, WaitingMethodsAreAuthenticatedCountedAndMapErrorsAsEveryOther) {
+  v1::JoinGenerationRequest join;
+  join.set_job_id("no-such-job");
+  join.set_worker_id("w1");
+  join.set_wait_ms(60000);
+  v1::JoinGenerationResponse joined;
+  EXPECT_EQ(cluster_->JoinGeneration(Call("wrong").get(), join, &joined).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status unknown = cluster_->JoinGeneration(Call().get(), join, &joined);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_message(), "job no-such-job not found");
+
+  v1::KvGetRequest get;
+  get.set_job_id("no-such-job");
+  get.set_generation(1);
+  get.set_key("k");
+  get.set_wait_ms(60000);
+  v1::KvGetResponse got;
+  EXPECT_EQ(cluster_->KvGet(Call("").get(), get, &got).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status missing = cluster_->KvGet(Call().get(), get, &got);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(missing.error_message(), "job no-such-job not found");
+
+  std::string page = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"JoinGeneration\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"JoinGeneration\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"KvGet\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"KvGet\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_audit_events_total{code=\"UNAUTHENTICATED\",event=\"unauthenticated\""));
+}
+
+// A waiting join or KvGet whose caller goes is taken off its board.
+TEST_F(ServiceTest, AWaitWhoseCallerGoesStopsWaiting) {
+  Register("w1", "10.0.0.1");
+  Register("w2", "10.0.0.2");
+  const std::string job_id = Submit(Spec(2));
+  server_->coordinator().Tick();  // generation 1 forms
+
+  // w1 waits for a generation after 1, and for a key nobody sets.
+  PendingCall<v1::JoinGenerationRequest, v1::JoinGenerationResponse> join;
+  join.request.set_job_id(job_id);
+  join.request.set_worker_id("w1");
+  join.request.set_after_generation(1);
+  join.request.set_wait_ms(60000);
+  PendingCall<v1::KvGetRequest, v1::KvGetResponse> get;
+  get.request.set_job_id(job_id);
+  get.request.set_generation(1);
+  get.request.set_key("never");
+  get.request.set_wait_ms(60000);
+  absl::Notification join_answered, get_answered;
+  cluster_->async()->JoinGeneration(join.context.get(), &join.request, &join.response, [&](grpc::Status status) {
+    join.status = std::move(status);
+    join_answered.Notify();
+  });
+  cluster_->async()->KvGet(get.context.get(), &get.request, &get.response, [&](grpc::Status status) {
+    get.status = std::move(status);
+    get_answered.Notify();
+  });
+  ASSERT_TRUE(server_->coordinator().AwaitWaitingJoins(1, absl::Seconds(10)));
+  ASSERT_TRUE(server_->coordinator().AwaitWaitingKvGets(1, absl::Seconds(10)));
+
+  join.context->TryCancel();
+  get.context->TryCancel();
+  ASSERT_TRUE(join_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(get_answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(join.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(get.status.error_code(), grpc::StatusCode::CANCELLED);
+  // The server heard it too: nothing waits for 60 s.
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingJoins(0, absl::Seconds(10)));
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingKvGets(0, absl::Seconds(10)));
+}
+
+// A server with few threads for synchronous calls, as --max-rpc-threads
+// sets.
+class ServiceWithFewThreadsTest : public ServiceTest {
+ protected:
+  int MaxRpcThreads() const override { return 8; }
+};
+
+TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationOrAKeyHoldNoThreadSoOtherCallsAreAnswered) {
+  // Far more ranks wait than the server has threads for.
+  constexpr int kRanks = 200;
+  for (int i = 0; i < kRanks; ++i) Register(absl::StrCat("w", i), absl::StrCat("10.0.", i / 200, ".", i % 200));
+  const std::string job_id = Submit(Spec(kRanks));  // PENDING until the next Tick
+  // Heartbeats and a user's call still find a thread, at once.
+  auto other_calls_are_answered = [&](v1::JobState state) {
+    for (int i = 0; i < 20; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id(absl::StrCat("w", i));
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+    }
+    v1::GetJobRequest get_job;
+    get_job.set_id(job_id);
+    v1::GetJobResponse job;
+    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(job.job().state(), state);
+  };
+
+  std::vector<PendingCall<v1::JoinGenerationRequest, v1::JoinGenerationResponse>> joins(kRanks);
+  std::vector<PendingCall<v1::KvGetRequest, v1::KvGetResponse>> gets(kRanks);
+  Answered answered([&] {
+    for (auto& call : joins) call.context->TryCancel();
+    for (auto& call : gets) call.context->TryCancel();
+  });
+  for (int i = 0; i < kRanks; ++i) {
+    auto& join = joins[i];
+    join.request.set_job_id(job_id);
+    join.request.set_worker_id(absl::StrCat("w", i));
+    join.request.set_wait_ms(60000);
+    cluster_->async()->JoinGeneration(join.context.get(), &join.request, &join.response,
+                                      answered.Callback(&join.status));
+  }
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingJoins(kRanks, absl::Seconds(20)));
+  other_calls_are_answered(v1::PENDING);
+  EXPECT_EQ(answered.Count(), 0);
+
+  // The job forms: every rank is answered, each with its own rank.
+  server_->coordinator().Tick();
+  ASSERT_TRUE(answered.AtLeast(kRanks)) << answered.Count() << " of " << kRanks << " ranks answered";
+  std::set<int64_t> ranks;
+  for (const auto& join : joins) {
+    ASSERT_TRUE(join.status.ok()) << join.request.worker_id() << ": " << join.status.error_message();
+    EXPECT_EQ(join.response.generation(), 1);
+    EXPECT_EQ(join.response.world_size(), kRanks);
+    ranks.insert(join.response.rank());
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), kRanks - 1);
+
+  // The ranks wait for rank 0's key: no thread either.
+  for (auto& get : gets) {
+    get.request.set_job_id(job_id);
+    get.request.set_generation(1);
+    get.request.set_key(joins[0].response.kv_prefix() + "nccl_id");
+    get.request.set_wait_ms(60000);
+    cluster_->async()->KvGet(get.context.get(), &get.request, &get.response, answered.Callback(&get.status));
+  }
+  EXPECT_TRUE(server_->coordinator().AwaitWaitingKvGets(kRanks, absl::Seconds(20)));
+  other_calls_are_answered(v1::RUNNING);
+  EXPECT_EQ(answered.Count(), kRanks);
+
+  v1::KvSetRequest set;
+  set.set_job_id(job_id);
+  set.set_generation(1);
+  set.set_key(gets[0].request.key());
+  set.set_value("unique id");
+  v1::KvSetResponse set_response;
+  ASSERT_TRUE(cluster_->KvSet(Call().get(), set, &set_response).ok());
+  ASSERT_TRUE(answered.AtLeast(2 * kRanks)) << answered.Count() - kRanks << " of " << kRanks << " gets answered";
+  for (const auto& get : gets) {
+    ASSERT_TRUE(get.status.ok()) << get.status.error_message();
+    EXPECT_EQ(get.response.value(), "unique id");
+  }
 }
 
 // What a standby names to callers: the bound address, a wildcard host
