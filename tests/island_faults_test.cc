@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -70,6 +71,7 @@ class StepWatch {
         }
       }
       if (job.has_value()) {
+        Record(*job);
         last_ = *job;
         const int64_t step = Field(*job, "step");
         EXPECT_GE(step, highest_) << "a committed step was lost: " << job->dump(2);
@@ -86,11 +88,28 @@ class StepWatch {
     return last_;
   }
 
+  // Every change of generation, world size or committed step seen so far,
+  // one line each with the seconds since the watch began.
+  const std::string& timeline() const { return timeline_; }
+
  private:
+  void Record(const nlohmann::json& job) {
+    const std::string now = job.value("state", "") + " generation " + std::to_string(Field(job, "generation")) +
+                            " world_size " + std::to_string(Field(job, "world_size")) + " step " +
+                            std::to_string(Field(job, "step"));
+    if (now == seen_) return;
+    seen_ = now;
+    const double at = std::chrono::duration<double>(Clock::now() - began_).count();
+    timeline_ += std::to_string(at).substr(0, std::to_string(at).find('.') + 2) + " s: " + now + "\n";
+  }
+
   LocalCluster& cluster_;
   std::string id_;
   nlohmann::json last_;
   int64_t highest_ = 0;
+  const Clock::time_point began_ = Clock::now();
+  std::string seen_;
+  std::string timeline_;
 };
 
 // Samples per step of each step record of `generation` in the ledger files
@@ -252,6 +271,60 @@ TEST_F(IslandFaults, SitesCutApartForLongerThanTheLeaseKeepTheirProgressAndRefor
     EXPECT_NE(log.find("generation " + std::to_string(together) + ": healed from rank 0's commit"), std::string::npos)
         << "worker " << i << ":\n" << log;
   }
+  ExpectEachSampleOnce(ledger_dir_, kEpochs, kSamples, id);
+}
+
+// The sites lose each other but both keep the coordinator (the link
+// between their datacenters fails, the control plane does not): every
+// worker keeps heartbeating, so no lease lapses; only the cross-site
+// collectives fail. The first failed round leaves one side out and the
+// other trains on alone within a collective timeout and a lease; while the
+// cut lasts the side left out is tried again only after a back-off that
+// doubles each time it fails again, so the job neither flaps between the
+// two nor spends its restart budget on it. Restored, the job re-forms with
+// both sites, heals, and ends with every step and each sample once.
+TEST_F(IslandFaults, SitesThatStillReachTheCoordinatorButNotEachOtherTrainOnOneSideAndReform) {
+  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(2, 1)));
+  auto job = watch.Until([](const auto& j) { return Field(j, "world_size") == 4 && Field(j, "step") >= 15; },
+                         seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 4) << job.dump(2) << cluster_->Logs();
+  const std::string id = job.value("id", "");
+  const int64_t first_generation = Field(job, "generation");
+
+  const auto cut_at = Clock::now();
+  ASSERT_TRUE(bed_->CutBetweenSites(0, 1).ok());
+  // One side trains alone: a failed round (collective timeout 4 s) and the
+  // re-form, with slack for a loaded machine.
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 2; },
+      seconds(60));
+  std::cout << "cut: one side alone after "
+            << std::chrono::duration<double>(Clock::now() - cut_at).count() << " s\n";
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 2) << watch.timeline() << job.dump(2) << cluster_->Logs();
+  EXPECT_LT(Clock::now() - cut_at, seconds(30)) << watch.timeline();
+  const int64_t alone = Field(job, "generation");
+  const int64_t step_alone = Field(job, "step");
+  // The cut lasts ten leases and more; the side alone keeps training.
+  job = watch.Until([&](const auto& j) {
+    return Field(j, "step") > step_alone + 40 && Clock::now() > cut_at + seconds(static_cast<int64_t>(10 * kLease));
+  }, seconds(60));
+  std::cout << "cut lasted " << std::chrono::duration<double>(Clock::now() - cut_at).count() << " s\n"
+            << watch.timeline();
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  ASSERT_GT(Field(job, "step"), step_alone + 40) << watch.timeline() << job.dump(2) << cluster_->Logs();
+  ASSERT_TRUE(bed_->RestoreBetweenSites(0, 1).ok());
+
+  job = watch.Until([&](const auto& j) { return Field(j, "generation") > alone && Field(j, "world_size") == 4; },
+                    seconds(90));
+  ASSERT_EQ(Field(job, "world_size"), 4) << watch.timeline() << job.dump(2) << cluster_->Logs();
+
+  job = watch.Until([](const auto&) { return false; }, seconds(180));
+  std::cout << watch.timeline();
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  EXPECT_EQ(Field(job, "world_size"), 4);
   ExpectEachSampleOnce(ledger_dir_, kEpochs, kSamples, id);
 }
 
