@@ -1029,7 +1029,9 @@ absl::Status Testbed::CheckSite(int site) const {
 absl::Status Testbed::CheckSitePair(int a, int b) const {
   if (auto s = CheckSite(a); !s.ok()) return s;
   if (auto s = CheckSite(b); !s.ok()) return s;
-  if (a == b) return absl::InvalidArgumentError(absl::StrCat("testbed ", name_, ": site ", a, " cannot be cut from itself"));
+  if (a == b) {
+    return absl::InvalidArgumentError(absl::StrCat("testbed ", name_, ": site ", a, " cannot be cut from itself"));
+  }
   return absl::OkStatus();
 }
 
