@@ -275,9 +275,26 @@ std::string JobDetail(const v1::JobInfo& job, double now) {
   if (!job.reason().empty()) lines.push_back({"Reason", job.reason()});
   if (!job.warning().empty()) lines.push_back({"Warning", job.warning()});
   for (const v1::UnresponsiveMember& member : job.unresponsive()) {
-    lines.push_back({"Hung", absl::StrCat("worker ", member.worker_id(), " (rank ", member.rank(), " of generation ",
-                                          member.generation(), ") did not answer at step ", member.step(),
-                                          "; left out until its trainer answers")});
+    const std::string who = absl::StrCat("worker ", member.worker_id(), " (rank ", member.rank(), " of generation ",
+                                         member.generation(), ")");
+    std::string text = member.unreachable_from().empty()
+                           ? absl::StrCat(who, " did not answer at step ", member.step())
+                           : absl::StrCat(who, " was not reachable from island ", member.unreachable_from(),
+                                          " at step ", member.step(), "; its island is left out");
+    // The back-off doubles each time it fails again right after coming back.
+    const std::string backoff =
+        member.backoff_seconds() > 0
+            ? absl::StrFormat(" (back-off %.0f s)", member.backoff_seconds())
+            : "";
+    if (!member.answered()) {
+      absl::StrAppend(&text, "; left out until its trainer answers", backoff.empty() ? "" : " and its back-off is over",
+                      backoff);
+    } else {
+      const double left = member.since() + member.backoff_seconds() - now;
+      absl::StrAppend(&text, "; its trainer answered, it rejoins",
+                      left > 0 ? absl::StrFormat(" in %.0f s", left) : " at the next step boundary", backoff);
+    }
+    lines.push_back({member.unreachable_from().empty() ? "Hung" : "Unreachable", text});
   }
   if (!job.storage_warning().empty()) lines.push_back({"Storage", job.storage_warning()});
   std::string progress = absl::StrCat("step ", FormatStep(job));

@@ -263,6 +263,30 @@ TEST(FormatTest, DetailNamesAHungMemberAndItsStep) {
                                            "out until its trainer answers"));
 }
 
+// A member in its back-off says how long it is; once its trainer answered,
+// when it rejoins. An island that could not be reached says from where.
+TEST(FormatTest, DetailShowsTheBackOffOfAMemberLeftOut) {
+  v1::JobInfo job;
+  job.set_state(v1::RUNNING);
+  v1::UnresponsiveMember* member = job.add_unresponsive();
+  member->set_worker_id("worker-2");
+  member->set_rank(2);
+  member->set_generation(3);
+  member->set_step(41);
+  member->set_since(100);
+  member->set_backoff_seconds(20);
+  EXPECT_THAT(JobDetail(job, 105), HasSubstr("did not answer at step 41; left out until its trainer answers and its "
+                                             "back-off is over (back-off 20 s)"));
+  member->set_answered(true);
+  EXPECT_THAT(JobDetail(job, 105), HasSubstr("its trainer answered, it rejoins in 15 s (back-off 20 s)"));
+  EXPECT_THAT(JobDetail(job, 130), HasSubstr("it rejoins at the next step boundary"));
+  member->set_unreachable_from("s0");
+  EXPECT_THAT(JobDetail(job, 105), HasSubstr("Unreachable:"));
+  EXPECT_THAT(JobDetail(job, 105), ::testing::Not(HasSubstr("Hung:")));
+  EXPECT_THAT(JobDetail(job, 105), HasSubstr("worker worker-2 (rank 2 of generation 3) was not reachable from island "
+                                             "s0 at step 41; its island is left out"));
+}
+
 v1::Straggler Rank2Straggler() {
   v1::Straggler straggler;
   straggler.set_rank(2);

@@ -259,6 +259,11 @@ bool ApplyProgress(ClusterState& state, const v1::ReportProgressRequest& report,
   job.info.set_world_size(static_cast<int64_t>(job.generation.members.size()));
   job.generation.committed = true;
   job.without_commit.clear();  // every rank reached this commit
+  if (report.step() > job.generation.start_step) {
+    // A generation with them trained a step: members that came back after a
+    // back-off start from one lease again if they are ever left out again.
+    for (const std::string& member : job.generation.members) job.readmit.erase(member);
+  }
   Touch(job, now, changes);
   return false;
 }

@@ -37,6 +37,18 @@ struct Generation {
   int64_t RankOf(const std::string& worker_id) const;
 };
 
+// A member left out because a peer could not reach it (blamed late): how
+// often it failed again right after coming back, which sets how long it
+// stays out next time (readmit_backoff.h).
+struct ReadmitRecord {
+  // Doublings of its back-off: 0 for one lease.
+  int strikes = 0;
+  // The generation it came back in (0: not back yet). Blamed late again in
+  // that very generation, it earns a strike; once a generation with it
+  // commits a step, the record goes.
+  int64_t readmitted_in = 0;
+};
+
 struct JobRecord {
   // What people see. info.spec is the defaulted spec; info.generation and
   // info.workers mirror `generation`; info.step, epoch and samples_in_epoch
@@ -72,6 +84,9 @@ struct JobRecord {
   // or ends. Mirrored in info.unresponsive; not persisted (a restarted
   // coordinator re-admits them as it re-admits every held worker).
   std::map<std::string, v1::UnresponsiveMember> unresponsive;
+  // Members blamed late, by worker id, until a generation with them commits
+  // a step (ReadmitRecord). Not persisted, like `unresponsive`.
+  std::map<std::string, ReadmitRecord> readmit;
   // Worker id -> the last formed generation it was a member of. A member
   // cut off from the coordinator may finish training unheard while a loss
   // starts the next generation without it; its trainer's finishing exit for

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/spec_enums.h"
 #include "coordinator/island_members.h"
+#include "coordinator/readmit_backoff.h"
 #include "coordinator/placement.h"
 #include "coordinator/release.h"
 #include "coordinator/scheduling_policy.h"
@@ -97,6 +98,14 @@ void Form(ClusterState& state, JobRecord& job, const std::vector<std::string>& j
     std::map<std::string, WorkerLabels> labels_of;
     for (const std::string& member : generation.members) labels_of[member] = state.workers.at(member).labels;
     generation.members = OrderedByIsland(generation.members, labels_of, info.spec());
+  }
+  for (const std::string& member : generation.members) {
+    // Back after being left out late: blamed late again in this very
+    // generation, it stays out twice as long (readmit_backoff.h).
+    auto readmit = job.readmit.find(member);
+    if (readmit != job.readmit.end() && readmit->second.readmitted_in == 0) {
+      readmit->second.readmitted_in = generation.number;
+    }
   }
   generation.finished.clear();
   generation.formed = true;
@@ -643,25 +652,71 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   // names the member that failed first, not an echo.
   std::vector<std::string> keep = UnfinishedMembers(generation);
   const std::string blamed = BlamedMember(generation, report, rank);
+  bool retry_failed = false;
   if (!blamed.empty()) {
-    keep.erase(std::remove(keep.begin(), keep.end(), blamed), keep.end());
+    std::vector<std::string> left_out = {blamed};
     if (report.peer_fault() == v1::PEER_FAULT_LATE) {
-      v1::UnresponsiveMember& member = job.unresponsive[blamed];
-      member.set_worker_id(blamed);
-      member.set_rank(report.peer_rank());
-      member.set_generation(generation.number);
-      member.set_step(report.step());
-      member.set_since(now);
+      // Late: it (with islands, maybe its whole island, or the reporter's)
+      // stays out until its trainer answers and its back-off is over.
+      LateBlameOutcome outcome = LeftOutForLateBlame(state, job, report.worker_id(), blamed);
+      left_out = outcome.left_out;
+      // Every one of them came back in this generation after a back-off and
+      // failed again: the partition already paid for, now paid for by a
+      // longer back-off rather than the restart budget.
+      retry_failed = std::all_of(left_out.begin(), left_out.end(),
+                                 [&](const std::string& id) { return ReadmittedIn(job, id, generation.number); });
+      for (const std::string& id : left_out) {
+        auto record = job.readmit.find(id);
+        const int strikes =
+            StrikesAfterBlame(record == job.readmit.end() ? nullptr : &record->second, generation.number);
+        job.readmit[id] = ReadmitRecord{strikes, 0};
+        v1::UnresponsiveMember& member = job.unresponsive[id];
+        member.Clear();
+        member.set_worker_id(id);
+        member.set_rank(generation.RankOf(id));
+        member.set_generation(generation.number);
+        member.set_step(report.step());
+        member.set_since(now);
+        member.set_unreachable_from(outcome.unreachable_from);
+      }
       MirrorUnresponsive(job);
     }
+    for (const std::string& id : left_out) keep.erase(std::remove(keep.begin(), keep.end(), id), keep.end());
   }
-  NextGeneration(state, job, keep, GenerationStartReason::kFailureReported, cause, /*charge=*/true, blamed, now,
-                 &changes);
+  NextGeneration(state, job, keep, GenerationStartReason::kFailureReported, cause, /*charge=*/!retry_failed, blamed,
+                 now, &changes);
   return changes;
+}
+
+// Sets each left-out member's back-off and forgets it once its trainer
+// answered and the back-off is over, so the growth rule takes it back.
+void EndBackoffs(ClusterState& state, double now, double lease_seconds, ChangeSet* changes) {
+  for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
+    bool changed = false;
+    for (auto it = job->unresponsive.begin(); it != job->unresponsive.end();) {
+      v1::UnresponsiveMember& member = it->second;
+      if (member.backoff_seconds() <= 0) {
+        auto record = job->readmit.find(it->first);
+        member.set_backoff_seconds(
+            ReadmitBackoffSeconds(record == job->readmit.end() ? 0 : record->second.strikes, lease_seconds));
+        changed = true;
+      }
+      if (member.answered() && now >= member.since() + member.backoff_seconds()) {
+        it = job->unresponsive.erase(it);
+        changed = true;
+      } else {
+        ++it;
+      }
+    }
+    if (!changed) continue;
+    MirrorUnresponsive(*job);
+    Touch(*job, now, changes);
+  }
 }
 
 ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOptions& options) {
   ChangeSet changes;
+  EndBackoffs(state, now, options.lease_seconds, &changes);
   for (JobRecord* job : RunningJobsInSubmitOrder(state)) {
     if (job->generation.formed || TryForm(state, *job, "", now, &changes)) continue;
     if (now - job->waiting_since > options.min_workers_wait_seconds) {
@@ -703,13 +758,27 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
 ChangeSet TrainerAnswered(ClusterState& state, const std::string& job_id, const std::string& worker_id, double now) {
   ChangeSet changes;
   auto it = state.jobs.find(job_id);
-  if (it != state.jobs.end()) ForgetUnresponsive(it->second, worker_id, now, &changes);
+  if (it == state.jobs.end()) return changes;
+  JobRecord& job = it->second;
+  auto entry = job.unresponsive.find(worker_id);
+  if (entry == job.unresponsive.end()) return changes;
+  v1::UnresponsiveMember& member = entry->second;
+  // Within its back-off it stays out (AdvanceGenerations ends it); past it
+  // (or before upkeep set one) it may rejoin now.
+  if (member.backoff_seconds() > 0 && now >= member.since() + member.backoff_seconds()) {
+    ForgetUnresponsive(job, worker_id, now, &changes);
+  } else if (!member.answered()) {
+    member.set_answered(true);
+    MirrorUnresponsive(job);
+    Touch(job, now, &changes);
+  }
   return changes;
 }
 
 void MarkRestarted(ClusterState& state, double now) {
   for (auto& [id, job] : state.jobs) {
     job.info.clear_unresponsive();  // not persisted: see JobRecord::unresponsive
+    job.readmit.clear();
     if (job.info.state() != v1::RUNNING) continue;
     if (job.generation.formed) {
       job.recovering = true;

@@ -1,8 +1,11 @@
 // Faults of a job trained in islands (sync.islands_by) across two sites of
-// two hosts on a testbed (tests/testbed): a rank of an island killed, and
-// the link between the sites cut for longer than the lease. The job goes
-// on in every case, no committed step goes back, every sample is trained
-// once (sample ledger), and it ends SUCCEEDED with every step.
+// two hosts on a testbed (tests/testbed): a rank of an island killed; a
+// site cut off from everything (the other site and the coordinator) for
+// longer than the lease; and the sites cut apart from each other while both
+// still reach the coordinator (Testbed::CutBetweenSites), where one side
+// trains on without flapping. The job goes on in every case, no committed
+// step goes back, every sample is trained once (sample ledger), and it ends
+// SUCCEEDED with every step.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -31,17 +34,18 @@ constexpr double kLease = 3;
 constexpr int64_t kSamples = 32000;
 constexpr int64_t kGlobalBatch = 64;
 constexpr int kEpochs = 2;
+constexpr double kCollectiveTimeout = 4;  // IslandJob's collective_timeout_seconds
 
 // Worker i runs on host i: workers 0 and 1 at site s0, 2 and 3 at site s1.
-std::string IslandJob(int64_t min_workers, int64_t min_workers_per_island) {
+std::string IslandJob(int64_t min_workers, int64_t min_workers_per_island, int epochs = kEpochs) {
   return "model: mlp\n"
          "dataset: {kind: synthetic, synthetic_samples: " + std::to_string(kSamples) + ", synthetic_features: 64}\n"
          "batch_size: 16\n"
          "global_batch_size: " + std::to_string(kGlobalBatch) + "\n"
-         "epochs: " + std::to_string(kEpochs) + "\n"
+         "epochs: " + std::to_string(epochs) + "\n"
          "optimizer: {name: sgd, lr: 0.05}\n"
          "log_interval_steps: 5\n"
-         "collective_timeout_seconds: 4\n"
+         "collective_timeout_seconds: " + std::to_string(static_cast<int>(kCollectiveTimeout)) + "\n"
          "sync: {mode: average, every: 5, warmup_steps: 0, islands_by: site,\n"
          "       min_workers_per_island: " + std::to_string(min_workers_per_island) + ",\n"
          "       outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
@@ -70,6 +74,7 @@ class StepWatch {
         }
       }
       if (job.has_value()) {
+        Record(*job);
         last_ = *job;
         const int64_t step = Field(*job, "step");
         EXPECT_GE(step, highest_) << "a committed step was lost: " << job->dump(2);
@@ -86,11 +91,28 @@ class StepWatch {
     return last_;
   }
 
+  // Every change of generation, world size or committed step seen so far,
+  // one line each with the seconds since the watch began.
+  const std::string& timeline() const { return timeline_; }
+
  private:
+  void Record(const nlohmann::json& job) {
+    const std::string now = job.value("state", "") + " generation " + std::to_string(Field(job, "generation")) +
+                            " world_size " + std::to_string(Field(job, "world_size")) + " step " +
+                            std::to_string(Field(job, "step"));
+    if (now == seen_) return;
+    seen_ = now;
+    const double at = std::chrono::duration<double>(Clock::now() - began_).count();
+    timeline_ += std::to_string(at).substr(0, std::to_string(at).find('.') + 2) + " s: " + now + "\n";
+  }
+
   LocalCluster& cluster_;
   std::string id_;
   nlohmann::json last_;
   int64_t highest_ = 0;
+  const Clock::time_point began_ = Clock::now();
+  std::string seen_;
+  std::string timeline_;
 };
 
 // Samples per step of each step record of `generation` in the ledger files
@@ -253,6 +275,94 @@ TEST_F(IslandFaults, SitesCutApartForLongerThanTheLeaseKeepTheirProgressAndRefor
         << "worker " << i << ":\n" << log;
   }
   ExpectEachSampleOnce(ledger_dir_, kEpochs, kSamples, id);
+}
+
+// Returns of a side left out that a cut of `cut_seconds` allows: each
+// waits a back-off after the failure before it (one lease, then doubling),
+// so the n-th starts at least lease * (2^n - 1) after the first failure.
+int ReturnsWithin(double cut_seconds) {
+  int returns = 0;
+  while (kLease * ((1 << (returns + 1)) - 1) <= cut_seconds) ++returns;
+  return returns;
+}
+
+// The sites lose each other but both keep the coordinator (the link
+// between their datacenters fails, the control plane does not): every
+// worker keeps heartbeating, so no lease lapses; only the cross-site
+// collectives and rendezvous fail. Measured before the coordinator knew
+// this case: every re-formed generation took the other side's trainers
+// back as soon as they answered, failed at its first round or rendezvous,
+// and the job spent its restart budget and FAILED within about 16 s of the
+// cut, with no step trained after it. Now the first failure leaves site s1
+// out whole (the side without generation rank 0, whoever reports), site s0
+// trains on alone within a collective timeout and a lease, s1 comes back
+// only after a back-off that doubles each time its return fails again
+// (bounding the generations), those returns spend no restart budget, and
+// once the link is restored the job re-forms with both sites, s1 heals
+// from s0's newer commit, and it ends with every step and each sample once.
+TEST_F(IslandFaults, SitesThatStillReachTheCoordinatorButNotEachOtherTrainOnOneSideAndReform) {
+  // Four epochs: the job must outlast the cut.
+  constexpr int kLongerEpochs = 2 * kEpochs;
+  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(2, 1, kLongerEpochs)));
+  auto job = watch.Until([](const auto& j) { return Field(j, "world_size") == 4 && Field(j, "step") >= 15; },
+                         seconds(120));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 4) << job.dump(2) << cluster_->Logs();
+  const std::string id = job.value("id", "");
+  const int64_t first_generation = Field(job, "generation");
+
+  const auto cut_at = Clock::now();
+  ASSERT_TRUE(bed_->CutBetweenSites(0, 1).ok());
+  // One side trains alone after one failed round or rendezvous and a
+  // re-form: a collective timeout and a lease, with slack for a loaded
+  // machine.
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > first_generation && Field(j, "world_size") == 2; },
+      seconds(60));
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  ASSERT_EQ(Field(job, "world_size"), 2) << watch.timeline() << job.dump(2) << cluster_->Logs();
+  EXPECT_LT(Clock::now() - cut_at, seconds(static_cast<int64_t>(kCollectiveTimeout + kLease + 13))) << watch.timeline();
+  EXPECT_EQ(job.value("workers", nlohmann::json::array()),
+            nlohmann::json({cluster_->worker_id(0), cluster_->worker_id(1)}))
+      << "site s0 (generation rank 0) goes on: " << watch.timeline() << job.dump(2);
+  const int64_t step_alone = Field(job, "step");
+  // The cut lasts ten leases and more; site s0 keeps training meanwhile.
+  job = watch.Until([&](const auto& j) {
+    return Field(j, "step") > step_alone + 40 && Clock::now() > cut_at + seconds(static_cast<int64_t>(10 * kLease));
+  }, seconds(60));
+  const double cut_seconds = std::chrono::duration<double>(Clock::now() - cut_at).count();
+  ASSERT_EQ(job.value("state", ""), "RUNNING") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  ASSERT_GT(Field(job, "step"), step_alone + 40) << watch.timeline() << job.dump(2) << cluster_->Logs();
+  // No flapping: the first failure, then a return and its failure per
+  // back-off at most.
+  const int64_t generations_during_cut = Field(job, "generation") - first_generation;
+  EXPECT_LE(generations_during_cut, 1 + 2 * ReturnsWithin(cut_seconds))
+      << "cut for " << cut_seconds << " s:\n" << watch.timeline();
+  const int64_t last_cut_generation = Field(job, "generation");
+  ASSERT_TRUE(bed_->RestoreBetweenSites(0, 1).ok());
+
+  // Both sites again once the back-off running at the restore is over (at
+  // most the next doubling of it) and a step boundary came.
+  job = watch.Until(
+      [&](const auto& j) { return Field(j, "generation") > last_cut_generation && Field(j, "world_size") == 4; },
+      seconds(90));
+  ASSERT_EQ(Field(job, "world_size"), 4) << watch.timeline() << job.dump(2) << cluster_->Logs();
+  const int64_t together = Field(job, "generation");
+
+  job = watch.Until([](const auto&) { return false; }, seconds(180));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << watch.timeline() << job.dump(2) << cluster_->Logs();
+  EXPECT_EQ(Field(job, "step"), Field(job, "total_steps"));
+  EXPECT_EQ(Field(job, "world_size"), 4);
+  EXPECT_EQ(Field(job, "generation"), together) << "the sites stay together once restored:\n" << watch.timeline();
+  for (int i = 2; i < 4; ++i) {
+    // Site s1's trainers kept their context throughout and healed from
+    // site s0's newer commit when the sites re-formed.
+    const std::string log = ReadFile(cluster_->job_dir(i, id) + "/trainer.log");
+    EXPECT_EQ(Count(log, "job context loaded"), 1) << "worker " << i << ":\n" << log;
+    EXPECT_NE(log.find("generation " + std::to_string(together) + ": healed from rank 0's commit"), std::string::npos)
+        << "worker " << i << ":\n" << log;
+  }
+  ExpectEachSampleOnce(ledger_dir_, kLongerEpochs, kSamples, id);
 }
 
 }  // namespace

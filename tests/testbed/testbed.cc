@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -235,6 +236,23 @@ std::vector<std::string> LinkNames() {
 
 bool LinkExists(const std::string& name) { return if_nametoindex(name.c_str()) != 0; }
 
+// Names of the bridge-family nftables tables of the root namespace (cuts
+// between sites are in tables named like their testbed).
+std::vector<std::string> CutTableNames() {
+  std::vector<std::string> names;
+  CommandResult listed = RunCommand({GetTools().nft, "list", "tables", "bridge"}, std::chrono::seconds(30));
+  std::istringstream lines(listed.out);
+  for (std::string word, family, name; lines >> word >> family >> name;) {
+    if (word == "table" && family == "bridge") names.push_back(name);
+  }
+  return names;
+}
+
+bool CutTableExists(const std::string& testbed) {
+  const std::vector<std::string> names = CutTableNames();
+  return std::find(names.begin(), names.end(), testbed) != names.end();
+}
+
 // IFF_UP and IFF_RUNNING (carrier) of `name`, read with a socket of the
 // calling thread's network namespace.
 bool LinkRunning(const std::string& name) {
@@ -442,6 +460,8 @@ std::string Testbed::TeardownScript() const {
                            ShellQuote(relay_log_file(h.index)), "\n");
   }
   script += absl::StrCat(ip, " link del ", bridge_, " 2>/dev/null\n");
+  // Cuts between sites (CutBetweenSites) live in the root namespace.
+  script += absl::StrCat(ShellQuote(GetTools().nft), " delete table bridge ", name_, " 2>/dev/null\n");
   script += absl::StrCat("rm -f ", ShellQuote(state_file()), "\nexit 0\n");
   return script;
 }
@@ -736,6 +756,7 @@ absl::Status Testbed::Down() {
     }
   }
   if (LinkExists(bridge_)) left.push_back("bridge " + bridge_);
+  if (CutTableExists(name_)) left.push_back("nftables table bridge " + name_);
   if (fs::exists(state_file())) left.push_back("state file " + state_file());
   if (!left.empty()) {
     return absl::InternalError(absl::StrCat("testbed ", name_, ": teardown left ", absl::StrJoin(left, ", "), " (",
@@ -1005,6 +1026,19 @@ absl::Status Testbed::CheckSite(int site) const {
   return absl::OkStatus();
 }
 
+absl::Status Testbed::CheckSitePair(int a, int b) const {
+  if (auto s = CheckSite(a); !s.ok()) return s;
+  if (auto s = CheckSite(b); !s.ok()) return s;
+  if (a == b) {
+    return absl::InvalidArgumentError(absl::StrCat("testbed ", name_, ": site ", a, " cannot be cut from itself"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Testbed::CutChain(int a, int b) const {
+  return absl::StrCat("cut_", std::min(a, b), "_", std::max(a, b));
+}
+
 bool Testbed::SiteRelayed(int site) const {
   return fs::exists(std::string(kNetnsDir) + "/" + sites_.at(site).relay_netns);
 }
@@ -1096,6 +1130,34 @@ absl::Status Testbed::RestoreSite(int site) {
   return WaitForSiteLinks(site);
 }
 
+absl::Status Testbed::CutBetweenSites(int a, int b) {
+  if (auto s = CheckSitePair(a, b); !s.ok()) return s;
+  // The sites' frames meet only at the core bridge, between their
+  // core_ports: a bridge-family forward chain drops them there, while frames
+  // to and from the root host (input/output, not forward) still pass. One
+  // transaction: the chain is made or emptied, then filled.
+  const std::string table = absl::StrCat("bridge ", name_);
+  const std::string chain = absl::StrCat(table, " ", CutChain(a, b));
+  const std::string& port_a = sites_[a].core_port;
+  const std::string& port_b = sites_[b].core_port;
+  const std::string rules =
+      absl::StrCat("add table ", table, "; add chain ", chain,
+                   " { type filter hook forward priority 0; policy accept; }; flush chain ", chain, "; add rule ",
+                   chain, " iifname \"", port_a, "\" oifname \"", port_b, "\" counter drop; add rule ", chain,
+                   " iifname \"", port_b, "\" oifname \"", port_a, "\" counter drop");
+  return Run({GetTools().nft, rules});
+}
+
+absl::Status Testbed::RestoreBetweenSites(int a, int b) {
+  if (auto s = CheckSitePair(a, b); !s.ok()) return s;
+  // Create-then-delete: no error when there was no cut.
+  const std::string table = absl::StrCat("bridge ", name_);
+  const std::string chain = absl::StrCat(table, " ", CutChain(a, b));
+  return Run({GetTools().nft, absl::StrCat("add table ", table, "; add chain ", chain,
+                                           " { type filter hook forward priority 0; policy accept; }; delete chain ",
+                                           chain)});
+}
+
 absl::StatusOr<std::string> Testbed::SiteRelayStats(int site) const {
   if (auto s = CheckSite(site); !s.ok()) return s;
   if (!SiteRelayed(site)) {
@@ -1155,6 +1217,13 @@ absl::StatusOr<std::vector<std::string>> SweepStaleLocked() {
     if (owner.empty() || claimed.count(owner) || !LinkExists(link)) continue;  // a veth may go with its peer
     if (auto s = Run({t.ip, "link", "del", link}); !s.ok()) return s;
     removed.push_back("link " + link);
+  }
+  // Tables of cuts between sites ("table bridge htb137") no live record
+  // claims.
+  for (const auto& table : CutTableNames()) {
+    if (TestbedOf(table + "br") != table || claimed.count(table)) continue;
+    if (auto s = Run({t.nft, "delete", "table", "bridge", table}); !s.ok()) return s;
+    removed.push_back("nftables table bridge " + table);
   }
   // Relay counters and logs ("htb137-s0.relay", "htb137-h2.relay.log") of
   // testbeds no live record claims.

@@ -180,6 +180,16 @@ class Testbed {
   absl::Status CutSite(int site);
   // Brings it back; returns once every end is up.
   absl::Status RestoreSite(int site);
+  // Drops every frame between sites a and b (both directions) at the core
+  // bridge, where their uplinks meet: each site keeps its own hosts and the
+  // root host (the core, where the coordinator runs), and the other sites.
+  // A WAN partition between two datacenters that both still see the control
+  // plane. nftables, bridge family, in the root namespace: one table named
+  // like the testbed, one chain per cut pair; idempotent.
+  absl::Status CutBetweenSites(int a, int b);
+  // Removes that cut (a no-op when there is none); TCP connections made
+  // before it carry on.
+  absl::Status RestoreBetweenSites(int a, int b);
   // The counters of the site uplink's relay as JSON, or NotFound without
   // one (no wan_delay_ms).
   absl::StatusOr<std::string> SiteRelayStats(int site) const;
@@ -207,6 +217,8 @@ class Testbed {
   absl::Status CreateSite(const Site& site);
   absl::Status WaitForSiteLinks(int site) const;
   absl::Status CheckSite(int site) const;
+  absl::Status CheckSitePair(int a, int b) const;
+  std::string CutChain(int a, int b) const;
   bool SiteRelayed(int site) const;
   const std::string& BridgeOf(int host) const;
 

@@ -125,6 +125,16 @@ int main(int argc, char** argv) {
   add_site_target(cut_site);
   auto* restore_site = app.add_subcommand("restore-site", "Bring a site's link back (returns once it is up)");
   add_site_target(restore_site);
+  std::string other_site_text;
+  auto add_site_pair = [&](CLI::App* command) {
+    add_site_target(command);
+    command->add_option("OTHER_SITE", other_site_text, "The other site")->required();
+  };
+  auto* cut_between = app.add_subcommand(
+      "cut-between", "Drop traffic between two sites; each keeps its own hosts and the root host (the core)");
+  add_site_pair(cut_between);
+  auto* restore_between = app.add_subcommand("restore-between", "Let two sites' traffic through again");
+  add_site_pair(restore_between);
   auto* site_relay_stats =
       app.add_subcommand("site-relay-stats", "Print the counters of a site link's delaying relay as JSON");
   add_site_target(site_relay_stats);
@@ -175,12 +185,23 @@ int main(int argc, char** argv) {
     std::cout << (*bed)->Json() << "\n";
     return 0;
   }
-  if (*cut_site || *restore_site || *site_relay_stats) {
+  if (*cut_site || *restore_site || *site_relay_stats || *cut_between || *restore_between) {
     int site = -1;
     if (!ParseSite(**bed, site_text, &site)) {
       std::cerr << "herd-testbed: no site '" << site_text << "' in " << name << " (" << (*bed)->sites().size()
                 << " sites)\n";
       return 2;
+    }
+    if (*cut_between || *restore_between) {
+      int other = -1;
+      if (!ParseSite(**bed, other_site_text, &other)) {
+        std::cerr << "herd-testbed: no site '" << other_site_text << "' in " << name << " ("
+                  << (*bed)->sites().size() << " sites)\n";
+        return 2;
+      }
+      absl::Status status =
+          *cut_between ? (*bed)->CutBetweenSites(site, other) : (*bed)->RestoreBetweenSites(site, other);
+      return status.ok() ? 0 : Fail(status);
     }
     if (*site_relay_stats) {
       auto stats = (*bed)->SiteRelayStats(site);

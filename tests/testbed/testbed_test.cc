@@ -477,6 +477,13 @@ std::vector<std::string> ObjectsOf(const std::string& testbed) {
     }
     if_freenameindex(links);
   }
+  // Cuts between sites: a bridge-family table named like the testbed.
+  const std::string nft = access("/usr/sbin/nft", X_OK) == 0 ? "/usr/sbin/nft" : "/sbin/nft";
+  CommandResult tables = RunCommand({nft, "list", "tables", "bridge"}, seconds(30));
+  EXPECT_EQ(tables.exit_code, 0) << nft << ": " << tables.err;
+  if (tables.out.find("table bridge " + testbed + "\n") != std::string::npos) {
+    found.push_back("nftables table bridge " + testbed);
+  }
   return found;
 }
 
@@ -640,6 +647,76 @@ TEST(Testbed, CuttingASiteLinkStopsOnlyCrossSiteTraffic) {
     for (int fd : listeners) close(fd);
     for (int fd : {before, echoed, echo_listener}) close(fd);
     const std::string name = bed->name();
+    ASSERT_TRUE(bed->Down().ok());
+    EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
+  }
+}
+
+// Cutting between two sites leaves each its own hosts and the core (the
+// root host, where the coordinator runs): a WAN partition between
+// datacenters that both still see the control plane. Restored, new
+// connections cross again and one made before the cut carries data again.
+// The CLI does the same; the cut's table goes with the testbed.
+TEST(Testbed, CuttingBetweenSitesKeepsEachSiteWithTheCore) {
+  for (int wan_delay_ms : {0, 10}) {
+    SCOPED_TRACE(absl::StrCat("wan_delay_ms ", wan_delay_ms));
+    auto created = Testbed::Create(TwoSites("", 0, "100mbit", wan_delay_ms));
+    ASSERT_TRUE(created.ok()) << created.status();
+    auto& bed = *created;
+    std::vector<int> listeners, ports(4);
+    for (int i = 0; i < 4; ++i) listeners.push_back(Listen(*bed, i, &ports[i]));
+    int port_root = 0;
+    listeners.push_back(Listen(*bed, -1, &port_root));
+    int echo_port = 0;
+    int echo_listener = Listen(*bed, 2, &echo_port);
+    int before = Connect(*bed, 0, bed->host(2).address, echo_port, seconds(10));
+    ASSERT_GE(before, 0);
+    int echoed = accept(echo_listener, nullptr, nullptr);
+    ASSERT_GE(echoed, 0);
+    char byte = 'a';
+    ASSERT_EQ(write(before, &byte, 1), 1);
+    ASSERT_EQ(read(echoed, &byte, 1), 1);
+
+    ASSERT_TRUE(bed->CutBetweenSites(0, 1).ok());
+    ASSERT_TRUE(bed->CutBetweenSites(1, 0).ok());  // the same cut again: no error
+    EXPECT_TRUE(CanConnect(*bed, 1, 0, ports[0], seconds(10)));    // inside site 0
+    EXPECT_TRUE(CanConnect(*bed, 3, 2, ports[2], seconds(10)));    // inside site 1
+    EXPECT_TRUE(CanConnect(*bed, 0, -1, port_root, seconds(10)));  // site 0 to the core
+    EXPECT_TRUE(CanConnect(*bed, 3, -1, port_root, seconds(10)));  // site 1 to the core
+    EXPECT_TRUE(CanConnect(*bed, -1, 1, ports[1], seconds(10)));   // the core to each site
+    EXPECT_TRUE(CanConnect(*bed, -1, 2, ports[2], seconds(10)));
+    EXPECT_FALSE(CanConnect(*bed, 0, 2, ports[2], seconds(1)));
+    EXPECT_FALSE(CanConnect(*bed, 3, 1, ports[1], seconds(1)));
+
+    ASSERT_TRUE(bed->RestoreBetweenSites(1, 0).ok());
+    ASSERT_TRUE(bed->RestoreBetweenSites(0, 1).ok());  // no cut left: no error
+    EXPECT_TRUE(CanConnect(*bed, 0, 2, ports[2], seconds(10)));
+    EXPECT_TRUE(CanConnect(*bed, 3, 1, ports[1], seconds(10)));
+    byte = 'b';
+    ASSERT_EQ(write(before, &byte, 1), 1);
+    ASSERT_EQ(read(echoed, &byte, 1), 1);
+    EXPECT_EQ(byte, 'b');
+
+    EXPECT_FALSE(bed->CutBetweenSites(0, 0).ok());
+    EXPECT_FALSE(bed->CutBetweenSites(0, 2).ok());
+    EXPECT_FALSE(bed->RestoreBetweenSites(-1, 1).ok());
+
+    // The CLI, on the same testbed; teardown then removes the cut's table.
+    const std::string name = bed->name();
+    CommandResult cut = RunCommand({Cli(), "cut-between", name, "s0", "1"}, seconds(30));
+    EXPECT_EQ(cut.exit_code, 0) << cut.err;
+    EXPECT_FALSE(CanConnect(*bed, 0, 2, ports[2], seconds(1)));
+    EXPECT_TRUE(CanConnect(*bed, 0, -1, port_root, seconds(10)));
+    CommandResult bad = RunCommand({Cli(), "cut-between", name, "s0", "s2"}, seconds(30));
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("no site 's2'"), std::string::npos) << bad.err;
+    CommandResult restore = RunCommand({Cli(), "restore-between", name, "s0", "s1"}, seconds(30));
+    EXPECT_EQ(restore.exit_code, 0) << restore.err;
+    EXPECT_TRUE(CanConnect(*bed, 0, 2, ports[2], seconds(10)));
+    ASSERT_TRUE(bed->CutBetweenSites(0, 1).ok());
+
+    for (int fd : listeners) close(fd);
+    for (int fd : {before, echoed, echo_listener}) close(fd);
     ASSERT_TRUE(bed->Down().ok());
     EXPECT_EQ(ObjectsOf(name), std::vector<std::string>{});
   }
@@ -836,6 +913,10 @@ TEST(Testbed, SweepRemovesOrphanedSiteObjects) {
   ASSERT_EQ(up.exit_code, 0) << up.err;
   const std::string name = nlohmann::json::parse(up.out)["name"];
   EXPECT_GE(ObjectsOf(name).size(), 12u);  // 2 x (host, bridge, uplink, core port, relay namespace, host link)
+  CommandResult cut = RunCommand({Cli(), "cut-between", name, "s0", "s1"}, seconds(30));
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  const std::vector<std::string> objects = ObjectsOf(name);
+  ASSERT_NE(std::find(objects.begin(), objects.end(), "nftables table bridge " + name), objects.end());
   ASSERT_TRUE(fs::remove(std::string(kStateDir) + "/" + name + ".json"));
   owner.Signal(SIGKILL);
   owner.Wait(seconds(10));

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 #include "worker/comm/tcp_socket.h"
 #include "worker/comm/setup_wait.h"
 
@@ -160,8 +161,9 @@ absl::StatusOr<UniqueFd> ConnectToTcpMeshPeer(const TcpMeshConnectOptions& o) {
                                                      o.still_wanted));
   if (result) return std::move(*result);
   if (waited.code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(absl::StrCat("no member handshake with ", where, " within ", o.timeout.count(),
-                                                    " ms; last: ", last_error));
+    // It never answered: blamed late, like a collective's silent peer.
+    return PeerLateError(o.peer_rank, absl::StrCat("no member handshake with ", where, " within ",
+                                                   o.timeout.count(), " ms; last: ", last_error));
   }
   return absl::Status(waited.code(), absl::StrCat("no member handshake with ", where, ": ", waited.message(),
                                                   " (last: ", last_error, ")"));

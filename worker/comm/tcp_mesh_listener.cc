@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "worker/comm/peer_fault.h"
 #include "worker/comm/tcp_socket.h"
 
 namespace herd {
@@ -89,9 +90,10 @@ absl::StatusOr<UniqueFd> TcpMeshListener::TakePeer(int peer_rank, std::chrono::m
         return absl::FailedPreconditionError(
             absl::StrCat("TakePeer: rank ", peer_rank, "'s socket was already taken"));
       }
-      return absl::DeadlineExceededError(absl::StrCat("rank ", peer_rank,
-                                                      " did not connect and prove the member key to rank ",
-                                                      options_.rank, " within ", timeout.count(), " ms"));
+      // It never reached us: blamed late, so the coordinator leaves it out
+      // (a peer cut off from this one, though both reach the coordinator).
+      return PeerLateError(peer_rank, absl::StrCat("rank ", peer_rank, " did not connect and prove the member key to ",
+                                                   "rank ", options_.rank, " within ", timeout.count(), " ms"));
     }
     fd = std::move(ready->second);
     ready_.erase(ready);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "worker/comm/peer_fault.h"
 #include "worker/comm/tcp_mesh_connector.h"
 #include "worker/comm/tcp_socket.h"
 
@@ -185,6 +187,11 @@ TEST(TcpMeshListener, TakePeerGivesUpAtItsTimeout) {
   auto taken = listener->TakePeer(2, milliseconds(50));
   EXPECT_EQ(taken.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(taken.status().message(), "rank 2 did not connect")) << taken.status();
+  // Blamed late: the coordinator leaves out the rank that never came.
+  const std::optional<PeerFault> fault = PeerFaultOf(taken.status());
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->kind, PeerFaultKind::kLate);
+  EXPECT_EQ(fault->rank, 2);
 }
 
 TEST(TcpMeshListener, WrongKeyIsRefusedAuditedAndLeavesTheRankFree) {
