@@ -763,8 +763,8 @@ ChangeSet TrainerAnswered(ClusterState& state, const std::string& job_id, const 
   auto entry = job.unresponsive.find(worker_id);
   if (entry == job.unresponsive.end()) return changes;
   v1::UnresponsiveMember& member = entry->second;
-  // Within its back-off it stays out (AdvanceGenerations ends it); past it
-  // (or before upkeep set one) it may rejoin now.
+  // Past its back-off it may rejoin now; within it (or before upkeep set
+  // one) it is marked answered and stays out until AdvanceGenerations ends it.
   if (member.backoff_seconds() > 0 && now >= member.since() + member.backoff_seconds()) {
     ForgetUnresponsive(job, worker_id, now, &changes);
   } else if (!member.answered()) {
