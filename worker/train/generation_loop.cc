@@ -127,8 +127,9 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         ReportFailure(client, join, end.error, step, /*job_error=*/true);
       }
       if (end.outcome == GenerationOutcome::kGenerationFailed) {
-        // A timeout that names nobody (Gloo, NCCL) is first resolved by a
-        // roll call among the ranks, connections still open (roll_call.h).
+        // A timeout or closed connection that names nobody (Gloo, NCCL) is
+        // first resolved by a roll call among the ranks, connections still
+        // open (roll_call.h).
         if (NeedsRollCall(end.error, static_cast<int>(join.world_size()))) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
           end.error = BlameByRollCall(end.error, *store, join.generation(), static_cast<int>(join.rank()),

@@ -15,15 +15,19 @@ std::chrono::milliseconds RollCallWait(std::chrono::milliseconds collective_time
 }
 
 bool NeedsRollCall(const absl::Status& failure, int world_size) {
-  return world_size > 1 && failure.code() == absl::StatusCode::kDeadlineExceeded && !PeerFaultOf(failure).has_value();
+  const bool collective_failure = failure.code() == absl::StatusCode::kDeadlineExceeded ||
+                                  failure.code() == absl::StatusCode::kUnavailable;
+  return world_size > 1 && collective_failure && !PeerFaultOf(failure).has_value();
 }
 
-std::optional<int> FirstAbsent(int world_size, int self, const std::vector<int>& answered) {
+std::optional<int> RankToBlame(int world_size, int self, const std::vector<int>& answered, bool timed_out) {
+  std::vector<int> absent;
   for (int rank = 0; rank < world_size; ++rank) {
     if (rank == self) continue;
-    if (std::find(answered.begin(), answered.end(), rank) == answered.end()) return rank;
+    if (std::find(answered.begin(), answered.end(), rank) == answered.end()) absent.push_back(rank);
   }
-  return std::nullopt;
+  if (absent.empty() || (!timed_out && absent.size() > 1)) return std::nullopt;
+  return absent.front();
 }
 
 std::string RollCallKey(int rank) { return absl::StrCat("rollcall/", rank); }
@@ -37,9 +41,9 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
   for (int other = 0; other < world_size; ++other) {
     if (other == rank) continue;
     // Past the deadline a rank still counts if its answer is already there.
-    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   deadline - std::chrono::steady_clock::now()),
-                               std::chrono::milliseconds(0));
+    const auto left = std::max(
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+        std::chrono::milliseconds(0));
     std::string value;
     absl::Status got = store.Get(RollCallKey(other), left, &value);
     if (got.ok()) {
@@ -57,15 +61,28 @@ absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store
   if (!NeedsRollCall(failure, world_size)) return failure;
   const RollCallAnswers answers = CallTheRoll(store, rank, world_size, wait);
   const std::string seconds = absl::StrFormat("%.2f", std::chrono::duration<double>(wait).count());
+  if (answers.status.code() == absl::StatusCode::kFailedPrecondition) {
+    LOG(INFO) << "roll call after the failure of generation " << generation
+              << ": the generation already ended (a peer reported first): reporting without blame";
+    return failure;
+  }
   if (!answers.status.ok()) {
     LOG(WARNING) << "roll call after the failure of generation " << generation << " could not be held ("
                  << answers.status << "): reporting it without blame";
     return failure;
   }
-  const std::optional<int> absent = FirstAbsent(world_size, rank, answers.answered);
+  const bool timed_out = failure.code() == absl::StatusCode::kDeadlineExceeded;
+  const std::optional<int> absent = RankToBlame(world_size, rank, answers.answered, timed_out);
   if (!absent.has_value()) {
-    LOG(INFO) << "roll call after the failure of generation " << generation << ": every rank answered within "
-              << seconds << " s";
+    const int missing = world_size - static_cast<int>(answers.answered.size());
+    if (missing == 0) {
+      LOG(INFO) << "roll call after the failure of generation " << generation << ": every rank answered within "
+                << seconds << " s";
+    } else {
+      LOG(WARNING) << "roll call after the failure of generation " << generation << ": " << missing
+                   << " ranks did not answer within " << seconds
+                   << " s after a closed connection (some may wait behind this one): blaming none";
+    }
     return failure;
   }
   LOG(WARNING) << "roll call after the failure of generation " << generation << ": rank " << *absent

@@ -17,6 +17,7 @@ namespace {
 using std::chrono::milliseconds;
 
 const absl::Status kGlooTimeout = absl::DeadlineExceededError("all-reduce: Timed out waiting 5000ms for recv");
+const absl::Status kGlooClosed = absl::UnavailableError("all-reduce: Connection closed by peer");
 
 TEST(RollCallWait, AQuarterOfTheCollectiveTimeoutAtMostTwoSeconds) {
   EXPECT_EQ(RollCallWait(milliseconds(5000)), milliseconds(1250));
@@ -24,38 +25,46 @@ TEST(RollCallWait, AQuarterOfTheCollectiveTimeoutAtMostTwoSeconds) {
   EXPECT_EQ(RollCallWait(milliseconds(400)), milliseconds(100));
 }
 
-TEST(NeedsRollCall, OnlyATimeoutThatBlamesNobodyAmongSeveralRanks) {
+TEST(NeedsRollCall, ATimeoutOrAClosedConnectionThatBlamesNobodyAmongSeveralRanks) {
   EXPECT_TRUE(NeedsRollCall(kGlooTimeout, 3));
   EXPECT_TRUE(NeedsRollCall(WithContext(kGlooTimeout, "gradient sync at step 9: "), 2));
+  EXPECT_TRUE(NeedsRollCall(kGlooClosed, 3));
   EXPECT_FALSE(NeedsRollCall(kGlooTimeout, 1)) << "nobody to call";
   // herd's TCP mesh and shared memory name the peer: no roll call, no wait.
   EXPECT_FALSE(NeedsRollCall(PeerLateError(2, "rank 2 did not answer in time"), 3));
   EXPECT_FALSE(NeedsRollCall(PeerClosedError(2), 3));
-  // A closed connection without a name: a peer gone, or one that reported
-  // first and closed; a roll call would keep the ranks waiting on this one
-  // stuck, and they would be taken for missing.
-  EXPECT_FALSE(NeedsRollCall(absl::UnavailableError("Connection closed by peer"), 3));
-  EXPECT_FALSE(NeedsRollCall(absl::AbortedError("nccl: aborted"), 3));
+  // An echo of an earlier failure on a broken communicator: that failure
+  // was the one to resolve.
+  EXPECT_FALSE(NeedsRollCall(absl::AbortedError("the communicator is broken by an earlier failure"), 3));
 }
 
-TEST(FirstAbsent, TheLowestRankThatDidNotAnswerOtherThanItself) {
-  EXPECT_EQ(FirstAbsent(4, 0, {0, 1, 2, 3}), std::nullopt);
-  EXPECT_EQ(FirstAbsent(4, 0, {0, 2}), 1);
-  EXPECT_EQ(FirstAbsent(4, 1, {3, 1, 0}), 2) << "answers in any order";
-  EXPECT_EQ(FirstAbsent(3, 2, {0, 1}), std::nullopt) << "it never blames itself";
-  EXPECT_EQ(FirstAbsent(3, 0, {0}), 1);
-  EXPECT_EQ(FirstAbsent(1, 0, {0}), std::nullopt);
+TEST(RankToBlame, AfterATimeoutTheLowestRankThatDidNotAnswerOtherThanItself) {
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 2, 3}, true), std::nullopt);
+  EXPECT_EQ(RankToBlame(4, 0, {0, 2}, true), 1);
+  EXPECT_EQ(RankToBlame(4, 1, {3, 1, 0}, true), 2) << "answers in any order";
+  EXPECT_EQ(RankToBlame(3, 2, {0, 1}, true), std::nullopt) << "it never blames itself";
+  EXPECT_EQ(RankToBlame(3, 0, {0}, true), 1);
+  EXPECT_EQ(RankToBlame(1, 0, {0}, true), std::nullopt);
+}
+
+TEST(RankToBlame, AfterAClosedConnectionOnlyASoleAbsentRank) {
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 2, 3}, false), std::nullopt);
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 3}, false), 2);
+  EXPECT_EQ(RankToBlame(4, 3, {3, 0, 1}, false), 2);
+  // Ranks still blocked behind this one cannot answer yet: ambiguous.
+  EXPECT_EQ(RankToBlame(4, 0, {0, 2}, false), std::nullopt);
+  EXPECT_EQ(RankToBlame(3, 0, {0}, false), std::nullopt);
 }
 
 // BlameByRollCall for ranks `ranks` of `world_size` at once, as the ranks
 // that timed out in one collective do.
 std::vector<absl::Status> RollCallOf(RendezvousStore& store, const std::vector<int>& ranks, int world_size,
-                                     milliseconds wait) {
+                                     milliseconds wait, const absl::Status& failure = kGlooTimeout) {
   std::vector<absl::Status> reported(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
-      reported[i] = BlameByRollCall(kGlooTimeout, store, 7, ranks[i], world_size, wait);
+      reported[i] = BlameByRollCall(failure, store, 7, ranks[i], world_size, wait);
     });
   }
   for (auto& thread : threads) thread.join();
@@ -76,6 +85,18 @@ TEST(BlameByRollCall, TheRankThatDidNotAnswerIsBlamedAsLateByEverySurvivor) {
               absl::string_view::npos)
         << status;
   }
+}
+
+TEST(BlameByRollCall, AfterAClosedConnectionASoleAbsentRankIsBlamedAsLate) {
+  InMemoryStore store;
+  for (const absl::Status& status : RollCallOf(store, {0, 1}, 3, milliseconds(100), kGlooClosed)) {
+    ASSERT_TRUE(PeerFaultOf(status).has_value()) << status;
+    EXPECT_EQ(PeerFaultOf(status)->kind, PeerFaultKind::kLate);
+    EXPECT_EQ(PeerFaultOf(status)->rank, 2);
+  }
+  // Two absent: one may only wait behind this rank. Nobody is blamed.
+  InMemoryStore alone;
+  EXPECT_EQ(BlameByRollCall(kGlooClosed, alone, 7, 0, 3, milliseconds(100)), kGlooClosed);
 }
 
 TEST(BlameByRollCall, WhenEveryRankAnswersNobodyIsBlamedAndNobodyWaitsOutTheDeadline) {
