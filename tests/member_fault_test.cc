@@ -13,6 +13,7 @@
 
 #include "tests/harness/job_watch.h"
 #include "tests/harness/local_cluster.h"
+#include "tests/harness/process.h"
 
 namespace herd::testing {
 namespace {
@@ -90,6 +91,11 @@ TEST(MemberFault, HungTrainerStaysOutUntilItAnswersThenTheJobGrowsBack) {
   const std::string text = cluster.Herd({"status", id}).out;
   EXPECT_NE(text.find("Hung:"), std::string::npos) << text;
   EXPECT_NE(text.find("worker " + cluster.worker_id(2) + " (rank "), std::string::npos) << text;
+  // herd's own transports named the hung rank: no roll call, no wait for one.
+  for (int survivor : {0, 1}) {
+    const std::string log = ReadFile(cluster.job_dir(survivor, id) + "/trainer.log");
+    EXPECT_EQ(log.find("roll call after the failure"), std::string::npos) << log;
+  }
 
   // Hung for several leases: the job does not take it back meanwhile.
   const int64_t step = Field(job, "step");

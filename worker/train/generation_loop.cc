@@ -8,6 +8,7 @@
 #include "worker/comm/peer_fault.h"
 #include "worker/train/generation/healing.h"
 #include "worker/train/generation/liveness.h"
+#include "worker/train/generation/roll_call.h"
 
 namespace herd {
 
@@ -126,6 +127,14 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         ReportFailure(client, join, end.error, step, /*job_error=*/true);
       }
       if (end.outcome == GenerationOutcome::kGenerationFailed) {
+        // A timeout or closed connection that names nobody (Gloo, NCCL) is
+        // first resolved by a roll call among the ranks, connections still
+        // open (roll_call.h).
+        if (NeedsRollCall(end.error, static_cast<int>(join.world_size()))) {
+          std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
+          end.error = BlameByRollCall(end.error, *store, join.generation(), static_cast<int>(join.rank()),
+                                      static_cast<int>(join.world_size()), RollCallWait(context->CollectiveTimeout()));
+        }
         reported = ReportFailure(client, join, end.error, step);
       }
     }  // Destroyed here: its connections close, so peers still waiting on it fail fast.

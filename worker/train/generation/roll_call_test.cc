@@ -1,0 +1,165 @@
+#include "worker/train/generation/roll_call.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/comm/in_memory_store.h"
+#include "worker/comm/peer_fault.h"
+#include "worker/comm/testing/ending_store.h"
+
+namespace herd {
+namespace {
+
+using std::chrono::milliseconds;
+
+const absl::Status kGlooTimeout = absl::DeadlineExceededError("all-reduce: Timed out waiting 5000ms for recv");
+const absl::Status kGlooClosed = absl::UnavailableError("all-reduce: Connection closed by peer");
+
+TEST(RollCallWait, AQuarterOfTheCollectiveTimeoutAtMostTwoSeconds) {
+  EXPECT_EQ(RollCallWait(milliseconds(5000)), milliseconds(1250));
+  EXPECT_EQ(RollCallWait(milliseconds(30000)), milliseconds(2000));
+  EXPECT_EQ(RollCallWait(milliseconds(400)), milliseconds(100));
+}
+
+TEST(NeedsRollCall, ATimeoutOrAClosedConnectionThatBlamesNobodyAmongSeveralRanks) {
+  EXPECT_TRUE(NeedsRollCall(kGlooTimeout, 3));
+  EXPECT_TRUE(NeedsRollCall(WithContext(kGlooTimeout, "gradient sync at step 9: "), 2));
+  EXPECT_TRUE(NeedsRollCall(kGlooClosed, 3));
+  EXPECT_FALSE(NeedsRollCall(kGlooTimeout, 1)) << "nobody to call";
+  // herd's TCP mesh and shared memory name the peer: no roll call, no wait.
+  EXPECT_FALSE(NeedsRollCall(PeerLateError(2, "rank 2 did not answer in time"), 3));
+  EXPECT_FALSE(NeedsRollCall(PeerClosedError(2), 3));
+  // An echo of an earlier failure on a broken communicator: that failure
+  // was the one to resolve.
+  EXPECT_FALSE(NeedsRollCall(absl::AbortedError("the communicator is broken by an earlier failure"), 3));
+}
+
+TEST(RankToBlame, AfterATimeoutTheLowestRankThatDidNotAnswerOtherThanItself) {
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 2, 3}, true), std::nullopt);
+  EXPECT_EQ(RankToBlame(4, 0, {0, 2}, true), 1);
+  EXPECT_EQ(RankToBlame(4, 1, {3, 1, 0}, true), 2) << "answers in any order";
+  EXPECT_EQ(RankToBlame(3, 2, {0, 1}, true), std::nullopt) << "it never blames itself";
+  EXPECT_EQ(RankToBlame(3, 0, {0}, true), 1);
+  EXPECT_EQ(RankToBlame(1, 0, {0}, true), std::nullopt);
+}
+
+TEST(RankToBlame, AfterAClosedConnectionOnlyASoleAbsentRank) {
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 2, 3}, false), std::nullopt);
+  EXPECT_EQ(RankToBlame(4, 0, {0, 1, 3}, false), 2);
+  EXPECT_EQ(RankToBlame(4, 3, {3, 0, 1}, false), 2);
+  // Ranks still blocked behind this one cannot answer yet: ambiguous.
+  EXPECT_EQ(RankToBlame(4, 0, {0, 2}, false), std::nullopt);
+  EXPECT_EQ(RankToBlame(3, 0, {0}, false), std::nullopt);
+}
+
+// BlameByRollCall for ranks `ranks` of `world_size` at once, as the ranks
+// that timed out in one collective do.
+std::vector<absl::Status> RollCallOf(RendezvousStore& store, const std::vector<int>& ranks, int world_size,
+                                     milliseconds wait, const absl::Status& failure = kGlooTimeout) {
+  std::vector<absl::Status> reported(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      reported[i] = BlameByRollCall(failure, store, 7, ranks[i], world_size, wait);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return reported;
+}
+
+TEST(BlameByRollCall, TheRankThatDidNotAnswerIsBlamedAsLateByEverySurvivor) {
+  InMemoryStore store;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<absl::Status> reported = RollCallOf(store, {0, 1, 3}, 4, milliseconds(300));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(300)) << "rank 2 had the whole deadline";
+  for (const absl::Status& status : reported) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+    ASSERT_TRUE(PeerFaultOf(status).has_value()) << status;
+    EXPECT_EQ(PeerFaultOf(status)->kind, PeerFaultKind::kLate);
+    EXPECT_EQ(PeerFaultOf(status)->rank, 2);
+    EXPECT_NE(status.message().find("rank 2 did not answer the roll call within 0.30 s after: all-reduce: Timed out"),
+              absl::string_view::npos)
+        << status;
+  }
+}
+
+TEST(BlameByRollCall, AfterAClosedConnectionASoleAbsentRankIsBlamedAsLate) {
+  InMemoryStore store;
+  for (const absl::Status& status : RollCallOf(store, {0, 1}, 3, milliseconds(100), kGlooClosed)) {
+    ASSERT_TRUE(PeerFaultOf(status).has_value()) << status;
+    EXPECT_EQ(PeerFaultOf(status)->kind, PeerFaultKind::kLate);
+    EXPECT_EQ(PeerFaultOf(status)->rank, 2);
+  }
+  // Two absent: one may only wait behind this rank. Nobody is blamed.
+  InMemoryStore alone;
+  EXPECT_EQ(BlameByRollCall(kGlooClosed, alone, 7, 0, 3, milliseconds(100)), kGlooClosed);
+}
+
+TEST(BlameByRollCall, WhenEveryRankAnswersNobodyIsBlamedAndNobodyWaitsOutTheDeadline) {
+  InMemoryStore store;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<absl::Status> reported = RollCallOf(store, {0, 1, 2}, 3, milliseconds(60000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000));
+  for (const absl::Status& status : reported) {
+    EXPECT_EQ(status, kGlooTimeout);
+    EXPECT_FALSE(PeerFaultOf(status).has_value());
+  }
+}
+
+TEST(BlameByRollCall, AFailureThatNamesItsPeerIsReportedAsItIsWithoutARollCall) {
+  EndingStore store;
+  const absl::Status late = PeerLateError(1, "rank 1 did not answer in time");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(BlameByRollCall(late, store, 7, 0, 3, milliseconds(60000)), late);
+  EXPECT_EQ(BlameByRollCall(PeerClosedError(2), store, 7, 0, 3, milliseconds(60000)), PeerClosedError(2));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000));
+  std::string value;
+  EXPECT_EQ(store.Get(RollCallKey(0), milliseconds(0), &value).code(), absl::StatusCode::kDeadlineExceeded)
+      << "rank 0 answered a roll call nobody called";
+  EXPECT_EQ(store.reads(RollCallKey(1)), 0);
+}
+
+TEST(BlameByRollCall, AHungRankThatWakesWhileTheOthersWaitBlamesNobodyAndNorDoThey) {
+  InMemoryStore store;
+  std::vector<absl::Status> survivors;
+  std::thread waiting([&] { survivors = RollCallOf(store, {0, 1}, 3, milliseconds(60000)); });
+  // Rank 2 wakes once both survivors have answered and wait for it.
+  std::string value;
+  ASSERT_TRUE(store.Get(RollCallKey(0), milliseconds(60000), &value).ok());
+  ASSERT_TRUE(store.Get(RollCallKey(1), milliseconds(60000), &value).ok());
+  const absl::Status woken = BlameByRollCall(kGlooTimeout, store, 7, 2, 3, milliseconds(60000));
+  waiting.join();
+  EXPECT_FALSE(PeerFaultOf(woken).has_value()) << woken;
+  ASSERT_EQ(survivors.size(), 2u);
+  for (const absl::Status& status : survivors) EXPECT_FALSE(PeerFaultOf(status).has_value()) << status;
+}
+
+TEST(BlameByRollCall, AHungRankThatWakesAfterTheGenerationEndedReportsWithoutBlame) {
+  EndingStore store;
+  const std::vector<absl::Status> survivors = RollCallOf(store, {0, 1}, 3, milliseconds(100));
+  for (const absl::Status& status : survivors) EXPECT_EQ(PeerFaultOf(status)->rank, 2);
+  store.End();  // the survivors' report ended the generation
+  const absl::Status woken = BlameByRollCall(kGlooTimeout, store, 7, 2, 3, milliseconds(60000));
+  EXPECT_EQ(woken, kGlooTimeout);
+}
+
+TEST(CallTheRoll, AGenerationThatEndsDuringTheWaitEndsTheRollCall) {
+  EndingStore store;
+  std::thread ender([&] {
+    // Once rank 0 waits for rank 1's answer, a peer's report ends the generation.
+    while (store.reads(RollCallKey(1)) == 0) std::this_thread::yield();
+    store.End();
+  });
+  // The in-memory store does not wake a waiter when it ends: the wait is
+  // short, and the generation is gone by the next read.
+  const RollCallAnswers answers = CallTheRoll(store, 0, 3, milliseconds(200));
+  ender.join();
+  EXPECT_EQ(answers.status.code(), absl::StatusCode::kFailedPrecondition) << answers.status;
+}
+
+}  // namespace
+}  // namespace herd
