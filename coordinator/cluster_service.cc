@@ -100,12 +100,15 @@ grpc::Status ClusterServiceImpl::RegisterWorker(grpc::ServerContext* context, co
   });
 }
 
-grpc::Status ClusterServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
-                                           v1::HeartbeatResponse* response) {
-  return edge_->Handle("Heartbeat", Api::kCluster, *context, [&](const Principal& caller) {
+grpc::ServerUnaryReactor* ClusterServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                        const v1::HeartbeatRequest* request,
+                                                        v1::HeartbeatResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(edge_->Handle("Heartbeat", Api::kCluster, *context, [&](const Principal& caller) {
     if (auto status = CheckWorker("Heartbeat", caller, request->worker_id()); !status.ok()) return status;
     return AssignTo(coordinator_->Heartbeat(*request), response);
-  });
+  }));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::JoinGeneration(grpc::CallbackServerContext* context,

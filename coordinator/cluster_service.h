@@ -13,16 +13,16 @@ namespace herd::coordinator {
 // generation or for a key holds no server thread (the rest of the service
 // is synchronous).
 class ClusterServiceImpl final
-    : public v1::ClusterService::WithCallbackMethod_JoinGeneration<
-          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>> {
+    : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithCallbackMethod_JoinGeneration<
+          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
       : coordinator_(coordinator), edge_(edge), logs_(logs) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
-  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
-                         v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
   grpc::ServerUnaryReactor* JoinGeneration(grpc::CallbackServerContext* context,
                                            const v1::JoinGenerationRequest* request,
                                            v1::JoinGenerationResponse* response) override;
