@@ -1,7 +1,12 @@
 #include "coordinator/cluster_service.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
 #include <functional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -48,6 +53,31 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// `bytes` parsed as a `Message`; INVALID_ARGUMENT naming `method` otherwise.
+template <typename Message>
+absl::StatusOr<Message> ParseRequest(const char* method, const grpc::ByteBuffer& bytes) {
+  std::vector<grpc::Slice> slices;
+  Message message;
+  std::string flat;
+  if (bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) flat.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    if (message.ParseFromString(flat)) return message;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(method, ": the request is not a valid ", Message::descriptor()->name()));
+}
+
+// `answer` as the bytes of a JoinGenerationResponse: the shared part by
+// reference (kept alive until gRPC has sent it), then the rank's own fields.
+grpc::ByteBuffer AnswerBytes(const JoinAnswer& answer) {
+  const std::string& shared = answer.shared->serialized;
+  auto* keep = new std::shared_ptr<const FormedAnswer>(answer.shared);
+  grpc::Slice slices[2] = {
+      grpc::Slice(const_cast<char*>(shared.data()), shared.size(),
+                  [](void* kept) { delete static_cast<std::shared_ptr<const FormedAnswer>*>(kept); }, keep),
+      grpc::Slice(answer.OwnFields())};
+  return grpc::ByteBuffer(slices, 2);
+}
 
 // The calling daemon process's incarnation, "" when it sent none.
 std::string Incarnation(const grpc::ServerContext& context) {
@@ -112,20 +142,25 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::Heartbeat(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* ClusterServiceImpl::JoinGeneration(grpc::CallbackServerContext* context,
-                                                             const v1::JoinGenerationRequest* request,
-                                                             v1::JoinGenerationResponse* response) {
+                                                             const grpc::ByteBuffer* request_bytes,
+                                                             grpc::ByteBuffer* response) {
   auto* call = new WaitingCall([coordinator = coordinator_](uint64_t id) { coordinator->CancelJoin(id); });
   edge_->HandleLater(
       "JoinGeneration", Api::kCluster, *context,
       [&](const Principal& caller, RpcEdge::Answer answer) {
+        auto request = ParseRequest<v1::JoinGenerationRequest>("JoinGeneration", *request_bytes);
+        if (!request.ok()) {
+          answer(request.status());
+          return;
+        }
         if (auto status = CheckWorker("JoinGeneration", caller, request->worker_id()); !status.ok()) {
           answer(status);
           return;
         }
         call->Waiting(coordinator_->StartJoinGeneration(
-            *request, [response, answer = std::move(answer)](
-                          absl::StatusOr<v1::JoinGenerationResponse> joined) mutable {
-              answer(AssignTo(std::move(joined), response));
+            *request, [response, answer = std::move(answer)](absl::StatusOr<JoinAnswer> joined) mutable {
+              if (joined.ok()) *response = AnswerBytes(*joined);
+              answer(joined.status());
             }));
       },
       [call](grpc::Status status) { call->Finish(std::move(status)); });

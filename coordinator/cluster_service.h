@@ -10,10 +10,13 @@
 namespace herd::coordinator {
 
 // JoinGeneration and KvGet are callback methods: a rank waiting for its
-// generation or for a key holds no server thread (the rest of the service
-// is synchronous).
+// generation or for a key holds no server thread. JoinGeneration is raw
+// (bytes): every rank's answer is the generation's shared answer, sent as
+// serialized once (JoinAnswer). Heartbeat is a callback method answered
+// inline (docs/design.md: with a mix, synchronous heartbeats stalled); the
+// rest of the service is synchronous.
 class ClusterServiceImpl final
-    : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithCallbackMethod_JoinGeneration<
+    : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithRawCallbackMethod_JoinGeneration<
           v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
@@ -23,9 +26,8 @@ class ClusterServiceImpl final
                               v1::RegisterWorkerResponse* response) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
                                       v1::HeartbeatResponse* response) override;
-  grpc::ServerUnaryReactor* JoinGeneration(grpc::CallbackServerContext* context,
-                                           const v1::JoinGenerationRequest* request,
-                                           v1::JoinGenerationResponse* response) override;
+  grpc::ServerUnaryReactor* JoinGeneration(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::Status KvSet(grpc::ServerContext* context, const v1::KvSetRequest* request,
                      v1::KvSetResponse* response) override;
   grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context, const v1::KvGetRequest* request,

@@ -645,9 +645,11 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
 
 absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1::JoinGenerationRequest& request,
                                                                        const CancelledFn& cancelled) {
-  return AwaitAnswer<v1::JoinGenerationResponse>(
+  absl::StatusOr<JoinAnswer> answer = AwaitAnswer<JoinAnswer>(
       [&](JoinBoard::Done done) { return StartJoinGeneration(request, std::move(done)); },
       [this](JoinBoard::WaitId id) { CancelJoin(id); }, options_.cancel_poll, cancelled);
+  if (!answer.ok()) return answer.status();
+  return answer->Message();
 }
 
 JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done) {
@@ -690,7 +692,7 @@ JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationReque
   JoinBoard::JoinWait wait{request.job_id(), request.worker_id(), request.after_generation(),
                            std::min(Millis(request.wait_ms()), options_.max_join_wait), request.wait_ms()};
   return board_.Wait(std::move(wait), [this, started, done = std::move(done)](
-                                          absl::StatusOr<v1::JoinGenerationResponse> response) mutable {
+                                          absl::StatusOr<JoinAnswer> response) mutable {
     if (response.ok()) metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
     done(std::move(response));
   });

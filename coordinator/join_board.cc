@@ -45,10 +45,25 @@ std::shared_ptr<const FormedAnswer> BuildAnswer(const ClusterState& state, const
   response.set_seed(job.info.spec().seed());
   response.set_start_step(generation.start_step);
   response.set_kv_prefix(absl::StrCat(job.info.id(), "/", generation.number, "/"));
+  answer->serialized = response.SerializeAsString();
   return answer;
 }
 
 }  // namespace
+
+std::string JoinAnswer::OwnFields() const {
+  v1::JoinGenerationResponse own;
+  own.set_rank(rank);
+  if (!checkpoint_path.empty()) own.set_checkpoint_path(checkpoint_path);
+  return own.SerializeAsString();
+}
+
+v1::JoinGenerationResponse JoinAnswer::Message() const {
+  v1::JoinGenerationResponse response = shared->response;
+  response.set_rank(rank);
+  if (!checkpoint_path.empty()) response.set_checkpoint_path(checkpoint_path);
+  return response;
+}
 
 JoinView JoinViewOf(const ClusterState& state, const JobRecord& job, const JoinView* previous,
                     bool members_changed) {
@@ -116,9 +131,9 @@ void Deliver(std::vector<std::pair<JoinBoard::Done, absl::Status>>& failed) {
 
 }  // namespace
 
-JoinBoard::JoinBoard(int max_copying, const Clock* clock)
+JoinBoard::JoinBoard(int answer_threads, const Clock* clock)
     : deadlines_([this](std::vector<WaitId> due) { Expire(due); }, clock) {
-  for (int i = 0; i < std::max(1, max_copying); ++i) answer_threads_.emplace_back([this] { RunAnswers(); });
+  for (int i = 0; i < std::max(1, answer_threads); ++i) answer_threads_.emplace_back([this] { RunAnswers(); });
 }
 
 JoinBoard::~JoinBoard() {
@@ -181,7 +196,7 @@ void JoinBoard::Shutdown() {
   Deliver(failed);
   // The answers already settled are delivered before the server stops.
   absl::MutexLock lock(&mu_);
-  auto delivered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_.empty() && copying_ == 0; };
+  auto delivered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_.empty() && delivering_ == 0; };
   mu_.Await(absl::Condition(&delivered));
 }
 
@@ -247,26 +262,24 @@ void JoinBoard::RunAnswers() {
     if (ready_.empty()) return;
     Ready ready = std::move(ready_.front());
     ready_.pop_front();
-    ++copying_;
+    ++delivering_;
     mu_.Unlock();
-    // The shared answer is immutable: each rank copies it without the
-    // board's lock, on one of max_copying threads. A thousand ranks copying
-    // (and then serializing) a thousand peers each all at once took every
-    // core and hundreds of MiB, and heartbeats waited for the CPU.
-    v1::JoinGenerationResponse response = ready.answer->response;
-    response.set_rank(ready.answer->rank_of.at(ready.worker_id));
-    if (!ready.checkpoint_path.empty()) response.set_checkpoint_path(ready.checkpoint_path);
-    ready.done(std::move(response));
+    // The shared answer is immutable and goes by reference (JoinAnswer).
+    const int64_t rank = ready.answer->rank_of.at(ready.worker_id);
+    ready.done(JoinAnswer{std::move(ready.answer), rank, std::move(ready.checkpoint_path)});
     ready = Ready{};  // the caller's state goes before the drain says delivered
     mu_.Lock();
-    --copying_;  // Shutdown's drain waits for this
+    --delivering_;  // Shutdown's drain waits for this
   }
 }
 
 absl::StatusOr<v1::JoinGenerationResponse> JoinBoard::Await(JoinWait wait, absl::Duration cancel_poll,
                                                             const std::function<bool()>& cancelled) {
-  return AwaitAnswer<v1::JoinGenerationResponse>([&](Done done) { return Wait(std::move(wait), std::move(done)); },
-                                                 [this](WaitId id) { Cancel(id); }, cancel_poll, cancelled);
+  absl::StatusOr<JoinAnswer> answer =
+      AwaitAnswer<JoinAnswer>([&](Done done) { return Wait(std::move(wait), std::move(done)); },
+                              [this](WaitId id) { Cancel(id); }, cancel_poll, cancelled);
+  if (!answer.ok()) return answer.status();
+  return answer->Message();
 }
 
 size_t JoinBoard::Waiting() {

@@ -34,7 +34,25 @@ namespace herd::coordinator {
 // The answer every member of one formed generation shares.
 struct FormedAnswer {
   v1::JoinGenerationResponse response;  // rank and checkpoint_path unset
+  std::string serialized;               // `response`, serialized once for every rank
   absl::flat_hash_map<std::string, int64_t> rank_of;
+};
+
+// One rank's answer: its generation's shared answer and the fields that are
+// its own. A thousand ranks copying (and serializing) a thousand peers each
+// took more CPU than the rest of a rendezvous: the RPC sends the shared
+// bytes as they are, followed by OwnFields().
+struct JoinAnswer {
+  std::shared_ptr<const FormedAnswer> shared;
+  int64_t rank = 0;
+  std::string checkpoint_path;  // "" when none
+
+  // This rank's fields, serialized: `shared->serialized` followed by them
+  // parses as Message() (a protobuf parser merges concatenated messages,
+  // and the shared part leaves these fields unset).
+  std::string OwnFields() const;
+  // The whole response, a copy: for in-process callers and tests.
+  v1::JoinGenerationResponse Message() const;
 };
 
 // One job as its joiners see it.
@@ -58,7 +76,7 @@ class JoinBoard {
  public:
   using WaitId = uint64_t;
   // A wait's answer; called exactly once, never under the board's lock.
-  using Done = absl::AnyInvocable<void(absl::StatusOr<v1::JoinGenerationResponse>)>;
+  using Done = absl::AnyInvocable<void(absl::StatusOr<JoinAnswer>)>;
 
   // What one JoinGeneration waits for.
   struct JoinWait {
@@ -69,10 +87,10 @@ class JoinBoard {
     int64_t wait_ms = 0;  // as the caller asked, for DEADLINE_EXCEEDED's text
   };
 
-  // `max_copying`: answers copied at once (see Wait), on that many answer
-  // threads; deadlines fire from one more (deadline_timer.h) on `clock`
+  // `answer_threads`: threads, which hand settled answers to their
+  // callers (so the publisher does not call a thousand of them); deadlines fire from one more (deadline_timer.h) on `clock`
   // (nullptr: a monotonic clock), which must outlive the board.
-  explicit JoinBoard(int max_copying = 2, const Clock* clock = nullptr);
+  explicit JoinBoard(int answer_threads = 2, const Clock* clock = nullptr);
   ~JoinBoard();  // Shutdown(), then the board's threads end
   JoinBoard(const JoinBoard&) = delete;
   JoinBoard& operator=(const JoinBoard&) = delete;
@@ -113,7 +131,7 @@ class JoinBoard {
     double deadline = 0;
     Done done;
   };
-  // An answer to copy (a rank's copy of the shared one) and deliver.
+  // An answer to deliver.
   struct Ready {
     std::shared_ptr<const FormedAnswer> answer;
     std::string checkpoint_path;
@@ -130,7 +148,7 @@ class JoinBoard {
   void RunAnswers();
 
   absl::Mutex mu_;
-  absl::CondVar ready_added_;  // an answer to copy, or stopping
+  absl::CondVar ready_added_;  // an answer to deliver, or stopping
   std::map<std::string, JoinView> views_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the threads end
@@ -138,7 +156,7 @@ class JoinBoard {
   absl::flat_hash_map<WaitId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::flat_hash_set<WaitId>> waiting_on_ ABSL_GUARDED_BY(mu_);  // by job
   std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
-  int copying_ ABSL_GUARDED_BY(mu_) = 0;
+  int delivering_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> answer_threads_;
   DeadlineTimer deadlines_;  // last: its thread ends first
 };

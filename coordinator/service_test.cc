@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -221,6 +223,28 @@ TEST_F(ServiceTest, MissingOrWrongTokenIsUnauthenticated) {
 }
 
 // Two coordinators on one state dir would schedule the same workers.
+// JoinGeneration reads its request's bytes itself: bytes that are no
+// request get INVALID_ARGUMENT naming it.
+TEST_F(ServiceTest, AJoinRequestThatDoesNotParseIsInvalidArgument) {
+  auto channel = MakeChannel(server_->listen_address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  grpc::GenericStub stub(*channel);
+  grpc::Slice garbage(std::string("\xff\xff\xff\xff", 4));
+  grpc::ByteBuffer request(&garbage, 1);
+  grpc::ByteBuffer response;
+  absl::Notification answered;
+  grpc::Status status;
+  auto context = Call();
+  stub.UnaryCall(context.get(), "/herd.v1.ClusterService/JoinGeneration", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   answered.Notify();
+                 });
+  answered.WaitForNotification();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_EQ(status.error_message(), "JoinGeneration: the request is not a valid JoinGenerationRequest");
+}
+
 TEST_F(ServiceTest, SecondCoordinatorOnTheSameStateDirIsRefused) {
   ServerOptions other = options_;
   other.listen = "127.0.0.1:0";
