@@ -4,7 +4,9 @@
 #include <grpcpp/support/slice.h>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -134,10 +136,28 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::Heartbeat(grpc::CallbackServerCont
                                                         const v1::HeartbeatRequest* request,
                                                         v1::HeartbeatResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(edge_->Handle("Heartbeat", Api::kCluster, *context, [&](const Principal& caller) {
-    if (auto status = CheckWorker("Heartbeat", caller, request->worker_id()); !status.ok()) return status;
-    return AssignTo(coordinator_->Heartbeat(*request), response);
-  }));
+  edge_->HandleLater(
+      "Heartbeat", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        if (auto status = CheckWorker("Heartbeat", caller, request->worker_id()); !status.ok()) {
+          answer(status);
+          return;
+        }
+        // A lease renewal is answered here; a heartbeat that changes state
+        // may wait for the state lock and its write (a stalled store: its
+        // call timeout), which must not hold one of gRPC's few callback
+        // threads. Such heartbeats are rare (a worker's state changed), so
+        // each gets a thread of its own, as the synchronous server gave it.
+        if (std::optional<v1::HeartbeatResponse> renewed = coordinator_->RenewLease(*request)) {
+          *response = *std::move(renewed);
+          answer(absl::OkStatus());
+          return;
+        }
+        std::thread([coordinator = coordinator_, request, response, answer = std::move(answer)]() mutable {
+          answer(AssignTo(coordinator->Heartbeat(*request), response));  // the call ends here: nothing after
+        }).detach();
+      },
+      [reactor](grpc::Status status) { reactor->Finish(std::move(status)); });
   return reactor;
 }
 

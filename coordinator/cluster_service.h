@@ -12,9 +12,10 @@ namespace herd::coordinator {
 // JoinGeneration and KvGet are callback methods: a rank waiting for its
 // generation or for a key holds no server thread. JoinGeneration is raw
 // (bytes): every rank's answer is the generation's shared answer, sent as
-// serialized once (JoinAnswer). Heartbeat is a callback method answered
-// inline (docs/design.md: with a mix, synchronous heartbeats stalled); the
-// rest of the service is synchronous.
+// serialized once (JoinAnswer). Heartbeat is a callback method too
+// (docs/design.md: with a mix, synchronous heartbeats stalled): a lease
+// renewal is answered inline, one that changes state on a thread of its
+// own. The rest of the service is synchronous.
 class ClusterServiceImpl final
     : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithRawCallbackMethod_JoinGeneration<
           v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>>> {

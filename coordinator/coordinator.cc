@@ -614,23 +614,26 @@ v1::HeartbeatResponse Coordinator::HeartbeatAnswer(const std::string& worker_id)
   return response;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
-  metrics_->CountHeartbeat();
-  {
-    // Most heartbeats only say "alive": they share the lock, renew the lease
-    // in the lease table, and wait for no other heartbeat nor any write.
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = state_.workers.find(request.worker_id());
-    if (it == state_.workers.end() || it->second.state == v1::DEAD) {
-      v1::HeartbeatResponse response;
-      response.set_reregister(true);
-      return response;
-    }
-    if (OnlyRenewsLease(state_, request)) {
-      leases_.Renew(request.worker_id(), clock_->Now());
-      return HeartbeatAnswer(request.worker_id());
-    }
+std::optional<v1::HeartbeatResponse> Coordinator::RenewLease(const v1::HeartbeatRequest& request) {
+  // Most heartbeats only say "alive": they share the lock, renew the lease
+  // in the lease table, and wait for no other heartbeat nor any write.
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = state_.workers.find(request.worker_id());
+  if (it == state_.workers.end() || it->second.state == v1::DEAD) {
+    metrics_->CountHeartbeat();
+    v1::HeartbeatResponse response;
+    response.set_reregister(true);
+    return response;
   }
+  if (!OnlyRenewsLease(state_, request)) return std::nullopt;
+  metrics_->CountHeartbeat();
+  leases_.Renew(request.worker_id(), clock_->Now());
+  return HeartbeatAnswer(request.worker_id());
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+  if (std::optional<v1::HeartbeatResponse> renewed = RenewLease(request)) return *std::move(renewed);
+  metrics_->CountHeartbeat();
   StateLock lock(this);
   auto it = state_.workers.find(request.worker_id());
   if (it == state_.workers.end() || it->second.state == v1::DEAD) {

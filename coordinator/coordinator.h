@@ -119,6 +119,11 @@ class Coordinator {
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request,
                                                             const std::string& incarnation = "");
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // Heartbeat's answer when it only renews the lease (or its worker must
+  // re-register): under the shared lock, never waiting for a write.
+  // nullopt when it changes state: then Heartbeat, which may wait for the
+  // state lock and the change's write.
+  std::optional<v1::HeartbeatResponse> RenewLease(const v1::HeartbeatRequest& request);
   // JoinGeneration: its state changes (a boundary's re-form, an
   // unresponsive member answering) now, then a wait on the join board that
   // holds no thread. `done` gets the answer exactly once, perhaps before

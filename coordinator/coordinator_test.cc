@@ -209,6 +209,28 @@ TEST_F(CoordinatorTest, ListJobsNewestFirst) {
   EXPECT_THAT(listed, ElementsAre(ids[2], ids[1], ids[0]));
 }
 
+// RenewLease answers only what needs no write (the service answers those
+// inline); a heartbeat that changes state is left to Heartbeat. Either way
+// each heartbeat is counted once.
+TEST_F(CoordinatorTest, RenewLeaseAnswersOnlyHeartbeatsThatChangeNothing) {
+  Register("w1");
+  Heartbeat("w1");  // the first one is heard: a change
+  v1::HeartbeatRequest alive;
+  alive.set_worker_id("w1");
+  ASSERT_TRUE(coordinator_->RenewLease(alive).has_value());
+  v1::HeartbeatRequest draining = alive;
+  draining.set_draining(true);
+  EXPECT_FALSE(coordinator_->RenewLease(draining).has_value());
+  v1::HeartbeatRequest stranger;
+  stranger.set_worker_id("stranger");
+  auto answer = coordinator_->RenewLease(stranger);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->reregister());
+  ASSERT_TRUE(coordinator_->Heartbeat(draining).ok());
+  // Heard, alive, the stranger's, draining (RenewLease's refusal counts nothing).
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_heartbeats_total"), 4);
+}
+
 TEST_F(CoordinatorTest, TickStartsJobAndHeartbeatsCarryAssignments) {
   const std::string job_id = StartTwoWorkerJob();
   auto w1 = Heartbeat("w1");
