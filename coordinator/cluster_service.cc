@@ -25,7 +25,8 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   explicit WaitingCall(std::function<void(uint64_t)> cancel) : cancel_(std::move(cancel)) {}
 
   // The wait began (0: it was answered at once). Called before the handler
-  // returns, so the call is alive; a cancel that came first cancels it now.
+  // returns, or under a Hold, so the call is alive; a cancel that came
+  // first cancels it now.
   void Waiting(uint64_t id) {
     bool cancelled;
     {
@@ -47,13 +48,39 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
     if (id != 0) cancel_(id);
   }
 
-  void OnDone() override { delete this; }
+  // Keeps the call alive past the handler, for one that begins its wait on
+  // another thread (Waiting, then Release).
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    held_ = true;
+  }
+  void Release() {
+    bool ended;
+    {
+      absl::MutexLock lock(&mu_);
+      held_ = false;
+      ended = done_;
+    }
+    if (ended) delete this;
+  }
+
+  void OnDone() override {
+    bool held;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      held = held_;
+    }
+    if (!held) delete this;
+  }
 
  private:
   const std::function<void(uint64_t)> cancel_;
   absl::Mutex mu_;
   uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // `bytes` parsed as a `Message`; INVALID_ARGUMENT naming `method` otherwise.
@@ -177,11 +204,27 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::JoinGeneration(grpc::CallbackServe
           answer(status);
           return;
         }
-        call->Waiting(coordinator_->StartJoinGeneration(
-            *request, [response, answer = std::move(answer)](absl::StatusOr<JoinAnswer> joined) mutable {
-              if (joined.ok()) *response = AnswerBytes(*joined);
-              answer(joined.status());
-            }));
+        const bool changes_state = coordinator_->JoinChangesState(*request);
+        auto start = [coordinator = coordinator_, call, response, request = *std::move(request),
+                      answer = std::move(answer)]() mutable {
+          call->Waiting(coordinator->StartJoinGeneration(
+              request, [response, answer = std::move(answer)](absl::StatusOr<JoinAnswer> joined) mutable {
+                if (joined.ok()) *response = AnswerBytes(*joined);
+                answer(joined.status());
+              }));
+        };
+        if (!changes_state) {
+          start();
+          return;
+        }
+        // Its state change may wait for the state lock and the change's
+        // write (a stalled store: its call timeout): not on one of gRPC's
+        // few callback threads (as for Heartbeat).
+        call->Hold();
+        std::thread([call, start = std::move(start)]() mutable {
+          start();
+          call->Release();
+        }).detach();
       },
       [call](grpc::Status status) { call->Finish(std::move(status)); });
   return call;

@@ -657,13 +657,7 @@ absl::StatusOr<v1::JoinGenerationResponse> Coordinator::JoinGeneration(const v1:
 
 JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done) {
   const double started = clock_->Now();
-  bool changes_state = request.at_boundary();
-  if (!changes_state) {
-    absl::ReaderMutexLock lock(&mu_);
-    auto job = state_.jobs.find(request.job_id());
-    changes_state = job != state_.jobs.end() && job->second.unresponsive.count(request.worker_id()) > 0;
-  }
-  if (changes_state) {
+  if (JoinChangesState(request)) {
     // Written, and on the join board, before the wait below.
     absl::Status refused;
     {
@@ -699,6 +693,13 @@ JoinBoard::WaitId Coordinator::StartJoinGeneration(const v1::JoinGenerationReque
     if (response.ok()) metrics_->ObserveRendezvousSeconds(std::max(0.0, clock_->Now() - started));
     done(std::move(response));
   });
+}
+
+bool Coordinator::JoinChangesState(const v1::JoinGenerationRequest& request) {
+  if (request.at_boundary()) return true;
+  absl::ReaderMutexLock lock(&mu_);
+  auto job = state_.jobs.find(request.job_id());
+  return job != state_.jobs.end() && job->second.unresponsive.count(request.worker_id()) > 0;
 }
 
 void Coordinator::CancelJoin(JoinBoard::WaitId id) { board_.Cancel(id); }

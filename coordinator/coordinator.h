@@ -129,6 +129,9 @@ class Coordinator {
   // holds no thread. `done` gets the answer exactly once, perhaps before
   // this returns. The id is for CancelJoin (0: answered already).
   JoinBoard::WaitId StartJoinGeneration(const v1::JoinGenerationRequest& request, JoinBoard::Done done);
+  // Whether StartJoinGeneration changes state before it waits (and so may
+  // wait for the state lock and the change's write).
+  bool JoinChangesState(const v1::JoinGenerationRequest& request);
   // Answers a waiting StartJoinGeneration CANCELLED (its caller went).
   void CancelJoin(JoinBoard::WaitId id);
   // StartJoinGeneration, blocking the calling thread (in-process callers and
