@@ -21,7 +21,7 @@ TEST(ControlPlaneBenchSmokeTest, HeartbeatsRendezvousAndMemoryAreReported) {
   EXPECT_GE(heartbeat["p99_ms"].get<double>(), heartbeat["p50_ms"].get<double>());
 
   const nlohmann::json& rendezvous = report["rendezvous"];
-  for (const char* key : {"submit_ms", "all_joined_ms", "join_p50_ms", "join_p99_ms"}) {
+  for (const char* key : {"submit_ms", "all_joined_ms", "join_p50_ms", "join_p99_ms", "answers_parse_ms"}) {
     ExpectPositive(rendezvous, key, "rendezvous");
   }
   EXPECT_EQ(rendezvous["failed"].get<int>(), 0) << rendezvous["first_error"];
