@@ -508,9 +508,8 @@ absl::Status ValidateSyncSpec(const v1::SyncSpec& sync) {
     if (!average) {
       return Bad("sync.islands_by", "needs sync.mode average (islands average their parameters across sites)");
     }
-    // Each shard's cross group would measure (auto) or weigh (throughput)
-    // only its own ranks, and an island's shards must keep one schedule.
-    if (sync.overlap_steps_auto()) return Bad("sync.islands_by", "does not support sync.overlap_steps auto yet");
+    // Each shard's cross group would weigh only its own ranks' samples,
+    // and an island's shards must keep one schedule.
     if (sync.shares() == v1::SHARES_THROUGHPUT) {
       return Bad("sync.islands_by", "does not support sync.shares throughput yet");
     }

@@ -77,9 +77,14 @@ TEST(JobSpecPlacement, IslandsByNeedsModeAverage) {
             "sync.islands_by: needs sync.mode average (islands average their parameters across sites)");
 }
 
+TEST(JobSpecPlacement, IslandsTakeOverlapStepsAuto) {
+  auto spec = Parsed("sync: {mode: average, islands_by: site, overlap_steps: auto, compression: int8}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  EXPECT_TRUE(spec->sync().overlap_steps_auto());
+}
+
 TEST(JobSpecPlacement, IslandsByRefusesWhatCrossGroupsCannotAgreeOn) {
-  EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, overlap_steps: auto}\n"),
-            "sync.islands_by: does not support sync.overlap_steps auto yet");
   EXPECT_EQ(Invalid("sync: {mode: average, islands_by: site, shares: throughput}\n"),
             "sync.islands_by: does not support sync.shares throughput yet");
 }

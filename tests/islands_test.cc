@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <regex>
 
 #include "tests/harness/final_model.h"
 #include "tests/harness/local_cluster.h"
@@ -23,7 +24,7 @@ constexpr int kHostsPerSite = 2;
 constexpr int kSteps = 40;
 constexpr int kEvery = 10;
 
-std::string IslandsJob() {
+std::string IslandsJob(const std::string& sync = "outer: {kind: nesterov, lr: 0.7, momentum: 0.9}") {
   return "model: mlp\n"
          "dataset: {kind: synthetic}\n"
          "batch_size: 16\n"
@@ -32,7 +33,7 @@ std::string IslandsJob() {
          "eval: {max_samples: 256}\n"
          "log_interval_steps: 10\n"
          "sync: {mode: average, every: " + std::to_string(kEvery) + ", warmup_steps: 0, islands_by: site,\n"
-         "       outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n"
+         "       " + sync + "}\n"
          "seed: 42\n"
          "min_workers: 4\nmax_workers: 4\n";
 }
@@ -108,6 +109,41 @@ TEST_F(Islands, SitesAllReduceInsideAndOnlyRoundsCrossTheUplinks) {
     EXPECT_GT(uplink, 0u) << site.name;
     EXPECT_LT(uplink * 5, hosts) << site.name << ": uplink " << uplink << " bytes, the site's host links " << hosts;
   }
+}
+
+// A trainer's tau decisions and its final tau, as its log says them:
+// "overlap_steps auto: 4 -> 3 at step 12" and the summary's
+// "overlap_steps 3 (auto)".
+std::vector<std::string> TauLines(const std::string& log) {
+  static const std::regex line(R"(overlap_steps auto: \d+ -> \d+ at step \d+|overlap_steps \d+ \(auto\))");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) out.push_back(it->str());
+  return out;
+}
+
+// sync.overlap_steps: auto across islands: every rank of both sites
+// decides the same tau at the same steps (the islands share their shard
+// owners' measurements), so the sites keep one schedule and end identical.
+TEST_F(Islands, OverlapStepsAutoIsOneScheduleOnEveryRank) {
+  const std::string job_id =
+      cluster_->Submit(IslandsJob("fragments: 2, overlap_steps: auto, compression: int8"));
+  auto job = cluster_->WaitForState(job_id, {"SUCCEEDED", "FAILED"}, seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << cluster_->Logs();
+
+  std::vector<SavedModel> ranks;
+  std::vector<std::string> first;
+  for (int i = 0; i < kSites * kHostsPerSite; ++i) {
+    const std::string log = ReadFile(cluster_->job_dir(i, job_id) + "/trainer.log");
+    EXPECT_NE(log.find("overlap_steps: auto, between 1 and"), std::string::npos) << "worker " << i << ":\n" << log;
+    EXPECT_NE(log.find("replicas verified bitwise across 4 ranks"), std::string::npos) << "worker " << i;
+    const std::vector<std::string> tau = TauLines(log);
+    EXPECT_FALSE(tau.empty()) << "worker " << i << " logged no tau:\n" << log;
+    if (i == 0) first = tau;
+    EXPECT_EQ(tau, first) << "worker " << i << " decided otherwise than worker 0";
+    ranks.push_back(LoadFinalModel(cluster_->job_dir(i, job_id)));
+  }
+  ASSERT_FALSE(ranks[0].empty());
+  for (size_t i = 1; i < ranks.size(); ++i) EXPECT_TRUE(DifferingTensors(ranks[0], ranks[i]).empty()) << "rank " << i;
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ absl::Status IslandRounds::Round(const std::vector<double>& weights) {
 
 absl::Status IslandRounds::Launch(int fragment, bool keep_local_steps, double weight, bool overlap_scales,
                                   std::vector<float> side) {
+  side_floats_.push_back(side.size());
   if (averaging_ != nullptr) {
     if (auto s = averaging_->Launch(fragment, keep_local_steps, weight, overlap_scales, std::move(side)); !s.ok()) {
       return s;
@@ -78,7 +79,40 @@ absl::Status IslandRounds::Finish(int count) {
   const int n = count < 0 ? in_flight_ : std::min(count, in_flight_);
   absl::Status merged = averaging_ != nullptr ? averaging_->Finish(count) : absl::OkStatus();
   in_flight_ -= n;
-  return AfterMerge(merged);
+  size_t side_floats = 0;  // the newest landing round's that has one
+  for (int i = 0; i < n && !side_floats_.empty(); ++i) {
+    if (side_floats_.front() > 0) side_floats = side_floats_.front();
+    side_floats_.pop_front();
+  }
+  if (auto s = AfterMerge(merged); !s.ok()) return s;
+  return side_floats > 0 ? ShareSidePayloads(side_floats) : absl::OkStatus();
+}
+
+absl::Status IslandRounds::ShareSidePayloads(size_t floats) {
+  const size_t row = floats * static_cast<size_t>(islands_);
+  std::vector<float> mine(row, 0.0f);
+  if (averaging_ != nullptr) {
+    const auto& payloads = stats_.side_payloads;
+    for (auto it = payloads.rbegin(); it != payloads.rend(); ++it) {
+      if (it->empty()) continue;
+      if (it->size() != row) {
+        return absl::InternalError(absl::StrCat("a round's side payload has ", it->size(), " floats, expected ", row));
+      }
+      mine = *it;
+      break;
+    }
+  }
+  std::vector<float> all = mine;
+  if (island_->size() >= 2) {
+    all.assign(row * static_cast<size_t>(island_->size()), 0.0f);
+    if (auto s = island_->AllGather(mine.data(), row * sizeof(float), all.data()); !s.ok()) {
+      return WithContext(s, "sharing the rounds' measurements in the island: ");
+    }
+  }
+  // Island rank s is position s; the owners are positions 0..shards-1.
+  all.resize(std::min(all.size(), row * shards_.size()));
+  stats_.side_payloads = {std::move(all)};
+  return absl::OkStatus();
 }
 
 absl::Status IslandRounds::AfterMerge(const absl::Status& merged) {

@@ -17,8 +17,17 @@
 // and heals then carry it whole, whatever the islands' sizes are when it is
 // restored. The int8 residuals stay with their rank (as in plain averaging),
 // tagged with their shard, and are zeroed when the rank's shard changed.
+//
+// A round's side payload (overlap_steps auto's measurements) is all-gathered
+// by each cross group only. So that every rank of every island decides the
+// same tau, the island then all-gathers what its shard owners gathered:
+// last_round().side_payloads holds the rows of every owner of every island
+// (owner by owner, each owner's cross group in island order), the same
+// everywhere. Ranks that own no shard send nothing across islands and
+// measure no round: their rows are left out.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -74,6 +83,9 @@ class IslandRounds : public AveragingRounds {
   absl::Status ShareShards();
   // stats_ from this rank's own round (if any), then ShareShards.
   absl::Status AfterMerge(const absl::Status& merged);
+  // The island's all-gather of its owners' newest side payloads, `floats`
+  // per rank of a cross group, into stats_.side_payloads (see above).
+  absl::Status ShareSidePayloads(size_t floats);
   // Shard `s`'s tensors flattened into one, or written back from one.
   torch::Tensor FlatShard(const std::vector<torch::Tensor>& tensors, int s) const;
   void Unflatten(const torch::Tensor& flat, int s, std::vector<torch::Tensor>* into) const;
@@ -89,6 +101,7 @@ class IslandRounds : public AveragingRounds {
   int own_shard_ = -1;
   std::unique_ptr<ParameterAveraging> averaging_;  // shard owners only
   int in_flight_ = 0;
+  std::deque<size_t> side_floats_;  // each round in flight's side payload size, in launch order
   AveragingRoundStats stats_;
   // The whole outer state, one tensor per parameter (empty for outer none).
   std::vector<torch::Tensor> outer_;

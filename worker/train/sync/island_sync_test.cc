@@ -332,6 +332,89 @@ TEST(IslandSync, FragmentsInt8AndNesterovKeepIslandsIdentical) {
   for (int r = 1; r < 4; ++r) EXPECT_TRUE(torch::equal(steps[r].back(), steps[0].back())) << "rank " << r;
 }
 
+// A round's side payload (overlap_steps auto's measurements) reaches every
+// rank of every island as the rows of every shard owner, owner by owner,
+// each in island order, whatever the wire; ranks that own no shard (the
+// third of island a) are left out.
+TEST(IslandRounds, SidePayloadsReachEveryRankAsEveryOwnersRows) {
+  const std::vector<std::string> sites = {"a", "a", "a", "b", "b"};
+  for (bool int8 : {false, true}) {
+    ParameterAveragingOptions options;
+    options.int8_wire = int8;
+    std::map<int, std::vector<std::vector<float>>> payloads;
+    std::mutex mu;
+    InMemoryStore store;
+    RunRanks(5, [&](int rank) {
+      RankComms comms = Connect(store, sites, rank);
+      std::vector<torch::Tensor> params = Params();
+      auto rounds = IslandRounds::Create(params, comms.layout, comms.island.get(), comms.cross.get(), options);
+      ASSERT_TRUE(rounds.ok()) << rounds.status();
+      const float mark = static_cast<float>(10 * rank);
+      ASSERT_TRUE((*rounds)->Launch(0, /*keep_local_steps=*/true, 1, false, {mark + 1, mark + 2}).ok());
+      ASSERT_TRUE((*rounds)->Finish().ok());
+      std::lock_guard<std::mutex> lock(mu);
+      payloads[rank] = (*rounds)->last_round().side_payloads;
+    });
+    // Owners: positions 0 and 1, i.e. ranks 0 and 1 of island a, 3 and 4 of b.
+    const std::vector<float> expected = {1, 2, 31, 32, 11, 12, 41, 42};
+    for (int rank = 0; rank < 5; ++rank) {
+      ASSERT_EQ(payloads[rank].size(), 1u) << "rank " << rank << (int8 ? " int8" : "");
+      EXPECT_EQ(payloads[rank][0], expected) << "rank " << rank << (int8 ? " int8" : "");
+    }
+  }
+}
+
+// overlap_steps auto across islands: every rank of every island decides the
+// same tau from the same measurements, so islands keep one schedule (their
+// replicas stay bitwise identical inside) and all agree at the end.
+TEST(IslandSync, OverlapStepsAutoDecidesTheSameTauOnEveryRank) {
+  const std::vector<std::string> sites = {"a", "a", "a", "b", "b"};
+  constexpr int64_t kSteps = 40;
+  std::map<int, std::vector<torch::Tensor>> steps;
+  std::map<int, SyncStatus> status;
+  std::mutex mu;
+  InMemoryStore store;
+  RunRanks(5, [&](int rank) {
+    RankComms comms = Connect(store, sites, rank);
+    std::vector<torch::Tensor> params = Params();
+    const IslandComms islands = comms.islands();
+    v1::SyncSpec spec;
+    spec.set_mode(v1::SYNC_MODE_AVERAGE);
+    spec.set_warmup_steps(0);
+    spec.set_every(4);
+    spec.set_islands_by("site");
+    spec.set_overlap_steps_auto(true);
+    spec.set_compression(v1::COMPRESSION_INT8);
+    auto config = ParseSyncConfig(spec);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto sync = CreateSyncStrategy(*config, params, comms.data.get(), &islands);
+    ASSERT_TRUE(sync.ok()) << sync.status();
+    torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.05));
+    std::vector<torch::Tensor> mine;
+    for (int64_t s = 1; s <= kSteps; ++s) {
+      Step(**sync, sgd, params, rank, s, /*done=*/s == kSteps);
+      mine.push_back(FlattenParameters(params).clone());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    steps[rank] = std::move(mine);
+    status[rank] = (*sync)->Status();
+  });
+  for (size_t s = 0; s < steps[0].size(); ++s) {
+    for (int r : {1, 2}) EXPECT_TRUE(torch::equal(steps[r][s], steps[0][s])) << "island a rank " << r << " step " << s + 1;
+    EXPECT_TRUE(torch::equal(steps[4][s], steps[3][s])) << "island b, step " << s + 1;
+  }
+  for (int r = 1; r < 5; ++r) EXPECT_TRUE(torch::equal(steps[r].back(), steps[0].back())) << "rank " << r;
+  // A decision was made (it needs every owner's measured round), the same
+  // one on every rank.
+  EXPECT_GT(status[0].round_seconds, 0);
+  for (int r = 0; r < 5; ++r) {
+    EXPECT_TRUE(status[r].overlap_auto) << "rank " << r;
+    EXPECT_EQ(status[r].overlap_steps, status[0].overlap_steps) << "rank " << r;
+    EXPECT_EQ(status[r].round_seconds, status[0].round_seconds) << "rank " << r;
+    EXPECT_EQ(status[r].step_seconds, status[0].step_seconds) << "rank " << r;
+  }
+}
+
 // The outer momentum lives with the shard owners; gathered, every rank
 // holds all of it, equal to what one averaging of the whole model over the
 // islands computes, and it restores into another layout.

@@ -568,11 +568,12 @@ absl::StatusOr<std::unique_ptr<SyncStrategy>> CreateIslandStrategy(const SyncCon
                                                                    std::vector<torch::Tensor> params,
                                                                    Communicator* data, const IslandComms& islands,
                                                                    const ParameterAveragingOptions& options) {
-  // Each cross group measures and weighs only its own ranks: tau or the
-  // weights would differ between an island's shards and their schedules
-  // part (job_spec.cc refuses both with islands_by).
-  if (config.overlap_auto || config.throughput_shares) {
-    return absl::InvalidArgumentError("sync.islands_by: overlap_steps auto and shares throughput are not supported");
+  // Each cross group weighs only its own ranks' samples: the weights would
+  // differ between an island's shards and their schedules part (job_spec.cc
+  // refuses it with islands_by). overlap_steps auto decides on every
+  // owner's measurements, which the island rounds spread (island_sync.h).
+  if (config.throughput_shares) {
+    return absl::InvalidArgumentError("sync.islands_by: shares throughput is not supported");
   }
   auto rounds = IslandRounds::Create(params, *islands.layout, islands.island, islands.cross, options);
   if (!rounds.ok()) return rounds.status();
