@@ -81,11 +81,11 @@ struct JobRecord {
   // Members left out because a peer reported them not answering within the
   // collective timeout (a hung trainer), by worker id: none joins a
   // generation of this job again until its trainer answers (JoinGeneration)
-  // or ends. Mirrored in info.unresponsive; not persisted (a restarted
-  // coordinator re-admits them as it re-admits every held worker).
+  // or ends. Mirrored in info.unresponsive; persisted (state_tables.cc's
+  // left_out), so a restarted or new leader keeps a hung member out.
   std::map<std::string, v1::UnresponsiveMember> unresponsive;
   // Members blamed late, by worker id, until a generation with them commits
-  // a step (ReadmitRecord). Not persisted, like `unresponsive`.
+  // a step (ReadmitRecord). Persisted with `unresponsive`.
   std::map<std::string, ReadmitRecord> readmit;
   // Worker id -> the last formed generation it was a member of. A member
   // cut off from the coordinator may finish training unheard while a loss

@@ -777,8 +777,8 @@ ChangeSet TrainerAnswered(ClusterState& state, const std::string& job_id, const 
 
 void MarkRestarted(ClusterState& state, double now) {
   for (auto& [id, job] : state.jobs) {
-    job.info.clear_unresponsive();  // not persisted: see JobRecord::unresponsive
-    job.readmit.clear();
+    // Members left out as hung stay out (JobRecord::unresponsive): their
+    // daemons heartbeat with the hung trainer still running.
     if (job.info.state() != v1::RUNNING) continue;
     if (job.generation.formed) {
       job.recovering = true;

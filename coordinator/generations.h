@@ -142,6 +142,8 @@ ChangeSet AdvanceGenerations(ClusterState& state, double now, const GenerationOp
 // starts a coordinator_restart generation (no budget charged) with the
 // members that still run it as survivors. Members that never come back are
 // lost by lease expiry as usual. Jobs waiting for workers get a fresh wait.
+// Members left out as hung (JobRecord::unresponsive) stay out, with their
+// back-offs, until their trainers answer.
 void MarkRestarted(ClusterState& state, double now);
 
 }  // namespace herd::coordinator

@@ -172,6 +172,66 @@ TEST_P(StorePersistenceTest, ADivergedJobIsStoredFaithfullyBesideAHealthyOne) {
   EXPECT_EQ(healthy_after->step(), 60);
 }
 
+// A member left out because its trainer hung (blamed late) stays out across
+// a restart of the coordinator (or a new leader), although its daemon
+// heartbeats with the job's trainer still running: taking it back would
+// re-form the job into its hang and stall it for a collective timeout.
+TEST_P(StorePersistenceTest, AHungMemberStaysOutAcrossARestart) {
+  for (const char* worker : {"w1", "w2", "w3"}) {
+    v1::RegisterWorkerRequest request;
+    request.set_worker_id(worker);
+    request.set_address(std::string(worker) + ".example");
+    request.set_device_kind("cpu");
+    request.set_device_count(1);
+    ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
+  }
+  v1::JobSpec spec;
+  spec.mutable_model()->set_name("mlp");
+  spec.mutable_dataset()->set_kind(v1::DATASET_KIND_SYNTHETIC);
+  spec.set_batch_size(8);
+  spec.set_min_workers(2);
+  spec.set_max_workers(3);
+  auto job = coordinator_->SubmitJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  coordinator_->Tick();
+  ASSERT_EQ(coordinator_->GetJob(job->id())->workers_size(), 3);
+  const auto members = coordinator_->GetJob(job->id())->workers();
+  const std::string hung = members[2];
+
+  v1::ReportFailureRequest report;
+  report.set_job_id(job->id());
+  report.set_generation(1);
+  report.set_rank(0);
+  report.set_worker_id(members[0]);
+  report.set_message("all-reduce timed out");
+  report.set_peer_fault(v1::PEER_FAULT_LATE);
+  report.set_peer_rank(2);
+  report.set_step(17);
+  ASSERT_TRUE(coordinator_->ReportFailure(report).ok());
+  coordinator_->Tick();
+  ASSERT_EQ(coordinator_->GetJob(job->id())->unresponsive_size(), 1);
+
+  Restart();
+  // Every daemon heartbeats, the hung trainer still running, for leases on end.
+  for (int beat = 0; beat < 5; ++beat) {
+    for (const std::string& worker : members) {
+      v1::HeartbeatRequest heartbeat;
+      heartbeat.set_worker_id(worker);
+      heartbeat.add_running_jobs(job->id());
+      ASSERT_TRUE(coordinator_->Heartbeat(heartbeat).ok());
+    }
+    coordinator_->Tick();
+    clock_.Advance(10);
+  }
+  auto after = coordinator_->GetJob(job->id());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->state(), v1::RUNNING);
+  ASSERT_EQ(after->unresponsive_size(), 1);
+  EXPECT_EQ(after->unresponsive(0).worker_id(), hung);
+  EXPECT_EQ(after->unresponsive(0).step(), 17);
+  EXPECT_THAT(after->workers(), ::testing::Not(::testing::Contains(hung)));
+}
+
 TEST_F(PersistenceTest, ARowThatCannotBeWrittenHoldsBackNoOtherAndIsShownRetriedAndRecovered) {
   const std::string stuck = StartJob("w1");
   const std::string other = StartJob("w2");

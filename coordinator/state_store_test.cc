@@ -89,6 +89,20 @@ ClusterState SampleState(ChangeSet* changes) {
   running.release_requested["w1"] = ReleaseReason::kDrain;
   // A member let go by a loss still finishes the generation it served.
   running.served = {{"w1", 3}, {"w3", 2}};
+  // A hung member left out behind a cut link, on its second back-off, and
+  // one back after its back-off, not yet in a commit.
+  v1::UnresponsiveMember& hung = running.unresponsive["w4"];
+  hung.set_worker_id("w4");
+  hung.set_rank(3);
+  hung.set_generation(4);
+  hung.set_step(57);
+  hung.set_since(1234.5);
+  hung.set_backoff_seconds(20);
+  hung.set_answered(true);
+  hung.set_unreachable_from("site=us-east");
+  *running.info.add_unresponsive() = hung;
+  running.readmit["w4"] = ReadmitRecord{1, 0};
+  running.readmit["w5"] = ReadmitRecord{0, 4};
   state.workers.at("w1").cordoned = true;
   state.workers.at("w1").labels = {{"site", "us-east"}, {"pool", "a100"}};
   spec.set_name("later");
@@ -158,7 +172,18 @@ TEST_P(StoreTest, ReopenedStoreLoadsEverythingBack) {
     EXPECT_EQ(back.release_requested, job.release_requested);
     EXPECT_EQ(back.pending_reason, job.pending_reason);
     EXPECT_EQ(back.served, job.served);
+    ASSERT_EQ(back.unresponsive.size(), job.unresponsive.size());
+    for (const auto& [id, member] : job.unresponsive) {
+      EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back.unresponsive.at(id), member)) << id;
+    }
+    ASSERT_EQ(back.readmit.size(), job.readmit.size());
+    for (const auto& [id, record] : job.readmit) {
+      EXPECT_EQ(back.readmit.at(id).strikes, record.strikes) << id;
+      EXPECT_EQ(back.readmit.at(id).readmitted_in, record.readmitted_in) << id;
+    }
   }
+  EXPECT_EQ(loaded->jobs.at("job-running").unresponsive.size(), 1u);
+  EXPECT_EQ(loaded->jobs.at("job-running").readmit.size(), 2u);
   EXPECT_EQ(ReleaseReasonName(loaded->jobs.at("job-running").release_requested.at("w1")), "drain");
   EXPECT_EQ(loaded->jobs.at("job-running").restarts_used, 2);
   EXPECT_EQ(loaded->jobs.at("job-running").info.state(), v1::RUNNING);

@@ -1,5 +1,7 @@
 #include "coordinator/state_tables.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -128,6 +130,54 @@ absl::Status ReleasesFromJson(const std::string& text, std::map<std::string, Rel
     }
     (*releases)[worker] = *reason;
   }
+  return absl::OkStatus();
+}
+
+// The members left out of a job until their trainer answers, and the
+// back-off records of those blamed late (JobRecord::unresponsive, readmit):
+// {"unresponsive": [UnresponsiveMember as proto JSON], "readmit": {id:
+// {"strikes": n, "readmitted_in": g}}}. A restarted or new leader then keeps
+// a hung member out instead of re-forming the job into its hang again.
+std::string LeftOutToJson(const JobRecord& job) {
+  nlohmann::json json = {{"unresponsive", nlohmann::json::array()}, {"readmit", nlohmann::json::object()}};
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  for (const auto& [id, member] : job.unresponsive) {
+    std::string text;
+    if (google::protobuf::util::MessageToJsonString(member, &text, options).ok()) {
+      json["unresponsive"].push_back(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false));
+    }
+  }
+  for (const auto& [id, record] : job.readmit) {
+    json["readmit"][id] = {{"strikes", record.strikes}, {"readmitted_in", record.readmitted_in}};
+  }
+  return json.dump();
+}
+
+absl::Status LeftOutFromJson(const std::string& text, JobRecord* job) {
+  job->unresponsive.clear();
+  job->readmit.clear();
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::DataLossError(absl::StrCat("job ", job->info.id(), ": stored left_out is not JSON"));
+  for (const auto& entry : json.value("unresponsive", nlohmann::json::array())) {
+    v1::UnresponsiveMember member;
+    if (!google::protobuf::util::JsonStringToMessage(entry.dump(), &member).ok() || member.worker_id().empty()) {
+      return absl::DataLossError(absl::StrCat("job ", job->info.id(), ": stored unresponsive member ", entry.dump(),
+                                              " does not parse"));
+    }
+    job->unresponsive[member.worker_id()] = member;
+  }
+  const nlohmann::json readmit = json.value("readmit", nlohmann::json::object());
+  for (const auto& [id, record] : readmit.items()) {
+    if (!record.is_object() || !record.value("strikes", nlohmann::json()).is_number_integer() ||
+        !record.value("readmitted_in", nlohmann::json()).is_number_integer()) {
+      return absl::DataLossError(
+          absl::StrCat("job ", job->info.id(), ": stored back-off of worker ", id, " does not parse"));
+    }
+    job->readmit[id] = ReadmitRecord{record["strikes"].get<int>(), record["readmitted_in"].get<int64_t>()};
+  }
+  job->info.clear_unresponsive();
+  for (const auto& [id, member] : job->unresponsive) *job->info.add_unresponsive() = member;
   return absl::OkStatus();
 }
 
@@ -292,6 +342,10 @@ std::vector<JobColumn> JobColumns() {
       JobColumn::Text(
           "served", "NOT NULL DEFAULT '{}'", [](const JobRecord& j) { return ServedToJson(j.served); },
           [](JobRecord& j, const std::string& v) { ServedFromJson(v, &j.served); }),
+      // Added with the back-off of members left out (readmit_backoff.h).
+      JobColumn::Text(
+          "left_out", "NOT NULL DEFAULT '{}'", [](const JobRecord& j) { return LeftOutToJson(j); },
+          [](JobRecord& j, const std::string& v) { return LeftOutFromJson(v, &j); }),
   };
 }
 
