@@ -15,6 +15,8 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
+#include "coordinator/etcd/etcd_credentials.h"
 #include "coordinator/etcd/etcd_state_store.h"
 #include "coordinator/etcd/leadership.h"
 #include "coordinator/etcd/local_etcd.h"
@@ -39,7 +41,8 @@ constexpr auto kFailFast = std::chrono::seconds(10);
 std::vector<LocalEtcdUser> Users() {
   return {{"herd", kHerdPassword, kPrefix, authpb::Permission::READWRITE},
           {"reader", "reader-pass", kPrefix, authpb::Permission::READ},
-          {"stranger", "stranger-pass", "/elsewhere/", authpb::Permission::READWRITE}};
+          {"stranger", "stranger-pass", "/elsewhere/", authpb::Permission::READWRITE},
+          {"rotating", "first-pass", kPrefix, authpb::Permission::READWRITE}};
 }
 
 ClusterState OneJob(const std::string& id, ChangeSet* changes) {
@@ -215,6 +218,29 @@ TEST_F(EtcdAuthTest, AnExpiredTokenIsRenewedOnceAndTheWriteSucceeds) {
   EXPECT_EQ(client->authentications(), issued + 2) << "calls that found the token expired together";
 }
 
+// The operator rotates the password (in etcd, then in the Secret behind
+// the password file): once the token expires, the client authenticates
+// with the file's new password, without a restart.
+TEST_F(EtcdAuthTest, ARotatedPasswordFileIsReadAgainForTheNextToken) {
+  const std::string file = PasswordFile("rotating-password", "first-pass");
+  auto credentials = ReadEtcdCredentials("rotating", file);
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  auto client = EtcdClient::Connect({Endpoint()}, 5, {}, *credentials);
+  ASSERT_TRUE(client.ok()) << client.status();
+  etcdserverpb::PutRequest put;
+  put.set_key(std::string(kPrefix) + "rotating/key");
+  ASSERT_TRUE((*client)->Put(put).ok());
+
+  absl::Status changed = etcd_->ChangePassword("root-pass", "rotating", "second-pass");
+  ASSERT_TRUE(changed.ok()) << changed;
+  PasswordFile("rotating-password", "second-pass");
+  // etcd forgets a simple token after its TTL of disuse, checked each second.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  auto written = (*client)->Put(put);
+  EXPECT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ((*client)->authentications(), 2);
+}
+
 // A member's restart, and etcd forgetting every token (its authentication
 // turned off and on again, as `etcdctl auth disable` and `auth enable`
 // do): the leader's next write is made with a fresh token, and the
@@ -248,8 +274,23 @@ TEST_F(EtcdAuthTest, ForgottenTokensAndARestartAreSurvivedByTheLeaderAndTheStand
   absl::StatusOr<std::unique_ptr<EtcdLeadership>> standby = absl::UnknownError("not yet");
   LeadershipOptions standby_options = leadership;
   standby_options.identity = "second";
+  absl::Notification following;  // the standby has its token and watches
+  standby_options.on_follow = [&](const std::string& leader, const std::string&) {
+    if (leader == "first" && !following.HasBeenNotified()) following.Notify();
+  };
   std::thread campaign(
       [&] { standby = EtcdLeadership::Campaign(standby_client, standby_options, [&] { return stop.load(); }); });
+  // Ends the campaign however the test ends (a failed assertion returns).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, campaign};
+  ASSERT_TRUE(following.WaitForNotificationWithTimeout(absl::Seconds(10))) << "the standby never followed";
+  ASSERT_EQ(standby_client->authentications(), 1);
 
   (*etcd)->Kill(0);
   (*etcd)->Restart(0);

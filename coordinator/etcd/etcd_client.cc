@@ -147,6 +147,16 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vecto
 absl::StatusOr<std::string> EtcdClient::TokenFor(Member& member) {
   if (!credentials_.enabled()) return std::string();
   return token_.Get([&]() -> absl::StatusOr<std::string> {
+    // Under the token's lock: one reader of the file and the password at a
+    // time.
+    if (!credentials_.password_file.empty()) {
+      auto reread = ReadEtcdCredentials(credentials_.user, credentials_.password_file);
+      if (reread.ok()) {
+        credentials_.password = reread->password;
+      } else {
+        LOG(WARNING) << "etcd: " << reread.status() << "; authenticating with the password read before";
+      }
+    }
     grpc::ClientContext context;
     Prepare(context, 0, "");
     etcdserverpb::AuthenticateRequest request;

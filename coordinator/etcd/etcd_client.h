@@ -94,7 +94,8 @@ class EtcdClient {
         tls_(tls),
         credentials_(std::move(credentials)) {}
 
-  // The token for calls (authenticating on `member` when there is none);
+  // The token for calls (authenticating on `member` when there is none,
+  // with the password file read again);
   // "" without credentials or when etcd's authentication is off.
   absl::StatusOr<std::string> TokenFor(Member& member);
   // Gives `context` its deadline and token: every call on etcd gets its

@@ -25,7 +25,7 @@ absl::StatusOr<EtcdCredentials> ReadEtcdCredentials(const std::string& user, con
     return absl::InvalidArgumentError(
         absl::StrCat("--etcd-password-file ", password_file, ": the password for etcd user ", user, " is empty"));
   }
-  return EtcdCredentials{user, std::move(password)};
+  return EtcdCredentials{user, std::move(password), password_file};
 }
 
 }  // namespace herd::coordinator

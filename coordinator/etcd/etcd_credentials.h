@@ -13,6 +13,10 @@ namespace herd::coordinator {
 struct EtcdCredentials {
   std::string user;
   std::string password;
+  // Where the password came from: read again whenever the client
+  // authenticates, so a rotated Secret's new password is used from the
+  // next token on, without a restart. Empty: the password is fixed.
+  std::string password_file;
   bool enabled() const { return !user.empty(); }
 };
 

@@ -174,26 +174,54 @@ absl::Status LocalEtcd::EnableAuth(const std::string& root_password, const std::
   return absl::OkStatus();
 }
 
-absl::Status LocalEtcd::CycleAuth(const std::string& root_password) {
+// An Auth stub on member 0 with root's token (`root_token`).
+absl::StatusOr<std::unique_ptr<etcdserverpb::Auth::Stub>> LocalEtcd::AsRoot(const std::string& root_password,
+                                                                           std::string* root_token) const {
   auto credentials = MakeChannelCredentials(client_tls_, EtcdTlsFlagNames());
   if (!credentials.ok()) return credentials.status();
   auto auth = etcdserverpb::Auth::NewStub(grpc::CreateChannel(endpoints_.at(0), *credentials));
-  auto deadline = [](grpc::ClientContext& context) {
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  };
-  grpc::ClientContext login_context;
-  deadline(login_context);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   etcdserverpb::AuthenticateRequest login;
   login.set_name("root");
   login.set_password(root_password);
   etcdserverpb::AuthenticateResponse root;
-  grpc::Status status = auth->Authenticate(&login_context, login, &root);
+  grpc::Status status = auth->Authenticate(&context, login, &root);
   if (!status.ok()) return absl::InternalError(absl::StrCat("etcd: root: ", status.error_message()));
+  *root_token = root.token();
+  return auth;
+}
+
+absl::Status LocalEtcd::ChangePassword(const std::string& root_password, const std::string& user,
+                                       const std::string& password) {
+  std::string token;
+  auto auth = AsRoot(root_password, &token);
+  if (!auth.ok()) return auth.status();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.AddMetadata("token", token);
+  etcdserverpb::AuthUserChangePasswordRequest request;
+  request.set_name(user);
+  request.set_password(password);
+  etcdserverpb::AuthUserChangePasswordResponse response;
+  grpc::Status status = (*auth)->UserChangePassword(&context, request, &response);
+  if (!status.ok()) return absl::InternalError(absl::StrCat("etcd: user passwd: ", status.error_message()));
+  return absl::OkStatus();
+}
+
+absl::Status LocalEtcd::CycleAuth(const std::string& root_password) {
+  std::string token;
+  auto root = AsRoot(root_password, &token);
+  if (!root.ok()) return root.status();
+  auto& auth = *root;
+  auto deadline = [](grpc::ClientContext& context) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  };
   grpc::ClientContext disable_context;
   deadline(disable_context);
-  disable_context.AddMetadata("token", root.token());
+  disable_context.AddMetadata("token", token);
   etcdserverpb::AuthDisableResponse disabled;
-  status = auth->AuthDisable(&disable_context, {}, &disabled);
+  grpc::Status status = auth->AuthDisable(&disable_context, {}, &disabled);
   if (!status.ok()) return absl::InternalError(absl::StrCat("etcd: auth disable: ", status.error_message()));
   grpc::ClientContext enable_context;
   deadline(enable_context);

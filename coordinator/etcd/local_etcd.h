@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/rpc_options.h"
 #include "etcd/auth/authpb/auth.pb.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "tests/harness/process.h"
 
 namespace herd::coordinator {
@@ -64,6 +65,10 @@ class LocalEtcd {
   // Turns etcd's authentication off and on again (`etcdctl auth disable`,
   // `auth enable`), as root: etcd forgets every token it has issued.
   absl::Status CycleAuth(const std::string& root_password);
+  // Gives `user` a new password, as root (`etcdctl user passwd`). Tokens
+  // already issued stay valid until they expire.
+  absl::Status ChangePassword(const std::string& root_password, const std::string& user,
+                              const std::string& password);
   // Waits until member `index` answers and its Raft has a leader (after
   // Restart), asking Maintenance.Status, which needs no user.
   absl::Status AwaitServing(int index) const;
@@ -73,6 +78,8 @@ class LocalEtcd {
 
  private:
   LocalEtcd() = default;
+  absl::StatusOr<std::unique_ptr<etcdserverpb::Auth::Stub>> AsRoot(const std::string& root_password,
+                                                                  std::string* root_token) const;
 
   std::string root_;
   TlsOptions client_tls_;
