@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "coordinator/etcd/etcd_access_check.h"
 #include "coordinator/etcd/etcd_credentials.h"
 #include "coordinator/etcd/etcd_state_store.h"
 #include "coordinator/etcd/leadership.h"
@@ -171,6 +172,35 @@ TEST_F(EtcdAuthTest, ARoleForAnotherPrefixIsRefusedAtStartNamingThePrefix) {
   const std::string prefix = std::string(kPrefix) + "foreign/";
   ExpectRefused(Options(prefix, "stranger", "stranger-pass"), absl::StatusCode::kPermissionDenied,
                 {"etcd user stranger may not read under the key prefix " + prefix, "permission denied"});
+}
+
+// An etcd that does not answer is waited for (the campaign retries), not
+// refused: the start-up check passes it.
+TEST_F(EtcdAuthTest, AnUnreachableEtcdIsNotARefusal) {
+  auto client = EtcdClient::Connect({"127.0.0.1:" + std::to_string(testing::LocalCluster::FreeLocalPort())}, 2, {},
+                                    EtcdCredentials{"herd", kHerdPassword});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE(CheckEtcdAccess(**client, kPrefix).ok());
+  etcdserverpb::RangeRequest range;
+  range.set_key(kPrefix);
+  auto failed = (*client)->Range(range);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_FALSE(EtcdRefusedAccess(failed.status())) << failed.status();
+}
+
+// A user given to an etcd whose authentication is off is not used (etcd
+// says so; a warning is logged): the store works without a token.
+TEST_F(EtcdAuthTest, AUserForAnEtcdWithoutAuthenticationIsNotNeeded) {
+  auto plain = LocalEtcd::Start(1);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  StoreOptions options = Options(std::string(kPrefix) + "no-auth/", "herd", kHerdPassword);
+  options.store = "etcd://" + (*plain)->endpoints()[0];
+  auto opened = OpenStore(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ChangeSet changes;
+  ClusterState state = OneJob("job-1", &changes);
+  EXPECT_TRUE(opened->store->Save(state, changes).ok());
 }
 
 // A leader whose token expired (2 s unused: lease renewals do not use it)
