@@ -94,9 +94,9 @@ class EtcdClient {
         tls_(tls),
         credentials_(std::move(credentials)) {}
 
-  // The token for calls (authenticating on `member` when there is none,
-  // with the password file read again);
-  // "" without credentials or when etcd's authentication is off.
+  // The token for calls, authenticating on `member` (the password file
+  // read again) when there is none; "" without credentials or when etcd's
+  // authentication is off.
   absl::StatusOr<std::string> TokenFor(Member& member);
   // Gives `context` its deadline and token: every call on etcd gets its
   // context here.
@@ -108,8 +108,9 @@ class EtcdClient {
 
   // Runs `call(member, context)` on the current member, then on each other
   // one while the failure says the member (not the request) is the problem.
-  // A call refused for its token (expired, or dropped by a member's
-  // restart) is made once more with a fresh one.
+  // A call refused for its token (expired, or forgotten when etcd's
+  // authentication was turned off and on) is made once more with a fresh
+  // one.
   template <typename Call>
   absl::Status OnSomeMember(const char* what, Call call, double timeout_seconds = 0);
 
