@@ -99,6 +99,18 @@ int main(int argc, char** argv) {
                                          "with --store=etcd://: the private key (PEM) of --etcd-cert");
   etcd_cert_option->needs(etcd_key_option);
   etcd_key_option->needs(etcd_cert_option);
+  // etcd's user/password authentication. The password only ever comes from
+  // a file: on the command line, ps would show it.
+  auto* etcd_user_option = app.add_option(
+      "--etcd-user", options.store.etcd_user,
+      "with --store=etcd://: the etcd user to authenticate as (etcd's auth enabled); its role needs readwrite on "
+      "--etcd-prefix; needs --etcd-password-file");
+  auto* etcd_password_option = app.add_option(
+      "--etcd-password-file", options.store.etcd_password_file,
+      "with --store=etcd://: file holding --etcd-user's password (one trailing line break ignored; only its owner "
+      "may read it, or a Secret volume's group)");
+  etcd_user_option->needs(etcd_password_option);
+  etcd_password_option->needs(etcd_user_option);
   auto* auth_option = app.add_option(
       "--auth-file", options.auth_file,
       "principals, roles and credentials (token SHA-256s, client certificate identities); only its owner may "

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/private_dir.h"
+#include "coordinator/etcd/etcd_access_check.h"
 #include "coordinator/etcd/etcd_state_store.h"
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/store_spec.h"
@@ -59,16 +60,29 @@ absl::Status EtcdTlsWithoutEtcd() {
   return absl::InvalidArgumentError("--etcd-cacert, --etcd-cert and --etcd-key are for --store=etcd:// only");
 }
 
+// The etcd-only flags given to a SQLite store.
+absl::Status EtcdFlagsWithoutEtcd(const StoreOptions& options) {
+  if (options.etcd_tls.enabled()) return EtcdTlsWithoutEtcd();
+  if (!options.etcd_user.empty() || !options.etcd_password_file.empty()) {
+    return absl::InvalidArgumentError("--etcd-user and --etcd-password-file are for --store=etcd:// only");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& options) {
   auto prefix = NormalizeEtcdPrefix(options.etcd_prefix);
   if (!prefix.ok()) return prefix.status();
-  auto client = EtcdClient::Connect(spec.etcd_endpoints, /*call_timeout_seconds=*/5, options.etcd_tls);
+  auto credentials = ReadEtcdCredentials(options.etcd_user, options.etcd_password_file);
+  if (!credentials.ok()) return credentials.status();
+  auto client = EtcdClient::Connect(spec.etcd_endpoints, /*call_timeout_seconds=*/5, options.etcd_tls,
+                                    *std::move(credentials));
   if (!client.ok()) return client.status();
-  // Campaigning waits out an etcd that is down; a TLS misconfiguration
-  // would never mend, so it stops the start instead.
+  // Campaigning waits out an etcd that is down; a TLS misconfiguration or
+  // a refused user would never mend, so they stop the start instead.
   if (options.etcd_tls.enabled()) {
     if (auto status = (*client)->CheckTlsHandshakes(); !status.ok()) return status;
   }
+  if (auto status = CheckEtcdAccess(**client, *prefix); !status.ok()) return status;
   std::shared_ptr<EtcdClient> shared(*std::move(client));
   LeadershipOptions leadership;
   leadership.key = *prefix + "leader";
@@ -98,7 +112,7 @@ absl::StatusOr<OpenedStore> OpenEtcd(const StoreSpec& spec, const StoreOptions& 
 absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options) {
   if (options.store.empty()) {
     if (options.state_dir.empty()) return absl::InvalidArgumentError("--state-dir is required");
-    if (options.etcd_tls.enabled()) return EtcdTlsWithoutEtcd();
+    if (auto status = EtcdFlagsWithoutEtcd(options); !status.ok()) return status;
     return OpenStateDir(options.state_dir);
   }
   if (!options.state_dir.empty()) {
@@ -107,7 +121,7 @@ absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options) {
   auto spec = ParseStoreSpec(options.store);
   if (!spec.ok()) return spec.status();
   if (spec->kind == StoreSpec::Kind::kSqlite) {
-    if (options.etcd_tls.enabled()) return EtcdTlsWithoutEtcd();
+    if (auto status = EtcdFlagsWithoutEtcd(options); !status.ok()) return status;
     return OpenSqliteFile(spec->sqlite_path);
   }
   return OpenEtcd(*spec, options);

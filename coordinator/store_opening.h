@@ -25,6 +25,10 @@ struct StoreOptions {
   // --etcd-cacert, --etcd-cert, --etcd-key: etcd over TLS when any is given
   // (mutual TLS with the certificate and key).
   TlsOptions etcd_tls;
+  // --etcd-user and --etcd-password-file: etcd's user/password
+  // authentication (both or neither).
+  std::string etcd_user;
+  std::string etcd_password_file;
   // The etcd leader key's value: the address clients reach this
   // coordinator at (followers send callers there).
   std::string identity;
@@ -40,7 +44,9 @@ struct OpenedStore {
 };
 
 // On etcd, blocks until this coordinator leads; fails at once when no
-// member answers and some refused the TLS handshake.
+// member answers and some refused the TLS handshake, and when etcd refuses
+// the user (wrong password, none where etcd requires one, no read or write
+// permission on the prefix). An etcd that does not answer is waited for.
 absl::StatusOr<OpenedStore> OpenStore(const StoreOptions& options);
 
 }  // namespace herd::coordinator

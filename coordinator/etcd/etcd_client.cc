@@ -3,6 +3,8 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 
+#include <glog/logging.h>
+
 #include <chrono>
 
 #include "absl/strings/ascii.h"
@@ -50,7 +52,36 @@ bool ClosedBeforeAnswering(const grpc::Status& status) {
   return absl::StrContains(absl::AsciiStrToLower(status.error_message()), "endpoint read failed");
 }
 
+// What etcd says when a call's token is no longer good: expired or
+// forgotten (a member's restart), issued before the users or roles changed,
+// or none where etcd's authentication was turned on since the last token.
+bool TokenRefused(const grpc::Status& status) {
+  const std::string& message = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::StrContains(message, "invalid auth token");
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return absl::StrContains(message, "revision of auth store is old") ||
+             absl::StrContains(message, "user name is empty");
+    default:
+      return false;
+  }
+}
+
+// etcd's word for a request without a user where its authentication is on.
+bool UserRequired(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+         absl::StrContains(status.error_message(), "user name is empty");
+}
+
+constexpr char kTokenMetadata[] = "token";  // as etcd's own clients send it
+
 }  // namespace
+
+bool EtcdRefusedAccess(const absl::Status& status) {
+  if (absl::IsPermissionDenied(status)) return true;
+  return absl::IsUnauthenticated(status) && !absl::StrContains(status.message(), "invalid auth token");
+}
 
 std::string PrefixRangeEnd(const std::string& prefix) {
   std::string end = prefix;
@@ -67,12 +98,16 @@ std::string PrefixRangeEnd(const std::string& prefix) {
 TlsFlagNames EtcdTlsFlagNames() { return {"--etcd-cacert", "--etcd-cert", "--etcd-key"}; }
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vector<std::string>& endpoints,
-                                                                double call_timeout_seconds, const TlsOptions& tls) {
+                                                                double call_timeout_seconds, const TlsOptions& tls,
+                                                                EtcdCredentials credentials) {
   if (endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints given");
+  if (credentials.enabled() && credentials.password.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("etcd user ", credentials.user, ": no password given"));
+  }
   // The only place the etcd channels' credentials are made: every member
   // the same way.
-  auto credentials = MakeChannelCredentials(tls, EtcdTlsFlagNames());
-  if (!credentials.ok()) return credentials.status();
+  auto channel_credentials = MakeChannelCredentials(tls, EtcdTlsFlagNames());
+  if (!channel_credentials.ok()) return channel_credentials.status();
   std::vector<Member> members;
   for (std::string endpoint : endpoints) {
     if (absl::StartsWith(endpoint, "https://")) {
@@ -98,20 +133,72 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const std::vecto
     // record may be large: allow up to etcd's own request limit and more.
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    member.channel = grpc::CreateCustomChannel(endpoint, *credentials, args);
+    member.channel = grpc::CreateCustomChannel(endpoint, *channel_credentials, args);
     member.kv = etcdserverpb::KV::NewStub(member.channel);
     member.lease = etcdserverpb::Lease::NewStub(member.channel);
     member.watch = etcdserverpb::Watch::NewStub(member.channel);
+    member.auth = etcdserverpb::Auth::NewStub(member.channel);
     members.push_back(std::move(member));
   }
-  return std::unique_ptr<EtcdClient>(
-      new EtcdClient(endpoints, std::move(members), call_timeout_seconds, tls.enabled()));
+  return std::unique_ptr<EtcdClient>(new EtcdClient(endpoints, std::move(members), call_timeout_seconds,
+                                                    tls.enabled(), std::move(credentials)));
+}
+
+absl::StatusOr<std::string> EtcdClient::TokenFor(Member& member) {
+  if (!credentials_.enabled()) return std::string();
+  return token_.Get([&]() -> absl::StatusOr<std::string> {
+    // Under the token's lock: one reader of the file and the password at a
+    // time.
+    if (!credentials_.password_file.empty()) {
+      auto reread = ReadEtcdCredentials(credentials_.user, credentials_.password_file);
+      if (reread.ok()) {
+        credentials_.password = reread->password;
+      } else {
+        LOG(WARNING) << "etcd: " << reread.status() << "; authenticating with the password read before";
+      }
+    }
+    grpc::ClientContext context;
+    Prepare(context, 0, "");
+    etcdserverpb::AuthenticateRequest request;
+    request.set_name(credentials_.user);
+    request.set_password(credentials_.password);
+    etcdserverpb::AuthenticateResponse response;
+    const grpc::Status status = member.auth->Authenticate(&context, request, &response);
+    if (status.ok()) return response.token();
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+        absl::StrContains(status.error_message(), "authentication is not enabled")) {
+      // Calls go without a token; should etcd turn authentication on later,
+      // its first refusal ("user name is empty") authenticates again.
+      LOG(WARNING) << "etcd " << member.endpoint << " has authentication off: --etcd-user " << credentials_.user
+                   << " is not used (anyone who reaches etcd may write herd's state)";
+      return std::string();
+    }
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+        absl::StrContains(status.error_message(), "authentication failed")) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("authentication failed for etcd user \"", credentials_.user,
+                       "\" (check --etcd-user and --etcd-password-file): ", status.error_message()));
+    }
+    return FromGrpcStatus(status);
+  });
+}
+
+void EtcdClient::Prepare(grpc::ClientContext& context, double timeout_seconds, const std::string& token) const {
+  context.set_deadline(After(timeout_seconds > 0 ? timeout_seconds : call_timeout_seconds_));
+  if (!token.empty()) context.AddMetadata(kTokenMetadata, token);
 }
 
 std::string EtcdClient::Describe(const Member& member, const grpc::Status& status) const {
   if (tls_ && TlsHandshakeFailed(status)) {
     return absl::StrCat(member.endpoint, ": TLS handshake failed (check --etcd-cacert against the member's ",
                         "certificate, and that its client URLs are https): ", status.error_message());
+  }
+  if (UserRequired(status) && !credentials_.enabled()) {
+    return absl::StrCat(member.endpoint, ": etcd requires authentication: give --etcd-user and ",
+                        "--etcd-password-file (", status.error_message(), ")");
+  }
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED && credentials_.enabled()) {
+    return absl::StrCat(member.endpoint, ": ", status.error_message(), " (etcd user ", credentials_.user, ")");
   }
   return absl::StrCat(member.endpoint, ": ", status.error_message());
 }
@@ -154,9 +241,18 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call, double timeou
   for (size_t i = 0; i < members_.size(); ++i) {
     const size_t index = (first + i) % members_.size();
     Member& member = members_[index];
-    grpc::ClientContext context;
-    context.set_deadline(After(timeout_seconds > 0 ? timeout_seconds : call_timeout_seconds_));
-    last = call(member, context);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto token = TokenFor(member);
+      if (!token.ok()) {
+        last = ToGrpcStatus(token.status());
+        break;
+      }
+      grpc::ClientContext context;
+      Prepare(context, timeout_seconds, *token);
+      last = call(member, context);
+      if (!credentials_.enabled() || !TokenRefused(last)) break;
+      token_.Invalidate(*token);  // the next attempt authenticates again
+    }
     if (last.ok()) {
       current_.store(index);
       return absl::OkStatus();
@@ -165,6 +261,10 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call, double timeou
     if (!MemberTrouble(last)) break;
   }
   absl::Status status = FromGrpcStatus(last);
+  // A token refused twice in a row (etcd restarting again): a moment's
+  // trouble, not a refusal of this user.
+  if (TokenRefused(last) && credentials_.enabled()) status = absl::UnavailableError(status.message());
+  if (UserRequired(last) && !credentials_.enabled()) status = absl::UnauthenticatedError(status.message());
   return absl::Status(status.code(), absl::StrCat("etcd ", what, " failed (", tried, ")"));
 }
 
@@ -243,8 +343,13 @@ absl::Status EtcdClient::LeaseRevoke(int64_t lease_id) {
 
 absl::Status EtcdClient::WaitForDelete(const std::string& key, int64_t start_revision, double wait_seconds) {
   Member& member = members_[current_.load() % members_.size()];
+  auto token = TokenFor(member);
+  if (!token.ok()) {
+    return absl::Status(token.status().code(),
+                        absl::StrCat("etcd watch of ", key, ": ", member.endpoint, ": ", token.status().message()));
+  }
   grpc::ClientContext context;
-  context.set_deadline(After(wait_seconds));
+  Prepare(context, wait_seconds, *token);
   // A member cut off from its cluster's leader ends the watch instead of
   // keeping it open and silent (etcd's "require leader").
   context.AddMetadata("hasleader", "true");
@@ -256,7 +361,15 @@ absl::Status EtcdClient::WaitForDelete(const std::string& key, int64_t start_rev
   if (stream->Write(request)) {
     etcdserverpb::WatchResponse response;
     while (stream->Read(&response)) {
-      if (response.canceled()) break;
+      if (response.canceled()) {
+        // etcd checks a watch's token when it creates the watch and
+        // cancels one whose token it no longer knows ("permission
+        // denied"): the caller watches again, with a fresh token.
+        if (credentials_.enabled() && absl::StrContains(response.cancel_reason(), "permission denied")) {
+          token_.Invalidate(*token);
+        }
+        break;
+      }
       for (const mvccpb::Event& event : response.events()) {
         if (event.type() == mvccpb::Event::DELETE) {
           context.TryCancel();

@@ -1,9 +1,12 @@
 // A small client for etcd's v3 gRPC API (KV, Lease, Watch) over several
 // endpoints: a call that finds its endpoint unreachable or too slow moves to
-// the next one, so one etcd member down costs a retry, not an outage.
+// the next one, so one etcd member down costs a retry, not an outage. With
+// credentials it authenticates as an etcd user (Auth.Authenticate) and sends
+// the token with every call, renewing it when etcd says it has expired.
 #pragma once
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 
 #include <atomic>
 #include <cstdint>
@@ -14,6 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/rpc_options.h"
+#include "coordinator/etcd/etcd_auth_token.h"
+#include "coordinator/etcd/etcd_credentials.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace herd::coordinator {
@@ -26,6 +31,11 @@ std::string PrefixRangeEnd(const std::string& prefix);
 // --cacert, --cert and --key).
 TlsFlagNames EtcdTlsFlagNames();
 
+// Whether etcd refused this client for who it is rather than for the
+// moment: a wrong user or password, no user where etcd requires one, or a
+// role without the permission. Waiting does not mend these.
+bool EtcdRefusedAccess(const absl::Status& status);
+
 class EtcdClient {
  public:
   // `endpoints`: "host:port", "http://host:port" or, with TLS,
@@ -33,9 +43,11 @@ class EtcdClient {
   // tried again on later calls. `tls`: when enabled, every member is
   // reached over TLS (its files are checked here, errors naming the
   // --etcd-* flags); with a certificate and key, over mutual TLS.
+  // `credentials`: when enabled, the etcd user every call acts as.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(const std::vector<std::string>& endpoints,
                                                              double call_timeout_seconds = 5,
-                                                             const TlsOptions& tls = {});
+                                                             const TlsOptions& tls = {},
+                                                             EtcdCredentials credentials = {});
 
   // One call to every member: OK when one answers. Fails, naming each
   // endpoint, only when none answers and some refused the TLS handshake: a
@@ -59,6 +71,10 @@ class EtcdClient {
   absl::Status WaitForDelete(const std::string& key, int64_t start_revision, double wait_seconds);
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
+  // The etcd user calls act as ("" without authentication).
+  const std::string& user() const { return credentials_.user; }
+  // How many tokens etcd has issued this client (tests of token expiry).
+  int authentications() const { return token_.authentications(); }
 
  private:
   struct Member {
@@ -67,13 +83,24 @@ class EtcdClient {
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
   };
 
-  EtcdClient(std::vector<std::string> endpoints, std::vector<Member> members, double call_timeout_seconds, bool tls)
+  EtcdClient(std::vector<std::string> endpoints, std::vector<Member> members, double call_timeout_seconds, bool tls,
+             EtcdCredentials credentials)
       : endpoints_(std::move(endpoints)),
         members_(std::move(members)),
         call_timeout_seconds_(call_timeout_seconds),
-        tls_(tls) {}
+        tls_(tls),
+        credentials_(std::move(credentials)) {}
+
+  // The token for calls, authenticating on `member` (the password file
+  // read again) when there is none; "" without credentials or when etcd's
+  // authentication is off.
+  absl::StatusOr<std::string> TokenFor(Member& member);
+  // Gives `context` its deadline and token: every call on etcd gets its
+  // context here.
+  void Prepare(grpc::ClientContext& context, double timeout_seconds, const std::string& token) const;
 
   // What a failed call on `member` says, naming the member and, when its
   // TLS handshake failed, saying so.
@@ -81,6 +108,9 @@ class EtcdClient {
 
   // Runs `call(member, context)` on the current member, then on each other
   // one while the failure says the member (not the request) is the problem.
+  // A call refused for its token (expired, or forgotten when etcd's
+  // authentication was turned off and on) is made once more with a fresh
+  // one.
   template <typename Call>
   absl::Status OnSomeMember(const char* what, Call call, double timeout_seconds = 0);
 
@@ -88,6 +118,8 @@ class EtcdClient {
   std::vector<Member> members_;
   double call_timeout_seconds_;
   bool tls_;
+  EtcdCredentials credentials_;
+  EtcdAuthToken token_;
   std::atomic<size_t> current_{0};
 };
 

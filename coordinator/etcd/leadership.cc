@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<EtcdLeadership>> EtcdLeadership::Campaign(std::sh
   absl::Status last_error;
   while (stop == nullptr || !stop()) {
     auto lease = client->LeaseGrant(options.lease_seconds);
+    // A wrong password or a missing permission: waiting does not mend it.
+    if (!lease.ok() && EtcdRefusedAccess(lease.status())) return lease.status();
     if (!lease.ok()) {
       LOG_IF(WARNING, lease.status() != last_error) << "leadership: " << lease.status() << " (retrying)";
       last_error = lease.status();
@@ -79,6 +81,7 @@ absl::StatusOr<std::unique_ptr<EtcdLeadership>> EtcdLeadership::Campaign(std::sh
           new EtcdLeadership(std::move(client), std::move(options), lease->id(), attempt->token));
     }
     client->LeaseRevoke(lease->id()).IgnoreError();  // unused: do not leave it to expire
+    if (!attempt.ok() && EtcdRefusedAccess(attempt.status())) return attempt.status();
     if (!attempt.ok()) {
       LOG_IF(WARNING, attempt.status() != last_error) << "leadership: " << attempt.status() << " (retrying)";
       last_error = attempt.status();

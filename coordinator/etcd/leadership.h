@@ -38,7 +38,8 @@ struct LeadershipOptions {
 class EtcdLeadership {
  public:
   // Blocks until this process leads, or `stop()` (checked at least every
-  // second) returns true (CANCELLED). Errors from etcd are retried.
+  // second) returns true (CANCELLED). Errors from etcd are retried, except
+  // a refusal of this client's user (EtcdRefusedAccess), which is returned.
   static absl::StatusOr<std::unique_ptr<EtcdLeadership>> Campaign(std::shared_ptr<EtcdClient> client,
                                                                   LeadershipOptions options,
                                                                   std::function<bool()> stop = nullptr);

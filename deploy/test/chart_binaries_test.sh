@@ -15,6 +15,7 @@ COORDINATOR_BIN="$RUNFILES/coordinator/herd-coordinator"
 WORKER_BIN="$RUNFILES/worker/daemon/herd-worker"
 HERD_BIN="$RUNFILES/client/herd"
 ETCD_BIN=/usr/bin/etcd
+ETCDCTL_BIN=/usr/bin/etcdctl
 USER_TOKEN=0123456789abcdef0123456789abcdef
 WORKER_TOKEN=fedcba9876543210fedcba9876543210
 TOKENS=auth.userToken=$USER_TOKEN,auth.workerToken=$WORKER_TOKEN
@@ -46,12 +47,15 @@ render_all() {
   render etcd-tls --set $TOKENS --set coordinator.replicas=2 \
     --set 'coordinator.store.etcd.endpoints={https://etcd-0.infra.svc:2379}' \
     --set coordinator.store.etcd.tls.secretName=etcd-client
+  render etcd-auth --set $TOKENS --set coordinator.replicas=2 \
+    --set 'coordinator.store.etcd.endpoints={etcd-0.infra.svc:2379}' \
+    --set coordinator.store.etcd.auth.secretName=etcd-herd-user
   render extra --set $TOKENS --set 'coordinator.extraArgs={--tls-require-client-cert}' \
     --set 'worker.extraArgs={--trainer-kill-grace-seconds=9}'
 }
 
 coordinator_flags_are_known() {
-  for rendering in default tls extra ha etcd-tls; do
+  for rendering in default tls extra ha etcd-tls etcd-auth; do
     flags_known "$COORDINATOR_BIN" "$rendering" coordinator coordinator
   done
 }
@@ -299,6 +303,58 @@ etcd_tls_coordinator_runs() {
   kill -9 "${POD_PIDS[@]}" 2>/dev/null || true
 }
 
+# A coordinator as the etcd auth form renders it, on an etcd with its
+# authentication on and a user whose role may read and write the release's
+# prefix (made with etcdctl, as an operator does): the user reaches it from
+# the Secret's username through the environment, the password as a file,
+# and it leads.
+etcd_auth_coordinator_runs() {
+  if [ ! -x "$ETCD_BIN" ] || [ ! -x "$ETCDCTL_BIN" ]; then
+    echo "SKIP: $ETCD_BIN or $ETCDCTL_BIN is missing (Debian's etcd-server and etcd-client; scripts/setup.sh installs them)"
+    return 0
+  fi
+  local dir="$CASE_TMP/pods-etcd-auth" prefix=/herd-run/
+  mkdir -p "$dir"
+  POD_PIDS=()
+  POD_DIR="$dir"
+  trap 'kill -9 "${POD_PIDS[@]}" 2>/dev/null; tail -n 30 "$POD_DIR"/*.log 2>/dev/null' EXIT
+  start_etcd "$dir" http
+  local etcdctl=(env ETCDCTL_API=3 "$ETCDCTL_BIN" --endpoints="127.0.0.1:$ETCD_CLIENT_PORT" --dial-timeout=5s)
+  for _ in $(seq 100); do
+    "${etcdctl[@]}" endpoint health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  {
+    "${etcdctl[@]}" user add root --new-user-password=root-pass &&
+      "${etcdctl[@]}" role add root &&
+      "${etcdctl[@]}" user grant-role root root &&
+      "${etcdctl[@]}" role add herd-rw &&
+      "${etcdctl[@]}" role grant-permission herd-rw --prefix=true readwrite "$prefix" &&
+      "${etcdctl[@]}" user add herd --new-user-password=herd-pass &&
+      "${etcdctl[@]}" user grant-role herd herd-rw &&
+      "${etcdctl[@]}" auth enable
+  } >"$dir/etcdctl.log" 2>&1 || die "etcdctl could not set up etcd's users: $(cat "$dir/etcdctl.log")"
+  printf '{"etcd-herd-user": {"username": "herd", "password": "herd-pass\\n"}}' >"$CASE_TMP/etcd-auth-secrets.json"
+  render etcd-auth-run --set $TOKENS --set "coordinator.store.etcd.endpoints={127.0.0.1:$ETCD_CLIENT_PORT}" \
+    --set coordinator.store.etcd.auth.secretName=etcd-herd-user,coordinator.store.etcd.prefix=$prefix
+  local port
+  port="$(free_port)"
+  node "$TEST_DIR/pod_command.js" "$CASE_TMP/etcd-auth-run.json" coordinator coordinator "$dir/coordinator" \
+    --pod-name herd-coordinator-0 --pod-ip 127.0.0.1 --secrets "$CASE_TMP/etcd-auth-secrets.json" \
+    --set --listen="127.0.0.1:$port" --set --advertise="127.0.0.1:$port" --set --metrics-listen=127.0.0.1:0 \
+    --add --ready-file="$dir/coordinator.json" >"$dir/coordinator.argv"
+  mapfile -d '' argv <"$dir/coordinator.argv"
+  echo "coordinator: ${argv[*]:1}"
+  case " ${argv[*]} " in *herd-pass*) die "the etcd password is on the command line" ;; esac
+  "$COORDINATOR_BIN" "${argv[@]:1}" >"$dir/coordinator.log" 2>&1 &
+  local coordinator=$!
+  POD_PIDS+=("$coordinator")
+  wait_leading "$dir/coordinator.json" "$coordinator" "the coordinator as etcd user herd"
+  stop "$coordinator" herd-coordinator
+  trap - EXIT
+  kill -9 "${POD_PIDS[@]}" 2>/dev/null || true
+}
+
 [ -x "$COORDINATOR_BIN" ] && [ -x "$WORKER_BIN" ] && [ -x "$HERD_BIN" ] || die "missing binaries under $RUNFILES"
 render_all || die "rendering failed"
 run_case coordinator_flags_are_known coordinator_flags_are_known
@@ -309,4 +365,5 @@ run_case existing_secret_pods_run existing_secret_pods_run
 run_case mutual_tls_pods_run mutual_tls_pods_run
 run_case ha_coordinators_run ha_coordinators_run
 run_case etcd_tls_coordinator_runs etcd_tls_coordinator_runs
+run_case etcd_auth_coordinator_runs etcd_auth_coordinator_runs
 finish

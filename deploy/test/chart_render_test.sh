@@ -114,6 +114,23 @@ etcd_over_tls() {
     --set $TOKENS,coordinator.store.etcd.tls.secretName=etcd-client
 }
 
+# Your etcd with user/password authentication, alone and over TLS; the
+# chart's own etcd (no users) and SQLite refuse it.
+etcd_with_a_user() {
+  render etcd-auth --set $TOKENS --set coordinator.replicas=2 \
+    --set 'coordinator.store.etcd.endpoints={etcd-0.infra.svc:2379}' \
+    --set coordinator.store.etcd.auth.secretName=etcd-herd-user
+  valid etcd-auth etcd-auth replicas=2 secret=etcd-herd-user tls=false
+  render etcd-auth-tls --set $TOKENS --set 'coordinator.store.etcd.endpoints={https://etcd-0.infra.svc:2379}' \
+    --set coordinator.store.etcd.auth.secretName=etcd-herd-user,coordinator.store.etcd.tls.secretName=etcd-ca \
+    --set coordinator.store.etcd.tls.clientCert=false
+  valid etcd-auth-tls etcd-auth replicas=1 secret=etcd-herd-user tls=true
+  refused "coordinator.store.etcd.auth.secretName is set, but the coordinators reach no etcd of yours" \
+    --set $TOKENS,coordinator.replicas=2,etcd.enabled=true,coordinator.store.etcd.auth.secretName=etcd-herd-user
+  refused "coordinator.store.etcd.auth.secretName is set, but the coordinators reach no etcd of yours" \
+    --set $TOKENS,coordinator.store.etcd.auth.secretName=etcd-herd-user
+}
+
 several_coordinators_on_sqlite_are_refused() {
   refused "coordinator.replicas is 2, but the state is in SQLite, which has one writer: run 1 coordinator, or give the coordinators etcd to elect a leader in (coordinator.store.etcd.endpoints for your etcd, or etcd.enabled=true for the chart's)" \
     --set $TOKENS,coordinator.replicas=2
@@ -207,6 +224,7 @@ run_case service_monitor_instead_of_annotations service_monitor_instead_of_annot
 run_case ha_with_your_etcd ha_with_your_etcd
 run_case ha_with_the_charts_etcd ha_with_the_charts_etcd
 run_case etcd_over_tls etcd_over_tls
+run_case etcd_with_a_user etcd_with_a_user
 run_case several_coordinators_on_sqlite_are_refused several_coordinators_on_sqlite_are_refused
 run_case no_token_is_refused no_token_is_refused
 run_case token_and_existing_secret_conflict token_and_existing_secret_conflict

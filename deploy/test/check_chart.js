@@ -1,7 +1,7 @@
 // Asserts what the rendered chart must do, beyond schema validity.
 //   node check_chart.js SCENARIO RENDERED.json [key=value...]
 // SCENARIO: default | gpu | tls | existing-secret | monitoring | ha-external
-// | ha-etcd | etcd-tls. The key=value pairs are the facts the scenario expects
+// | ha-etcd | etcd-tls | etcd-auth. The key=value pairs are the facts the scenario expects
 // (userToken=..., gpus=..., replicas=...).
 "use strict";
 const assert = require("assert/strict");
@@ -102,11 +102,17 @@ function checkCoordinator() {
     r.get("PersistentVolumeClaim", state.volume.persistentVolumeClaim.claimName);
     for (const flag of ["--etcd-prefix", "--etcd-lease-seconds", "--advertise"]) assert.ok(!coordinatorArgs.has(flag), flag);
   }
-  if (scenario !== "etcd-tls") {
+  if (scenario !== "etcd-tls" && expected.tls !== "true") {
     for (const flag of ["--etcd-cacert", "--etcd-cert", "--etcd-key"]) {
       assert.ok(!coordinatorArgs.has(flag), `${flag} without coordinator.store.etcd.tls`);
     }
     assert.ok(!podSpec(coordinator).volumes.some((v) => v.name === "etcd-tls"), "no etcd TLS volume");
+  }
+  if (scenario !== "etcd-auth") {
+    for (const flag of ["--etcd-user", "--etcd-password-file"]) {
+      assert.ok(!coordinatorArgs.has(flag), `${flag} without coordinator.store.etcd.auth`);
+    }
+    assert.ok(!podSpec(coordinator).volumes.some((v) => v.name === "etcd-auth"), "no etcd auth volume");
   }
   checkSecurity(coordinator, "coordinator");
 }
@@ -363,6 +369,28 @@ const scenarios = {
     assert.equal(held.volume.secret.defaultMode, 0o440, "only the pod's group reads the key");
     assert.ok(!podSpec(worker).volumes.some((v) => v.secret && v.secret.secretName === expected.secret),
       "workers never get etcd's TLS files");
+  },
+  // Your etcd with its users: the user from the Secret's username, the
+  // password only as a read-only file, never in the arguments or the
+  // environment; TLS as configured alongside.
+  "etcd-auth"() {
+    assert.ok(store.startsWith("etcd://"), "an etcd user needs the etcd store");
+    assert.equal(coordinatorArgs.get("--etcd-user"), "$(HERD_ETCD_USER)");
+    const env = container(coordinator, "coordinator").env || [];
+    const user = env.find((e) => e.name === "HERD_ETCD_USER");
+    assert.ok(user, "HERD_ETCD_USER is set");
+    assert.deepEqual(user.valueFrom.secretKeyRef, { name: expected.secret, key: "username" });
+    assert.ok(!env.some((e) => e.valueFrom && e.valueFrom.secretKeyRef && e.valueFrom.secretKeyRef.key === "password"),
+      "the password is never in the environment");
+    const password = secretFileSource(coordinator, "coordinator", coordinatorArgs.get("--etcd-password-file"));
+    assert.deepEqual([password.secretName, password.key], [expected.secret, "password"]);
+    assert.deepEqual(password.items.map((i) => i.key), ["password"], "only the password is mounted");
+    const held = mountFor(coordinator, "coordinator", coordinatorArgs.get("--etcd-password-file"));
+    assert.equal(held.mount.readOnly, true, "the password file is mounted read-only");
+    assert.equal(held.volume.secret.defaultMode, 0o440, "only the pod's group reads the password");
+    assert.ok(!podSpec(worker).volumes.some((v) => v.secret && v.secret.secretName === expected.secret),
+      "workers never get etcd's password");
+    assert.equal(coordinatorArgs.has("--etcd-cacert"), expected.tls === "true", "TLS to etcd as configured");
   },
   "ha-etcd"() {
     checkOwnEtcd();

@@ -271,6 +271,17 @@ HTTP. Only for your etcd: the chart's own serves plain HTTP. */}}
 {{- $secret -}}
 {{- end -}}
 
+{{/* The Secret with the etcd user the coordinators authenticate as (keys
+username and password), or "" for none. Only for your etcd: the chart's own
+has no users. */}}
+{{- define "herd.coordinatorEtcdAuthSecret" -}}
+{{- $secret := .Values.coordinator.store.etcd.auth.secretName -}}
+{{- if and $secret (not .Values.coordinator.store.etcd.endpoints) -}}
+{{- fail "coordinator.store.etcd.auth.secretName is set, but the coordinators reach no etcd of yours: set coordinator.store.etcd.endpoints (the chart's own etcd, etcd.enabled, has no users)" -}}
+{{- end -}}
+{{- $secret -}}
+{{- end -}}
+
 {{/* Where the coordinators keep their state: "etcd://host:port,..." (an
 external etcd, or the chart's own), or "" for SQLite on the state PVC. Also
 refuses what cannot work: two stores at once, or several coordinators on
