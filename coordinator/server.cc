@@ -142,9 +142,11 @@ absl::Status CoordinatorServer::ReloadAuth() { return auth_->Reload(); }
 
 void CoordinatorServer::Shutdown() {
   SetServing(server_.get(), false);
-  // Waiting calls (WatchJob, JoinGeneration, KvGet) return first, so the
-  // gRPC shutdown below does not wait out their timeouts.
+  // Waiting calls (WatchJob, JoinGeneration, KvGet) and the daemons' log
+  // request streams end first, so the gRPC shutdown below does not wait out
+  // their timeouts.
   if (coordinator_ != nullptr) coordinator_->Shutdown();
+  log_relay_.Shutdown();
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   exposer_.reset();
 }

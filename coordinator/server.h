@@ -60,6 +60,7 @@ class CoordinatorServer {
   // "" when the metrics endpoint is disabled.
   const std::string& metrics_address() const { return metrics_address_; }
   Coordinator& coordinator() { return *coordinator_; }
+  LogRelay& log_relay() { return log_relay_; }
 
   // Rereads the auth file (SIGHUP); on error the loaded one stays in use.
   absl::Status ReloadAuth();
