@@ -26,6 +26,7 @@
 #include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "coordinator/server.h"
+#include "coordinator/testing/gated_store.h"
 #include "proto/herd.grpc.pb.h"
 
 namespace herd::coordinator {
@@ -76,6 +77,7 @@ class ServiceTest : public ::testing::Test {
     }
     options.clock = &clock_;
     options.max_rpc_threads = MaxRpcThreads();
+    options.wrap_store = WrapStore();
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);
     auto server = CoordinatorServer::Start(options);
@@ -91,6 +93,8 @@ class ServiceTest : public ::testing::Test {
   virtual std::string MetricsListen() const { return ""; }
   // gRPC's threads for synchronous calls (0: no cap).
   virtual int MaxRpcThreads() const { return 0; }
+  // Around the real SQLite store (none: the store as opened).
+  virtual std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> WrapStore() { return nullptr; }
 
   static std::unique_ptr<grpc::ClientContext> Call(const std::string& token = kToken) {
     return NewCallContext(token, std::chrono::seconds(10));
@@ -952,6 +956,107 @@ TEST_F(ServiceTest, ShutdownEndsOpenStreamsAtOnceWithUnavailable) {
   grpc::Status watch_end = watcher.reader->Finish();
   EXPECT_EQ(watch_end.error_code(), grpc::StatusCode::UNAVAILABLE) << watch_end.error_message();
   EXPECT_EQ(watch_end.error_message(), "coordinator is shutting down");
+}
+
+// A server with few threads whose store writes the test holds open (etcd's
+// round trip, an fsync that does not return).
+class ServiceWithHeldWritesTest : public ServiceWithFewThreadsTest {
+ protected:
+  std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> WrapStore() override {
+    return [this](std::unique_ptr<StateStore> store) { return std::make_unique<GatedStore>(std::move(store), &gate_); };
+  }
+  void TearDown() override {
+    gate_.Open();  // a failed test may have left it closed; shutdown writes
+    server_.reset();
+  }
+
+  Gate gate_;
+};
+
+TEST_F(ServiceWithHeldWritesTest, WhileAWriteIsHeldRenewalsAndJoinsAreAnsweredAndStateChangesOnceItEnds) {
+  // One single-worker job per member: a member's heartbeat that reports its
+  // trainer's exit changes its job (a write); the last job's member joins.
+  constexpr int kExiting = 64;  // far more than gRPC has callback threads
+  constexpr int kIdle = 20;     // their heartbeats only renew the lease
+  for (int i = 0; i <= kExiting; ++i) {
+    Register(absl::StrCat("m", i), absl::StrCat("10.0.1.", i));
+    Heartbeat(absl::StrCat("m", i));
+  }
+  v1::JobSpec spec = Spec(1);
+  spec.set_max_workers(1);
+  for (int i = 0; i <= kExiting; ++i) Submit(spec);
+  server_->coordinator().Tick();
+  v1::ListJobsResponse listed;
+  ASSERT_TRUE(jobs_->ListJobs(Call().get(), {}, &listed).ok());
+  ASSERT_EQ(listed.jobs_size(), kExiting + 1);
+  std::vector<std::pair<std::string, std::string>> members;  // job, its worker
+  for (const v1::JobInfo& job : listed.jobs()) {
+    ASSERT_EQ(job.state(), v1::RUNNING) << job.id();
+    ASSERT_EQ(job.workers_size(), 1) << job.id();
+    members.emplace_back(job.id(), job.workers(0));
+  }
+  const auto [joining_job, joining_member] = members.back();
+  members.pop_back();
+  for (int i = 0; i < kIdle; ++i) {
+    Register(absl::StrCat("h", i), absl::StrCat("10.0.2.", i));
+    Heartbeat(absl::StrCat("h", i));
+  }
+
+  gate_.Close();
+  std::vector<PendingCall<v1::HeartbeatRequest, v1::HeartbeatResponse>> exits(kExiting);
+  Answered answered([&] {
+    for (auto& call : exits) call.context->TryCancel();
+  });
+  for (int i = 0; i < kExiting; ++i) {
+    auto& call = exits[i];
+    call.request.set_worker_id(members[i].second);
+    v1::TrainerExit* exit = call.request.add_exits();
+    exit->set_job_id(members[i].first);
+    exit->set_generation(1);
+    exit->set_exit_code(v1::TRAINER_EXIT_JOB_ERROR);
+    exit->set_message("bad input");
+    cluster_->async()->Heartbeat(call.context.get(), &call.request, &call.response, answered.Callback(&call.status));
+  }
+  ASSERT_TRUE(gate_.AwaitHeld());
+
+  // While the write is held: lease renewals, a user's read and a member's
+  // join are answered at once, however many state changes wait for it.
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kIdle; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id(absl::StrCat("h", i));
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "renewal of " << request.worker_id() << ": " << status.error_message();
+      EXPECT_FALSE(response.reregister());
+    }
+  }
+  v1::GetJobRequest get_job;
+  get_job.set_id(joining_job);
+  v1::GetJobResponse job;
+  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  v1::JoinGenerationRequest join;
+  join.set_job_id(joining_job);
+  join.set_worker_id(joining_member);
+  join.set_wait_ms(1000);
+  v1::JoinGenerationResponse joined;
+  grpc::Status join_status =
+      cluster_->JoinGeneration(NewCallContext(kToken, std::chrono::seconds(2)).get(), join, &joined);
+  ASSERT_TRUE(join_status.ok()) << join_status.error_message();
+  EXPECT_EQ(joined.generation(), 1);
+  EXPECT_EQ(answered.Count(), 0) << "a heartbeat was answered before its write was durable";
+
+  // The write completes: every state change is answered, and took effect.
+  gate_.Open();
+  ASSERT_TRUE(answered.AtLeast(kExiting)) << answered.Count() << " of " << kExiting << " exits answered";
+  for (int i = 0; i < kExiting; ++i) {
+    ASSERT_TRUE(exits[i].status.ok()) << members[i].second << ": " << exits[i].status.error_message();
+    get_job.set_id(members[i].first);
+    ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+    EXPECT_EQ(job.job().state(), v1::FAILED) << members[i].first;
+  }
 }
 
 // What a standby names to callers: the bound address, a wildcard host
