@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/incarnation.h"
+#include "coordinator/log_request_stream.h"
 
 namespace herd::coordinator {
 namespace {
@@ -312,29 +313,21 @@ grpc::Status ClusterServiceImpl::ReportFailure(grpc::ServerContext* context, con
   });
 }
 
-grpc::Status ClusterServiceImpl::WatchLogRequests(grpc::ServerContext* context,
-                                                  const v1::WatchLogRequestsRequest* request,
-                                                  grpc::ServerWriter<v1::LogRequest>* writer) {
-  return edge_->Handle("WatchLogRequests", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
-    if (auto status = CheckWorker("WatchLogRequests", caller, request->worker_id()); !status.ok()) return status;
-    const std::string& worker = request->worker_id();
-    int64_t listener = logs_->Listen(worker);
-    absl::Status end;
-    while (true) {
-      std::optional<v1::LogRequest> ask = logs_->NextRequest(worker, listener, absl::Seconds(1));
-      if (ask && !writer->Write(*ask)) {
-        end = absl::CancelledError("the worker's log stream broke");
-        break;
-      }
-      if (context->IsCancelled()) {
-        end = absl::CancelledError("the worker left");
-        break;
-      }
-      if (!logs_->Listening(worker, listener)) break;  // a newer stream of the same worker took over
-    }
-    logs_->StopListening(worker, listener);
-    return end;
-  });
+grpc::ServerWriteReactor<v1::LogRequest>* ClusterServiceImpl::WatchLogRequests(
+    grpc::CallbackServerContext* context, const v1::WatchLogRequestsRequest* request) {
+  std::shared_ptr<LogRequestStream> stream = LogRequestStream::Open(logs_, request->worker_id());
+  edge_->HandleLater(
+      "WatchLogRequests", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        if (auto status = CheckWorker("WatchLogRequests", caller, request->worker_id()); !status.ok()) {
+          answer(status);
+          return;
+        }
+        stream->Begin(std::move(answer));
+        if (auto status = logs_->Listen(request->worker_id(), stream); !status.ok()) stream->End(status);
+      },
+      [stream = stream.get()](grpc::Status status) { stream->FinishWhenWritten(std::move(status)); });
+  return stream.get();
 }
 
 grpc::Status ClusterServiceImpl::UploadLog(grpc::ServerContext* context,

@@ -15,10 +15,13 @@ namespace herd::coordinator {
 // serialized once (JoinAnswer). Heartbeat is a callback method too
 // (docs/design.md: with a mix, synchronous heartbeats stalled): a lease
 // renewal is answered inline, one that changes state on a thread of its
-// own. The rest of the service is synchronous.
+// own. WatchLogRequests, which every daemon keeps open, is a callback
+// stream: it holds no thread while it waits for a log request. The rest of
+// the service is synchronous.
 class ClusterServiceImpl final
     : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithRawCallbackMethod_JoinGeneration<
-          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::Service>>> {
+          v1::ClusterService::WithCallbackMethod_KvGet<
+              v1::ClusterService::WithCallbackMethod_WatchLogRequests<v1::ClusterService::Service>>>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
       : coordinator_(coordinator), edge_(edge), logs_(logs) {}
@@ -43,8 +46,8 @@ class ClusterServiceImpl final
                              v1::ReportFailureResponse* response) override;
   // Open until the daemon leaves (or the server stops): log requests for
   // this worker's trainers (see LogRelay).
-  grpc::Status WatchLogRequests(grpc::ServerContext* context, const v1::WatchLogRequestsRequest* request,
-                                grpc::ServerWriter<v1::LogRequest>* writer) override;
+  grpc::ServerWriteReactor<v1::LogRequest>* WatchLogRequests(grpc::CallbackServerContext* context,
+                                                             const v1::WatchLogRequestsRequest* request) override;
   grpc::Status UploadLog(grpc::ServerContext* context, grpc::ServerReader<v1::UploadLogRequest>* reader,
                          v1::UploadLogResponse* response) override;
 

@@ -66,14 +66,22 @@ class Coordinator::StateLock {
   ~StateLock() ABSL_UNLOCK_FUNCTION() {
     std::vector<QueuedWrite> queued;
     queued.swap(coordinator_->queued_);
+    std::map<std::string, JobSnapshot> changed;
+    changed.swap(coordinator_->watched_changes_);
     coordinator_->mu_.Unlock();
+    coordinator_->watchers_.Deliver(changed);
     if (queued.empty()) return;
     for (const QueuedWrite& write : queued) {
       absl::Status failure = coordinator_->WriteInTurn(write);
       if (write.written != nullptr) *write.written = std::move(failure);
     }
-    absl::MutexLock lock(&coordinator_->mu_);
-    coordinator_->ApplyWriteOutcomes();
+    changed.clear();
+    {
+      absl::MutexLock lock(&coordinator_->mu_);
+      coordinator_->ApplyWriteOutcomes();
+      changed.swap(coordinator_->watched_changes_);
+    }
+    coordinator_->watchers_.Deliver(changed);
   }
   StateLock(const StateLock&) = delete;
   StateLock& operator=(const StateLock&) = delete;
@@ -130,6 +138,7 @@ void Coordinator::Shutdown() {
     shutting_down_ = true;
     changed_.SignalAll();
   }
+  watchers_.Shutdown(ShuttingDown());
   board_.Shutdown();
   kv_.Shutdown();
   if (ticker_.joinable()) ticker_.join();
@@ -302,7 +311,7 @@ void Coordinator::JobSaved(const std::string& id, double now) {
   if (job == state_.jobs.end()) return;
   job->second.info.clear_storage_warning();
   ++job->second.version;  // watchers see the warning go
-  changed_.SignalAll();
+  JobChanged(id);
 }
 
 void Coordinator::JobWriteFailed(const std::string& id, const absl::Status& status, double now,
@@ -320,7 +329,7 @@ void Coordinator::JobWriteFailed(const std::string& id, const absl::Status& stat
   if (job->second.info.storage_warning() == warning) return;
   job->second.info.set_storage_warning(warning);
   ++job->second.version;  // watchers see the warning
-  changed_.SignalAll();
+  JobChanged(id);
 }
 
 void Coordinator::ForgetUnsavedJob(const std::string& id) {
@@ -330,9 +339,17 @@ void Coordinator::ForgetUnsavedJob(const std::string& id) {
   metrics_->SetJobsUnsaved(static_cast<int64_t>(write_trouble_.size()));
 }
 
+void Coordinator::JobChanged(const std::string& id) {
+  changed_.SignalAll();
+  if (!watchers_.Watched(id)) return;
+  const JobRecord& job = state_.jobs.at(id);
+  watched_changes_[id] = JobSnapshot{job.info, job.version};
+}
+
 void Coordinator::Publish(const ChangeSet& changes) {
   for (const std::string& id : changes.jobs) {
     const JobRecord& job = state_.jobs.at(id);
+    JobChanged(id);
     // A suspended job's scopes go when it starts its next generation.
     kv_.DropGenerationsBefore(id, IsFinal(job.info.state()) ? INT64_MAX : job.generation.number);
   }
@@ -349,7 +366,6 @@ void Coordinator::Publish(const ChangeSet& changes) {
     LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
               << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
-  if (!changes.jobs.empty()) changed_.SignalAll();
   if (!changes.workers.empty()) worker_gauges_stale_ = true;
 }
 
@@ -530,6 +546,27 @@ absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, i
     changed_.WaitWithDeadline(&mu_, deadline);
   }
 }
+
+absl::StatusOr<JobWatchers::WatchId> Coordinator::WatchJob(const std::string& id,
+                                                           std::shared_ptr<JobWatcher> watcher) {
+  JobSnapshot now;
+  JobWatchers::WatchId watch;
+  {
+    // Changes are recorded under mu_ held exclusively: none falls between
+    // this snapshot and the registration.
+    absl::ReaderMutexLock lock(&mu_);
+    if (shutting_down_) return ShuttingDown();
+    auto it = state_.jobs.find(id);
+    if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
+    watch = watchers_.Add(id, watcher);
+    if (watch == 0) return ShuttingDown();
+    now = JobSnapshot{it->second.info, it->second.version};
+  }
+  watcher->Changed(now);
+  return watch;
+}
+
+void Coordinator::StopWatching(JobWatchers::WatchId id) { watchers_.Remove(id); }
 
 std::vector<v1::WorkerInfo> Coordinator::ListWorkers() {
   StateLock lock(this);

@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "coordinator/cluster_state.h"
 #include "coordinator/generations.h"
+#include "coordinator/job_watchers.h"
 #include "coordinator/join_board.h"
 #include "coordinator/kv_store.h"
 #include "coordinator/lease_table.h"
@@ -67,11 +68,6 @@ struct CoordinatorOptions {
 // Returns true once the RPC's caller has gone (cancelled or past deadline).
 using CancelledFn = std::function<bool()>;
 
-struct JobSnapshot {
-  v1::JobInfo info;
-  int64_t version = 0;
-};
-
 class Coordinator {
  public:
   // Loads everything `store` holds (RUNNING jobs then recover, see
@@ -107,6 +103,15 @@ class Coordinator {
   // Returns as soon as the job's version differs from `seen_version`, or after
   // `timeout` with the unchanged snapshot. Pass -1 to get the current one now.
   absl::StatusOr<JobSnapshot> AwaitJobChange(const std::string& id, int64_t seen_version, absl::Duration timeout);
+  // WatchJob's wait, without a thread: `watcher` gets the job now, then each
+  // change, delivered after the state lock is released. NOT_FOUND for an
+  // unknown job, UNAVAILABLE once shutting down (Shutdown ends the watchers
+  // so). StopWatching when the watcher goes.
+  absl::StatusOr<JobWatchers::WatchId> WatchJob(const std::string& id, std::shared_ptr<JobWatcher> watcher);
+  void StopWatching(JobWatchers::WatchId id);
+  // True once exactly `count` watchers are registered; false after
+  // `timeout` (tests).
+  bool AwaitJobWatchers(size_t count, absl::Duration timeout) { return watchers_.AwaitCount(count, timeout); }
   std::vector<v1::WorkerInfo> ListWorkers();
   absl::StatusOr<std::vector<v1::CheckpointInfo>> ListCheckpoints(const std::string& job_id);
   // herd cordon / uncordon and herd drain (release.h). NOT_FOUND for an
@@ -223,6 +228,9 @@ class Coordinator {
                       const std::string& record = "job") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops every trace of a job that was never acknowledged.
   void ForgetUnsavedJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job's version moved: wakes AwaitJobChange, and records the snapshot
+  // for its watchers, if any (delivered by the StateLock once mu_ is free).
+  void JobChanged(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-memory effects of a change: fence old KV scopes, count generations,
   // wake watchers.
   void Publish(const ChangeSet& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -245,6 +253,9 @@ class Coordinator {
 
   absl::Mutex mu_;
   absl::CondVar changed_;  // signalled whenever any job changes
+  JobWatchers watchers_;
+  // Watched jobs changed since the last delivery: their newest snapshot.
+  std::map<std::string, JobSnapshot> watched_changes_ ABSL_GUARDED_BY(mu_);
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, double> progress_saved_at_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> unsaved_jobs_ ABSL_GUARDED_BY(mu_);

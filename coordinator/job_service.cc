@@ -1,6 +1,7 @@
 #include "coordinator/job_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/job_watch_stream.h"
 #include "coordinator/model_fetch.h"
 
 namespace herd::coordinator {
@@ -138,23 +139,22 @@ grpc::Status JobServiceImpl::SetJobPriority(grpc::ServerContext* context, const 
   });
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<v1::WatchJobEvent>* writer) {
-  return edge_->Handle("WatchJob", Api::kJobs, *context, [&](const Principal&) -> absl::Status {
-    int64_t seen_version = -1;  // nothing sent yet: the first snapshot goes out at once
-    while (true) {
-      auto snapshot = coordinator_->AwaitJobChange(request->id(), seen_version, options_.watch_poll);
-      if (!snapshot.ok()) return snapshot.status();
-      if (snapshot->version != seen_version) {
-        seen_version = snapshot->version;
-        v1::WatchJobEvent event;
-        *event.mutable_job() = std::move(snapshot->info);
-        if (!writer->Write(event)) return absl::CancelledError("the watcher went away");
-        if (IsFinal(event.job().state())) return absl::OkStatus();
-      }
-      if (context->IsCancelled()) return absl::CancelledError("the watcher cancelled");
-    }
-  });
+grpc::ServerWriteReactor<v1::WatchJobEvent>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
+                                                                      const v1::WatchJobRequest* request) {
+  std::shared_ptr<JobWatchStream> stream = JobWatchStream::Open(coordinator_);
+  edge_->HandleLater(
+      "WatchJob", Api::kJobs, *context,
+      [&](const Principal&, RpcEdge::Answer answer) {
+        stream->Begin(std::move(answer));
+        auto watch = coordinator_->WatchJob(request->id(), stream);
+        if (!watch.ok()) {
+          stream->End(watch.status());
+          return;
+        }
+        stream->Watching(*watch);
+      },
+      [stream = stream.get()](grpc::Status status) { stream->FinishWhenWritten(std::move(status)); });
+  return stream.get();
 }
 
 grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,

@@ -11,11 +11,15 @@
 namespace herd::coordinator {
 
 struct JobServiceOptions {
-  // How often WatchJob looks for a cancelled client between job changes.
+  // How often GetJobLogs and FetchModelFile look for a cancelled reader
+  // while no chunk comes.
   absl::Duration watch_poll = absl::Milliseconds(500);
 };
 
-class JobServiceImpl final : public v1::JobService::Service {
+// WatchJob is a callback method: a watcher waiting for the job's next change
+// holds no server thread. The rest is synchronous; GetJobLogs and
+// FetchModelFile hold one while they relay (see docs/design.md).
+class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
  public:
   JobServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs, JobServiceOptions options = {})
       : coordinator_(coordinator), edge_(edge), logs_(logs), options_(options) {}
@@ -33,8 +37,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status SetJobPriority(grpc::ServerContext* context, const v1::SetJobPriorityRequest* request,
                               v1::SetJobPriorityResponse* response) override;
   // Sends the job now, then once per change; ends after a final state.
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
-                        grpc::ServerWriter<v1::WatchJobEvent>* writer) override;
+  grpc::ServerWriteReactor<v1::WatchJobEvent>* WatchJob(grpc::CallbackServerContext* context,
+                                                        const v1::WatchJobRequest* request) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,

@@ -47,53 +47,61 @@ void LogSession::Abandon() {
   abandoned_ = true;
 }
 
-int64_t LogRelay::Listen(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
-  Listener& listener = listeners_[worker_id];
-  listener.number = next_number_++;
-  return listener.number;
+absl::Status LogRelay::Listen(const std::string& worker_id, std::shared_ptr<LogRequestSink> sink) {
+  std::shared_ptr<LogRequestSink> replaced;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("coordinator is shutting down");
+    std::shared_ptr<LogRequestSink>& listener = listeners_[worker_id];
+    replaced = std::move(listener);
+    listener = std::move(sink);
+  }
+  if (replaced != nullptr) replaced->End(absl::OkStatus());
+  return absl::OkStatus();
 }
 
-std::optional<v1::LogRequest> LogRelay::NextRequest(const std::string& worker_id, int64_t listener,
-                                                    absl::Duration wait) {
+void LogRelay::StopListening(const std::string& worker_id, const LogRequestSink* sink) {
   absl::MutexLock lock(&mu_);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = listeners_.find(worker_id);
-    return it == listeners_.end() || it->second.number != listener || !it->second.requests.empty();
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
   auto it = listeners_.find(worker_id);
-  if (it == listeners_.end() || it->second.number != listener || it->second.requests.empty()) return std::nullopt;
-  v1::LogRequest request = std::move(it->second.requests.front());
-  it->second.requests.pop_front();
-  return request;
+  if (it != listeners_.end() && it->second.get() == sink) listeners_.erase(it);
 }
 
-bool LogRelay::Listening(const std::string& worker_id, int64_t listener) {
+bool LogRelay::AwaitListeners(size_t count, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto it = listeners_.find(worker_id);
-  return it != listeners_.end() && it->second.number == listener;
+  auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return listeners_.size() == count; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
 }
 
-void LogRelay::StopListening(const std::string& worker_id, int64_t listener) {
-  absl::MutexLock lock(&mu_);
-  auto it = listeners_.find(worker_id);
-  if (it != listeners_.end() && it->second.number == listener) listeners_.erase(it);
+void LogRelay::Shutdown() {
+  std::map<std::string, std::shared_ptr<LogRequestSink>> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    ended.swap(listeners_);
+  }
+  for (auto& [worker, sink] : ended) sink->End(absl::UnavailableError("coordinator is shutting down"));
 }
 
 absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& worker_id, v1::LogRequest request) {
-  absl::MutexLock lock(&mu_);
-  auto it = listeners_.find(worker_id);
-  if (it == listeners_.end()) {
-    return absl::UnavailableError(absl::StrCat("worker ", worker_id,
-                                               " has no request stream open to the coordinator (is its daemon running?)"));
+  std::shared_ptr<LogRequestSink> sink;
+  std::shared_ptr<LogSession> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = listeners_.find(worker_id);
+    if (it == listeners_.end()) {
+      return absl::UnavailableError(absl::StrCat(
+          "worker ", worker_id, " has no request stream open to the coordinator (is its daemon running?)"));
+    }
+    sink = it->second;
+    std::string id = absl::StrCat("log-", next_number_++);
+    session = std::shared_ptr<LogSession>(
+        new LogSession(id, worker_id, options_.max_buffered_bytes, absl::Now() + options_.attach_timeout));
+    sessions_[id] = session;
+    request.set_session(id);
   }
-  std::string id = absl::StrCat("log-", next_number_++);
-  auto session = std::shared_ptr<LogSession>(
-      new LogSession(id, worker_id, options_.max_buffered_bytes, absl::Now() + options_.attach_timeout));
-  sessions_[id] = session;
-  request.set_session(id);
-  it->second.requests.push_back(std::move(request));
+  // A stream that ended meanwhile drops it: the reader's attach timeout
+  // tells it, as for a daemon that never answers.
+  sink->Send(std::move(request));
   return session;
 }
 

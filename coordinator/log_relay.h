@@ -1,6 +1,6 @@
 // Carries trainer logs from worker daemons to the people reading them
 // (GetJobLogs), without the coordinator ever connecting to a worker: each
-// daemon listens on a WatchLogRequests stream, a reader opens a session that
+// daemon listens on a WatchLogRequests stream (a LogRequestSink), a reader opens a session that
 // is sent to the daemon as a LogRequest, and the daemon's UploadLog stream
 // attaches to the session and pushes the log through it. A session buffers a
 // bounded amount, so a slow reader slows the upload instead of growing the
@@ -66,6 +66,16 @@ class LogSession {
   std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
 };
 
+// Where a worker's log requests go: its daemon's open request stream. The
+// relay calls it without holding its lock (a stream may end inside Send).
+class LogRequestSink {
+ public:
+  virtual ~LogRequestSink() = default;
+  virtual void Send(v1::LogRequest request) = 0;
+  // The stream is no longer the worker's: OK when a newer one took over.
+  virtual void End(const absl::Status& status) = 0;
+};
+
 struct LogRelayOptions {
   // How long a reader waits for the worker's daemon to answer its request.
   absl::Duration attach_timeout = absl::Seconds(10);
@@ -77,14 +87,18 @@ class LogRelay {
   explicit LogRelay(LogRelayOptions options = {}) : options_(options) {}
 
   // ---- daemon side (WatchLogRequests)
-  // Registers the stream of `worker_id` and returns its generation number; a
-  // newer stream of the same worker replaces it.
-  int64_t Listen(const std::string& worker_id);
-  // The next request for that stream, waiting up to `wait`; nullopt when none
-  // came or the stream was replaced (see Listening).
-  std::optional<v1::LogRequest> NextRequest(const std::string& worker_id, int64_t listener, absl::Duration wait);
-  bool Listening(const std::string& worker_id, int64_t listener);
-  void StopListening(const std::string& worker_id, int64_t listener);
+  // Makes `sink` the request stream of `worker_id`; a stream of the same
+  // worker before it ends OK (the daemon reopened it). UNAVAILABLE once the
+  // relay shut down.
+  absl::Status Listen(const std::string& worker_id, std::shared_ptr<LogRequestSink> sink);
+  // `sink` is gone; a newer stream of the worker stays.
+  void StopListening(const std::string& worker_id, const LogRequestSink* sink);
+  // True once exactly `count` request streams are open; false after
+  // `timeout` (tests).
+  bool AwaitListeners(size_t count, absl::Duration timeout);
+  // Ends every request stream UNAVAILABLE and refuses new ones: the server
+  // stops, and must not wait for daemons to hang up.
+  void Shutdown();
 
   // ---- reader side (GetJobLogs)
   // UNAVAILABLE when the worker's daemon has no request stream open.
@@ -98,15 +112,11 @@ class LogRelay {
   absl::StatusOr<std::shared_ptr<LogSession>> Attach(const std::string& session_id, const std::string& worker_id);
 
  private:
-  struct Listener {
-    int64_t number = 0;
-    std::deque<v1::LogRequest> requests;
-  };
-
   const LogRelayOptions options_;
   absl::Mutex mu_;
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<std::string, Listener> listeners_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<LogRequestSink>> listeners_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<LogSession>> sessions_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace herd::coordinator {
 namespace {
@@ -12,6 +17,32 @@ v1::LogRequest Ask(const std::string& job) {
   request.set_job_id(job);
   return request;
 }
+
+// A daemon's request stream: keeps what the relay hands it.
+class RecordingSink : public LogRequestSink {
+ public:
+  void Send(v1::LogRequest request) override {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(std::move(request));
+  }
+  void End(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    end_ = status;
+  }
+  std::vector<v1::LogRequest> requests() {
+    absl::MutexLock lock(&mu_);
+    return requests_;
+  }
+  std::optional<absl::Status> end() {
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::LogRequest> requests_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
+};
 
 // Reads the session to its end; returns the bytes and sets `end`.
 std::string ReadAll(LogSession& session, absl::Status* end) {
@@ -35,11 +66,13 @@ TEST(LogRelayTest, OpeningWithoutAListeningDaemonNamesTheWorker) {
 
 TEST(LogRelayTest, ARequestReachesTheWorkerAndItsUploadReachesTheReaderInOrder) {
   LogRelay relay;
-  int64_t listener = relay.Listen("w1");
+  auto daemon = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(relay.Listen("w1", daemon).ok());
   auto session = relay.Open("w1", Ask("job-1"));
   ASSERT_TRUE(session.ok());
-  std::optional<v1::LogRequest> ask = relay.NextRequest("w1", listener, absl::Seconds(1));
-  ASSERT_TRUE(ask.has_value());
+  std::vector<v1::LogRequest> asked = daemon->requests();
+  ASSERT_EQ(asked.size(), 1u);  // handed over at once: nobody polls
+  const v1::LogRequest* ask = &asked[0];
   EXPECT_EQ(ask->job_id(), "job-1");
   EXPECT_EQ(ask->session(), (*session)->id());
 
@@ -61,7 +94,7 @@ TEST(LogRelayTest, ARequestReachesTheWorkerAndItsUploadReachesTheReaderInOrder) 
 
 TEST(LogRelayTest, OnlyTheAskedWorkerMayAttachAndOnlyOnce) {
   LogRelay relay;
-  relay.Listen("w1");
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
   auto session = relay.Open("w1", Ask("job-1"));
   ASSERT_TRUE(session.ok());
   EXPECT_EQ(relay.Attach((*session)->id(), "w2").status().code(), absl::StatusCode::kPermissionDenied);
@@ -72,7 +105,7 @@ TEST(LogRelayTest, OnlyTheAskedWorkerMayAttachAndOnlyOnce) {
 
 TEST(LogRelayTest, AReaderThatLeavesStopsTheUploader) {
   LogRelay relay;
-  relay.Listen("w1");
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
   auto session = relay.Open("w1", Ask("job-1"));
   ASSERT_TRUE(session.ok());
   auto attached = relay.Attach((*session)->id(), "w1");
@@ -90,7 +123,7 @@ TEST(LogRelayTest, AReaderThatLeavesStopsTheUploader) {
 
 TEST(LogRelayTest, ADaemonThatNeverAnswersEndsTheReadWithDeadlineExceeded) {
   LogRelay relay(LogRelayOptions{.attach_timeout = absl::Milliseconds(50)});
-  relay.Listen("w1");
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
   auto session = relay.Open("w1", Ask("job-1"));
   ASSERT_TRUE(session.ok());
   absl::Status end;
@@ -101,14 +134,35 @@ TEST(LogRelayTest, ADaemonThatNeverAnswersEndsTheReadWithDeadlineExceeded) {
 
 TEST(LogRelayTest, ANewerStreamOfTheSameWorkerTakesTheRequests) {
   LogRelay relay;
-  int64_t old_listener = relay.Listen("w1");
-  int64_t new_listener = relay.Listen("w1");
-  EXPECT_FALSE(relay.Listening("w1", old_listener));
+  auto old_stream = std::make_shared<RecordingSink>();
+  auto new_stream = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(relay.Listen("w1", old_stream).ok());
+  ASSERT_TRUE(relay.Listen("w1", new_stream).ok());
+  ASSERT_TRUE(old_stream->end().has_value());
+  EXPECT_TRUE(old_stream->end()->ok()) << *old_stream->end();
   ASSERT_TRUE(relay.Open("w1", Ask("job-1")).ok());
-  EXPECT_FALSE(relay.NextRequest("w1", old_listener, absl::Milliseconds(1)).has_value());
-  EXPECT_TRUE(relay.NextRequest("w1", new_listener, absl::Milliseconds(1)).has_value());
-  relay.StopListening("w1", old_listener);  // the old stream's exit leaves the new one alone
-  EXPECT_TRUE(relay.Listening("w1", new_listener));
+  EXPECT_TRUE(old_stream->requests().empty());
+  EXPECT_EQ(new_stream->requests().size(), 1u);
+  relay.StopListening("w1", old_stream.get());  // the old stream's exit leaves the new one alone
+  EXPECT_TRUE(relay.Open("w1", Ask("job-2")).ok());
+  EXPECT_EQ(new_stream->requests().size(), 2u);
+  EXPECT_FALSE(new_stream->end().has_value());
+  relay.StopListening("w1", new_stream.get());
+  EXPECT_EQ(relay.Open("w1", Ask("job-3")).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(LogRelayTest, ShutdownEndsEveryStreamAndRefusesNewOnes) {
+  LogRelay relay;
+  auto w1 = std::make_shared<RecordingSink>();
+  auto w2 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(relay.Listen("w1", w1).ok());
+  ASSERT_TRUE(relay.Listen("w2", w2).ok());
+  relay.Shutdown();
+  for (const auto& sink : {w1, w2}) {
+    ASSERT_TRUE(sink->end().has_value());
+    EXPECT_EQ(sink->end()->code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(relay.Listen("w3", std::make_shared<RecordingSink>()).code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

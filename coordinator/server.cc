@@ -93,7 +93,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   const Clock* clock = options.clock != nullptr ? options.clock : &server->system_clock_;
   server->registry_ = std::make_shared<prometheus::Registry>();
   server->metrics_ = std::make_unique<Metrics>(*server->registry_);
-  auto coordinator = Coordinator::Create(options.coordinator, std::move(store->store), clock, server->metrics_.get());
+  std::unique_ptr<StateStore> state_store = std::move(store->store);
+  if (options.wrap_store) state_store = options.wrap_store(std::move(state_store));
+  auto coordinator = Coordinator::Create(options.coordinator, std::move(state_store), clock, server->metrics_.get());
   if (!coordinator.ok()) return coordinator.status();
   server->coordinator_ = *std::move(coordinator);
   server->auth_ = std::move(auth);
@@ -142,9 +144,11 @@ absl::Status CoordinatorServer::ReloadAuth() { return auth_->Reload(); }
 
 void CoordinatorServer::Shutdown() {
   SetServing(server_.get(), false);
-  // Waiting calls (WatchJob, JoinGeneration, KvGet) return first, so the
-  // gRPC shutdown below does not wait out their timeouts.
+  // Waiting calls (WatchJob, JoinGeneration, KvGet) and the daemons' log
+  // request streams end first, so the gRPC shutdown below does not wait out
+  // their timeouts.
   if (coordinator_ != nullptr) coordinator_->Shutdown();
+  log_relay_.Shutdown();
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   exposer_.reset();
 }

@@ -41,13 +41,16 @@ struct ServerOptions {
   // or etcd does not answer), with the address it answers on.
   std::function<void(const std::string& listen_address)> on_standby;
   // Threads gRPC may run synchronous calls on (grpc::ResourceQuota); 0: no
-  // cap. Calls that wait for others (JoinGeneration, KvGet) are callbacks
-  // and hold none while they wait, so a cap bounds the threads without
-  // starving heartbeats behind a rendezvous.
+  // cap. Calls that wait for others (JoinGeneration, KvGet) and the streams
+  // that wait for events (WatchLogRequests, WatchJob) are callbacks and hold
+  // none while they wait, so a cap bounds the threads without starving
+  // heartbeats behind a rendezvous or the daemons' open streams.
   int max_rpc_threads = 0;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;
   const Clock* clock = nullptr;  // nullptr: the system clock
+  // Tests: wraps the opened store (one whose writes the test holds).
+  std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> wrap_store;
 };
 
 class CoordinatorServer {
@@ -60,6 +63,7 @@ class CoordinatorServer {
   // "" when the metrics endpoint is disabled.
   const std::string& metrics_address() const { return metrics_address_; }
   Coordinator& coordinator() { return *coordinator_; }
+  LogRelay& log_relay() { return log_relay_; }
 
   // Rereads the auth file (SIGHUP); on error the loaded one stays in use.
   absl::Status ReloadAuth();

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "common/grpc_serving.h"
 #include "common/rpc_options.h"
 #include "coordinator/server.h"
+#include "coordinator/testing/gated_store.h"
 #include "proto/herd.grpc.pb.h"
 
 namespace herd::coordinator {
@@ -75,6 +77,7 @@ class ServiceTest : public ::testing::Test {
     }
     options.clock = &clock_;
     options.max_rpc_threads = MaxRpcThreads();
+    options.wrap_store = WrapStore();
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);
     auto server = CoordinatorServer::Start(options);
@@ -90,6 +93,8 @@ class ServiceTest : public ::testing::Test {
   virtual std::string MetricsListen() const { return ""; }
   // gRPC's threads for synchronous calls (0: no cap).
   virtual int MaxRpcThreads() const { return 0; }
+  // Around the real SQLite store (none: the store as opened).
+  virtual std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> WrapStore() { return nullptr; }
 
   static std::unique_ptr<grpc::ClientContext> Call(const std::string& token = kToken) {
     return NewCallContext(token, std::chrono::seconds(10));
@@ -621,7 +626,32 @@ TEST_F(ServiceWithMetricsTest, WaitingMethodsAreAuthenticatedCountedAndMapErrors
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(missing.error_message(), "job no-such-job not found");
 
+  v1::WatchJobRequest watch;
+  watch.set_id("no-such-job");
+  auto watch_context = Call("wrong");
+  v1::WatchJobEvent event;
+  auto refused_watch = jobs_->WatchJob(watch_context.get(), watch);
+  EXPECT_FALSE(refused_watch->Read(&event));
+  EXPECT_EQ(refused_watch->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto unknown_watch_context = Call();
+  auto unknown_watch = jobs_->WatchJob(unknown_watch_context.get(), watch);
+  EXPECT_FALSE(unknown_watch->Read(&event));
+  grpc::Status no_job = unknown_watch->Finish();
+  EXPECT_EQ(no_job.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(no_job.error_message(), "job no-such-job not found");
+
+  v1::WatchLogRequestsRequest listen;
+  listen.set_worker_id("w1");
+  auto listen_context = Call("");
+  v1::LogRequest ask;
+  auto refused_listen = cluster_->WatchLogRequests(listen_context.get(), listen);
+  EXPECT_FALSE(refused_listen->Read(&ask));
+  EXPECT_EQ(refused_listen->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
   std::string page = HttpGet(server_->metrics_address(), "/metrics");
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"WatchJob\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"WatchJob\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"WatchLogRequests\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"JoinGeneration\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"JoinGeneration\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"KvGet\"} 1"));
@@ -755,6 +785,277 @@ TEST_F(ServiceWithFewThreadsTest, RanksWaitingForTheirGenerationOrAKeyHoldNoThre
   for (const auto& get : gets) {
     ASSERT_TRUE(get.status.ok()) << get.status.error_message();
     EXPECT_EQ(get.response.value(), "unique id");
+  }
+}
+
+// A daemon's log request stream (worker/daemon/log_uplink.cc opens one per
+// daemon and keeps it open), or a person's WatchJob, read by the test.
+template <typename Event>
+struct OpenStream {
+  std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
+  std::unique_ptr<grpc::ClientReader<Event>> reader;
+};
+
+OpenStream<v1::LogRequest> WatchLogRequests(v1::ClusterService::Stub& cluster, const std::string& worker_id) {
+  OpenStream<v1::LogRequest> stream;
+  v1::WatchLogRequestsRequest request;
+  request.set_worker_id(worker_id);
+  stream.reader = cluster.WatchLogRequests(stream.context.get(), request);
+  return stream;
+}
+
+// Reads rank 0's log of `job_id` through the coordinator while the test
+// plays the daemon of `worker_id` on `daemon`: the reader's request must
+// arrive there; the test uploads `text`, which the reader must get.
+void ReadALogThrough(v1::JobService::Stub& jobs, v1::ClusterService::Stub& cluster,
+                     OpenStream<v1::LogRequest>& daemon, const std::string& job_id, const std::string& worker_id,
+                     const std::string& text) {
+  auto read_context = NewCallContext(kToken, std::chrono::seconds(30));
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  auto log = jobs.GetJobLogs(read_context.get(), read);
+  v1::LogRequest ask;
+  ASSERT_TRUE(daemon.reader->Read(&ask)) << "no log request reached " << worker_id << "'s stream";
+  EXPECT_EQ(ask.job_id(), job_id);
+  auto upload_context = NewCallContext(kToken, std::chrono::seconds(30));
+  v1::UploadLogResponse uploaded;
+  auto upload = cluster.UploadLog(upload_context.get(), &uploaded);
+  v1::UploadLogRequest chunk;
+  chunk.set_session(ask.session());
+  chunk.set_worker_id(worker_id);
+  chunk.set_data(text);
+  ASSERT_TRUE(upload->Write(chunk));
+  ASSERT_TRUE(upload->WritesDone());
+  grpc::Status upload_status = upload->Finish();
+  ASSERT_TRUE(upload_status.ok()) << upload_status.error_message();
+  std::string got;
+  for (v1::LogChunk piece; log->Read(&piece);) got += piece.data();
+  grpc::Status read_status = log->Finish();
+  ASSERT_TRUE(read_status.ok()) << read_status.error_message();
+  EXPECT_EQ(got, text);
+}
+
+TEST_F(ServiceWithFewThreadsTest, OpenLogRequestStreamsAndJobWatchersHoldNoThreadSoOtherCallsAreAnswered) {
+  // Every daemon keeps a log request stream open: far more than the server
+  // has threads.
+  constexpr int kDaemons = 200;
+  constexpr int kWatchers = 20;
+  for (int i = 0; i < kDaemons; ++i) Register(absl::StrCat("w", i), absl::StrCat("10.0.", i / 200, ".", i % 200));
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  v1::GetJobRequest get_job;
+  get_job.set_id(job_id);
+  v1::GetJobResponse job;
+  ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+  ASSERT_EQ(job.job().state(), v1::RUNNING);
+  const std::string member = job.job().workers(0);
+
+  std::vector<OpenStream<v1::LogRequest>> daemons;
+  std::map<std::string, size_t> daemon_of;
+  for (int i = 0; i < kDaemons; ++i) {
+    daemon_of[absl::StrCat("w", i)] = daemons.size();
+    daemons.push_back(WatchLogRequests(*cluster_, absl::StrCat("w", i)));
+  }
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(kDaemons, absl::Seconds(20)))
+      << "not every daemon's stream was taken";
+  v1::WatchJobRequest watch;
+  watch.set_id(job_id);
+  std::vector<OpenStream<v1::WatchJobEvent>> watchers(kWatchers);
+  for (auto& watcher : watchers) {
+    watcher.reader = jobs_->WatchJob(watcher.context.get(), watch);
+    v1::WatchJobEvent now;
+    ASSERT_TRUE(watcher.reader->Read(&now)) << watcher.reader->Finish().error_message();
+    EXPECT_EQ(now.job().state(), v1::RUNNING);
+  }
+  ASSERT_TRUE(server_->coordinator().AwaitJobWatchers(kWatchers, absl::Seconds(20)));
+
+  // Heartbeats, a user's call and a rank's join are answered at once.
+  for (int i = 0; i < 20; ++i) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(absl::StrCat("w", i));
+    v1::HeartbeatResponse response;
+    grpc::Status status = cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+    ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+  }
+  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  v1::JoinGenerationResponse joined = Join(job_id, member);
+  EXPECT_EQ(joined.generation(), 1);
+  EXPECT_EQ(joined.rank(), 0);
+
+  // A reader's request reaches the member's open stream, and a change of
+  // the job reaches every watcher.
+  ReadALogThrough(*jobs_, *cluster_, daemons[daemon_of[member]], job_id, member, "step 1\n");
+  v1::ReportProgressRequest progress;
+  progress.set_job_id(job_id);
+  progress.set_generation(1);
+  progress.set_rank(0);
+  progress.set_step(7);
+  progress.set_loss(1.5);
+  v1::ReportProgressResponse progressed;
+  ASSERT_TRUE(cluster_->ReportProgress(Call().get(), progress, &progressed).ok());
+  for (auto& watcher : watchers) {
+    v1::WatchJobEvent change;
+    ASSERT_TRUE(watcher.reader->Read(&change));
+    EXPECT_EQ(change.job().step(), 7);
+  }
+
+  // The member's daemon reopens its stream: the new one takes over, the old
+  // one ends OK, and requests go to the new one.
+  OpenStream<v1::LogRequest> reopened = WatchLogRequests(*cluster_, member);
+  OpenStream<v1::LogRequest>& replaced = daemons[daemon_of[member]];
+  v1::LogRequest none;
+  EXPECT_FALSE(replaced.reader->Read(&none));
+  grpc::Status ended = replaced.reader->Finish();
+  EXPECT_TRUE(ended.ok()) << ended.error_message();
+  EXPECT_TRUE(server_->log_relay().AwaitListeners(kDaemons, absl::Seconds(20)));
+  ReadALogThrough(*jobs_, *cluster_, reopened, job_id, member, "step 8\n");
+
+  // Streams whose callers go are freed.
+  for (auto& watcher : watchers) watcher.context->TryCancel();
+  for (auto& watcher : watchers) {
+    v1::WatchJobEvent more;
+    while (watcher.reader->Read(&more)) {
+    }
+    EXPECT_EQ(watcher.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(server_->coordinator().AwaitJobWatchers(0, absl::Seconds(20)));
+  daemons[daemon_of[member]] = std::move(reopened);
+  for (auto& daemon : daemons) daemon.context->TryCancel();
+  for (auto& daemon : daemons) {
+    v1::LogRequest more;
+    while (daemon.reader->Read(&more)) {
+    }
+    daemon.reader->Finish();
+  }
+  EXPECT_TRUE(server_->log_relay().AwaitListeners(0, absl::Seconds(20)));
+}
+
+// Stopping ends the streams that only wait (no 5 s grace for gRPC to cancel
+// them), each with the status a client retries on.
+TEST_F(ServiceTest, ShutdownEndsOpenStreamsAtOnceWithUnavailable) {
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::WatchJobEvent> watcher;
+  v1::WatchJobRequest watch;
+  watch.set_id(job_id);
+  watcher.reader = jobs_->WatchJob(watcher.context.get(), watch);
+  v1::WatchJobEvent event;
+  ASSERT_TRUE(watcher.reader->Read(&event));
+
+  server_->Shutdown();
+  v1::LogRequest ask;
+  EXPECT_FALSE(daemon.reader->Read(&ask));
+  grpc::Status daemon_end = daemon.reader->Finish();
+  EXPECT_EQ(daemon_end.error_code(), grpc::StatusCode::UNAVAILABLE) << daemon_end.error_message();
+  EXPECT_EQ(daemon_end.error_message(), "coordinator is shutting down");
+  EXPECT_FALSE(watcher.reader->Read(&event));
+  grpc::Status watch_end = watcher.reader->Finish();
+  EXPECT_EQ(watch_end.error_code(), grpc::StatusCode::UNAVAILABLE) << watch_end.error_message();
+  EXPECT_EQ(watch_end.error_message(), "coordinator is shutting down");
+}
+
+// A server with few threads whose store writes the test holds open (etcd's
+// round trip, an fsync that does not return).
+class ServiceWithHeldWritesTest : public ServiceWithFewThreadsTest {
+ protected:
+  std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> WrapStore() override {
+    return [this](std::unique_ptr<StateStore> store) { return std::make_unique<GatedStore>(std::move(store), &gate_); };
+  }
+  void TearDown() override {
+    gate_.Open();  // a failed test may have left it closed; shutdown writes
+    server_.reset();
+  }
+
+  Gate gate_;
+};
+
+TEST_F(ServiceWithHeldWritesTest, WhileAWriteIsHeldRenewalsAndJoinsAreAnsweredAndStateChangesOnceItEnds) {
+  // One single-worker job per member: a member's heartbeat that reports its
+  // trainer's exit changes its job (a write); the last job's member joins.
+  constexpr int kExiting = 64;  // far more than gRPC has callback threads
+  constexpr int kIdle = 20;     // their heartbeats only renew the lease
+  for (int i = 0; i <= kExiting; ++i) {
+    Register(absl::StrCat("m", i), absl::StrCat("10.0.1.", i));
+    Heartbeat(absl::StrCat("m", i));
+  }
+  v1::JobSpec spec = Spec(1);
+  spec.set_max_workers(1);
+  for (int i = 0; i <= kExiting; ++i) Submit(spec);
+  server_->coordinator().Tick();
+  v1::ListJobsResponse listed;
+  ASSERT_TRUE(jobs_->ListJobs(Call().get(), {}, &listed).ok());
+  ASSERT_EQ(listed.jobs_size(), kExiting + 1);
+  std::vector<std::pair<std::string, std::string>> members;  // job, its worker
+  for (const v1::JobInfo& job : listed.jobs()) {
+    ASSERT_EQ(job.state(), v1::RUNNING) << job.id();
+    ASSERT_EQ(job.workers_size(), 1) << job.id();
+    members.emplace_back(job.id(), job.workers(0));
+  }
+  const auto [joining_job, joining_member] = members.back();
+  members.pop_back();
+  for (int i = 0; i < kIdle; ++i) {
+    Register(absl::StrCat("h", i), absl::StrCat("10.0.2.", i));
+    Heartbeat(absl::StrCat("h", i));
+  }
+
+  gate_.Close();
+  std::vector<PendingCall<v1::HeartbeatRequest, v1::HeartbeatResponse>> exits(kExiting);
+  Answered answered([&] {
+    for (auto& call : exits) call.context->TryCancel();
+  });
+  for (int i = 0; i < kExiting; ++i) {
+    auto& call = exits[i];
+    call.request.set_worker_id(members[i].second);
+    v1::TrainerExit* exit = call.request.add_exits();
+    exit->set_job_id(members[i].first);
+    exit->set_generation(1);
+    exit->set_exit_code(v1::TRAINER_EXIT_JOB_ERROR);
+    exit->set_message("bad input");
+    cluster_->async()->Heartbeat(call.context.get(), &call.request, &call.response, answered.Callback(&call.status));
+  }
+  ASSERT_TRUE(gate_.AwaitHeld());
+
+  // While the write is held: lease renewals, a user's read and a member's
+  // join are answered at once, however many state changes wait for it.
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kIdle; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id(absl::StrCat("h", i));
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "renewal of " << request.worker_id() << ": " << status.error_message();
+      EXPECT_FALSE(response.reregister());
+    }
+  }
+  v1::GetJobRequest get_job;
+  get_job.set_id(joining_job);
+  v1::GetJobResponse job;
+  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  v1::JoinGenerationRequest join;
+  join.set_job_id(joining_job);
+  join.set_worker_id(joining_member);
+  join.set_wait_ms(1000);
+  v1::JoinGenerationResponse joined;
+  grpc::Status join_status =
+      cluster_->JoinGeneration(NewCallContext(kToken, std::chrono::seconds(2)).get(), join, &joined);
+  ASSERT_TRUE(join_status.ok()) << join_status.error_message();
+  EXPECT_EQ(joined.generation(), 1);
+  EXPECT_EQ(answered.Count(), 0) << "a heartbeat was answered before its write was durable";
+
+  // The write completes: every state change is answered, and took effect.
+  gate_.Open();
+  ASSERT_TRUE(answered.AtLeast(kExiting)) << answered.Count() << " of " << kExiting << " exits answered";
+  for (int i = 0; i < kExiting; ++i) {
+    ASSERT_TRUE(exits[i].status.ok()) << members[i].second << ": " << exits[i].status.error_message();
+    get_job.set_id(members[i].first);
+    ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+    EXPECT_EQ(job.job().state(), v1::FAILED) << members[i].first;
   }
 }
 
