@@ -139,7 +139,8 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     return failure;
   }
   const std::string seconds = absl::StrFormat("%.2f", std::chrono::duration<double>(wait).count());
-  const std::string via = path.blamed == fault->rank ? "" : absl::StrCat(" (following the blames from rank ", fault->rank, ")");
+  const std::string via =
+      path.blamed == fault->rank ? "" : absl::StrCat(" (following the blames from rank ", fault->rank, ")");
   std::string message;
   if (path.answered) {
     LOG(WARNING) << context << "late rank " << path.blamed << via << " answered: it is alive, the link to it failed";

@@ -69,7 +69,8 @@
 // call deadline (RollCallWait) after the timeout for a hung rank; a cut
 // link costs only the skew between the two sides' timeouts. A hung rank
 // that wakes finds the generation ended, as above, and reports without
-// blame.
+// blame; one that wakes within the deadline answers and counts as alive,
+// as behind a cut link.
 #pragma once
 
 #include <chrono>
