@@ -394,7 +394,9 @@ TEST_F(IslandHang, AHungTrainerBlamedAcrossSitesIsLeftOutAloneAndTheOtherSiteSta
   constexpr int kTimeout = 5;
   constexpr int kHangs = 4;
   constexpr int kHangEpochs = 3;
-  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(2, 1, kHangEpochs, /*every=*/1, kTimeout)));
+  // Each hang is a failed generation, charged to the restart budget.
+  StepWatch watch(*cluster_, cluster_->Submit(IslandJob(2, 1, kHangEpochs, /*every=*/1, kTimeout) +
+                                              "restart_budget: " + std::to_string(2 * kHangs) + "\n"));
   auto job = watch.Until([](const auto& j) { return Field(j, "world_size") == 4 && Field(j, "step") >= 15; },
                          seconds(120));
   ASSERT_EQ(job.value("state", ""), "RUNNING") << job.dump(2) << cluster_->Logs();
