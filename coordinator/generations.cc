@@ -656,9 +656,9 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
   if (!blamed.empty()) {
     std::vector<std::string> left_out = {blamed};
     if (report.peer_fault() == v1::PEER_FAULT_LATE) {
-      // Late: it (with islands, maybe its whole island, or the reporter's)
-      // stays out until its trainer answers and its back-off is over.
-      LateBlameOutcome outcome = LeftOutForLateBlame(state, job, report.worker_id(), blamed);
+      // Late: it (with islands and a cut link, its whole island, or the
+      // reporter's) stays out until its trainer answers and its back-off is over.
+      LateBlameOutcome outcome = LeftOutForLateBlame(state, job, report.worker_id(), blamed, report.peer_roll_call());
       left_out = outcome.left_out;
       // Every one of them came back in this generation after a back-off and
       // failed again: the partition already paid for, now paid for by a

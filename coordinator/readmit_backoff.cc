@@ -22,13 +22,13 @@ bool ReadmittedIn(const JobRecord& job, const std::string& worker_id, int64_t ge
 }
 
 LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& reporter,
-                                     const std::string& blamed) {
+                                     const std::string& blamed, v1::PeerRollCall roll_call) {
   const std::string& key = job.info.spec().sync().islands_by();
   const Generation& generation = job.generation;
   if (key.empty()) return {{blamed}, ""};
   const std::string ours = IslandOfWorker(state, key, reporter);
   const std::string theirs = IslandOfWorker(state, key, blamed);
-  if (ours == theirs) return {{blamed}, ""};
+  if (ours == theirs || roll_call == v1::PEER_ROLL_CALL_SILENT) return {{blamed}, ""};
   struct Side {
     std::vector<std::string> members;  // unfinished, in rank order
     bool came_back = false;

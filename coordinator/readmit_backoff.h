@@ -11,14 +11,22 @@
 // the trainer's join timeout with the default lease); once a generation
 // with it commits a step, it starts from one lease again.
 //
-// With islands, a late peer in another island is most likely a cut link
-// between the sites: leaving out only that rank keeps its island's other
-// ranks, whose cross-site links are cut as well, so the next generation
-// fails too. A whole island goes instead: the one that came back in this
-// generation (a retry failing again), else the smaller one, else the one
-// whose first rank is higher (the side of generation rank 0 goes on). The
-// side that goes on is thus the same whoever reports first, and it is the
-// side that kept training, which holds the newest commit.
+// With islands, a late peer in another island is either a cut link between
+// the sites or a hung trainer; the report says which, by whether the
+// blamed peer answered the failed generation's roll call
+// (ReportFailureRequest.peer_roll_call; who answers and whom a rank blames
+// are in worker/train/generation/roll_call.h):
+//  - it did not answer: its trainer hangs, and it goes alone, as within an
+//    island (sending a healthy island out would keep the hung rank in the
+//    next generation, which would stall again);
+//  - it answered (or the report predates the roll call): a cut link.
+//    Leaving out only that rank keeps its island's other ranks, whose
+//    cross-site links are cut as well, so the next generation fails too. A
+//    whole island goes instead: the one that came back in this generation
+//    (a retry failing again), else the smaller one, else the one whose
+//    first rank is higher (the side of generation rank 0 goes on). The side
+//    that goes on is thus the same whoever reports first, and it is the
+//    side that kept training, which holds the newest commit.
 #pragma once
 
 #include <cstdint>
@@ -51,10 +59,11 @@ struct LateBlameOutcome {
   std::string unreachable_from;
 };
 
-// Who a report from `reporter` blaming `blamed` late leaves out of `job`'s
-// current generation: `blamed` alone without islands or within an island,
-// a whole island across islands (see above).
+// Who a report from `reporter` blaming `blamed` late, which says
+// `roll_call` of it, leaves out of `job`'s current generation: `blamed`
+// alone without islands, within an island or when it did not answer the
+// roll call; a whole island across islands otherwise (see above).
 LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& reporter,
-                                     const std::string& blamed);
+                                     const std::string& blamed, v1::PeerRollCall roll_call);
 
 }  // namespace herd::coordinator

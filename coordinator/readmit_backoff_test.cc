@@ -79,8 +79,10 @@ class SitesApartTest : public ::testing::Test {
     options.lease_seconds = kLease;
     return AdvanceGenerations(state_, now_, options);
   }
-  // `reporter` saw `blamed` not answer in the current generation.
-  absl::StatusOr<ChangeSet> Late(const std::string& reporter, const std::string& blamed) {
+  // `reporter` saw `blamed` not answer in the current generation; the
+  // report says `roll_call` of it.
+  absl::StatusOr<ChangeSet> Late(const std::string& reporter, const std::string& blamed,
+                                 v1::PeerRollCall roll_call = v1::PEER_ROLL_CALL_ANSWERED) {
     v1::ReportFailureRequest report;
     report.set_job_id("j");
     report.set_generation(Job().generation.number);
@@ -90,6 +92,7 @@ class SitesApartTest : public ::testing::Test {
     report.set_peer_fault(v1::PEER_FAULT_LATE);
     report.set_peer_rank(Job().generation.RankOf(blamed));
     report.set_step(25);
+    report.set_peer_roll_call(roll_call);
     return ApplyFailureReport(state_, report, now_);
   }
   // Every left-out trainer calls JoinGeneration again.
@@ -137,13 +140,13 @@ class SitesApartTest : public ::testing::Test {
 // member alone, whoever reports.
 TEST_F(SitesApartTest, WithinAnIslandOnlyTheBlamedMemberIsLeftOut) {
   Start(2);
-  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "a1", "a2").left_out, ElementsAre("a2"));
-  EXPECT_EQ(LeftOutForLateBlame(state_, Job(), "a1", "a2").unreachable_from, "");
+  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "a1", "a2", v1::PEER_ROLL_CALL_ANSWERED).left_out, ElementsAre("a2"));
+  EXPECT_EQ(LeftOutForLateBlame(state_, Job(), "a1", "a2", v1::PEER_ROLL_CALL_ANSWERED).unreachable_from, "");
 }
 
 TEST_F(SitesApartTest, WithoutIslandsOnlyTheBlamedMemberIsLeftOut) {
   Start(2, 0, /*islands=*/false);
-  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "a1", "b1").left_out, ElementsAre("b1"));
+  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "a1", "b1", v1::PEER_ROLL_CALL_ANSWERED).left_out, ElementsAre("b1"));
 }
 
 // Across islands a whole island goes, the same one whoever reports first:
@@ -152,16 +155,54 @@ TEST_F(SitesApartTest, AcrossIslandsTheSameWholeIslandGoesWhoeverReports) {
   Start(2);
   ASSERT_EQ(Job().generation.RankOf("a1"), 0);
   for (const auto& [reporter, blamed] : {std::pair<std::string, std::string>{"a1", "b1"}, {"b1", "a1"}, {"b2", "a2"}}) {
-    const LateBlameOutcome outcome = LeftOutForLateBlame(state_, Job(), reporter, blamed);
+    const LateBlameOutcome outcome = LeftOutForLateBlame(state_, Job(), reporter, blamed, v1::PEER_ROLL_CALL_ANSWERED);
     EXPECT_THAT(outcome.left_out, ElementsAre("b1", "b2")) << reporter;
     EXPECT_EQ(outcome.unreachable_from, "a") << reporter;
   }
 }
 
+// A report from before the roll call (no answer known) keeps the cut-link
+// rule.
+TEST_F(SitesApartTest, AcrossIslandsAReportWithoutARollCallSendsAWholeIsland) {
+  Start(2);
+  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "b2", "a2", v1::PEER_ROLL_CALL_UNKNOWN).left_out,
+              ElementsAre("b1", "b2"));
+}
+
+// A blamed peer in another island that did not answer the roll call hangs:
+// it goes alone, whichever island is smaller or holds rank 0, and is shown
+// as hung (no island it was unreachable from).
+TEST_F(SitesApartTest, AcrossIslandsAPeerThatDidNotAnswerTheRollCallGoesAlone) {
+  Start(2, /*extra_b=*/1);
+  for (const auto& [reporter, blamed] : {std::pair<std::string, std::string>{"b2", "a2"}, {"a1", "b3"}, {"b1", "a1"}}) {
+    const LateBlameOutcome outcome = LeftOutForLateBlame(state_, Job(), reporter, blamed, v1::PEER_ROLL_CALL_SILENT);
+    EXPECT_THAT(outcome.left_out, ElementsAre(blamed)) << reporter;
+    EXPECT_EQ(outcome.unreachable_from, "") << reporter;
+  }
+}
+
+// Two sites of two, a2 (in rank 0's island) hangs in a cross-site round:
+// its round partner b2 blames it first. The healthy site b stays; the next
+// generation is without a2 alone, and a2 comes back once its trainer
+// answers and its back-off is over.
+TEST_F(SitesApartTest, AHungRankBlamedAcrossIslandsLeavesAloneAndTheOtherIslandStays) {
+  Start(2);
+  ASSERT_EQ(Job().generation.RankOf("a1"), 0);
+  ASSERT_TRUE(Late("b2", "a2", v1::PEER_ROLL_CALL_SILENT).ok());
+  EXPECT_THAT(Job().generation.members, ElementsAre("a1", "b1", "b2"));
+  ASSERT_THAT(Job().info.unresponsive(), SizeIs(1));
+  EXPECT_EQ(Job().info.unresponsive(0).worker_id(), "a2");
+  EXPECT_EQ(Job().info.unresponsive(0).unreachable_from(), "");
+  Advance();
+  EXPECT_THAT(Job().generation.members, ElementsAre("a1", "b1", "b2")) << "not taken back while hung";
+  EXPECT_GT(SecondsUntilGrown(100 * kLease), 0);
+  EXPECT_THAT(Job().generation.members, ElementsAre("a1", "a2", "b1", "b2"));
+}
+
 TEST_F(SitesApartTest, AcrossIslandsOfUnequalSizeTheSmallerGoes) {
   Start(1, /*extra_b=*/1);
-  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "b2", "a1").left_out, ElementsAre("a1"));
-  EXPECT_EQ(LeftOutForLateBlame(state_, Job(), "a1", "b2").unreachable_from, "b");
+  EXPECT_THAT(LeftOutForLateBlame(state_, Job(), "b2", "a1", v1::PEER_ROLL_CALL_ANSWERED).left_out, ElementsAre("a1"));
+  EXPECT_EQ(LeftOutForLateBlame(state_, Job(), "a1", "b2", v1::PEER_ROLL_CALL_ANSWERED).unreachable_from, "b");
 }
 
 // The sites still reach the coordinator but not each other. The first

@@ -53,6 +53,9 @@ bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
   if (std::optional<PeerFault> peer = PeerFaultOf(failure); peer.has_value() && peer->rank != join.rank()) {
     report.set_peer_fault(peer->kind == PeerFaultKind::kClosed ? v1::PEER_FAULT_CLOSED : v1::PEER_FAULT_LATE);
     report.set_peer_rank(peer->rank);
+    if (std::optional<bool> answered = LatePeerAnswered(failure); answered.has_value()) {
+      report.set_peer_roll_call(*answered ? v1::PEER_ROLL_CALL_ANSWERED : v1::PEER_ROLL_CALL_SILENT);
+    }
   }
   report.set_job_id(client->job_id());
   report.set_generation(join.generation());
@@ -129,11 +132,24 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
       if (end.outcome == GenerationOutcome::kGenerationFailed) {
         // A timeout or closed connection that names nobody (Gloo, NCCL) is
         // first resolved by a roll call among the ranks, connections still
-        // open (roll_call.h).
-        if (NeedsRollCall(end.error, static_cast<int>(join.world_size()))) {
+        // open (roll_call.h); with islands every failure answers one, and a
+        // late peer is followed to the rank that hangs, or found alive
+        // behind a cut link.
+        const int world_size = static_cast<int>(join.world_size());
+        const int rank = static_cast<int>(join.rank());
+        const std::optional<PeerFault> peer = PeerFaultOf(end.error);
+        if (NeedsRollCall(end.error, world_size)) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
-          end.error = BlameByRollCall(end.error, *store, join.generation(), static_cast<int>(join.rank()),
-                                      static_cast<int>(join.world_size()), RollCallWait(context->CollectiveTimeout()));
+          end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size,
+                                      RollCallWait(context->CollectiveTimeout()));
+        } else if (!join.spec().sync().islands_by().empty() && world_size > 1) {
+          std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
+          if (peer.has_value() && peer->kind == PeerFaultKind::kLate) {
+            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size,
+                                        RollCallWait(context->CollectiveTimeout()));
+          } else {
+            AnswerRollCall(*store, join.generation(), rank);
+          }
         }
         reported = ReportFailure(client, join, end.error, step);
       }

@@ -4,11 +4,38 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/comm/peer_fault.h"
 
 namespace herd {
+namespace {
+
+constexpr absl::string_view kRollCallUrl = "type.herd.dev/herd.LatePeerRollCall";
+constexpr absl::string_view kAnswered = "answered";
+constexpr absl::string_view kSilent = "silent";
+constexpr absl::string_view kBlames = "blames ";
+
+// `failure` (its message replaced by `message`) blaming `rank` as late, and
+// saying whether `rank` answered the roll call.
+absl::Status BlamingLate(const absl::Status& failure, int rank, bool answered, absl::string_view message) {
+  absl::Status blamed(absl::StatusCode::kDeadlineExceeded, message);
+  failure.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { blamed.SetPayload(url, payload); });
+  PeerLateError(rank, message).ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { blamed.SetPayload(url, payload); });
+  blamed.SetPayload(kRollCallUrl, absl::Cord(answered ? kAnswered : kSilent));
+  return blamed;
+}
+
+std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline) {
+  // Past the deadline a rank still counts if its answer is already there.
+  return std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                  std::chrono::milliseconds(0));
+}
+
+}  // namespace
 
 std::chrono::milliseconds RollCallWait(std::chrono::milliseconds collective_timeout) {
   return std::min(kMaxRollCallWait, collective_timeout / 4);
@@ -32,20 +59,112 @@ std::optional<int> RankToBlame(int world_size, int self, const std::vector<int>&
 
 std::string RollCallKey(int rank) { return absl::StrCat("rollcall/", rank); }
 
+std::string RollCallAnswer(std::optional<int> blames) {
+  return blames.has_value() ? absl::StrCat(kBlames, *blames) : "here";
+}
+
+std::optional<int> BlamedByAnswer(const std::string& answer, int world_size) {
+  int rank = -1;
+  if (!absl::StartsWith(answer, kBlames) || !absl::SimpleAtoi(answer.substr(kBlames.size()), &rank)) {
+    return std::nullopt;
+  }
+  if (rank < 0 || rank >= world_size) return std::nullopt;
+  return rank;
+}
+
+BlamePath FollowBlames(int self, int first, const std::map<int, std::optional<int>>& answers,
+                       const std::set<int>& silent) {
+  std::set<int> on_path = {self};
+  int at = first;
+  while (true) {
+    if (silent.count(at)) return BlamePath{std::nullopt, at, false};
+    auto answer = answers.find(at);
+    if (answer == answers.end()) return BlamePath{at, -1, false};
+    on_path.insert(at);
+    const std::optional<int>& next = answer->second;
+    if (!next.has_value() || on_path.count(*next)) return BlamePath{std::nullopt, at, true};
+    at = *next;
+  }
+}
+
+std::optional<bool> LatePeerAnswered(const absl::Status& failure) {
+  const auto payload = failure.GetPayload(kRollCallUrl);
+  if (!payload.has_value()) return std::nullopt;
+  if (*payload == kAnswered) return true;
+  if (*payload == kSilent) return false;
+  return std::nullopt;
+}
+
+void AnswerRollCall(RendezvousStore& store, int64_t generation, int rank) {
+  absl::Status answered = store.Set(RollCallKey(rank), RollCallAnswer(std::nullopt));
+  if (!answered.ok() && answered.code() != absl::StatusCode::kFailedPrecondition) {
+    LOG(WARNING) << "could not answer the roll call of generation " << generation << ": " << answered;
+  }
+}
+
+absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
+                             int world_size, std::chrono::milliseconds wait) {
+  const std::optional<PeerFault> fault = PeerFaultOf(failure);
+  if (!fault.has_value() || fault->kind != PeerFaultKind::kLate || fault->rank == rank || fault->rank < 0 ||
+      fault->rank >= world_size) {
+    return failure;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const std::string context = absl::StrCat("roll call after the failure of generation ", generation, ": ");
+  absl::Status status = store.Set(RollCallKey(rank), RollCallAnswer(fault->rank));
+  std::map<int, std::optional<int>> answers;
+  std::set<int> silent;
+  BlamePath path;
+  while (status.ok()) {
+    path = FollowBlames(rank, fault->rank, answers, silent);
+    if (!path.wait_for.has_value()) break;
+    std::string value;
+    absl::Status got = store.Get(RollCallKey(*path.wait_for), Left(deadline), &value);
+    if (got.ok()) {
+      answers[*path.wait_for] = BlamedByAnswer(value, world_size);
+    } else if (got.code() == absl::StatusCode::kDeadlineExceeded) {
+      silent.insert(*path.wait_for);
+    } else {
+      status = got;
+    }
+  }
+  if (status.code() == absl::StatusCode::kFailedPrecondition) {
+    LOG(INFO) << context << "the generation already ended (a peer reported first): reporting rank " << fault->rank
+              << " late as it is";
+    return failure;
+  }
+  if (!status.ok()) {
+    LOG(WARNING) << context << "could not be held (" << status << "): reporting rank " << fault->rank
+                 << " late as it is";
+    return failure;
+  }
+  const std::string seconds = absl::StrFormat("%.2f", std::chrono::duration<double>(wait).count());
+  const std::string via =
+      path.blamed == fault->rank ? "" : absl::StrCat(" (following the blames from rank ", fault->rank, ")");
+  std::string message;
+  if (path.answered) {
+    LOG(WARNING) << context << "late rank " << path.blamed << via << " answered: it is alive, the link to it failed";
+    message = absl::StrCat("rank ", path.blamed, via, " answered the roll call: the link to it failed: ",
+                           failure.message());
+  } else {
+    LOG(WARNING) << context << "late rank " << path.blamed << via << " did not answer within " << seconds
+                 << " s: it hangs";
+    message = absl::StrCat("rank ", path.blamed, via, " did not answer the roll call within ", seconds,
+                           " s after: ", failure.message());
+  }
+  return BlamingLate(failure, path.blamed, path.answered, message);
+}
+
 RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   RollCallAnswers answers;
-  answers.status = store.Set(RollCallKey(rank), "here");
+  answers.status = store.Set(RollCallKey(rank), RollCallAnswer(std::nullopt));
   if (!answers.status.ok()) return answers;
   answers.answered.push_back(rank);
   for (int other = 0; other < world_size; ++other) {
     if (other == rank) continue;
-    // Past the deadline a rank still counts if its answer is already there.
-    const auto left = std::max(
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
-        std::chrono::milliseconds(0));
     std::string value;
-    absl::Status got = store.Get(RollCallKey(other), left, &value);
+    absl::Status got = store.Get(RollCallKey(other), Left(deadline), &value);
     if (got.ok()) {
       answers.answered.push_back(other);
     } else if (got.code() != absl::StatusCode::kDeadlineExceeded) {
@@ -87,11 +206,9 @@ absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store
   }
   LOG(WARNING) << "roll call after the failure of generation " << generation << ": rank " << *absent
                << " did not answer within " << seconds << " s: blaming it";
-  absl::Status blamed = PeerLateError(
-      *absent, absl::StrCat("rank ", *absent, " did not answer the roll call within ", seconds, " s after: ",
-                            failure.message()));
-  failure.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { blamed.SetPayload(url, payload); });
-  return blamed;
+  return BlamingLate(failure, *absent, /*answered=*/false,
+                     absl::StrCat("rank ", *absent, " did not answer the roll call within ", seconds, " s after: ",
+                                  failure.message()));
 }
 
 }  // namespace herd

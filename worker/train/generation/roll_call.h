@@ -38,11 +38,46 @@
 //    joins again when the coordinator takes it back.
 // A roll call that cannot reach the generation's KV (the coordinator is
 // unreachable) ends early, and the failure is reported without blame.
+//
+// With islands (sync.islands_by) a rank also calls the roll after a failure
+// that names a late peer, because the coordinator must tell a hung trainer
+// from a link cut between sites (coordinator/readmit_backoff.h): a late
+// peer that answers is alive; one that hangs cannot answer. Every rank of
+// an islands job whose generation failed answers first, before it waits
+// for anyone: "blames <rank>" when it blames a peer late, else "here", so a
+// peer behind a cut link, failing the same exchange at about the same
+// time, is found alive. It then follows the blames (FollowBlames): the
+// blamed peer's answer, then that of the peer it blames in turn, and so
+// on, until
+//  - a rank that did not answer by the shared deadline: it is blamed, as
+//    silent (its trainer hangs, and it alone is left out);
+//  - a rank that answered and blames nobody, or one already on the path (a
+//    cut link: the two sides blame each other): it is blamed, as answered.
+// Following the path matters because waits are transitive. Two sites of two
+// ranks, {0, 1} and {2, 3}, rank 1 hung in a cross-site round: rank 3 waits
+// for rank 1 from the round's start and times out first; rank 0 finishes
+// its round with rank 2, then waits for rank 1's shard in the island's
+// all-gather; rank 2 finishes its round with rank 0, then waits for rank 3
+// there. Rank 2 thus blames its healthy island-mate 3 (and had rank 1 hung
+// before the round, rank 2 would blame rank 0, stuck in the island's
+// all-reduce, across islands). Every one of these waits ends at the hung
+// rank: rank 3 answered "blames 1" before it waited, and so on, so every
+// report names rank 1 as silent, whichever reaches the coordinator first.
+// A rank behind others that enters its wait more than the roll call's
+// deadline after them finds their answers already there and follows them,
+// so it needs no deadline of its own for them. The path costs one roll
+// call deadline (RollCallWait) after the timeout for a hung rank; a cut
+// link costs only the skew between the two sides' timeouts. A hung rank
+// that wakes finds the generation ended, as above, and reports without
+// blame; one that wakes within the deadline answers and counts as alive,
+// as behind a cut link.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +107,43 @@ std::optional<int> RankToBlame(int world_size, int self, const std::vector<int>&
 // The KV key rank `rank` answers the roll call with.
 std::string RollCallKey(int rank);
 
+// A rank's answer: "blames <rank>" when it blames `blames` late, else "here".
+std::string RollCallAnswer(std::optional<int> blames);
+// The rank an answer blames among `world_size` ranks; nullopt for "here"
+// or anything else (an answer is evidence of life, whatever it says).
+std::optional<int> BlamedByAnswer(const std::string& answer, int world_size);
+
+// One step along the blames from a late peer (islands, see above).
+struct BlamePath {
+  // The rank whose answer is needed next; nullopt once decided.
+  std::optional<int> wait_for;
+  // Once decided: the rank to blame, and whether it answered.
+  int blamed = -1;
+  bool answered = false;
+};
+// Where the blames from `self`, which blames `first` late, lead, given the
+// answers seen (rank -> whom it blames) and the ranks found `silent` (no
+// answer by the deadline).
+BlamePath FollowBlames(int self, int first, const std::map<int, std::optional<int>>& answers,
+                       const std::set<int>& silent);
+
+// Whether a failure's late peer answered the roll call, when one told.
+std::optional<bool> LatePeerAnswered(const absl::Status& failure);
+
+// Answers the roll call of a failed generation of an islands job for a
+// failure that blames no peer late: "here", without waiting. Errors are
+// logged, not returned: the report goes ahead.
+void AnswerRollCall(RendezvousStore& store, int64_t generation, int rank);
+
+// `failure` of `generation` of an islands job, which blames a peer late, as
+// it is reported: answers "blames <peer>", follows the blames within `wait`
+// (FollowBlames) and blames the rank they lead to, saying whether it
+// answered (LatePeerAnswered). `failure` unchanged when it blames no peer
+// late or the roll call cannot be held (the generation already ended: a
+// hung rank that woke; the coordinator is unreachable). Logs the outcome.
+absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
+                             int world_size, std::chrono::milliseconds wait);
+
 struct RollCallAnswers {
   // Not OK when the roll call could not be held (the generation is gone:
   // FAILED_PRECONDITION; the coordinator is unreachable).
@@ -86,7 +158,8 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
 // `failure` of `generation` as it is reported: when it needs a roll call
 // and RankToBlame names a rank that did not answer within `wait`, the same
 // failure blaming that rank as late (PeerLateError's payload, code
-// DEADLINE_EXCEEDED); otherwise `failure` unchanged.
+// DEADLINE_EXCEEDED) and as silent (LatePeerAnswered); otherwise `failure`
+// unchanged.
 // Logs the outcome.
 absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
                              int world_size, std::chrono::milliseconds wait);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,6 +160,140 @@ TEST(CallTheRoll, AGenerationThatEndsDuringTheWaitEndsTheRollCall) {
   const RollCallAnswers answers = CallTheRoll(store, 0, 3, milliseconds(200));
   ender.join();
   EXPECT_EQ(answers.status.code(), absl::StatusCode::kFailedPrecondition) << answers.status;
+}
+
+TEST(BlameByRollCall, ARankItBlamesDidNotAnswer) {
+  InMemoryStore store;
+  for (const absl::Status& status : RollCallOf(store, {0, 1}, 3, milliseconds(100))) {
+    EXPECT_EQ(LatePeerAnswered(status), false) << status;
+  }
+}
+
+TEST(RollCallAnswer, NamesWhomItBlamesOrSaysHere) {
+  EXPECT_EQ(RollCallAnswer(std::nullopt), "here");
+  EXPECT_EQ(RollCallAnswer(3), "blames 3");
+  EXPECT_EQ(BlamedByAnswer(RollCallAnswer(3), 4), 3);
+  EXPECT_EQ(BlamedByAnswer("here", 4), std::nullopt);
+  EXPECT_EQ(BlamedByAnswer("blames 4", 4), std::nullopt) << "no such rank";
+  EXPECT_EQ(BlamedByAnswer("blames -1", 4), std::nullopt);
+  EXPECT_EQ(BlamedByAnswer("blames x", 4), std::nullopt);
+}
+
+TEST(FollowBlames, WaitsForTheBlamedRankThenBlamesItAsSilentWhenItDidNotAnswer) {
+  BlamePath path = FollowBlames(0, 1, {}, {});
+  EXPECT_EQ(path.wait_for, 1);
+  path = FollowBlames(0, 1, {}, {1});
+  EXPECT_EQ(path.wait_for, std::nullopt);
+  EXPECT_EQ(path.blamed, 1);
+  EXPECT_FALSE(path.answered);
+}
+
+// Sites {0, 1} and {2, 3}, rank 1 hung: rank 2 blamed its island-mate 3,
+// which waits for rank 1 in their round.
+TEST(FollowBlames, FollowsAnsweringRanksToTheOneThatHangs) {
+  EXPECT_EQ(FollowBlames(2, 3, {{3, 1}}, {}).wait_for, 1);
+  const BlamePath path = FollowBlames(2, 3, {{3, 1}}, {1});
+  EXPECT_EQ(path.wait_for, std::nullopt);
+  EXPECT_EQ(path.blamed, 1);
+  EXPECT_FALSE(path.answered);
+}
+
+TEST(FollowBlames, ACutLinkEndsAtTheAnsweringRankThatBlamesOneOnThePath) {
+  // The two sides blame each other.
+  BlamePath path = FollowBlames(0, 2, {{2, 0}}, {});
+  EXPECT_EQ(path.wait_for, std::nullopt);
+  EXPECT_EQ(path.blamed, 2);
+  EXPECT_TRUE(path.answered);
+  // Rank 0 waits behind its island-mate 1, whose round partner 3 is cut off.
+  path = FollowBlames(0, 1, {{1, 3}, {3, 1}}, {});
+  EXPECT_EQ(path.blamed, 3);
+  EXPECT_TRUE(path.answered);
+  // An answer that blames nobody ends the path there.
+  path = FollowBlames(0, 1, {{1, std::nullopt}}, {});
+  EXPECT_EQ(path.blamed, 1);
+  EXPECT_TRUE(path.answered);
+}
+
+// FollowLateBlame for each (rank, blamed peer) at once, as ranks that fail
+// within a collective timeout of each other do.
+std::map<int, absl::Status> FollowedBy(RendezvousStore& store, const std::map<int, int>& blames, int world_size,
+                                       milliseconds wait) {
+  std::map<int, absl::Status> reported;
+  for (const auto& [rank, peer] : blames) reported[rank] = absl::OkStatus();
+  std::vector<std::thread> threads;
+  for (const auto& [rank, peer] : blames) {
+    threads.emplace_back([&, rank = rank, peer = peer] {
+      reported[rank] = FollowLateBlame(PeerLateError(peer, "round: rank did not answer in time"), store, 7, rank,
+                                       world_size, wait);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return reported;
+}
+
+TEST(FollowLateBlame, EveryRankWaitingOnAHungRankDirectlyOrNotBlamesItAsSilent) {
+  InMemoryStore store;
+  // Rank 1 hangs: 3 waits for it in the round, 0 in the island's all-gather,
+  // 2 for 3 in the all-gather.
+  const std::map<int, absl::Status> reported = FollowedBy(store, {{3, 1}, {0, 1}, {2, 3}}, 4, milliseconds(300));
+  for (const auto& [rank, status] : reported) {
+    ASSERT_TRUE(PeerFaultOf(status).has_value()) << status;
+    EXPECT_EQ(PeerFaultOf(status)->kind, PeerFaultKind::kLate) << rank;
+    EXPECT_EQ(PeerFaultOf(status)->rank, 1) << rank << ": " << status;
+    EXPECT_EQ(LatePeerAnswered(status), false) << rank;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(status.message().find("rank 1"), absl::string_view::npos) << status;
+  }
+  EXPECT_NE(reported.at(2).message().find("following the blames from rank 3"), absl::string_view::npos)
+      << reported.at(2);
+}
+
+TEST(FollowLateBlame, ACutLinkFindsTheBlamedPeersAliveWithoutWaitingOutTheDeadline) {
+  InMemoryStore store;
+  const auto start = std::chrono::steady_clock::now();
+  const std::map<int, absl::Status> reported =
+      FollowedBy(store, {{0, 2}, {2, 0}, {1, 3}, {3, 1}}, 4, milliseconds(60000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000));
+  const std::map<int, int> across = {{0, 2}, {2, 0}, {1, 3}, {3, 1}};
+  for (const auto& [rank, status] : reported) {
+    ASSERT_TRUE(PeerFaultOf(status).has_value()) << status;
+    EXPECT_EQ(PeerFaultOf(status)->rank, across.at(rank)) << rank;
+    EXPECT_EQ(LatePeerAnswered(status), true) << rank;
+  }
+}
+
+TEST(FollowLateBlame, ACutLinkBehindAnIslandMateBlamesTheRankAcross) {
+  InMemoryStore store;
+  // Rank 0 waits for 1 in the island's all-gather; 1 and 3 are cut apart.
+  const std::map<int, absl::Status> reported = FollowedBy(store, {{0, 1}, {1, 3}, {3, 1}}, 4, milliseconds(60000));
+  EXPECT_EQ(PeerFaultOf(reported.at(0))->rank, 3) << reported.at(0);
+  EXPECT_EQ(LatePeerAnswered(reported.at(0)), true);
+}
+
+TEST(FollowLateBlame, AFailureWithoutALatePeerOrAfterTheGenerationEndedIsReportedAsItIs) {
+  EndingStore store;
+  EXPECT_EQ(FollowLateBlame(PeerClosedError(2), store, 7, 0, 3, milliseconds(60000)), PeerClosedError(2));
+  EXPECT_EQ(FollowLateBlame(kGlooTimeout, store, 7, 0, 3, milliseconds(60000)), kGlooTimeout);
+  std::string value;
+  EXPECT_EQ(store.Get(RollCallKey(0), milliseconds(0), &value).code(), absl::StatusCode::kDeadlineExceeded)
+      << "answered without a late peer";
+  store.End();
+  const absl::Status late = PeerLateError(1, "round: rank 1 did not answer in time");
+  const absl::Status reported = FollowLateBlame(late, store, 7, 0, 3, milliseconds(60000));
+  EXPECT_EQ(reported, late);
+  EXPECT_EQ(LatePeerAnswered(reported), std::nullopt);
+}
+
+TEST(AnswerRollCall, SaysHereWithoutWaiting) {
+  InMemoryStore store;
+  AnswerRollCall(store, 7, 2);
+  std::string value;
+  ASSERT_TRUE(store.Get(RollCallKey(2), milliseconds(0), &value).ok());
+  EXPECT_EQ(value, "here");
+  // A rank that blamed 2 finds it alive.
+  const absl::Status reported = FollowLateBlame(PeerLateError(2, "late"), store, 7, 0, 3, milliseconds(60000));
+  EXPECT_EQ(PeerFaultOf(reported)->rank, 2);
+  EXPECT_EQ(LatePeerAnswered(reported), true);
 }
 
 }  // namespace
