@@ -658,7 +658,15 @@ absl::StatusOr<ChangeSet> ApplyFailureReport(ClusterState& state, const v1::Repo
     if (report.peer_fault() == v1::PEER_FAULT_LATE) {
       // Late: it (with islands and a cut link, its whole island, or the
       // reporter's) stays out until its trainer answers and its back-off is over.
-      LateBlameOutcome outcome = LeftOutForLateBlame(state, job, report.worker_id(), blamed, report.peer_roll_call());
+      // The link that failed is the blamer's: the reporter's own, or one it
+      // followed the blames to (ReportFailureRequest.peer_blamed_by).
+      std::string blamer = report.worker_id();
+      if (report.has_peer_blamed_by() && report.peer_blamed_by() >= 0 &&
+          report.peer_blamed_by() < static_cast<int64_t>(generation.members.size()) &&
+          generation.members[static_cast<size_t>(report.peer_blamed_by())] != blamed) {
+        blamer = generation.members[static_cast<size_t>(report.peer_blamed_by())];
+      }
+      LateBlameOutcome outcome = LeftOutForLateBlame(state, job, blamer, blamed, report.peer_roll_call());
       left_out = outcome.left_out;
       // Every one of them came back in this generation after a back-off and
       // failed again: the partition already paid for, now paid for by a

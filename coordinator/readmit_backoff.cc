@@ -21,12 +21,12 @@ bool ReadmittedIn(const JobRecord& job, const std::string& worker_id, int64_t ge
   return it != job.readmit.end() && it->second.readmitted_in == generation;
 }
 
-LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& reporter,
+LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& blamer,
                                      const std::string& blamed, v1::PeerRollCall roll_call) {
   const std::string& key = job.info.spec().sync().islands_by();
   const Generation& generation = job.generation;
   if (key.empty()) return {{blamed}, ""};
-  const std::string ours = IslandOfWorker(state, key, reporter);
+  const std::string ours = IslandOfWorker(state, key, blamer);
   const std::string theirs = IslandOfWorker(state, key, blamed);
   if (ours == theirs || roll_call == v1::PEER_ROLL_CALL_SILENT) return {{blamed}, ""};
   struct Side {
@@ -44,8 +44,8 @@ LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord&
     }
   }
   // Index of the side that goes out. Members come in rank order, so a
-  // side's first member is its lowest rank; the reporter's side is never
-  // empty (it holds the reporter), the blamed one's neither.
+  // side's first member is its lowest rank; the blamer's side is never
+  // empty (it holds the blamer), the blamed one's neither.
   int out = 1;
   if (side[0].came_back != side[1].came_back) {
     out = side[0].came_back ? 0 : 1;

@@ -59,11 +59,13 @@ struct LateBlameOutcome {
   std::string unreachable_from;
 };
 
-// Who a report from `reporter` blaming `blamed` late, which says
-// `roll_call` of it, leaves out of `job`'s current generation: `blamed`
-// alone without islands, within an island or when it did not answer the
-// roll call; a whole island across islands otherwise (see above).
-LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& reporter,
+// Who a report blaming `blamed` late, which says `roll_call` of it, leaves
+// out of `job`'s current generation: `blamed` alone without islands,
+// within an island or when it did not answer the roll call; a whole island
+// across islands otherwise (see above). `blamer`: the member whose wait for
+// `blamed` failed, the reporter or the rank it followed the blames from
+// (ReportFailureRequest.peer_blamed_by): theirs is the link that failed.
+LateBlameOutcome LeftOutForLateBlame(const ClusterState& state, const JobRecord& job, const std::string& blamer,
                                      const std::string& blamed, v1::PeerRollCall roll_call);
 
 }  // namespace herd::coordinator

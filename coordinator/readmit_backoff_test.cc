@@ -81,8 +81,10 @@ class SitesApartTest : public ::testing::Test {
   }
   // `reporter` saw `blamed` not answer in the current generation; the
   // report says `roll_call` of it.
+  // `blamed_by`: the member the reporter followed the blames from ("": none).
   absl::StatusOr<ChangeSet> Late(const std::string& reporter, const std::string& blamed,
-                                 v1::PeerRollCall roll_call = v1::PEER_ROLL_CALL_ANSWERED) {
+                                 v1::PeerRollCall roll_call = v1::PEER_ROLL_CALL_ANSWERED,
+                                 const std::string& blamed_by = "") {
     v1::ReportFailureRequest report;
     report.set_job_id("j");
     report.set_generation(Job().generation.number);
@@ -93,6 +95,7 @@ class SitesApartTest : public ::testing::Test {
     report.set_peer_rank(Job().generation.RankOf(blamed));
     report.set_step(25);
     report.set_peer_roll_call(roll_call);
+    if (!blamed_by.empty()) report.set_peer_blamed_by(Job().generation.RankOf(blamed_by));
     return ApplyFailureReport(state_, report, now_);
   }
   // Every left-out trainer calls JoinGeneration again.
@@ -179,6 +182,20 @@ TEST_F(SitesApartTest, AcrossIslandsAPeerThatDidNotAnswerTheRollCallGoesAlone) {
     EXPECT_THAT(outcome.left_out, ElementsAre(blamed)) << reporter;
     EXPECT_EQ(outcome.unreachable_from, "") << reporter;
   }
+}
+
+// Sites cut apart, a report that followed the blames to its own
+// island-mate: b1 blamed a1 across the cut, a1 blamed b2 and b2 blamed a1
+// (both alive). The link that failed is a1's and b2's, so a whole island
+// goes (b, without rank 0), not b2 alone, which would leave b1 cut off in
+// the next generation.
+TEST_F(SitesApartTest, AFollowedBlameThatEndsAtAnIslandMateStillPartsTheSites) {
+  Start(2);
+  ASSERT_EQ(Job().generation.RankOf("a1"), 0);
+  ASSERT_TRUE(Late("b1", "b2", v1::PEER_ROLL_CALL_ANSWERED, /*blamed_by=*/"a1").ok());
+  EXPECT_THAT(Job().generation.members, ElementsAre("a1", "a2"));
+  ASSERT_THAT(Job().info.unresponsive(), SizeIs(2));
+  EXPECT_EQ(Job().info.unresponsive(0).unreachable_from(), "a");
 }
 
 // Two sites of two, a2 (in rank 0's island) hangs in a cross-site round:

@@ -56,6 +56,9 @@ bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
     if (std::optional<bool> answered = LatePeerAnswered(failure); answered.has_value()) {
       report.set_peer_roll_call(*answered ? v1::PEER_ROLL_CALL_ANSWERED : v1::PEER_ROLL_CALL_SILENT);
     }
+    if (std::optional<int> by = LatePeerBlamedBy(failure); by.has_value() && *by != join.rank()) {
+      report.set_peer_blamed_by(*by);
+    }
   }
   report.set_job_id(client->job_id());
   report.set_generation(join.generation());

@@ -17,15 +17,19 @@ constexpr absl::string_view kRollCallUrl = "type.herd.dev/herd.LatePeerRollCall"
 constexpr absl::string_view kAnswered = "answered";
 constexpr absl::string_view kSilent = "silent";
 constexpr absl::string_view kBlames = "blames ";
+constexpr absl::string_view kBlamedByUrl = "type.herd.dev/herd.LatePeerBlamedBy";
 
 // `failure` (its message replaced by `message`) blaming `rank` as late, and
-// saying whether `rank` answered the roll call.
-absl::Status BlamingLate(const absl::Status& failure, int rank, bool answered, absl::string_view message) {
+// saying whether `rank` answered the roll call, and (when not -1) the rank
+// whose wait for it failed.
+absl::Status BlamingLate(const absl::Status& failure, int rank, bool answered, absl::string_view message,
+                         int blamed_by = -1) {
   absl::Status blamed(absl::StatusCode::kDeadlineExceeded, message);
   failure.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { blamed.SetPayload(url, payload); });
   PeerLateError(rank, message).ForEachPayload(
       [&](absl::string_view url, const absl::Cord& payload) { blamed.SetPayload(url, payload); });
   blamed.SetPayload(kRollCallUrl, absl::Cord(answered ? kAnswered : kSilent));
+  if (blamed_by >= 0) blamed.SetPayload(kBlamedByUrl, absl::Cord(absl::StrCat(blamed_by)));
   return blamed;
 }
 
@@ -75,16 +79,25 @@ std::optional<int> BlamedByAnswer(const std::string& answer, int world_size) {
 BlamePath FollowBlames(int self, int first, const std::map<int, std::optional<int>>& answers,
                        const std::set<int>& silent) {
   std::set<int> on_path = {self};
+  int by = self;
   int at = first;
   while (true) {
-    if (silent.count(at)) return BlamePath{std::nullopt, at, false};
+    if (silent.count(at)) return BlamePath{std::nullopt, at, false, by};
     auto answer = answers.find(at);
-    if (answer == answers.end()) return BlamePath{at, -1, false};
+    if (answer == answers.end()) return BlamePath{at, -1, false, -1};
     on_path.insert(at);
     const std::optional<int>& next = answer->second;
-    if (!next.has_value() || on_path.count(*next)) return BlamePath{std::nullopt, at, true};
+    if (!next.has_value() || on_path.count(*next)) return BlamePath{std::nullopt, at, true, by};
+    by = at;
     at = *next;
   }
+}
+
+std::optional<int> LatePeerBlamedBy(const absl::Status& failure) {
+  const auto payload = failure.GetPayload(kBlamedByUrl);
+  int rank = -1;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &rank) || rank < 0) return std::nullopt;
+  return rank;
 }
 
 std::optional<bool> LatePeerAnswered(const absl::Status& failure) {
@@ -152,7 +165,7 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     message = absl::StrCat("rank ", path.blamed, via, " did not answer the roll call within ", seconds,
                            " s after: ", failure.message());
   }
-  return BlamingLate(failure, path.blamed, path.answered, message);
+  return BlamingLate(failure, path.blamed, path.answered, message, path.blamed_by);
 }
 
 RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait) {

@@ -53,6 +53,10 @@
 //    silent (its trainer hangs, and it alone is left out);
 //  - a rank that answered and blames nobody, or one already on the path (a
 //    cut link: the two sides blame each other): it is blamed, as answered.
+// Either way the report also names the rank on the path whose wait for it
+// failed (BlamePath::blamed_by): behind a cut link the path may end at the
+// reporter's own island-mate, and the link that failed, which decides which
+// sites part, is that rank's and its blamer's, not the reporter's.
 // Following the path matters because waits are transitive. Two sites of two
 // ranks, {0, 1} and {2, 3}, rank 1 hung in a cross-site round: rank 3 waits
 // for rank 1 from the round's start and times out first; rank 0 finishes
@@ -120,12 +124,21 @@ struct BlamePath {
   // Once decided: the rank to blame, and whether it answered.
   int blamed = -1;
   bool answered = false;
+  // Once decided: the rank on the path whose wait for `blamed` failed (self
+  // when `blamed` is the peer it blamed). The failed link is theirs: behind
+  // a cut link it may join two other ranks than self and `blamed`, e.g.
+  // self's island-mate and a rank across, which decides which sides part.
+  int blamed_by = -1;
 };
 // Where the blames from `self`, which blames `first` late, lead, given the
 // answers seen (rank -> whom it blames) and the ranks found `silent` (no
 // answer by the deadline).
 BlamePath FollowBlames(int self, int first, const std::map<int, std::optional<int>>& answers,
                        const std::set<int>& silent);
+
+// The rank whose wait for a failure's late peer failed, when a roll call
+// followed the blames there (see BlamePath::blamed_by).
+std::optional<int> LatePeerBlamedBy(const absl::Status& failure);
 
 // Whether a failure's late peer answered the roll call, when one told.
 std::optional<bool> LatePeerAnswered(const absl::Status& failure);

@@ -196,6 +196,7 @@ TEST(FollowBlames, FollowsAnsweringRanksToTheOneThatHangs) {
   EXPECT_EQ(path.wait_for, std::nullopt);
   EXPECT_EQ(path.blamed, 1);
   EXPECT_FALSE(path.answered);
+  EXPECT_EQ(path.blamed_by, 3);
 }
 
 TEST(FollowBlames, ACutLinkEndsAtTheAnsweringRankThatBlamesOneOnThePath) {
@@ -204,14 +205,24 @@ TEST(FollowBlames, ACutLinkEndsAtTheAnsweringRankThatBlamesOneOnThePath) {
   EXPECT_EQ(path.wait_for, std::nullopt);
   EXPECT_EQ(path.blamed, 2);
   EXPECT_TRUE(path.answered);
+  EXPECT_EQ(path.blamed_by, 0);
   // Rank 0 waits behind its island-mate 1, whose round partner 3 is cut off.
   path = FollowBlames(0, 1, {{1, 3}, {3, 1}}, {});
   EXPECT_EQ(path.blamed, 3);
   EXPECT_TRUE(path.answered);
+  EXPECT_EQ(path.blamed_by, 1);
+  // Rank 2 blames 0 across the cut, 0 blames 2's island-mate 1 and 1 blames
+  // 0: the path ends at 1, its own island, and the failed link is 0's and
+  // 1's (what the coordinator parts the sites by).
+  path = FollowBlames(2, 0, {{0, 1}, {1, 0}}, {});
+  EXPECT_EQ(path.blamed, 1);
+  EXPECT_TRUE(path.answered);
+  EXPECT_EQ(path.blamed_by, 0);
   // An answer that blames nobody ends the path there.
   path = FollowBlames(0, 1, {{1, std::nullopt}}, {});
   EXPECT_EQ(path.blamed, 1);
   EXPECT_TRUE(path.answered);
+  EXPECT_EQ(path.blamed_by, 0);
 }
 
 // FollowLateBlame for each (rank, blamed peer) at once, as ranks that fail
@@ -268,6 +279,8 @@ TEST(FollowLateBlame, ACutLinkBehindAnIslandMateBlamesTheRankAcross) {
   const std::map<int, absl::Status> reported = FollowedBy(store, {{0, 1}, {1, 3}, {3, 1}}, 4, milliseconds(60000));
   EXPECT_EQ(PeerFaultOf(reported.at(0))->rank, 3) << reported.at(0);
   EXPECT_EQ(LatePeerAnswered(reported.at(0)), true);
+  EXPECT_EQ(LatePeerBlamedBy(reported.at(0)), 1) << "the failed link is 1's and 3's";
+  EXPECT_EQ(LatePeerBlamedBy(reported.at(1)), 1) << "its own";
 }
 
 TEST(FollowLateBlame, AFailureWithoutALatePeerOrAfterTheGenerationEndedIsReportedAsItIs) {
