@@ -61,13 +61,13 @@ absl::Status IslandRounds::Round(const std::vector<double>& weights) {
 
 absl::Status IslandRounds::Launch(int fragment, bool keep_local_steps, double weight, bool overlap_scales,
                                   std::vector<float> side) {
-  side_floats_.push_back(side.size());
+  const size_t side_floats = side.size();
   if (averaging_ != nullptr) {
     if (auto s = averaging_->Launch(fragment, keep_local_steps, weight, overlap_scales, std::move(side)); !s.ok()) {
       return s;
     }
   }
-  ++in_flight_;
+  in_flight_.push_back(side_floats);
   return absl::OkStatus();
 }
 
@@ -76,13 +76,12 @@ absl::Status IslandRounds::Advance(int count) {
 }
 
 absl::Status IslandRounds::Finish(int count) {
-  const int n = count < 0 ? in_flight_ : std::min(count, in_flight_);
+  const size_t n = count < 0 ? in_flight_.size() : std::min(static_cast<size_t>(count), in_flight_.size());
   absl::Status merged = averaging_ != nullptr ? averaging_->Finish(count) : absl::OkStatus();
-  in_flight_ -= n;
   size_t side_floats = 0;  // the newest landing round's that has one
-  for (int i = 0; i < n && !side_floats_.empty(); ++i) {
-    if (side_floats_.front() > 0) side_floats = side_floats_.front();
-    side_floats_.pop_front();
+  for (size_t i = 0; i < n; ++i) {
+    if (in_flight_.front() > 0) side_floats = in_flight_.front();
+    in_flight_.pop_front();
   }
   if (auto s = AfterMerge(merged); !s.ok()) return s;
   return side_floats > 0 ? ShareSidePayloads(side_floats) : absl::OkStatus();

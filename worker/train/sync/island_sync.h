@@ -54,7 +54,7 @@ class IslandRounds : public AveragingRounds {
                       std::vector<float> side = {}) override;
   absl::Status Advance(int count = -1) override;
   absl::Status Finish(int count = -1) override;
-  bool in_flight() const override { return in_flight_ > 0; }
+  bool in_flight() const override { return !in_flight_.empty(); }
   int fragments() const override { return fragments_; }
   // The shard owners' rounds across islands take it (ranks without a shard
   // send nothing across islands).
@@ -100,8 +100,8 @@ class IslandRounds : public AveragingRounds {
   const bool int8_;
   int own_shard_ = -1;
   std::unique_ptr<ParameterAveraging> averaging_;  // shard owners only
-  int in_flight_ = 0;
-  std::deque<size_t> side_floats_;  // each round in flight's side payload size, in launch order
+  // The rounds in flight, in launch order: each one's side payload size.
+  std::deque<size_t> in_flight_;
   AveragingRoundStats stats_;
   // The whole outer state, one tensor per parameter (empty for outer none).
   std::vector<torch::Tensor> outer_;
