@@ -44,6 +44,7 @@ v1::WorkerInfo WorkerRecord::ToInfo() const {
 void ChangeSet::Merge(const ChangeSet& other) {
   jobs.insert(other.jobs.begin(), other.jobs.end());
   workers.insert(other.workers.begin(), other.workers.end());
+  worker_states_changed = worker_states_changed || other.worker_states_changed;
   generations_started.insert(generations_started.end(), other.generations_started.begin(),
                              other.generations_started.end());
   preemptions.insert(preemptions.end(), other.preemptions.begin(), other.preemptions.end());
@@ -90,12 +91,30 @@ ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& req
   worker.device_count = request.device_count();
   worker.labels = std::map<std::string, std::string>(request.labels().begin(), request.labels().end());
   worker.last_heartbeat = now;
+  changes.workers.insert(worker.id);
   if (const JobRecord* job = RunningJobOf(state, worker)) {
     SetWorker(worker, v1::BUSY, job->info.id(), &changes);
   } else {
     SetWorker(worker, v1::IDLE, "", &changes);
   }
   return changes;
+}
+
+void AssignMembersOfRunningJobs(ClusterState& state) {
+  for (auto& [id, worker] : state.workers) {
+    if (worker.state == v1::DEAD) continue;
+    worker.state = v1::IDLE;
+    worker.job_id.clear();
+  }
+  for (const auto& [job_id, job] : state.jobs) {
+    if (job.info.state() != v1::RUNNING) continue;
+    for (const std::string& member : job.generation.members) {
+      auto worker = state.workers.find(member);
+      if (worker == state.workers.end() || worker->second.state == v1::DEAD) continue;
+      worker->second.state = v1::BUSY;
+      worker->second.job_id = job_id;
+    }
+  }
 }
 
 bool IsRestartedWorker(const ClusterState& state, const std::string& worker_id, const std::string& incarnation) {

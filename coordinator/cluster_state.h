@@ -101,7 +101,7 @@ struct WorkerRecord {
   std::string device_kind;
   int64_t device_count = 0;
   v1::WorkerState state = v1::IDLE;
-  std::string job_id;  // set while BUSY
+  std::string job_id;  // set while BUSY; like BUSY, derived from the jobs at load
   double last_heartbeat = 0;
   // From heartbeats since this coordinator started (not persisted): whether
   // one arrived, and the jobs the worker's trainers were running then.
@@ -160,12 +160,15 @@ struct ReleaseRequested {
 // watchers.
 struct ChangeSet {
   std::set<std::string> jobs;
+  // Worker records to save (a registration, a cordon, a death).
   std::set<std::string> workers;
+  // A worker became busy, idle or dead (the gauges count them).
+  bool worker_states_changed = false;
   std::vector<StartedGeneration> generations_started;
   std::vector<Preemption> preemptions;  // one per job preempted
   std::vector<ReleaseRequested> releases_requested;
 
-  bool empty() const { return jobs.empty() && workers.empty(); }
+  bool empty() const { return jobs.empty() && workers.empty() && !worker_states_changed; }
   void Merge(const ChangeSet& other);
 };
 
@@ -183,6 +186,13 @@ absl::StatusOr<ChangeSet> CancelJob(ClusterState& state, const std::string& job_
 // of a RUNNING job (re-registering after a coordinator restart), else IDLE.
 // ApplyRegistration (generations.h) also handles a restarted daemon.
 ChangeSet UpsertWorker(ClusterState& state, const v1::RegisterWorkerRequest& request, double now);
+
+// Sets which workers are BUSY, and with which job, from the jobs alone: the
+// members of each RUNNING job's generation (formed or still waiting, whose
+// members are its survivors). A store keeps this once, with the job, and
+// calls it when it loads the state; a worker's record stores only whether
+// it is dead.
+void AssignMembersOfRunningJobs(ClusterState& state);
 
 // True when worker `worker_id` registers from a new process: this
 // coordinator heard it register before with another incarnation (both

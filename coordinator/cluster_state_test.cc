@@ -222,7 +222,42 @@ TEST_F(ClusterStateTest, JobWaitsForMinWorkersThenStartsGenerationOne) {
   EXPECT_EQ(changes.generations_started[0].job_id, "j");
   EXPECT_EQ(changes.generations_started[0].number, 1);
   EXPECT_EQ(changes.jobs.count("j"), 1u);
-  EXPECT_EQ(changes.workers.size(), 2u);
+  // Who is busy with the job is the job's record: no worker record to save.
+  EXPECT_THAT(changes.workers, IsEmpty());
+  EXPECT_TRUE(changes.worker_states_changed);
+}
+
+// What a store keeps of a worker is its registration and whether it is
+// dead; which job it is busy with comes back from the jobs' generations.
+TEST_F(ClusterStateTest, BusyWorkersAreSetAgainFromTheRunningJobsMembers) {
+  StartJob(3, 2);
+  AddWorker("w4");
+  AddWorker("w5");
+  Submit("done", Spec(1, 1));
+  state_.jobs.at("done").info.set_state(v1::SUCCEEDED);
+  state_.jobs.at("done").generation.members = {"w4"};
+  ClusterState loaded = state_;
+  for (auto& [id, worker] : loaded.workers) {
+    worker.state = id == "w5" ? v1::DEAD : v1::IDLE;  // as a store keeps them
+    worker.job_id.clear();
+  }
+  AssignMembersOfRunningJobs(loaded);
+  for (const char* member : {"w1", "w2", "w3"}) {
+    EXPECT_EQ(loaded.workers.at(member).state, v1::BUSY) << member;
+    EXPECT_EQ(loaded.workers.at(member).job_id, "j") << member;
+  }
+  EXPECT_EQ(loaded.workers.at("w4").state, v1::IDLE);  // its job is over
+  EXPECT_EQ(loaded.workers.at("w4").job_id, "");
+  EXPECT_EQ(loaded.workers.at("w5").state, v1::DEAD);
+
+  // A generation still waiting to form: its members are the survivors, busy.
+  JobRecord& job = loaded.jobs.at("j");
+  job.generation.formed = false;
+  job.generation.members = {"w2"};
+  AssignMembersOfRunningJobs(loaded);
+  EXPECT_EQ(loaded.workers.at("w1").state, v1::IDLE);
+  EXPECT_EQ(loaded.workers.at("w2").state, v1::BUSY);
+  EXPECT_EQ(loaded.workers.at("w2").job_id, "j");
 }
 
 TEST_F(ClusterStateTest, TakesAtMostMaxWorkersLowestIdsFirst) {

@@ -83,6 +83,7 @@ absl::StatusOr<ClusterState> SqliteStateStore::Load(double now) {
   if (auto status = LoadJobs(db_, &state); !status.ok()) return status;
   if (auto status = LoadWorkers(db_, now, &state); !status.ok()) return status;
   if (auto status = LoadCheckpoints(db_, &state); !status.ok()) return status;
+  AssignMembersOfRunningJobs(state);
   return state;
 }
 

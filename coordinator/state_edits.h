@@ -12,6 +12,8 @@ namespace herd::coordinator {
 // persists it.
 void Touch(JobRecord& job, double now, ChangeSet* changes);
 
+// Its record is marked for saving only when it dies or comes back: being
+// busy with a job is stored once, with the job (AssignMembersOfRunningJobs).
 void SetWorker(WorkerRecord& worker, v1::WorkerState worker_state, const std::string& job_id, ChangeSet* changes);
 
 // Frees `worker_id` if it is alive and still assigned to `job_id`.

@@ -494,9 +494,9 @@ TEST_P(StoreTest, ACheckpointIdIsAddedOnlyOnce) {
   EXPECT_EQ(loaded->checkpoints.at("job-running")[0].step(), 10);
 }
 
-// A 1000-worker job scheduled at once: 1001 records in one Save. On etcd
-// that is more than one transaction may hold (128 operations): the store
-// splits it, and every record comes back.
+// 1000 workers registered and a job scheduled on them in one Save: 1001
+// records. On etcd that is more than one transaction may hold (128
+// operations): the store splits it, and every record comes back.
 TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
   constexpr int kWorkers = 1000;
   ClusterState state;
@@ -517,6 +517,33 @@ TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
     EXPECT_EQ(worker.job_id, "job-big") << id;
   }
   EXPECT_EQ(loaded->jobs.at("job-big").generation.members, state.jobs.at("job-big").generation.members);
+}
+
+// Workers registered first, the job scheduled later: the rendezvous is one
+// record, the job's, and the workers load busy with it all the same.
+TEST_P(StoreTest, ARendezvousSavesOnlyTheJob) {
+  constexpr int kWorkers = 1000;
+  ClusterState state;
+  ChangeSet registered = testing::RegisterWorkersAndBigJob(state, kWorkers, 10000);
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Save(state, registered).ok());
+
+  ChangeSet scheduled = Schedule(state, 601);
+  ASSERT_EQ(state.jobs.at("job-big").info.state(), v1::RUNNING);
+  EXPECT_EQ(scheduled.jobs, std::set<std::string>{"job-big"});
+  EXPECT_THAT(scheduled.workers, ::testing::IsEmpty());
+  const StateWrite write = Snapshot(state, scheduled);
+  EXPECT_EQ(write.size(), 1u);
+  ASSERT_TRUE(store->Write(write).ok());
+
+  auto loaded = Open()->Load(900);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->workers.size(), static_cast<size_t>(kWorkers));
+  for (const auto& [id, worker] : loaded->workers) {
+    EXPECT_EQ(worker.state, v1::BUSY) << id;
+    EXPECT_EQ(worker.job_id, "job-big") << id;
+  }
 }
 
 // A job stored while the spec's closed sets were strings (device and

@@ -363,12 +363,13 @@ std::vector<WorkerColumn> WorkerColumns() {
       WorkerColumn::Integer(
           "device_count", "NOT NULL", [](const WorkerRecord& w) { return w.device_count; },
           [](WorkerRecord& w, int64_t v) { w.device_count = v; }),
+      // DEAD or IDLE: a busy worker's job is stored once, in the job's
+      // record (its generation's members), and set again at load
+      // (AssignMembersOfRunningJobs). An older database's BUSY reads as
+      // IDLE until then.
       WorkerColumn::Integer(
-          "state", "NOT NULL", [](const WorkerRecord& w) { return w.state; },
-          [](WorkerRecord& w, int64_t v) { w.state = static_cast<v1::WorkerState>(v); }),
-      WorkerColumn::Text(
-          "job_id", "NOT NULL", [](const WorkerRecord& w) { return w.job_id; },
-          [](WorkerRecord& w, const std::string& v) { w.job_id = v; }),
+          "state", "NOT NULL", [](const WorkerRecord& w) { return w.state == v1::DEAD ? v1::DEAD : v1::IDLE; },
+          [](WorkerRecord& w, int64_t v) { w.state = v == v1::DEAD ? v1::DEAD : v1::IDLE; }),
       WorkerColumn::Integer(
           "cordoned", "NOT NULL DEFAULT 0", [](const WorkerRecord& w) { return w.cordoned; },
           [](WorkerRecord& w, int64_t v) { w.cordoned = v != 0; }),
@@ -431,7 +432,7 @@ const sql::Table<JobRecord>& JobsTable() {
 }
 
 const sql::Table<WorkerRecord>& WorkersTable() {
-  static const auto* table = new sql::Table<WorkerRecord>("workers", WorkerColumns());
+  static const auto* table = new sql::Table<WorkerRecord>("workers", WorkerColumns(), /*retired=*/{"job_id"});
   return *table;
 }
 

@@ -21,7 +21,9 @@ struct StoredCheckpoint {
 // Reading one also sets the mirrors of the stored fields (info.name,
 // info.generation, info.workers).
 const sql::Table<JobRecord>& JobsTable();
-// Workers as registered; last_heartbeat is not stored.
+// Workers as registered, and whether dead. last_heartbeat is not stored,
+// nor the job a worker is busy with: that is the job's record
+// (AssignMembersOfRunningJobs sets it when the state is loaded).
 const sql::Table<WorkerRecord>& WorkersTable();
 const sql::Table<StoredCheckpoint>& CheckpointsTable();
 

@@ -235,6 +235,7 @@ absl::StatusOr<ClusterState> EtcdStateStore::Load(double now) {
   std::stable_sort(checkpoints.begin(), checkpoints.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [revision, info] : checkpoints) state.checkpoints[info.job_id()].push_back(std::move(info));
+  AssignMembersOfRunningJobs(state);
   return state;
 }
 

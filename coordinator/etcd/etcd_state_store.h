@@ -8,15 +8,16 @@
 // its key (the stored commit_seq column is not used).
 //
 // Writes and etcd's limits: a Save is one transaction when it fits (128
-// operations, 1 MiB of keys and values). A larger one (a 1000-worker
-// rendezvous: 1001 records) is still atomic: it is staged first, its
-// records packed into chunks of at most 1 MiB under P split/<batch>/<i>,
-// and committed by one small value P split/<batch>/commit written in the
-// same transaction as the last chunk (a 1000-worker schedule: one
-// transaction). Only then are the records written, 128 a transaction, and
-// the staged batch deleted. A coordinator lost (or an etcd failure) before
-// the commit leaves nothing of the Save visible; after it, records older
-// than the commit are taken from the batch by Load, which as the fenced
+// operations, 1 MiB of keys and values). A rendezvous is one record, the
+// job's, however many workers it takes (a worker's record does not say
+// which job it is busy with). A larger Save (many records retried after
+// an outage) is still atomic: it is staged first, its records packed into
+// chunks of at most 1 MiB under P split/<batch>/<i>, and committed by one
+// small value P split/<batch>/commit written in the same transaction as
+// the last chunk. Only then are the records written, 128 a transaction,
+// and the staged batch deleted. A coordinator lost (or an etcd failure)
+// before the commit leaves nothing of the Save visible; after it, records
+// older than the commit are taken from the batch by Load, which as the fenced
 // leader also writes them and deletes every staged batch.
 //
 // Fencing: with FenceWith, every transaction first compares the leader
