@@ -1067,6 +1067,59 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnswere
   daemon.reader->Finish();
 }
 
+// A log several times the relay's buffer reaches its reader whole and in
+// order while the upload waits for room: the reader takes one chunk at a
+// time, each once the last is written.
+TEST_F(ServiceTest, ALogLargerThanTheRelayBufferArrivesWholeAndInOrder) {
+  constexpr int kChunks = 1000;
+  constexpr size_t kChunkBytes = 4096;  // 4 MiB in all; the buffer holds 1
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::LogChunk> reader;
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  read.set_follow(true);
+  reader.reader = jobs_->GetJobLogs(reader.context.get(), read);
+  v1::LogRequest ask;
+  ASSERT_TRUE(daemon.reader->Read(&ask));
+
+  grpc::Status upload_status;
+  std::thread uploader([&] {
+    auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
+    v1::UploadLogResponse uploaded;
+    auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+    for (int i = 0; i < kChunks; ++i) {
+      UploadLine(*upload, ask.session(), "w1", std::string(kChunkBytes, static_cast<char>('a' + i % 26)));
+    }
+    upload->WritesDone();
+    upload_status = upload->Finish();
+  });
+  std::string got;
+  int chunks = 0;
+  for (v1::LogChunk chunk; reader.reader->Read(&chunk); ++chunks) {
+    EXPECT_EQ(chunk.worker_id(), chunks == 0 ? "w1" : "") << "chunk " << chunks;
+    got += chunk.data();
+  }
+  grpc::Status read_status = reader.reader->Finish();
+  uploader.join();
+  ASSERT_TRUE(upload_status.ok()) << upload_status.error_message();
+  ASSERT_TRUE(read_status.ok()) << read_status.error_message();
+  ASSERT_EQ(got.size(), kChunks * kChunkBytes);
+  for (int i = 0; i < kChunks; ++i) {
+    ASSERT_EQ(got.substr(i * kChunkBytes, kChunkBytes), std::string(kChunkBytes, static_cast<char>('a' + i % 26)))
+        << "chunk " << i << " out of order";
+  }
+  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
 // A followed log ends at once when the coordinator stops, with the status a
 // client retries on, and the daemon's upload of it stops too.
 TEST_F(ServiceTest, ShutdownEndsAFollowedLogWithUnavailableAndStopsItsUpload) {
