@@ -106,6 +106,8 @@ class EventStream : public grpc::ServerWriteReactor<Event> {
       this->StartWrite(&current_);
     } else if (finish) {
       this->Finish(*std::move(finish));
+    } else if (ok) {
+      Written();
     }
   }
 
@@ -119,6 +121,9 @@ class EventStream : public grpc::ServerWriteReactor<Event> {
  protected:
   // The call is over: the producer must stop handing it events.
   virtual void Detached() {}
+  // Every event sent so far is written: a producer that hands over one
+  // event at a time (to bound what waits in memory) may send the next.
+  virtual void Written() {}
 
  private:
   const std::string cancelled_;

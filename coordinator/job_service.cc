@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/job_watch_stream.h"
+#include "coordinator/log_read_stream.h"
 #include "coordinator/model_fetch.h"
 
 namespace herd::coordinator {
@@ -9,8 +10,8 @@ namespace {
 
 // Sends `session`'s chunks to `writer` as they come, the first naming
 // `worker`, until the upload ends (its status), the reader goes away or
-// cancels (CANCELLED; `reader` says whose: "log", "model"). `*sent` is set
-// once a chunk went out.
+// cancels (CANCELLED; `reader` says whose: "model"). `*sent` is set once a
+// chunk went out.
 template <typename Chunk>
 absl::Status RelayChunks(LogSession& session, const std::string& worker, absl::Duration poll,
                          grpc::ServerContext& context, grpc::ServerWriter<Chunk>& writer, const char* reader,
@@ -175,31 +176,44 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
   });
 }
 
-grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
-                                        grpc::ServerWriter<v1::LogChunk>* writer) {
-  return edge_->Handle("GetJobLogs", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
-    if (request->tail_lines() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tail_lines: ", request->tail_lines(), " is negative"));
-    }
-    auto job = coordinator_->GetJob(request->job_id());
-    if (!job.ok()) return job.status();
-    if (auto status = CheckMayReadLogs(caller, *job); !status.ok()) {
-      edge_->Audit("permission_denied", caller.name, absl::StrCat("logs of ", request->job_id()), status);
-      return status;
-    }
-    auto worker = WorkerAtRank(*job, request->rank());
-    if (!worker.ok()) return worker.status();
-    v1::LogRequest ask;
-    ask.set_job_id(request->job_id());
-    ask.set_follow(request->follow());
-    ask.set_tail_lines(request->tail_lines());
-    auto session = logs_->Open(*worker, std::move(ask));
-    if (!session.ok()) return session.status();
-    bool sent = false;
-    absl::Status end = RelayChunks(**session, *worker, options_.watch_poll, *context, *writer, "log", &sent);
-    logs_->Close(*session);
-    return end;
-  });
+grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetJobLogs(grpc::CallbackServerContext* context,
+                                                                  const v1::GetJobLogsRequest* request) {
+  std::shared_ptr<LogReadStream> stream = LogReadStream::Open(logs_);
+  edge_->HandleLater(
+      "GetJobLogs", Api::kJobs, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        stream->Begin(std::move(answer));
+        auto session = OpenLogSession(caller, *request);
+        if (!session.ok()) {
+          stream->End(session.status());
+          return;
+        }
+        stream->Relay(std::move(session->first), std::move(session->second));
+      },
+      [stream = stream.get()](grpc::Status status) { stream->FinishWhenWritten(std::move(status)); });
+  return stream.get();
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<LogSession>, std::string>> JobServiceImpl::OpenLogSession(
+    const Principal& caller, const v1::GetJobLogsRequest& request) {
+  if (request.tail_lines() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tail_lines: ", request.tail_lines(), " is negative"));
+  }
+  auto job = coordinator_->GetJob(request.job_id());
+  if (!job.ok()) return job.status();
+  if (auto status = CheckMayReadLogs(caller, *job); !status.ok()) {
+    edge_->Audit("permission_denied", caller.name, absl::StrCat("logs of ", request.job_id()), status);
+    return status;
+  }
+  auto worker = WorkerAtRank(*job, request.rank());
+  if (!worker.ok()) return worker.status();
+  v1::LogRequest ask;
+  ask.set_job_id(request.job_id());
+  ask.set_follow(request.follow());
+  ask.set_tail_lines(request.tail_lines());
+  auto session = logs_->Open(*worker, std::move(ask));
+  if (!session.ok()) return session.status();
+  return std::make_pair(*std::move(session), *std::move(worker));
 }
 
 grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
@@ -223,15 +237,17 @@ grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const 
     // not connected) answers before any data, and the next is asked.
     std::vector<std::string> answers;
     for (const std::string& worker : plan->workers) {
+      // Stopping (UNAVAILABLE) says nothing of whether the next one holds it.
       auto session = logs_->Open(worker, plan->ask);
       if (!session.ok()) {
+        if (logs_->ShutDown()) return session.status();
         answers.push_back(std::string(session.status().message()));  // names the worker
         continue;
       }
       bool sent = false;
       absl::Status end = RelayChunks(**session, worker, options_.watch_poll, *context, *writer, "model", &sent);
       logs_->Close(*session);
-      if (sent || end.ok() || absl::IsCancelled(end)) return end;
+      if (sent || end.ok() || absl::IsCancelled(end) || logs_->ShutDown()) return end;
       answers.push_back(std::string(end.message()));  // names the worker
     }
     return NoWorkerHolds(*plan, answers);

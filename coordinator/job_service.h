@@ -2,6 +2,11 @@
 // reprioritize).
 #pragma once
 
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/log_relay.h"
@@ -11,15 +16,18 @@
 namespace herd::coordinator {
 
 struct JobServiceOptions {
-  // How often GetJobLogs and FetchModelFile look for a cancelled reader
-  // while no chunk comes.
+  // How often FetchModelFile looks for a cancelled reader while no chunk
+  // comes.
   absl::Duration watch_poll = absl::Milliseconds(500);
 };
 
-// WatchJob is a callback method: a watcher waiting for the job's next change
-// holds no server thread. The rest is synchronous; GetJobLogs and
-// FetchModelFile hold one while they relay (see docs/design.md).
-class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<v1::JobService::Service> {
+// WatchJob and GetJobLogs are callback methods: a watcher waiting for the
+// job's next change and a reader waiting for a followed log's next lines
+// hold no server thread. The rest is synchronous; FetchModelFile holds one
+// while it relays (see docs/design.md).
+class JobServiceImpl final
+    : public v1::JobService::WithCallbackMethod_WatchJob<
+          v1::JobService::WithCallbackMethod_GetJobLogs<v1::JobService::Service>> {
  public:
   JobServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs, JobServiceOptions options = {})
       : coordinator_(coordinator), edge_(edge), logs_(logs), options_(options) {}
@@ -44,8 +52,8 @@ class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<
   grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::ListCheckpointsRequest* request,
                                v1::ListCheckpointsResponse* response) override;
   // Relays the log of the trainer at a rank from its worker's daemon.
-  grpc::Status GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
-                          grpc::ServerWriter<v1::LogChunk>* writer) override;
+  grpc::ServerWriteReactor<v1::LogChunk>* GetJobLogs(grpc::CallbackServerContext* context,
+                                                     const v1::GetJobLogsRequest* request) override;
   // A file of the job's final model or of a recorded checkpoint, relayed from
   // the first worker that holds it (see PlanModelFetch).
   grpc::Status FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
@@ -57,6 +65,11 @@ class JobServiceImpl final : public v1::JobService::WithCallbackMethod_WatchJob<
                            v1::DrainWorkerResponse* response) override;
 
  private:
+  // GetJobLogs' checks and its session with the worker at the rank; the
+  // session and that worker.
+  absl::StatusOr<std::pair<std::shared_ptr<LogSession>, std::string>> OpenLogSession(
+      const Principal& caller, const v1::GetJobLogsRequest& request);
+
   Coordinator* const coordinator_;
   const RpcEdge* const edge_;
   LogRelay* const logs_;

@@ -3,30 +3,54 @@
 #include "absl/strings/str_cat.h"
 
 namespace herd::coordinator {
+namespace {
+
+std::string SessionId(uint64_t number) { return absl::StrCat("log-", number); }
+
+constexpr char kShuttingDown[] = "coordinator is shutting down";
+
+absl::Status NotAnswered(const std::string& worker_id) {
+  return absl::DeadlineExceededError(
+      absl::StrCat("worker ", worker_id, " did not answer the request (its daemon is not reachable)"));
+}
+
+}  // namespace
 
 bool LogSession::Push(std::string data) {
-  absl::MutexLock lock(&mu_);
-  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return abandoned_ || buffered_bytes_ < max_buffered_bytes_;
-  };
-  mu_.Await(absl::Condition(&room));
-  if (abandoned_) return false;
-  buffered_bytes_ += data.size();
-  chunks_.push_back(std::move(data));
+  {
+    absl::MutexLock lock(&mu_);
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return abandoned_ || end_.has_value() || buffered_bytes_ < max_buffered_bytes_;
+    };
+    mu_.Await(absl::Condition(&room));
+    if (abandoned_ || end_) return false;
+    buffered_bytes_ += data.size();
+    chunks_.push_back(std::move(data));
+  }
+  Wake();
   return true;
 }
 
-void LogSession::Finish(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (!end_) end_ = std::move(status);
+void LogSession::Finish(absl::Status status) { End(std::move(status)); }
+
+void LogSession::End(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (end_) return;
+    end_ = std::move(status);
+  }
+  Wake();
 }
 
-LogSession::Item LogSession::Next(absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
-  absl::Time until = absl::Now() + wait;
-  if (!attached_) until = std::min(until, attach_deadline_);
-  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+void LogSession::ExpireAttach() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (attached_) return;
+  }
+  End(NotAnswered(worker_id_));
+}
+
+LogSession::Item LogSession::Take() {
   Item item;
   if (!chunks_.empty()) {
     buffered_bytes_ -= chunks_.front().size();
@@ -35,23 +59,54 @@ LogSession::Item LogSession::Next(absl::Duration wait) {
   } else if (end_) {
     item.end = end_;
   } else if (!attached_ && absl::Now() >= attach_deadline_) {
-    end_ = absl::DeadlineExceededError(
-        absl::StrCat("worker ", worker_id_, " did not answer the request (its daemon is not reachable)"));
+    end_ = NotAnswered(worker_id_);
     item.end = end_;
   }
   return item;
 }
 
+LogSession::Item LogSession::Next(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
+  absl::Time until = absl::Now() + wait;
+  if (!attached_) until = std::min(until, attach_deadline_);
+  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+  return Take();
+}
+
+LogSession::Item LogSession::TryNext() {
+  absl::MutexLock lock(&mu_);
+  return Take();
+}
+
+void LogSession::OnReady(std::function<void()> ready) {
+  {
+    absl::MutexLock lock(&mu_);
+    ready_ = ready;
+  }
+  if (ready) ready();
+}
+
+void LogSession::Wake() {
+  std::function<void()> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ready = ready_;
+  }
+  if (ready) ready();
+}
+
 void LogSession::Abandon() {
   absl::MutexLock lock(&mu_);
   abandoned_ = true;
+  ready_ = nullptr;
 }
 
 absl::Status LogRelay::Listen(const std::string& worker_id, std::shared_ptr<LogRequestSink> sink) {
   std::shared_ptr<LogRequestSink> replaced;
   {
     absl::MutexLock lock(&mu_);
-    if (shut_down_) return absl::UnavailableError("coordinator is shutting down");
+    if (shut_down_) return absl::UnavailableError(kShuttingDown);
     std::shared_ptr<LogRequestSink>& listener = listeners_[worker_id];
     replaced = std::move(listener);
     listener = std::move(sink);
@@ -74,12 +129,20 @@ bool LogRelay::AwaitListeners(size_t count, absl::Duration timeout) {
 
 void LogRelay::Shutdown() {
   std::map<std::string, std::shared_ptr<LogRequestSink>> ended;
+  std::map<std::string, std::shared_ptr<LogSession>> sessions;
   {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
     ended.swap(listeners_);
+    sessions = sessions_;  // their readers close them as they end
   }
-  for (auto& [worker, sink] : ended) sink->End(absl::UnavailableError("coordinator is shutting down"));
+  for (auto& [worker, sink] : ended) sink->End(absl::UnavailableError(kShuttingDown));
+  for (auto& [id, session] : sessions) session->End(absl::UnavailableError(kShuttingDown));
+}
+
+bool LogRelay::ShutDown() {
+  absl::MutexLock lock(&mu_);
+  return shut_down_;
 }
 
 absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& worker_id, v1::LogRequest request) {
@@ -87,17 +150,20 @@ absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& wo
   std::shared_ptr<LogSession> session;
   {
     absl::MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError(kShuttingDown);
     auto it = listeners_.find(worker_id);
     if (it == listeners_.end()) {
       return absl::UnavailableError(absl::StrCat(
           "worker ", worker_id, " has no request stream open to the coordinator (is its daemon running?)"));
     }
     sink = it->second;
-    std::string id = absl::StrCat("log-", next_number_++);
+    const int64_t number = next_number_++;
+    std::string id = SessionId(number);
     session = std::shared_ptr<LogSession>(
         new LogSession(id, worker_id, options_.max_buffered_bytes, absl::Now() + options_.attach_timeout));
     sessions_[id] = session;
     request.set_session(id);
+    attach_deadlines_.Add(number, attach_deadlines_.DeadlineIn(options_.attach_timeout));
   }
   // A stream that ended meanwhile drops it: the reader's attach timeout
   // tells it, as for a daemon that never answers.
@@ -109,6 +175,24 @@ void LogRelay::Close(const std::shared_ptr<LogSession>& session) {
   session->Abandon();
   absl::MutexLock lock(&mu_);
   sessions_.erase(session->id());
+}
+
+bool LogRelay::AwaitSessions(size_t count, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return sessions_.size() == count; };
+  return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
+void LogRelay::ExpireAttach(const std::vector<uint64_t>& due) {
+  std::vector<std::shared_ptr<LogSession>> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t number : due) {
+      // One closed meanwhile needs nothing.
+      if (auto it = sessions_.find(SessionId(number)); it != sessions_.end()) expired.push_back(it->second);
+    }
+  }
+  for (const auto& session : expired) session->ExpireAttach();
 }
 
 absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Attach(const std::string& session_id,

@@ -4,11 +4,13 @@
 // is sent to the daemon as a LogRequest, and the daemon's UploadLog stream
 // attaches to the session and pushes the log through it. A session buffers a
 // bounded amount, so a slow reader slows the upload instead of growing the
-// coordinator's memory.
+// coordinator's memory. A reader either waits in Next (a thread each) or is
+// woken when there is something to take (OnReady, TryNext: none).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/deadline_timer.h"
 #include "proto/herd.pb.h"
 
 namespace herd::coordinator {
@@ -35,7 +38,8 @@ class LogSession {
     std::optional<absl::Status> end;
   };
 
-  // Uploader side. False (and the data dropped) once the reader has left.
+  // Uploader side. False (and the data dropped) once the reader has left or
+  // the session ended (no daemon attached in time, the relay shut down).
   // Blocks while `max_buffered_bytes` are waiting for the reader.
   bool Push(std::string data);
   void Finish(absl::Status status);
@@ -43,6 +47,12 @@ class LogSession {
   // when neither came. DEADLINE_EXCEEDED as the end when no daemon attached
   // within the attach timeout.
   Item Next(absl::Duration wait);
+  // The same without waiting: an empty Item when nothing is there yet.
+  Item TryNext();
+  // `ready` runs whenever a chunk or the end may have come: at once, then
+  // on the thread that pushed, finished or expired the session, never under
+  // the session's lock. The reader then takes what is there with TryNext.
+  void OnReady(std::function<void()> ready);
   // The reader left: the uploader's next Push returns false.
   void Abandon();
   const std::string& id() const { return id_; }
@@ -53,6 +63,14 @@ class LogSession {
   LogSession(std::string id, std::string worker_id, size_t max_buffered_bytes, absl::Time attach_deadline)
       : id_(std::move(id)), worker_id_(std::move(worker_id)), max_buffered_bytes_(max_buffered_bytes),
         attach_deadline_(attach_deadline) {}
+  // The next item, if one is there (Next and TryNext).
+  Item Take() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the end unless one is set, and wakes the reader.
+  void End(absl::Status status);
+  // The attach timeout passed: DEADLINE_EXCEEDED unless a daemon attached.
+  void ExpireAttach();
+  // Wakes a reader waiting through OnReady.
+  void Wake();
 
   const std::string id_;
   const std::string worker_id_;
@@ -64,6 +82,7 @@ class LogSession {
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> ready_ ABSL_GUARDED_BY(mu_);
 };
 
 // Where a worker's log requests go: its daemon's open request stream. The
@@ -84,7 +103,8 @@ struct LogRelayOptions {
 
 class LogRelay {
  public:
-  explicit LogRelay(LogRelayOptions options = {}) : options_(options) {}
+  explicit LogRelay(LogRelayOptions options = {})
+      : options_(options), attach_deadlines_([this](std::vector<uint64_t> due) { ExpireAttach(due); }) {}
 
   // ---- daemon side (WatchLogRequests)
   // Makes `sink` the request stream of `worker_id`; a stream of the same
@@ -96,15 +116,21 @@ class LogRelay {
   // True once exactly `count` request streams are open; false after
   // `timeout` (tests).
   bool AwaitListeners(size_t count, absl::Duration timeout);
-  // Ends every request stream UNAVAILABLE and refuses new ones: the server
-  // stops, and must not wait for daemons to hang up.
+  // Ends every request stream and every reader's session UNAVAILABLE and
+  // refuses new ones: the server stops, and must not wait for daemons to
+  // hang up or for followed logs to end.
   void Shutdown();
+  // Whether Shutdown ran: a reader trying worker after worker stops.
+  bool ShutDown();
 
   // ---- reader side (GetJobLogs)
   // UNAVAILABLE when the worker's daemon has no request stream open.
   absl::StatusOr<std::shared_ptr<LogSession>> Open(const std::string& worker_id, v1::LogRequest request);
   // The reader is done with the session (it ended or the reader left).
   void Close(const std::shared_ptr<LogSession>& session);
+  // True once exactly `count` sessions are open; false after `timeout`
+  // (tests).
+  bool AwaitSessions(size_t count, absl::Duration timeout);
 
   // ---- daemon side (UploadLog)
   // NOT_FOUND for an unknown or closed session, PERMISSION_DENIED when the
@@ -112,12 +138,19 @@ class LogRelay {
   absl::StatusOr<std::shared_ptr<LogSession>> Attach(const std::string& session_id, const std::string& worker_id);
 
  private:
+  // Ends the sessions numbered `due` whose daemon has not attached (the
+  // timer's thread).
+  void ExpireAttach(const std::vector<uint64_t>& due);
+
   const LogRelayOptions options_;
   absl::Mutex mu_;
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, std::shared_ptr<LogRequestSink>> listeners_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<LogSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  // Wakes a reader that waits holding no thread when its attach timeout
+  // passes (by session number). Last: it stops before the rest goes.
+  DeadlineTimer attach_deadlines_;
 };
 
 }  // namespace herd::coordinator

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -163,6 +164,106 @@ TEST(LogRelayTest, ShutdownEndsEveryStreamAndRefusesNewOnes) {
     EXPECT_EQ(sink->end()->code(), absl::StatusCode::kUnavailable);
   }
   EXPECT_EQ(relay.Listen("w3", std::make_shared<RecordingSink>()).code(), absl::StatusCode::kUnavailable);
+}
+
+// A reader that holds no thread: counts its wake-ups, and lets a test wait
+// for the next one.
+class WakeCounter {
+ public:
+  std::function<void()> Callback() {
+    return [this] {
+      absl::MutexLock lock(&mu_);
+      ++wakes_;
+    };
+  }
+  // True once more than `seen` wake-ups came; false after 30 s.
+  bool AwaitMoreThan(int seen) {
+    absl::MutexLock lock(&mu_);
+    auto more = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wakes_ > seen; };
+    return mu_.AwaitWithTimeout(absl::Condition(&more), absl::Seconds(30));
+  }
+  int wakes() {
+    absl::MutexLock lock(&mu_);
+    return wakes_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int wakes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(LogRelayTest, AReaderThatHoldsNoThreadIsWokenForEachChunkAndTheEnd) {
+  LogRelay relay;
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
+  auto session = relay.Open("w1", Ask("job-1"));
+  ASSERT_TRUE(session.ok());
+  WakeCounter reader;
+  (*session)->OnReady(reader.Callback());
+  EXPECT_EQ(reader.wakes(), 1);  // at once, for what came before
+  LogSession::Item nothing = (*session)->TryNext();
+  EXPECT_FALSE(nothing.data.has_value());
+  EXPECT_FALSE(nothing.end.has_value());
+
+  auto attached = relay.Attach((*session)->id(), "w1");
+  ASSERT_TRUE(attached.ok());
+  ASSERT_TRUE((*attached)->Push("step 1\n"));
+  EXPECT_EQ(reader.wakes(), 2);
+  ASSERT_TRUE((*attached)->Push("step 2\n"));
+  EXPECT_EQ(reader.wakes(), 3);
+  EXPECT_EQ((*session)->TryNext().data, "step 1\n");
+  EXPECT_EQ((*session)->TryNext().data, "step 2\n");
+  EXPECT_FALSE((*session)->TryNext().data.has_value());
+  (*attached)->Finish(absl::OkStatus());
+  EXPECT_EQ(reader.wakes(), 4);
+  LogSession::Item end = (*session)->TryNext();
+  ASSERT_TRUE(end.end.has_value());
+  EXPECT_TRUE(end.end->ok()) << *end.end;
+  relay.Close(*session);
+}
+
+TEST(LogRelayTest, ADaemonThatNeverAnswersWakesAReaderThatHoldsNoThreadWithDeadlineExceeded) {
+  LogRelay relay(LogRelayOptions{.attach_timeout = absl::Milliseconds(50)});
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
+  auto session = relay.Open("w1", Ask("job-1"));
+  ASSERT_TRUE(session.ok());
+  WakeCounter reader;
+  (*session)->OnReady(reader.Callback());
+  ASSERT_TRUE(reader.AwaitMoreThan(1)) << "the attach timeout woke nobody";
+  LogSession::Item item = (*session)->TryNext();
+  ASSERT_TRUE(item.end.has_value());
+  EXPECT_EQ(item.end->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(item.end->message().find("w1"), std::string::npos) << *item.end;
+  // A daemon answering now has nobody to send to.
+  auto late = relay.Attach((*session)->id(), "w1");
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE((*late)->Push("step 1\n"));
+  relay.Close(*session);
+}
+
+TEST(LogRelayTest, ShutdownEndsOpenSessionsWithUnavailableAfterTheirChunksAndStopsTheUploads) {
+  LogRelay relay;
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
+  auto session = relay.Open("w1", Ask("job-1"));
+  ASSERT_TRUE(session.ok());
+  WakeCounter reader;
+  (*session)->OnReady(reader.Callback());
+  auto attached = relay.Attach((*session)->id(), "w1");
+  ASSERT_TRUE(attached.ok());
+  ASSERT_TRUE((*attached)->Push("step 1\n"));
+  const int before = reader.wakes();
+  relay.Shutdown();
+  EXPECT_GT(reader.wakes(), before);
+  EXPECT_EQ((*session)->TryNext().data, "step 1\n");
+  LogSession::Item end = (*session)->TryNext();
+  ASSERT_TRUE(end.end.has_value());
+  EXPECT_EQ(end.end->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(end.end->message(), "coordinator is shutting down");
+  EXPECT_FALSE((*attached)->Push("step 2\n"));
+  (*attached)->Finish(absl::OkStatus());  // the upload's own end comes too late to count
+  EXPECT_EQ((*session)->TryNext().end->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(relay.Open("w1", Ask("job-1")).status().code(), absl::StatusCode::kUnavailable);
+  relay.Close(*session);
+  EXPECT_TRUE(relay.AwaitSessions(0, absl::Seconds(10)));
 }
 
 }  // namespace

@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--max-rpc-threads", options.max_rpc_threads,
-                 "threads gRPC may use for synchronous calls (0: no cap); rendezvous waits and open "
-                 "log request and job watch streams use none")
+                 "threads gRPC may use for synchronous calls (0: no cap); rendezvous waits, open "
+                 "log request and job watch streams and log readers use none")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lease-seconds", options.coordinator.lease_seconds, "a worker silent for this long is dead")

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   // hear that and retry.
   if (standby != nullptr) standby->SetLeader("", "this coordinator leads and is loading the state");
 
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(options.log_relay));
   server->state_dir_lock_ = std::move(store->lock);
   server->leadership_ = std::move(store->leadership);
   const Clock* clock = options.clock != nullptr ? options.clock : &server->system_clock_;
@@ -144,9 +144,9 @@ absl::Status CoordinatorServer::ReloadAuth() { return auth_->Reload(); }
 
 void CoordinatorServer::Shutdown() {
   SetServing(server_.get(), false);
-  // Waiting calls (WatchJob, JoinGeneration, KvGet) and the daemons' log
-  // request streams end first, so the gRPC shutdown below does not wait out
-  // their timeouts.
+  // Waiting calls (WatchJob, JoinGeneration, KvGet), the daemons' log
+  // request streams and the log readers end first, so the gRPC shutdown
+  // below does not wait out their timeouts.
   if (coordinator_ != nullptr) coordinator_->Shutdown();
   log_relay_.Shutdown();
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -42,12 +42,17 @@ struct ServerOptions {
   std::function<void(const std::string& listen_address)> on_standby;
   // Threads gRPC may run synchronous calls on (grpc::ResourceQuota); 0: no
   // cap. Calls that wait for others (JoinGeneration, KvGet) and the streams
-  // that wait for events (WatchLogRequests, WatchJob) are callbacks and hold
-  // none while they wait, so a cap bounds the threads without starving
-  // heartbeats behind a rendezvous or the daemons' open streams.
+  // that wait for events (WatchLogRequests, WatchJob, GetJobLogs) are
+  // callbacks and hold none while they wait, so a cap bounds the threads
+  // without starving heartbeats behind a rendezvous, the daemons' open
+  // streams or people following logs. A followed log's upload (UploadLog)
+  // still holds one.
   int max_rpc_threads = 0;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;
+  // How long a log reader waits for the worker's daemon, and how much of a
+  // log the coordinator buffers per reader.
+  LogRelayOptions log_relay;
   const Clock* clock = nullptr;  // nullptr: the system clock
   // Tests: wraps the opened store (one whose writes the test holds).
   std::function<std::unique_ptr<StateStore>(std::unique_ptr<StateStore>)> wrap_store;
@@ -72,7 +77,7 @@ class CoordinatorServer {
   void Shutdown();
 
  private:
-  CoordinatorServer() = default;
+  explicit CoordinatorServer(const LogRelayOptions& log_relay) : log_relay_(log_relay) {}
 
   SystemClock system_clock_;
   // Held while serving: released by the kernel if this process dies.

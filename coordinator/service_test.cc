@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -80,6 +81,8 @@ class ServiceTest : public ::testing::Test {
     options.wrap_store = WrapStore();
     options.coordinator.run_ticker = false;  // the test decides when scheduling happens
     options.job_service.watch_poll = absl::Milliseconds(50);
+    // A reader's session waits while the test plays (or not yet) the daemon.
+    options.log_relay.attach_timeout = absl::Seconds(60);
     auto server = CoordinatorServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -648,8 +651,33 @@ TEST_F(ServiceWithMetricsTest, WaitingMethodsAreAuthenticatedCountedAndMapErrors
   EXPECT_FALSE(refused_listen->Read(&ask));
   EXPECT_EQ(refused_listen->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
+  v1::GetJobLogsRequest read;
+  read.set_job_id("no-such-job");
+  read.set_follow(true);
+  v1::LogChunk chunk;
+  auto refused_read_context = Call("wrong");
+  auto refused_read = jobs_->GetJobLogs(refused_read_context.get(), read);
+  EXPECT_FALSE(refused_read->Read(&chunk));
+  EXPECT_EQ(refused_read->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto unknown_read_context = Call();
+  auto unknown_read = jobs_->GetJobLogs(unknown_read_context.get(), read);
+  EXPECT_FALSE(unknown_read->Read(&chunk));
+  grpc::Status no_log = unknown_read->Finish();
+  EXPECT_EQ(no_log.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(no_log.error_message(), "job no-such-job not found");
+  read.set_tail_lines(-1);
+  auto bad_read_context = Call();
+  auto bad_read = jobs_->GetJobLogs(bad_read_context.get(), read);
+  EXPECT_FALSE(bad_read->Read(&chunk));
+  grpc::Status bad_tail = bad_read->Finish();
+  EXPECT_EQ(bad_tail.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad_tail.error_message(), "tail_lines: -1 is negative");
+
   std::string page = HttpGet(server_->metrics_address(), "/metrics");
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"WatchJob\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"GetJobLogs\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"GetJobLogs\"} 1"));
+  EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"GetJobLogs\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"NOT_FOUND\",method=\"WatchJob\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"WatchLogRequests\"} 1"));
   EXPECT_THAT(page, HasSubstr("herd_coordinator_rpcs_total{code=\"UNAUTHENTICATED\",method=\"JoinGeneration\"} 1"));
@@ -930,6 +958,208 @@ TEST_F(ServiceWithFewThreadsTest, OpenLogRequestStreamsAndJobWatchersHoldNoThrea
     daemon.reader->Finish();
   }
   EXPECT_TRUE(server_->log_relay().AwaitListeners(0, absl::Seconds(20)));
+}
+
+// Uploads `text` as one message of `upload`, the daemon's side of a session.
+void UploadLine(grpc::ClientWriter<v1::UploadLogRequest>& upload, const std::string& session,
+                const std::string& worker_id, const std::string& text) {
+  v1::UploadLogRequest chunk;
+  chunk.set_session(session);
+  chunk.set_worker_id(worker_id);
+  chunk.set_data(text);
+  ASSERT_TRUE(upload.Write(chunk));
+}
+
+// People following a log (`herd logs -f`) wait for its next lines holding no
+// thread: more of them than the server has threads, their daemon not yet
+// answering, leave every other call answered, and a followed log's lines
+// still reach its reader as they come.
+TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnsweredAndLinesArrive) {
+  constexpr int kFollowers = 24;  // three times the threads
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  v1::GetJobRequest get_job;
+  get_job.set_id(job_id);
+  v1::GetJobResponse job;
+  ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+  ASSERT_EQ(job.job().state(), v1::RUNNING);
+  const std::string member = job.job().workers(0);
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, member);
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+
+  // Each follower asks for a different tail, which tells the requests apart.
+  std::vector<OpenStream<v1::LogChunk>> followers(kFollowers);
+  for (int i = 0; i < kFollowers; ++i) {
+    v1::GetJobLogsRequest read;
+    read.set_job_id(job_id);
+    read.set_rank(0);
+    read.set_follow(true);
+    read.set_tail_lines(i);
+    followers[i].reader = jobs_->GetJobLogs(followers[i].context.get(), read);
+  }
+  ASSERT_TRUE(server_->log_relay().AwaitSessions(kFollowers, absl::Seconds(20)))
+      << "not every follower's call was taken";
+  std::map<int64_t, std::string> session_of;  // by follower
+  for (int i = 0; i < kFollowers; ++i) {
+    v1::LogRequest ask;
+    ASSERT_TRUE(daemon.reader->Read(&ask)) << "request " << i << " did not reach the daemon";
+    EXPECT_EQ(ask.job_id(), job_id);
+    EXPECT_TRUE(ask.follow());
+    session_of[ask.tail_lines()] = ask.session();
+  }
+  ASSERT_EQ(session_of.size(), static_cast<size_t>(kFollowers));
+
+  auto other_calls_are_answered = [&] {
+    for (int i = 0; i < 20; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id("w1");
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+    }
+    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(job.job().state(), v1::RUNNING);
+  };
+  other_calls_are_answered();
+
+  // The daemon answers one follower: the lines reach it as they come, the
+  // first naming the worker, while the upload (synchronous) holds a thread.
+  constexpr int kAnswered = 5;
+  auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
+  v1::UploadLogResponse uploaded;
+  auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+  UploadLine(*upload, session_of[kAnswered], member, "step 1\n");
+  v1::LogChunk chunk;
+  ASSERT_TRUE(followers[kAnswered].reader->Read(&chunk)) << followers[kAnswered].reader->Finish().error_message();
+  EXPECT_EQ(chunk.data(), "step 1\n");
+  EXPECT_EQ(chunk.worker_id(), member);
+  UploadLine(*upload, session_of[kAnswered], member, "step 2\n");
+  ASSERT_TRUE(followers[kAnswered].reader->Read(&chunk)) << followers[kAnswered].reader->Finish().error_message();
+  EXPECT_EQ(chunk.data(), "step 2\n");
+  EXPECT_EQ(chunk.worker_id(), "");
+  other_calls_are_answered();
+
+  // The trainer exits: the daemon ends the upload, and the follow ends OK.
+  ASSERT_TRUE(upload->WritesDone());
+  grpc::Status upload_status = upload->Finish();
+  ASSERT_TRUE(upload_status.ok()) << upload_status.error_message();
+  EXPECT_FALSE(followers[kAnswered].reader->Read(&chunk));
+  grpc::Status followed = followers[kAnswered].reader->Finish();
+  EXPECT_TRUE(followed.ok()) << followed.error_message();
+
+  // Followers who leave end CANCELLED and close their sessions.
+  for (int i = 0; i < kFollowers; ++i) {
+    if (i != kAnswered) followers[i].context->TryCancel();
+  }
+  for (int i = 0; i < kFollowers; ++i) {
+    if (i == kAnswered) continue;
+    while (followers[i].reader->Read(&chunk)) {
+    }
+    EXPECT_EQ(followers[i].reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
+// A log several times the relay's buffer reaches its reader whole and in
+// order while the upload waits for room: the reader takes one chunk at a
+// time, each once the last is written.
+TEST_F(ServiceTest, ALogLargerThanTheRelayBufferArrivesWholeAndInOrder) {
+  constexpr int kChunks = 1000;
+  constexpr size_t kChunkBytes = 4096;  // 4 MiB in all; the buffer holds 1
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::LogChunk> reader;
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  read.set_follow(true);
+  reader.reader = jobs_->GetJobLogs(reader.context.get(), read);
+  v1::LogRequest ask;
+  ASSERT_TRUE(daemon.reader->Read(&ask));
+
+  grpc::Status upload_status;
+  std::thread uploader([&] {
+    auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
+    v1::UploadLogResponse uploaded;
+    auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+    for (int i = 0; i < kChunks; ++i) {
+      UploadLine(*upload, ask.session(), "w1", std::string(kChunkBytes, static_cast<char>('a' + i % 26)));
+    }
+    upload->WritesDone();
+    upload_status = upload->Finish();
+  });
+  std::string got;
+  int chunks = 0;
+  for (v1::LogChunk chunk; reader.reader->Read(&chunk); ++chunks) {
+    EXPECT_EQ(chunk.worker_id(), chunks == 0 ? "w1" : "") << "chunk " << chunks;
+    got += chunk.data();
+  }
+  grpc::Status read_status = reader.reader->Finish();
+  uploader.join();
+  ASSERT_TRUE(upload_status.ok()) << upload_status.error_message();
+  ASSERT_TRUE(read_status.ok()) << read_status.error_message();
+  ASSERT_EQ(got.size(), kChunks * kChunkBytes);
+  for (int i = 0; i < kChunks; ++i) {
+    ASSERT_EQ(got.substr(i * kChunkBytes, kChunkBytes), std::string(kChunkBytes, static_cast<char>('a' + i % 26)))
+        << "chunk " << i << " out of order";
+  }
+  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
+// A followed log ends at once when the coordinator stops, with the status a
+// client retries on, and the daemon's upload of it stops too.
+TEST_F(ServiceTest, ShutdownEndsAFollowedLogWithUnavailableAndStopsItsUpload) {
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::LogChunk> follower;
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  read.set_follow(true);
+  follower.reader = jobs_->GetJobLogs(follower.context.get(), read);
+  v1::LogRequest ask;
+  ASSERT_TRUE(daemon.reader->Read(&ask));
+  auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
+  v1::UploadLogResponse uploaded;
+  auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+  UploadLine(*upload, ask.session(), "w1", "step 1\n");
+  v1::LogChunk chunk;
+  ASSERT_TRUE(follower.reader->Read(&chunk)) << follower.reader->Finish().error_message();
+  EXPECT_EQ(chunk.data(), "step 1\n");
+
+  // gRPC's own shutdown waits for the upload, so it stops on a thread.
+  std::thread stopping([&] { server_->Shutdown(); });
+  EXPECT_FALSE(follower.reader->Read(&chunk));
+  grpc::Status follow_end = follower.reader->Finish();
+  EXPECT_EQ(follow_end.error_code(), grpc::StatusCode::UNAVAILABLE) << follow_end.error_message();
+  EXPECT_EQ(follow_end.error_message(), "coordinator is shutting down");
+  // The daemon's next lines find no reader: its upload ends.
+  UploadLine(*upload, ask.session(), "w1", "step 2\n");
+  upload->WritesDone();
+  grpc::Status upload_end = upload->Finish();
+  EXPECT_EQ(upload_end.error_code(), grpc::StatusCode::CANCELLED) << upload_end.error_message();
+  EXPECT_EQ(upload_end.error_message(), "the log reader went away");
+  stopping.join();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  EXPECT_EQ(daemon.reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 // Stopping ends the streams that only wait (no 5 s grace for gRPC to cancel
