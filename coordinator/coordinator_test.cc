@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
+#include "coordinator/testing/recording_watcher.h"
 #include "google/protobuf/unknown_field_set.h"
 
 namespace herd::coordinator {
@@ -634,20 +636,30 @@ TEST_F(CoordinatorTest, ShutdownEndsWaitingCalls) {
   EXPECT_EQ(joined.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(CoordinatorTest, AwaitJobChangeReturnsNewVersions) {
+// A watcher gets the job at once, then its changes, and only those.
+TEST_F(CoordinatorTest, WatchJobDeliversNewVersions) {
   auto job = coordinator_->SubmitJob(Spec(1, 1));
-  auto first = coordinator_->AwaitJobChange(job->id(), -1, absl::ZeroDuration());
-  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto watcher = std::make_shared<RecordingWatcher>();
+  auto watch = coordinator_->WatchJob(job->id(), watcher);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto first = watcher->Await([](const JobSnapshot&) { return true; }, absl::Seconds(60));
+  ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->info.state(), v1::PENDING);
-  auto unchanged = coordinator_->AwaitJobChange(job->id(), first->version, absl::Milliseconds(10));
-  EXPECT_EQ(unchanged->version, first->version);
+  ASSERT_TRUE(coordinator_->GetJob(job->id()).ok());
+  EXPECT_EQ(watcher->Seen().size(), 1u) << "handed a snapshot without a change";
   ASSERT_TRUE(coordinator_->CancelJob(job->id()).ok());
-  auto changed = coordinator_->AwaitJobChange(job->id(), first->version, absl::Seconds(60));
-  EXPECT_NE(changed->version, first->version);
+  auto changed = watcher->Await([&](const JobSnapshot& seen) { return seen.version != first->version; },
+                                absl::Seconds(60));
+  ASSERT_TRUE(changed.has_value());
   EXPECT_EQ(changed->info.state(), v1::CANCELLED);
-  EXPECT_EQ(coordinator_->AwaitJobChange("job-nope", -1, absl::ZeroDuration()).status().code(),
-            absl::StatusCode::kNotFound);
+  coordinator_->StopWatching(*watch);
+  EXPECT_TRUE(coordinator_->AwaitJobWatchers(0, absl::Seconds(60)));
+  auto stranger = std::make_shared<RecordingWatcher>();
+  EXPECT_EQ(coordinator_->WatchJob("job-nope", stranger).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(stranger->Seen().empty());
 }
+
 
 // Each rank learns every rank's labels, and with sync.islands_by the ranks
 // come grouped by island, islands by value.
