@@ -141,7 +141,8 @@ grpc::Status JobServiceImpl::SetJobPriority(grpc::ServerContext* context, const 
 
 grpc::ServerWriteReactor<v1::WatchJobEvent>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                                       const v1::WatchJobRequest* request) {
-  std::shared_ptr<JobWatchStream> stream = JobWatchStream::Open(coordinator_);
+  std::shared_ptr<JobWatchStream> stream =
+      JobWatchStream::Open(coordinator_, edge_->CountOpenStream(StreamKind::kJobWatch));
   edge_->HandleLater(
       "WatchJob", Api::kJobs, *context,
       [&](const Principal&, RpcEdge::Answer answer) {
@@ -177,6 +178,7 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
 
 grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::GetJobLogsRequest* request,
                                         grpc::ServerWriter<v1::LogChunk>* writer) {
+  const Metrics::OpenStreamCount counted = edge_->CountOpenStream(StreamKind::kJobLogs);
   return edge_->Handle("GetJobLogs", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
     if (request->tail_lines() < 0) {
       return absl::InvalidArgumentError(absl::StrCat("tail_lines: ", request->tail_lines(), " is negative"));
@@ -204,6 +206,7 @@ grpc::Status JobServiceImpl::GetJobLogs(grpc::ServerContext* context, const v1::
 
 grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
                                             grpc::ServerWriter<v1::FileChunk>* writer) {
+  const Metrics::OpenStreamCount counted = edge_->CountOpenStream(StreamKind::kModelFetch);
   return edge_->Handle("FetchModelFile", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
     auto job = coordinator_->GetJob(request->job_id());
     if (!job.ok()) return job.status();
