@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
+#include "coordinator/testing/metric_value.h"
 #include "coordinator/testing/recording_watcher.h"
 #include "google/protobuf/unknown_field_set.h"
 
@@ -21,32 +22,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
-
-// The value of the series of `name` whose labels include `labels`, or -1.
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& metric : family.metric) {
-      std::map<std::string, std::string> have;
-      for (const auto& label : metric.label) have[label.name] = label.value;
-      bool match = true;
-      for (const auto& [key, value] : labels) match = match && have[key] == value;
-      if (!match) continue;
-      switch (family.type) {
-        case prometheus::MetricType::Counter:
-          return metric.counter.value;
-        case prometheus::MetricType::Gauge:
-          return metric.gauge.value;
-        case prometheus::MetricType::Histogram:
-          return static_cast<double>(metric.histogram.sample_count);
-        default:
-          return -1;
-      }
-    }
-  }
-  return -1;
-}
 
 class CoordinatorTest : public ::testing::Test {
  protected:
@@ -719,7 +694,8 @@ TEST_F(CoordinatorTest, WorkerLabelsAreListedStoredAndExported) {
   (*request.mutable_labels())["topology.zone"] = "us-east-1b";
   ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
   coordinator_->Tick();
-  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"label_topology_zone", "us-east-1a"}}), -1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"label_topology_zone", "us-east-1a"}}),
+            std::nullopt);
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels",
                         {{"worker", "w1"}, {"label_topology_zone", "us-east-1b"}}),
             1);
@@ -844,7 +820,7 @@ TEST_F(CoordinatorTest, RestartKeepsTheGenerationWhenEveryTrainerStillRuns) {
   coordinator_->Tick();
   EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 1);
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "coordinator_restart"}}),
-            -1);
+            std::nullopt);
 }
 
 TEST_F(CoordinatorTest, RestartStartsANewGenerationWhenATrainerIsGone) {

@@ -21,6 +21,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/testing/gated_store.h"
+#include "coordinator/testing/metric_value.h"
 #include "coordinator/testing/recording_watcher.h"
 
 namespace herd::coordinator {
@@ -32,21 +33,6 @@ using ::testing::HasSubstr;
 // Bounds the waits that must end on their own: past it the test fails
 // rather than hangs.
 constexpr absl::Duration kMustFinishWithin = absl::Seconds(30);
-
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& metric : family.metric) {
-      std::map<std::string, std::string> have;
-      for (const auto& label : metric.label) have[label.name] = label.value;
-      bool match = true;
-      for (const auto& [key, value] : labels) match = match && have[key] == value;
-      if (match) return metric.counter.value;
-    }
-  }
-  return 0;
-}
 
 class SlowStoreTest : public ::testing::Test {
  protected:
