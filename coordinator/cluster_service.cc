@@ -315,7 +315,8 @@ grpc::Status ClusterServiceImpl::ReportFailure(grpc::ServerContext* context, con
 
 grpc::ServerWriteReactor<v1::LogRequest>* ClusterServiceImpl::WatchLogRequests(
     grpc::CallbackServerContext* context, const v1::WatchLogRequestsRequest* request) {
-  std::shared_ptr<LogRequestStream> stream = LogRequestStream::Open(logs_, request->worker_id());
+  std::shared_ptr<LogRequestStream> stream =
+      LogRequestStream::Open(logs_, request->worker_id(), edge_->CountOpenStream(StreamKind::kLogRequests));
   edge_->HandleLater(
       "WatchLogRequests", Api::kCluster, *context,
       [&](const Principal& caller, RpcEdge::Answer answer) {
@@ -333,6 +334,7 @@ grpc::ServerWriteReactor<v1::LogRequest>* ClusterServiceImpl::WatchLogRequests(
 grpc::Status ClusterServiceImpl::UploadLog(grpc::ServerContext* context,
                                            grpc::ServerReader<v1::UploadLogRequest>* reader,
                                            v1::UploadLogResponse* response) {
+  const Metrics::OpenStreamCount counted = edge_->CountOpenStream(StreamKind::kLogUpload);
   return edge_->Handle("UploadLog", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
     v1::UploadLogRequest message;
     if (!reader->Read(&message)) return absl::InvalidArgumentError("UploadLog: the stream carried no session");

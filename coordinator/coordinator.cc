@@ -136,7 +136,6 @@ void Coordinator::Shutdown() {
     StateLock lock(this);
     if (shutting_down_) return;
     shutting_down_ = true;
-    changed_.SignalAll();
   }
   watchers_.Shutdown(ShuttingDown());
   board_.Shutdown();
@@ -340,7 +339,6 @@ void Coordinator::ForgetUnsavedJob(const std::string& id) {
 }
 
 void Coordinator::JobChanged(const std::string& id) {
-  changed_.SignalAll();
   if (!watchers_.Watched(id)) return;
   const JobRecord& job = state_.jobs.at(id);
   watched_changes_[id] = JobSnapshot{job.info, job.version};
@@ -531,20 +529,6 @@ absl::StatusOr<v1::JobInfo> Coordinator::SetJobPriority(const std::string& id, i
   if (!written.ok()) return NotPersisted(written);
   LOG(INFO) << "job " << id << " priority set to " << priority;
   return GetJob(id);
-}
-
-absl::StatusOr<JobSnapshot> Coordinator::AwaitJobChange(const std::string& id, int64_t seen_version,
-                                                        absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    auto it = state_.jobs.find(id);
-    if (it == state_.jobs.end()) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
-    const JobRecord& job = it->second;
-    if (job.version != seen_version || absl::Now() >= deadline) return JobSnapshot{job.info, job.version};
-    if (shutting_down_) return ShuttingDown();
-    changed_.WaitWithDeadline(&mu_, deadline);
-  }
 }
 
 absl::StatusOr<JobWatchers::WatchId> Coordinator::WatchJob(const std::string& id,

@@ -100,9 +100,6 @@ class Coordinator {
   // herd resize / herd priority (coordinator/job_settings.h).
   absl::StatusOr<v1::JobInfo> ResizeJob(const std::string& id, int64_t min_workers, int64_t max_workers);
   absl::StatusOr<v1::JobInfo> SetJobPriority(const std::string& id, int64_t priority);
-  // Returns as soon as the job's version differs from `seen_version`, or after
-  // `timeout` with the unchanged snapshot. Pass -1 to get the current one now.
-  absl::StatusOr<JobSnapshot> AwaitJobChange(const std::string& id, int64_t seen_version, absl::Duration timeout);
   // WatchJob's wait, without a thread: `watcher` gets the job now, then each
   // change, delivered after the state lock is released. NOT_FOUND for an
   // unknown job, UNAVAILABLE once shutting down (Shutdown ends the watchers
@@ -228,8 +225,8 @@ class Coordinator {
                       const std::string& record = "job") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops every trace of a job that was never acknowledged.
   void ForgetUnsavedJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A job's version moved: wakes AwaitJobChange, and records the snapshot
-  // for its watchers, if any (delivered by the StateLock once mu_ is free).
+  // A job's version moved: records the snapshot for its watchers, if any
+  // (delivered by the StateLock once mu_ is free).
   void JobChanged(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-memory effects of a change: fence old KV scopes, count generations,
   // wake watchers.
@@ -252,7 +249,6 @@ class Coordinator {
   WriteTurns turns_;
 
   absl::Mutex mu_;
-  absl::CondVar changed_;  // signalled whenever any job changes
   JobWatchers watchers_;
   // Watched jobs changed since the last delivery: their newest snapshot.
   std::map<std::string, JobSnapshot> watched_changes_ ABSL_GUARDED_BY(mu_);

@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/sqlite_state_store.h"
+#include "coordinator/testing/metric_value.h"
+#include "coordinator/testing/recording_watcher.h"
 #include "google/protobuf/unknown_field_set.h"
 
 namespace herd::coordinator {
@@ -19,32 +22,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::MatchesRegex;
 using ::testing::StartsWith;
-
-// The value of the series of `name` whose labels include `labels`, or -1.
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& metric : family.metric) {
-      std::map<std::string, std::string> have;
-      for (const auto& label : metric.label) have[label.name] = label.value;
-      bool match = true;
-      for (const auto& [key, value] : labels) match = match && have[key] == value;
-      if (!match) continue;
-      switch (family.type) {
-        case prometheus::MetricType::Counter:
-          return metric.counter.value;
-        case prometheus::MetricType::Gauge:
-          return metric.gauge.value;
-        case prometheus::MetricType::Histogram:
-          return static_cast<double>(metric.histogram.sample_count);
-        default:
-          return -1;
-      }
-    }
-  }
-  return -1;
-}
 
 class CoordinatorTest : public ::testing::Test {
  protected:
@@ -634,20 +611,30 @@ TEST_F(CoordinatorTest, ShutdownEndsWaitingCalls) {
   EXPECT_EQ(joined.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(CoordinatorTest, AwaitJobChangeReturnsNewVersions) {
+// A watcher gets the job at once, then its changes, and only those.
+TEST_F(CoordinatorTest, WatchJobDeliversNewVersions) {
   auto job = coordinator_->SubmitJob(Spec(1, 1));
-  auto first = coordinator_->AwaitJobChange(job->id(), -1, absl::ZeroDuration());
-  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto watcher = std::make_shared<RecordingWatcher>();
+  auto watch = coordinator_->WatchJob(job->id(), watcher);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  auto first = watcher->Await([](const JobSnapshot&) { return true; }, absl::Seconds(60));
+  ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->info.state(), v1::PENDING);
-  auto unchanged = coordinator_->AwaitJobChange(job->id(), first->version, absl::Milliseconds(10));
-  EXPECT_EQ(unchanged->version, first->version);
+  ASSERT_TRUE(coordinator_->GetJob(job->id()).ok());
+  EXPECT_EQ(watcher->Seen().size(), 1u) << "handed a snapshot without a change";
   ASSERT_TRUE(coordinator_->CancelJob(job->id()).ok());
-  auto changed = coordinator_->AwaitJobChange(job->id(), first->version, absl::Seconds(60));
-  EXPECT_NE(changed->version, first->version);
+  auto changed = watcher->Await([&](const JobSnapshot& seen) { return seen.version != first->version; },
+                                absl::Seconds(60));
+  ASSERT_TRUE(changed.has_value());
   EXPECT_EQ(changed->info.state(), v1::CANCELLED);
-  EXPECT_EQ(coordinator_->AwaitJobChange("job-nope", -1, absl::ZeroDuration()).status().code(),
-            absl::StatusCode::kNotFound);
+  coordinator_->StopWatching(*watch);
+  EXPECT_TRUE(coordinator_->AwaitJobWatchers(0, absl::Seconds(60)));
+  auto stranger = std::make_shared<RecordingWatcher>();
+  EXPECT_EQ(coordinator_->WatchJob("job-nope", stranger).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(stranger->Seen().empty());
 }
+
 
 // Each rank learns every rank's labels, and with sync.islands_by the ranks
 // come grouped by island, islands by value.
@@ -707,7 +694,8 @@ TEST_F(CoordinatorTest, WorkerLabelsAreListedStoredAndExported) {
   (*request.mutable_labels())["topology.zone"] = "us-east-1b";
   ASSERT_TRUE(coordinator_->RegisterWorker(request).ok());
   coordinator_->Tick();
-  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"label_topology_zone", "us-east-1a"}}), -1);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels", {{"label_topology_zone", "us-east-1a"}}),
+            std::nullopt);
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_worker_labels",
                         {{"worker", "w1"}, {"label_topology_zone", "us-east-1b"}}),
             1);
@@ -832,7 +820,7 @@ TEST_F(CoordinatorTest, RestartKeepsTheGenerationWhenEveryTrainerStillRuns) {
   coordinator_->Tick();
   EXPECT_EQ(coordinator_->GetJob(job_id)->generation(), 1);
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_generations_started_total", {{"reason", "coordinator_restart"}}),
-            -1);
+            std::nullopt);
 }
 
 TEST_F(CoordinatorTest, RestartStartsANewGenerationWhenATrainerIsGone) {

@@ -7,6 +7,7 @@
 // stream's reactions inside Send (a write that completes at once), even its
 // OnDone, and the stream must outlive that call. Producers must therefore
 // call Send and End without holding a lock that the stream's Detached takes.
+// It counts as open (herd_coordinator_open_streams) until OnDone.
 #pragma once
 
 #include <grpcpp/support/server_callback.h>
@@ -20,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/metrics.h"
 #include "coordinator/rpc_edge.h"
 
 namespace herd::coordinator {
@@ -36,9 +38,9 @@ class EventStream : public grpc::ServerWriteReactor<Event> {
   }
 
   // `cancelled` and `broken` are the CANCELLED messages for a caller that
-  // left and for a write that failed.
-  EventStream(std::string cancelled, std::string broken)
-      : cancelled_(std::move(cancelled)), broken_(std::move(broken)) {}
+  // left and for a write that failed; `open` counts the stream until OnDone.
+  EventStream(std::string cancelled, std::string broken, Metrics::OpenStreamCount open)
+      : cancelled_(std::move(cancelled)), broken_(std::move(broken)), open_(std::move(open)) {}
 
   // The call was accepted: End hands its status to `answer` (the edge's, so
   // the call is counted as every other).
@@ -115,6 +117,7 @@ class EventStream : public grpc::ServerWriteReactor<Event> {
 
   void OnDone() override {
     std::shared_ptr<EventStream> last = std::move(self_);  // may free the stream as it returns
+    open_.Close();  // before Detached: whoever sees the stream gone sees it uncounted
     Detached();
   }
 
@@ -128,6 +131,7 @@ class EventStream : public grpc::ServerWriteReactor<Event> {
  private:
   const std::string cancelled_;
   const std::string broken_;
+  Metrics::OpenStreamCount open_;
   std::shared_ptr<EventStream> self_;
   absl::Mutex mu_;
   RpcEdge::Answer answer_ ABSL_GUARDED_BY(mu_);

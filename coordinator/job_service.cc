@@ -142,7 +142,8 @@ grpc::Status JobServiceImpl::SetJobPriority(grpc::ServerContext* context, const 
 
 grpc::ServerWriteReactor<v1::WatchJobEvent>* JobServiceImpl::WatchJob(grpc::CallbackServerContext* context,
                                                                       const v1::WatchJobRequest* request) {
-  std::shared_ptr<JobWatchStream> stream = JobWatchStream::Open(coordinator_);
+  std::shared_ptr<JobWatchStream> stream =
+      JobWatchStream::Open(coordinator_, edge_->CountOpenStream(StreamKind::kJobWatch));
   edge_->HandleLater(
       "WatchJob", Api::kJobs, *context,
       [&](const Principal&, RpcEdge::Answer answer) {
@@ -178,7 +179,7 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
 
 grpc::ServerWriteReactor<v1::LogChunk>* JobServiceImpl::GetJobLogs(grpc::CallbackServerContext* context,
                                                                   const v1::GetJobLogsRequest* request) {
-  std::shared_ptr<LogReadStream> stream = LogReadStream::Open(logs_);
+  std::shared_ptr<LogReadStream> stream = LogReadStream::Open(logs_, edge_->CountOpenStream(StreamKind::kJobLogs));
   edge_->HandleLater(
       "GetJobLogs", Api::kJobs, *context,
       [&](const Principal& caller, RpcEdge::Answer answer) {
@@ -218,6 +219,7 @@ absl::StatusOr<std::pair<std::shared_ptr<LogSession>, std::string>> JobServiceIm
 
 grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const v1::FetchModelFileRequest* request,
                                             grpc::ServerWriter<v1::FileChunk>* writer) {
+  const Metrics::OpenStreamCount counted = edge_->CountOpenStream(StreamKind::kModelFetch);
   return edge_->Handle("FetchModelFile", Api::kJobs, *context, [&](const Principal& caller) -> absl::Status {
     auto job = coordinator_->GetJob(request->job_id());
     if (!job.ok()) return job.status();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator.h"
@@ -14,12 +15,12 @@ namespace herd::coordinator {
 
 class JobWatchStream final : public EventStream<v1::WatchJobEvent>, public JobWatcher {
  public:
-  static std::shared_ptr<JobWatchStream> Open(Coordinator* coordinator) {
-    return EventStream::Open<JobWatchStream>(coordinator);
+  static std::shared_ptr<JobWatchStream> Open(Coordinator* coordinator, Metrics::OpenStreamCount open) {
+    return EventStream::Open<JobWatchStream>(coordinator, std::move(open));
   }
 
-  explicit JobWatchStream(Coordinator* coordinator)
-      : EventStream("the watcher cancelled", "the watcher went away"), coordinator_(coordinator) {}
+  JobWatchStream(Coordinator* coordinator, Metrics::OpenStreamCount open)
+      : EventStream("the watcher cancelled", "the watcher went away", std::move(open)), coordinator_(coordinator) {}
 
   // The coordinator's registration, dropped when the call is over.
   void Watching(JobWatchers::WatchId id) { watch_ = id; }

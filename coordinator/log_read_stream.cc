@@ -5,8 +5,8 @@
 
 namespace herd::coordinator {
 
-std::shared_ptr<LogReadStream> LogReadStream::Open(LogRelay* relay) {
-  std::shared_ptr<LogReadStream> stream = EventStream::Open<LogReadStream>(relay);
+std::shared_ptr<LogReadStream> LogReadStream::Open(LogRelay* relay, Metrics::OpenStreamCount open) {
+  std::shared_ptr<LogReadStream> stream = EventStream::Open<LogReadStream>(relay, std::move(open));
   stream->weak_self_ = stream;
   return stream;
 }

@@ -16,10 +16,10 @@ namespace herd::coordinator {
 
 class LogReadStream final : public EventStream<v1::LogChunk> {
  public:
-  static std::shared_ptr<LogReadStream> Open(LogRelay* relay);
+  static std::shared_ptr<LogReadStream> Open(LogRelay* relay, Metrics::OpenStreamCount open);
 
-  explicit LogReadStream(LogRelay* relay)
-      : EventStream("the log reader cancelled", "the log reader went away"), relay_(relay) {}
+  LogReadStream(LogRelay* relay, Metrics::OpenStreamCount open)
+      : EventStream("the log reader cancelled", "the log reader went away", std::move(open)), relay_(relay) {}
 
   // Relays `session`'s chunks, the first naming `worker`; closes the session
   // once the call is over.

@@ -15,12 +15,13 @@ namespace herd::coordinator {
 
 class LogRequestStream final : public EventStream<v1::LogRequest>, public LogRequestSink {
  public:
-  static std::shared_ptr<LogRequestStream> Open(LogRelay* relay, std::string worker_id) {
-    return EventStream::Open<LogRequestStream>(relay, std::move(worker_id));
+  static std::shared_ptr<LogRequestStream> Open(LogRelay* relay, std::string worker_id,
+                                                Metrics::OpenStreamCount open) {
+    return EventStream::Open<LogRequestStream>(relay, std::move(worker_id), std::move(open));
   }
 
-  LogRequestStream(LogRelay* relay, std::string worker_id)
-      : EventStream("the worker left", "the worker's log stream broke"),
+  LogRequestStream(LogRelay* relay, std::string worker_id, Metrics::OpenStreamCount open)
+      : EventStream("the worker left", "the worker's log stream broke", std::move(open)),
         relay_(relay),
         worker_id_(std::move(worker_id)) {}
 

@@ -84,6 +84,18 @@ Metrics::Metrics(prometheus::Registry& registry)
   for (v1::JobState state : {v1::PENDING, v1::RUNNING, v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     jobs_by_state_[state] = &jobs_.Add({{"state", absl::AsciiStrToLower(v1::JobState_Name(state))}});
   }
+  auto& open_streams = prometheus::BuildGauge()
+                           .Name("herd_coordinator_open_streams")
+                           .Help("Streams open on the coordinator, by kind (log_requests, job_watch, job_logs, "
+                                 "model_fetch, log_upload)")
+                           .Register(registry);
+  for (const auto& [kind, name] : std::map<StreamKind, const char*>{{StreamKind::kLogRequests, "log_requests"},
+                                                                    {StreamKind::kJobWatch, "job_watch"},
+                                                                    {StreamKind::kJobLogs, "job_logs"},
+                                                                    {StreamKind::kModelFetch, "model_fetch"},
+                                                                    {StreamKind::kLogUpload, "log_upload"}}) {
+    open_streams_[kind] = &open_streams.Add({{"kind", name}});
+  }
 }
 
 void Metrics::SetJobCounts(const std::map<v1::JobState, int64_t>& counts) {

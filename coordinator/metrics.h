@@ -21,9 +21,30 @@
 
 namespace herd::coordinator {
 
+// The streams herd_coordinator_open_streams counts, its `kind` label:
+// daemons' WatchLogRequests, WatchJob, GetJobLogs, FetchModelFile, UploadLog.
+enum class StreamKind { kLogRequests, kJobWatch, kJobLogs, kModelFetch, kLogUpload };
+
 class Metrics {
  public:
   explicit Metrics(prometheus::Registry& registry);
+
+  // One open stream in herd_coordinator_open_streams, from its making until
+  // Close or its end, whichever comes first.
+  class OpenStreamCount {
+   public:
+    explicit OpenStreamCount(prometheus::Gauge* gauge) : gauge_(gauge) { gauge_->Increment(); }
+    OpenStreamCount(OpenStreamCount&& other) noexcept : gauge_(std::exchange(other.gauge_, nullptr)) {}
+    ~OpenStreamCount() { Close(); }
+    void Close() {
+      if (gauge_ != nullptr) std::exchange(gauge_, nullptr)->Decrement();
+    }
+
+   private:
+    prometheus::Gauge* gauge_;
+  };
+  // Counts a stream of `kind` as open until the result is closed or goes.
+  OpenStreamCount CountOpenStream(StreamKind kind) { return OpenStreamCount(open_streams_.at(kind)); }
 
   // Number of jobs in each state; states missing from `counts` read 0.
   void SetJobCounts(const std::map<v1::JobState, int64_t>& counts);
@@ -68,6 +89,7 @@ class Metrics {
   prometheus::Gauge& kv_bytes_;
   prometheus::Family<prometheus::Counter>& state_write_failures_;
   prometheus::Gauge& jobs_unsaved_;
+  std::map<StreamKind, prometheus::Gauge*> open_streams_;
 
   absl::Mutex mu_;
   std::map<std::string, prometheus::Counter*> generations_by_reason_ ABSL_GUARDED_BY(mu_);

@@ -13,6 +13,7 @@
 
 #include "coordinator/coordinator.h"
 #include "coordinator/test_stores.h"
+#include "coordinator/testing/metric_value.h"
 
 namespace herd::coordinator {
 namespace {
@@ -21,24 +22,6 @@ using ::testing::HasSubstr;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& metric : family.metric) {
-      bool match = true;
-      for (const auto& [key, value] : labels) {
-        bool found = false;
-        for (const auto& label : metric.label) found = found || (label.name == key && label.value == value);
-        match = match && found;
-      }
-      if (!match) continue;
-      return family.type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value;
-    }
-  }
-  return 0;
-}
 
 class PersistenceTest : public ::testing::Test {
  protected:
@@ -157,7 +140,8 @@ TEST_P(StorePersistenceTest, ADivergedJobIsStoredFaithfullyBesideAHealthyOne) {
   EXPECT_EQ(stored.jobs.at(diverged).info.eval().at("perplexity"), kInf);
   EXPECT_EQ(stored.jobs.at(diverged).info.learning_rate(), 1e30);
   EXPECT_EQ(stored.jobs.at(healthy).info.step(), 40);
-  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_state_write_failures_total", {{"record", "job"}}), 0);
+  EXPECT_EQ(MetricValue(registry_, "herd_coordinator_state_write_failures_total", {{"record", "job"}}), std::nullopt)
+      << "a job's write failed";
 
   // Both end; a restart finds both ended, at their final steps.
   Finish("w1", diverged, Progress(diverged, 50, kNaN));
@@ -250,7 +234,8 @@ TEST_F(PersistenceTest, ARowThatCannotBeWrittenHoldsBackNoOtherAndIsShownRetried
   EXPECT_EQ(job->step(), 10);  // memory holds the newest state
   EXPECT_EQ(coordinator_->GetJob(other)->storage_warning(), "");
   EXPECT_EQ(MetricValue(registry_, "herd_coordinator_jobs_unsaved"), 1);
-  const double failures = MetricValue(registry_, "herd_coordinator_state_write_failures_total", {{"record", "job"}});
+  const double failures =
+      MetricValue(registry_, "herd_coordinator_state_write_failures_total", {{"record", "job"}}).value_or(0);
   EXPECT_GE(failures, 1);
 
   // Retries back off: ticks within the backoff write nothing.

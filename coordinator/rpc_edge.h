@@ -1,6 +1,7 @@
 // The one place where a coordinator RPC meets the wire: who is calling
 // (Authenticator), whether that role may use this API, per-method/code
-// counting, the audit log, and absl::Status -> grpc::Status conversion.
+// counting, open streams, the audit log, and absl::Status -> grpc::Status
+// conversion.
 #pragma once
 
 #include <grpcpp/server_context.h>
@@ -56,6 +57,10 @@ class RpcEdge {
     }
     handler(*caller, std::move(answer));
   }
+
+  // Counts a stream of `kind` as open (herd_coordinator_open_streams) until
+  // the result is closed or goes.
+  Metrics::OpenStreamCount CountOpenStream(StreamKind kind) const { return metrics_->CountOpenStream(kind); }
 
   // Logs a mutating call (submit, cancel, register, a denied request) with
   // its principal and outcome, and counts it in

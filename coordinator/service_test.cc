@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -1186,6 +1187,117 @@ TEST_F(ServiceTest, ShutdownEndsOpenStreamsAtOnceWithUnavailable) {
   grpc::Status watch_end = watcher.reader->Finish();
   EXPECT_EQ(watch_end.error_code(), grpc::StatusCode::UNAVAILABLE) << watch_end.error_message();
   EXPECT_EQ(watch_end.error_message(), "coordinator is shutting down");
+}
+
+// herd_coordinator_open_streams on the /metrics page, kind -> value.
+std::map<std::string, std::string> OpenStreamsGauge(const std::string& metrics_address) {
+  const std::string prefix = "herd_coordinator_open_streams{kind=\"";
+  std::map<std::string, std::string> gauge;
+  std::istringstream page(HttpGet(metrics_address, "/metrics"));
+  for (std::string line; std::getline(page, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t end = line.find("\"} ", prefix.size());
+    if (end == std::string::npos) continue;
+    gauge[line.substr(prefix.size(), end - prefix.size())] = line.substr(end + 3);
+  }
+  return gauge;
+}
+
+// Each stream the coordinator holds counts by kind while it is open, and
+// no longer once it closed, however it closed.
+TEST_F(ServiceWithMetricsTest, OpenStreamsAreGaugedByKindUntilTheyClose) {
+  using Gauge = std::map<std::string, std::string>;
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  ASSERT_EQ(Join(job_id, "w1").generation(), 1);
+  v1::CommitCheckpointRequest record;
+  record.set_job_id(job_id);
+  record.set_generation(1);
+  record.set_step(10);
+  record.set_path(job_id + "/step-10");
+  record.set_size_bytes(100);
+  record.set_sha256("feed");
+  v1::CommitCheckpointResponse recorded;
+  grpc::Status committed = cluster_->CommitCheckpoint(Call().get(), record, &recorded);
+  ASSERT_TRUE(committed.ok()) << committed.error_message();
+  const Gauge none = {{"job_logs", "0"}, {"job_watch", "0"}, {"log_requests", "0"}, {"log_upload", "0"},
+                      {"model_fetch", "0"}};
+  EXPECT_EQ(OpenStreamsGauge(server_->metrics_address()), none);
+
+  // w1's daemon listens for requests, a person watches the job.
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::WatchJobEvent> watcher;
+  v1::WatchJobRequest watch;
+  watch.set_id(job_id);
+  watcher.reader = jobs_->WatchJob(watcher.context.get(), watch);
+  v1::WatchJobEvent event;
+  ASSERT_TRUE(watcher.reader->Read(&event));
+  ASSERT_TRUE(server_->coordinator().AwaitJobWatchers(1, absl::Seconds(20)));
+  // A reader follows rank 0's log, which the daemon uploads; someone fetches
+  // a file of the checkpoint.
+  auto log_context = Call();
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  auto log = jobs_->GetJobLogs(log_context.get(), read);
+  v1::LogRequest log_ask;
+  ASSERT_TRUE(daemon.reader->Read(&log_ask));
+  auto upload_context = Call();
+  v1::UploadLogResponse uploaded;
+  auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+  v1::UploadLogRequest chunk;
+  chunk.set_session(log_ask.session());
+  chunk.set_worker_id("w1");
+  chunk.set_data("step 1\n");
+  ASSERT_TRUE(upload->Write(chunk));
+  v1::LogChunk piece;
+  ASSERT_TRUE(log->Read(&piece));  // the upload is being relayed
+  auto fetch_context = Call();
+  v1::FetchModelFileRequest fetch;
+  fetch.set_job_id(job_id);
+  fetch.set_checkpoint_step(10);
+  fetch.set_file("model.pt");
+  auto file = jobs_->FetchModelFile(fetch_context.get(), fetch);
+  v1::LogRequest fetch_ask;
+  ASSERT_TRUE(daemon.reader->Read(&fetch_ask));
+  EXPECT_EQ(OpenStreamsGauge(server_->metrics_address()),
+            (Gauge{{"job_logs", "1"}, {"job_watch", "1"}, {"log_requests", "1"}, {"log_upload", "1"},
+                   {"model_fetch", "1"}}));
+
+  // The log and the upload end OK, the fetch finds no file, the watcher and
+  // the daemon go.
+  ASSERT_TRUE(upload->WritesDone());
+  grpc::Status upload_end = upload->Finish();
+  EXPECT_TRUE(upload_end.ok()) << upload_end.error_message();
+  while (log->Read(&piece)) {
+  }
+  grpc::Status log_end = log->Finish();
+  EXPECT_TRUE(log_end.ok()) << log_end.error_message();
+  v1::UploadLogRequest missing;
+  missing.set_session(fetch_ask.session());
+  missing.set_worker_id("w1");
+  missing.set_error("no model.pt in " + job_id + "/step-10");
+  auto refusal_context = Call();
+  auto refusal = cluster_->UploadLog(refusal_context.get(), &uploaded);
+  ASSERT_TRUE(refusal->Write(missing));
+  ASSERT_TRUE(refusal->WritesDone());
+  EXPECT_TRUE(refusal->Finish().ok());
+  v1::FileChunk file_chunk;
+  EXPECT_FALSE(file->Read(&file_chunk));
+  EXPECT_EQ(file->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  watcher.context->TryCancel();
+  while (watcher.reader->Read(&event)) {
+  }
+  EXPECT_EQ(watcher.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+  ASSERT_TRUE(server_->coordinator().AwaitJobWatchers(0, absl::Seconds(20)));
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(0, absl::Seconds(20)));
+  EXPECT_EQ(OpenStreamsGauge(server_->metrics_address()), none);
 }
 
 // A server with few threads whose store writes the test holds open (etcd's

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,8 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/sqlite_state_store.h"
 #include "coordinator/testing/gated_store.h"
+#include "coordinator/testing/metric_value.h"
+#include "coordinator/testing/recording_watcher.h"
 
 namespace herd::coordinator {
 namespace {
@@ -30,21 +33,6 @@ using ::testing::HasSubstr;
 // Bounds the waits that must end on their own: past it the test fails
 // rather than hangs.
 constexpr absl::Duration kMustFinishWithin = absl::Seconds(30);
-
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& metric : family.metric) {
-      std::map<std::string, std::string> have;
-      for (const auto& label : metric.label) have[label.name] = label.value;
-      bool match = true;
-      for (const auto& [key, value] : labels) match = match && have[key] == value;
-      if (match) return metric.counter.value;
-    }
-  }
-  return 0;
-}
 
 class SlowStoreTest : public ::testing::Test {
  protected:
@@ -137,7 +125,11 @@ class SlowStoreTest : public ::testing::Test {
   void ReadEverything() {
     EXPECT_FALSE(Heartbeat("w3", {}).reregister());
     EXPECT_TRUE(coordinator_->GetJob(job_id_).ok());
-    EXPECT_TRUE(coordinator_->AwaitJobChange(job_id_, -1, absl::ZeroDuration()).ok());
+    auto watcher = std::make_shared<RecordingWatcher>();
+    auto watch = coordinator_->WatchJob(job_id_, watcher);
+    EXPECT_TRUE(watch.ok()) << watch.status();
+    EXPECT_TRUE(watcher->Await([](const JobSnapshot&) { return true; }, kMustFinishWithin).has_value());
+    if (watch.ok()) coordinator_->StopWatching(*watch);
     EXPECT_FALSE(coordinator_->ListJobs().empty());
     EXPECT_EQ(coordinator_->ListWorkers().size(), 3u);
     EXPECT_TRUE(coordinator_->ListCheckpoints(job_id_).ok());
@@ -242,6 +234,9 @@ TEST_F(SlowStoreTest, ACheckpointRecordIsAnsweredOnceDurableAndHoldsNoReaderMean
 // A change made while an earlier one is in the store is written after it,
 // and its call answers after that.
 TEST_F(SlowStoreTest, ALaterChangeReachesTheStoreAfterTheEarlierOne) {
+  auto watcher = std::make_shared<RecordingWatcher>();
+  auto watch = coordinator_->WatchJob(job_id_, watcher);
+  ASSERT_TRUE(watch.ok()) << watch.status();
   gate_.Close();
   std::thread cordon([&] { EXPECT_TRUE(coordinator_->CordonWorker("w1", true).ok()); });
   ASSERT_TRUE(gate_.AwaitHeld());
@@ -251,24 +246,16 @@ TEST_F(SlowStoreTest, ALaterChangeReachesTheStoreAfterTheEarlierOne) {
     cancelled.Notify();
   });
   // The cancel holds in memory at once (the state lock is free) ...
-  absl::Notification seen;
-  std::thread watcher([&] {
-    int64_t version = -1;
-    while (true) {
-      auto job = coordinator_->AwaitJobChange(job_id_, version, kMustFinishWithin);
-      if (!job.ok() || job->info.state() == v1::CANCELLED) break;
-      version = job->version;
-    }
-    seen.Notify();
-  });
-  EXPECT_TRUE(seen.WaitForNotificationWithTimeout(kMustFinishWithin));
+  EXPECT_TRUE(watcher->Await([](const JobSnapshot& job) { return job.info.state() == v1::CANCELLED; },
+                             kMustFinishWithin)
+                  .has_value());
   // ... but is neither stored nor answered before the cordon is written.
   EXPECT_EQ(Stored().jobs.at(job_id_).info.state(), v1::RUNNING);
   EXPECT_FALSE(cancelled.HasBeenNotified());
   gate_.Open();
   cordon.join();
   cancel.join();
-  watcher.join();
+  coordinator_->StopWatching(*watch);
   const std::vector<std::string> log = gate_.Log();
   ASSERT_GE(log.size(), 4u);
   EXPECT_THAT(std::vector<std::string>(log.end() - 4, log.end()),

@@ -21,6 +21,7 @@
 #include "coordinator/etcd/etcd_state_store.h"
 #include "coordinator/etcd/leadership.h"
 #include "coordinator/etcd/local_etcd.h"
+#include "coordinator/etcd/testing/etcd_suite.h"
 #include "coordinator/store_opening.h"
 #include "tests/harness/local_cluster.h"
 #include "tests/harness/test_certificates.h"
@@ -36,8 +37,6 @@ using ::testing::HasSubstr;
 constexpr char kPrefix[] = "/herd-auth/";
 constexpr char kHerdPassword[] = "s3cret pass";  // a space is part of it
 constexpr char kTokenTtl[] = "--auth-token-ttl=2";
-// A refused start comes within the client's call deadline (5 s).
-constexpr auto kFailFast = std::chrono::seconds(10);
 
 std::vector<LocalEtcdUser> Users() {
   return {{"herd", kHerdPassword, kPrefix, authpb::Permission::READWRITE},
@@ -54,32 +53,16 @@ ClusterState OneJob(const std::string& id, ChangeSet* changes) {
   return state;
 }
 
-class EtcdAuthTest : public ::testing::Test {
+class EtcdAuthTest : public EtcdSuite {
  protected:
   static void SetUpTestSuite() {
-    if (!LocalEtcd::Installed()) return;
-    dir_ = new std::string(::testing::TempDir() + "/etcd-auth");
-    std::filesystem::remove_all(*dir_);
-    std::filesystem::create_directories(*dir_);
-    auto etcd = LocalEtcd::Start(1, nullptr, {kTokenTtl});
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    absl::Status enabled = (*etcd)->EnableAuth("root-pass", Users());
-    ASSERT_TRUE(enabled.ok()) << enabled;
-    etcd_ = etcd->release();
+    StartMember("etcd-auth", []() -> absl::StatusOr<std::unique_ptr<LocalEtcd>> {
+      auto etcd = LocalEtcd::Start(1, nullptr, {kTokenTtl});
+      if (!etcd.ok()) return etcd.status();
+      if (absl::Status enabled = (*etcd)->EnableAuth("root-pass", Users()); !enabled.ok()) return enabled;
+      return etcd;
+    });
   }
-  static void TearDownTestSuite() {
-    delete etcd_;
-    etcd_ = nullptr;
-  }
-  void SetUp() override {
-    if (!LocalEtcd::Installed()) {
-      GTEST_SKIP() << kEtcdBinary << " is missing: install Debian's etcd-server (scripts/setup.sh does)";
-    }
-    ASSERT_NE(etcd_, nullptr) << "etcd did not start with authentication";
-  }
-
-  static std::string File(const std::string& name) { return *dir_ + "/" + name; }
-  static std::string Endpoint() { return etcd_->endpoints()[0]; }
 
   // A password file as the operator writes it (echo adds a line break).
   static std::string PasswordFile(const std::string& name, const std::string& password) {
@@ -90,11 +73,7 @@ class EtcdAuthTest : public ::testing::Test {
   }
 
   static StoreOptions Options(const std::string& prefix, const std::string& user, const std::string& password) {
-    StoreOptions options;
-    options.store = "etcd://" + Endpoint();
-    options.etcd_prefix = prefix;
-    options.identity = "coordinator-" + prefix;
-    options.etcd_lease_seconds = 2;
+    StoreOptions options = StoreOn(prefix);
     options.etcd_user = user;
     if (!user.empty()) options.etcd_password_file = PasswordFile(user + "-password", password);
     return options;
@@ -106,25 +85,7 @@ class EtcdAuthTest : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
-
-  // Opens the store and expects it refused at once, with `code` and a
-  // message holding every one of `words`.
-  static void ExpectRefused(const StoreOptions& options, absl::StatusCode code,
-                            const std::vector<std::string>& words) {
-    const auto start = std::chrono::steady_clock::now();
-    auto opened = OpenStore(options);
-    const auto took = std::chrono::steady_clock::now() - start;
-    ASSERT_FALSE(opened.ok()) << "the store opened";
-    EXPECT_EQ(opened.status().code(), code) << opened.status();
-    for (const std::string& word : words) EXPECT_THAT(opened.status().message(), HasSubstr(word));
-    EXPECT_LT(took, kFailFast) << opened.status();
-  }
-
-  static std::string* dir_;
-  static LocalEtcd* etcd_;
 };
-std::string* EtcdAuthTest::dir_ = nullptr;
-LocalEtcd* EtcdAuthTest::etcd_ = nullptr;
 
 // With its password the store leads and writes; what it wrote is there for
 // another client of the same user, and etcd refuses a client without one
@@ -261,7 +222,7 @@ TEST_F(EtcdAuthTest, ARotatedPasswordFileIsReadAgainForTheNextToken) {
   put.set_key(std::string(kPrefix) + "rotating/key");
   ASSERT_TRUE((*client)->Put(put).ok());
 
-  absl::Status changed = etcd_->ChangePassword("root-pass", "rotating", "second-pass");
+  absl::Status changed = Etcd().ChangePassword("root-pass", "rotating", "second-pass");
   ASSERT_TRUE(changed.ok()) << changed;
   PasswordFile("rotating-password", "second-pass");
   // etcd forgets a simple token after its TTL of disuse, checked each second.
@@ -396,17 +357,8 @@ TEST_F(EtcdAuthTest, AuthenticationWorksOverMutualTls) {
 // wrong password or a read-only role ends it at once with the message; a
 // user without a password file is a usage error.
 TEST_F(EtcdAuthTest, TheCoordinatorUsesItsEtcdUserFlags) {
-  auto coordinator = [&](const std::string& name, std::vector<std::string> more) {
-    std::vector<std::string> argv = {testing::LocalCluster::Binary("coordinator/herd-coordinator"),
-                                     "--store=etcd://" + Endpoint(),
-                                     std::string("--etcd-prefix=") + kPrefix + name + "/",
-                                     "--etcd-lease-seconds=2",
-                                     "--listen=127.0.0.1:0",
-                                     "--metrics-listen=",
-                                     "--insecure-no-auth",
-                                     "--ready-file=" + File(name + ".json")};
-    argv.insert(argv.end(), more.begin(), more.end());
-    return std::make_unique<testing::Process>(argv, File(name + ".log"));
+  auto coordinator = [&](const std::string& name, const std::vector<std::string>& more) {
+    return RunCoordinator(name, std::string(kPrefix) + name + "/", more);
   };
   auto leading = coordinator("binary-leads", {"--etcd-user=herd",
                                               "--etcd-password-file=" + PasswordFile("binary-herd", kHerdPassword)});

@@ -12,6 +12,7 @@
 
 #include "coordinator/etcd/etcd_state_store.h"
 #include "coordinator/etcd/local_etcd.h"
+#include "coordinator/etcd/testing/etcd_suite.h"
 #include "coordinator/store_opening.h"
 #include "tests/harness/local_cluster.h"
 #include "tests/harness/test_certificates.h"
@@ -23,53 +24,28 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A failed start must come within the client's call deadline (5 s), not
-// after campaigning forever.
-constexpr auto kFailFast = std::chrono::seconds(10);
-
-class EtcdTlsTest : public ::testing::Test {
+class EtcdTlsTest : public EtcdSuite {
  protected:
   static void SetUpTestSuite() {
-    if (!LocalEtcd::Installed()) return;
-    dir_ = new std::string(::testing::TempDir() + "/etcd-tls");
-    std::filesystem::remove_all(*dir_);
-    std::filesystem::create_directories(*dir_ + "/other");
-    // etcd's CA, with a client certificate for the coordinator; another CA
-    // with a client certificate of its own.
-    absl::Status made = testing::MakeCertificates(*dir_, {"coordinator"});
-    ASSERT_TRUE(made.ok()) << made;
-    made = testing::MakeCertificates(*dir_ + "/other", {"stranger"});
-    ASSERT_TRUE(made.ok()) << made;
-    LocalEtcdTls tls;
-    tls.cert_file = File("server.crt");
-    tls.key_file = File("server.key");
-    tls.client_ca_file = File("ca.crt");
-    tls.client = MutualTls();
-    auto etcd = LocalEtcd::Start(1, &tls);
-    ASSERT_TRUE(etcd.ok()) << etcd.status();
-    etcd_ = etcd->release();
-  }
-  static void TearDownTestSuite() {
-    delete etcd_;
-    etcd_ = nullptr;
-  }
-  void SetUp() override {
-    if (!LocalEtcd::Installed()) {
-      GTEST_SKIP() << kEtcdBinary << " is missing: install Debian's etcd-server (scripts/setup.sh does)";
-    }
-    ASSERT_NE(etcd_, nullptr) << "etcd did not start over TLS";
+    StartMember("etcd-tls", []() -> absl::StatusOr<std::unique_ptr<LocalEtcd>> {
+      // etcd's CA, with a client certificate for the coordinator; another
+      // CA with a client certificate of its own.
+      std::filesystem::create_directories(File("other"));
+      if (absl::Status made = testing::MakeCertificates(Dir(), {"coordinator"}); !made.ok()) return made;
+      if (absl::Status made = testing::MakeCertificates(File("other"), {"stranger"}); !made.ok()) return made;
+      LocalEtcdTls tls;
+      tls.cert_file = File("server.crt");
+      tls.key_file = File("server.key");
+      tls.client_ca_file = File("ca.crt");
+      tls.client = MutualTls();
+      return LocalEtcd::Start(1, &tls);
+    });
   }
 
-  static std::string File(const std::string& name) { return *dir_ + "/" + name; }
   static TlsOptions MutualTls() { return {File("ca.crt"), File("coordinator.crt"), File("coordinator.key")}; }
-  static std::string Endpoint() { return etcd_->endpoints()[0]; }
 
   static StoreOptions Options(const TlsOptions& tls, const std::string& prefix) {
-    StoreOptions options;
-    options.store = "etcd://" + Endpoint();
-    options.etcd_prefix = prefix;
-    options.identity = "coordinator-" + prefix;
-    options.etcd_lease_seconds = 2;
+    StoreOptions options = StoreOn(prefix);
     options.etcd_tls = tls;
     return options;
   }
@@ -77,22 +53,10 @@ class EtcdTlsTest : public ::testing::Test {
   // Opens the store and expects a refused TLS connection, reported at once
   // with the endpoint and `why`.
   static void ExpectTlsRefused(const StoreOptions& options, const std::string& why) {
-    const auto start = std::chrono::steady_clock::now();
-    auto opened = OpenStore(options);
-    const auto took = std::chrono::steady_clock::now() - start;
-    ASSERT_FALSE(opened.ok()) << "the store opened without a valid TLS setup";
-    EXPECT_EQ(opened.status().code(), absl::StatusCode::kUnavailable) << opened.status();
-    EXPECT_THAT(std::string(opened.status().message()),
-                AllOf(HasSubstr("no member answered over TLS"), HasSubstr("https://" + options.store.substr(7)),
-                      HasSubstr(why)));
-    EXPECT_LT(took, kFailFast) << opened.status();
+    ExpectRefused(options, absl::StatusCode::kUnavailable,
+                  {"no member answered over TLS", "https://" + options.store.substr(7), why});
   }
-
-  static std::string* dir_;
-  static LocalEtcd* etcd_;
 };
-std::string* EtcdTlsTest::dir_ = nullptr;
-LocalEtcd* EtcdTlsTest::etcd_ = nullptr;
 
 // Over mutual TLS the store leads and what it saves is read back by another
 // client.
@@ -177,17 +141,8 @@ TEST_F(EtcdTlsTest, WrongFilesAndSchemesAreNamed) {
 // usage error.
 TEST_F(EtcdTlsTest, TheCoordinatorUsesItsEtcdTlsFlags) {
   auto coordinator = [&](const std::string& name, const std::string& ca, std::vector<std::string> more) {
-    std::vector<std::string> argv = {testing::LocalCluster::Binary("coordinator/herd-coordinator"),
-                                     "--store=etcd://" + Endpoint(),
-                                     "--etcd-prefix=/" + name + "/",
-                                     "--etcd-lease-seconds=2",
-                                     "--listen=127.0.0.1:0",
-                                     "--metrics-listen=",
-                                     "--insecure-no-auth",
-                                     "--ready-file=" + File(name + ".json"),
-                                     "--etcd-cacert=" + ca};
-    argv.insert(argv.end(), more.begin(), more.end());
-    return std::make_unique<testing::Process>(argv, File(name + ".log"));
+    more.push_back("--etcd-cacert=" + ca);
+    return RunCoordinator(name, "/" + name + "/", more);
   };
   const std::vector<std::string> client_pair = {"--etcd-cert=" + File("coordinator.crt"),
                                                 "--etcd-key=" + File("coordinator.key")};
