@@ -25,6 +25,16 @@ Figures, each over --reps repetitions, medians printed:
   the kill that `herd status` shows through the new leader. Also printed: the
   trainers' first step after the kill (they train on without a coordinator)
   and whether the job stayed in its generation.
+- hang: one trainer of 3 (not rank 0) SIGSTOPped, its daemon alive, the job's
+  collective_timeout_seconds 5 (HANG_TIMEOUT): to the survivors' first step
+  in a 2-rank generation; target the collective timeout plus 2 s;
+- islandhang: the same in a job of 4 in two islands (sync.islands_by site,
+  workers labelled site=s0, s0, s1, s1; same_host_transport tcp, so each
+  island runs the TCP mesh as on two hosts), a trainer of site s0 that is
+  not rank 0 SIGSTOPped: to the survivors' first step on 3 ranks; same target.
+  Both print where the time went, from the survivors' logs: the failure
+  found (the first rank's collective timeout), the failure reported (after
+  the roll call, when one is held), the next generation ready, the first step.
 
 Times come from the trainers' own log timestamps against the wall clock at
 the signal. Prints one line per repetition and a final JSON line.
@@ -37,7 +47,8 @@ trainer's "generation N ready in X s" line: communicators, member handshake
 included, and healing), the part of a re-form the data plane changes.
 
 Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin]
-       [--cases kill,coordinator,readmit,restart,failover] [--data-plane tcp|gloo] [--etcd-lease-seconds 5]
+       [--cases kill,coordinator,readmit,restart,failover,hang,islandhang] [--data-plane tcp|gloo]
+       [--etcd-lease-seconds 5]
 """
 import argparse
 import json
@@ -53,7 +64,7 @@ import time
 from herdbench.cluster import LocalCluster, build, pids_of, trainer_log, wait_leading, wait_world
 from herdbench.local_etcd import LocalEtcd
 from herdbench.recovery_job import submit
-from herdbench.trainer_logs import STEP, first_step_after, log_events
+from herdbench.trainer_logs import READY, STEP, first_step_after, log_events
 
 LEASE = 10.0  # the coordinator's default --lease-seconds
 
@@ -93,6 +104,56 @@ def measure_kill(bin_dir):
         READY_SECONDS.extend(ready_seconds(trainer_log(cluster, survivor, job), int(info["generation"])))
         return when - killed
     finally:
+        cluster.herd("cancel", job) if "job" in locals() else None
+        cluster.stop()
+
+
+# collective_timeout_seconds of the hang cases: short, as a job may set it.
+HANG_TIMEOUT = 5
+# Where the survivors' time went after a hang (first log line of each, any survivor).
+HANG_PHASES = (("failure found", re.compile(r"^generation \d+ failed at rank \d+ \(\w+\): calling the roll")),
+               ("failure reported", re.compile(r"^generation \d+ failed at rank \d+: ")),
+               ("next generation ready", READY))
+
+
+def hang_phases(paths, stopped, after_generation):
+    """[(phase, seconds after `stopped`)] of HANG_PHASES in the logs `paths`, each the earliest after the stop (the
+    ready line: of a generation after `after_generation`); a phase nobody logged is left out."""
+    found = []
+    for name, pattern in HANG_PHASES:
+        times = [when for path in paths for when, message in log_events(path)
+                 if when >= stopped and (m := pattern.search(message))
+                 and (pattern is not READY or int(m.group(2)) > after_generation)]
+        if times:
+            found.append((name, min(times) - stopped))
+    return found
+
+
+def measure_hang(bin_dir, islands):
+    """(seconds from the SIGSTOP of one trainer to the survivors' first step, [(phase, seconds)])."""
+    workers = 4 if islands else 3
+    sites = ["s0", "s0", "s1", "s1"]
+    labels = (lambda i: ["--label", f"site={sites[i]}"]) if islands else (lambda i: [])
+    cluster = LocalCluster(bin_dir, workers, worker_args=lambda i: [*labels(i), *WORKER_ARGS])
+    victim = 1  # not rank 0, whose log has every step; with islands at site s0
+    stopped_pids = []
+    try:
+        extra = f"collective_timeout_seconds: {HANG_TIMEOUT}\n"
+        if islands:
+            extra += ("sync: {mode: average, every: 1, warmup_steps: 0, islands_by: site, min_workers_per_island: 1,\n"
+                      "       same_host_transport: tcp, outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n")
+        job = submit(cluster, extra, max_workers=workers)
+        info = wait_world(cluster, job, workers)
+        stopped_pids = pids_of(f"herd-trainer .*--job={job} .*--worker-id=worker-{victim}( |$)")
+        for pid in stopped_pids:
+            os.kill(pid, signal.SIGSTOP)
+        stopped = time.time()
+        survivors = [trainer_log(cluster, w, job) for w in range(workers) if w != victim]
+        when, _ = first_step_after(survivors, stopped, world=workers - 1, min_generation=int(info["generation"]))
+        return when - stopped, hang_phases(survivors, stopped, int(info["generation"]))
+    finally:
+        for pid in stopped_pids:
+            os.kill(pid, signal.SIGCONT)
         cluster.herd("cancel", job) if "job" in locals() else None
         cluster.stop()
 
@@ -241,7 +302,7 @@ def main():
     parser.add_argument("--bin-dir", default="", help="built binaries (default: build them with Bazel)")
     parser.add_argument("--cases", default="kill,coordinator,readmit,restart",
                         help="comma-separated: kill, coordinator, readmit, restart, failover (needs Debian's "
-                             "etcd-server)")
+                             "etcd-server), hang, islandhang")
     parser.add_argument("--data-plane", choices=["tcp", "gloo", "herd"], default=None,
                         help="herd-worker --data-plane for every worker (default: the daemon's default)")
     parser.add_argument("--etcd-lease-seconds", type=int, default=ETCD_LEASE[0],
@@ -251,13 +312,14 @@ def main():
     if args.data_plane:
         WORKER_ARGS.append(f"--data-plane={args.data_plane}")
     cases = args.cases.split(",")
-    unknown = set(cases) - {"kill", "coordinator", "readmit", "restart", "failover"}
+    unknown = set(cases) - {"kill", "coordinator", "readmit", "restart", "failover", "hang", "islandhang"}
     if unknown:
         parser.error(f"--cases: unknown case(s) {', '.join(sorted(unknown))} "
-                     "(expected kill, coordinator, readmit, restart, failover)")
+                     "(expected kill, coordinator, readmit, restart, failover, hang, islandhang)")
     bin_dir = args.bin_dir or build()
     kills, coordinators, readmits, restarts = [], [], [], []
     takeovers, failover_commits, failover_trained, failover_same_generation = [], [], [], []
+    hangs = {"hang": [], "islandhang": []}
     for rep in range(args.reps):
         if "kill" in cases:
             kills.append(measure_kill(bin_dir))
@@ -283,6 +345,13 @@ def main():
             print(f"rep {rep + 1}: leading coordinator killed -> standby leads: {led:.2f} s, job's next committed "
                   f"step: {committed:.2f} s (trainers' first step {trained:.2f} s, "
                   f"{'same' if same else 'a new'} generation)", flush=True)
+        for case in ("hang", "islandhang"):
+            if case in cases:
+                seconds, phases = measure_hang(bin_dir, islands=case == "islandhang")
+                hangs[case].append(seconds)
+                where = ", ".join(f"{name} {at:.2f} s" for name, at in phases)
+                print(f"rep {rep + 1}: {'a trainer of an islands job' if case == 'islandhang' else 'a trainer of 3'} "
+                      f"stopped -> survivors' first step: {seconds:.2f} s ({where})", flush=True)
     median = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
     result = {"kill_to_resumed_s": median(kills), "coordinator_and_worker_to_resumed_s": median(coordinators),
               "return_to_readmitted_s": median(readmits), "whole_restart_to_resumed_s": median(restarts),
@@ -291,7 +360,9 @@ def main():
               "failover_to_leading_s": median(takeovers), "failover_to_committed_s": median(failover_commits),
               "failover_to_trained_s": median(failover_trained), "failover_takeovers": takeovers,
               "failover_commits": failover_commits, "failover_same_generation": failover_same_generation,
-              "etcd_lease_s": ETCD_LEASE[0]}
+              "etcd_lease_s": ETCD_LEASE[0], "hang_to_resumed_s": median(hangs["hang"]),
+              "islandhang_to_resumed_s": median(hangs["islandhang"]), "hangs": hangs["hang"],
+              "islandhangs": hangs["islandhang"], "hang_collective_timeout_s": HANG_TIMEOUT}
     for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 1 s)"),
                               ("coordinator and worker killed -> resumed", "coordinator_and_worker_to_resumed_s",
                                " (target <= 10 s)"),
@@ -300,7 +371,10 @@ def main():
                                " (target <= 10 s)"),
                               ("leader killed -> standby leads", "failover_to_leading_s", " (target <= 5 s)"),
                               ("leader killed -> job's next committed step", "failover_to_committed_s", ""),
-                              ("leader killed -> trainers' next step", "failover_to_trained_s", "")):
+                              ("leader killed -> trainers' next step", "failover_to_trained_s", ""),
+                              ("trainer hung -> resumed", "hang_to_resumed_s", f" (target <= {HANG_TIMEOUT + 2} s)"),
+                              ("islands job's trainer hung -> resumed", "islandhang_to_resumed_s",
+                               f" (target <= {HANG_TIMEOUT + 2} s)")):
         if result[key] is not None:
             print(f"median {name} {result[key]:.2f} s{target}")
     if READY_SECONDS:

@@ -5,7 +5,7 @@ import re
 import time
 
 LOG_TIME = re.compile(r"^I\d{8} (\d\d):(\d\d):(\d\d\.\d+) .* step (\d+)/\d+ ")
-LINE = re.compile(r"^I(\d{8}) (\d\d:\d\d:\d\d\.\d+) .*?\] (.*)$")
+LINE = re.compile(r"^[IWE](\d{8}) (\d\d:\d\d:\d\d\.\d+) .*?\] (.*)$")  # info, warning, error
 READY = re.compile(r"rank \d+/(\d+) generation (\d+) ready in")
 STEP = re.compile(r"^step (\d+)/")
 # Each rank's end-of-training sync summary line.

@@ -141,15 +141,24 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         const int world_size = static_cast<int>(join.world_size());
         const int rank = static_cast<int>(join.rank());
         const std::optional<PeerFault> peer = PeerFaultOf(end.error);
+        const std::chrono::milliseconds wait = RollCallWait(context->CollectiveTimeout());
+        const bool follows_late_peer = peer.has_value() && peer->kind == PeerFaultKind::kLate;
+        // When this rank found the failure, apart from the roll call's wait
+        // that follows: the time from a hang to the survivors' next step is
+        // read off these lines (the outcome and the report come after).
+        if (NeedsRollCall(end.error, world_size) ||
+            (follows_late_peer && !join.spec().sync().islands_by().empty() && world_size > 1)) {
+          LOG(WARNING) << "generation " << join.generation() << " failed at rank " << rank << " ("
+                       << absl::StatusCodeToString(end.error.code()) << "): calling the roll, up to "
+                       << wait.count() << " ms, before reporting it";
+        }
         if (NeedsRollCall(end.error, world_size)) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
-          end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size,
-                                      RollCallWait(context->CollectiveTimeout()));
+          end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size, wait);
         } else if (!join.spec().sync().islands_by().empty() && world_size > 1) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
-          if (peer.has_value() && peer->kind == PeerFaultKind::kLate) {
-            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size,
-                                        RollCallWait(context->CollectiveTimeout()));
+          if (follows_late_peer) {
+            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size, wait);
           } else {
             AnswerRollCall(*store, join.generation(), rank);
           }
