@@ -1104,6 +1104,20 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
     session_of[ask.tail_lines()] = ask.session();
   }
 
+  auto other_calls_are_answered = [&] {
+    for (int i = 0; i < 20; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id("w1");
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+    }
+    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(job.job().state(), v1::RUNNING);
+  };
+
   // The daemon answers every follower with its first line and keeps the
   // upload open; each follower gets its line, so each upload is attached.
   struct Upload {
@@ -1114,8 +1128,10 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
   std::vector<Upload> uploads(kFollowers);
   for (int i = 0; i < kFollowers; ++i) {
     uploads[i].writer = cluster_->UploadLog(uploads[i].context.get(), &uploads[i].response);
-    UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 1\n"));
+    ASSERT_NO_FATAL_FAILURE(
+        UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 1\n")));
   }
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
   auto each_follower_gets = [&](const std::string& step) {
     for (int i = 0; i < kFollowers; ++i) {
       v1::LogChunk chunk;
@@ -1124,26 +1140,19 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
       EXPECT_EQ(chunk.data(), absl::StrCat("follower ", i, " ", step, "\n"));
     }
   };
-  each_follower_gets("step 1");
+  ASSERT_NO_FATAL_FAILURE(each_follower_gets("step 1"));
 
   // Every upload waits for the trainer's next lines: heartbeats and a
   // user's call are answered at once.
-  for (int i = 0; i < 20; ++i) {
-    v1::HeartbeatRequest request;
-    request.set_worker_id("w1");
-    v1::HeartbeatResponse response;
-    grpc::Status status = cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
-    ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
-  }
-  grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
-  ASSERT_TRUE(got.ok()) << got.error_message();
-  EXPECT_EQ(job.job().state(), v1::RUNNING);
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
 
   // The trainer writes more: every follower gets it.
   for (int i = 0; i < kFollowers; ++i) {
-    UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 2\n"));
+    ASSERT_NO_FATAL_FAILURE(
+        UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 2\n")));
   }
-  each_follower_gets("step 2");
+  ASSERT_NO_FATAL_FAILURE(each_follower_gets("step 2"));
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
 
   // The trainer exits: each upload ends OK, and so does each follow.
   for (int i = 0; i < kFollowers; ++i) {
