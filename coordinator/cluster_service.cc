@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/incarnation.h"
 #include "coordinator/log_request_stream.h"
+#include "coordinator/log_upload_stream.h"
 
 namespace herd::coordinator {
 namespace {
@@ -331,33 +332,19 @@ grpc::ServerWriteReactor<v1::LogRequest>* ClusterServiceImpl::WatchLogRequests(
   return stream.get();
 }
 
-grpc::Status ClusterServiceImpl::UploadLog(grpc::ServerContext* context,
-                                           grpc::ServerReader<v1::UploadLogRequest>* reader,
-                                           v1::UploadLogResponse* response) {
-  const Metrics::OpenStreamCount counted = edge_->CountOpenStream(StreamKind::kLogUpload);
-  return edge_->Handle("UploadLog", Api::kCluster, *context, [&](const Principal& caller) -> absl::Status {
-    v1::UploadLogRequest message;
-    if (!reader->Read(&message)) return absl::InvalidArgumentError("UploadLog: the stream carried no session");
-    if (auto status = CheckWorker("UploadLog", caller, message.worker_id()); !status.ok()) return status;
-    auto session = logs_->Attach(message.session(), message.worker_id());
-    if (!session.ok()) return session.status();
-    do {
-      if (!message.error().empty()) {
-        (*session)->Finish(absl::NotFoundError(message.error()));
-        return absl::OkStatus();
-      }
-      if (!message.data().empty() && !(*session)->Push(std::move(*message.mutable_data()))) {
-        return absl::CancelledError("the log reader went away");
-      }
-    } while (reader->Read(&message));
-    if (context->IsCancelled()) {
-      (*session)->Finish(absl::UnavailableError(
-          absl::StrCat("worker ", (*session)->worker_id(), "'s log upload broke off")));
-      return absl::CancelledError("the upload broke off");
-    }
-    (*session)->Finish(absl::OkStatus());
-    return absl::OkStatus();
-  });
+grpc::ServerReadReactor<v1::UploadLogRequest>* ClusterServiceImpl::UploadLog(grpc::CallbackServerContext* context,
+                                                                             v1::UploadLogResponse* /*response*/) {
+  std::shared_ptr<LogUploadStream> stream =
+      LogUploadStream::Open(logs_, context, edge_->CountOpenStream(StreamKind::kLogUpload));
+  edge_->HandleLater(
+      "UploadLog", Api::kCluster, *context,
+      [&](const Principal& caller, RpcEdge::Answer answer) {
+        stream->Begin(std::move(answer), [this, caller](const std::string& worker_id) {
+          return CheckWorker("UploadLog", caller, worker_id);
+        });
+      },
+      [stream = stream.get()](grpc::Status status) { stream->Finish(std::move(status)); });
+  return stream.get();
 }
 
 }  // namespace herd::coordinator

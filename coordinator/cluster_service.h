@@ -16,12 +16,13 @@ namespace herd::coordinator {
 // (docs/design.md: with a mix, synchronous heartbeats stalled): a lease
 // renewal is answered inline, one that changes state on a thread of its
 // own. WatchLogRequests, which every daemon keeps open, is a callback
-// stream: it holds no thread while it waits for a log request. The rest of
-// the service is synchronous.
+// stream: it holds no thread while it waits for a log request; so is
+// UploadLog, while it waits for the trainer's next lines or for room in the
+// reader's session. The rest of the service is synchronous.
 class ClusterServiceImpl final
     : public v1::ClusterService::WithCallbackMethod_Heartbeat<v1::ClusterService::WithRawCallbackMethod_JoinGeneration<
-          v1::ClusterService::WithCallbackMethod_KvGet<
-              v1::ClusterService::WithCallbackMethod_WatchLogRequests<v1::ClusterService::Service>>>> {
+          v1::ClusterService::WithCallbackMethod_KvGet<v1::ClusterService::WithCallbackMethod_WatchLogRequests<
+              v1::ClusterService::WithCallbackMethod_UploadLog<v1::ClusterService::Service>>>>> {
  public:
   ClusterServiceImpl(Coordinator* coordinator, const RpcEdge* edge, LogRelay* logs)
       : coordinator_(coordinator), edge_(edge), logs_(logs) {}
@@ -48,8 +49,9 @@ class ClusterServiceImpl final
   // this worker's trainers (see LogRelay).
   grpc::ServerWriteReactor<v1::LogRequest>* WatchLogRequests(grpc::CallbackServerContext* context,
                                                              const v1::WatchLogRequestsRequest* request) override;
-  grpc::Status UploadLog(grpc::ServerContext* context, grpc::ServerReader<v1::UploadLogRequest>* reader,
-                         v1::UploadLogResponse* response) override;
+  // A daemon's answer to one log request (see LogUploadStream).
+  grpc::ServerReadReactor<v1::UploadLogRequest>* UploadLog(grpc::CallbackServerContext* context,
+                                                           v1::UploadLogResponse* response) override;
 
  private:
   // Audits a PERMISSION_DENIED `status`; returns it.

@@ -44,23 +44,29 @@ void LogReadStream::Pump() {
     pumping_ = true;
   }
   while (true) {
-    std::optional<v1::LogChunk> chunk;
-    std::optional<absl::Status> end;
+    std::shared_ptr<LogSession> session;
     {
       absl::MutexLock lock(&mu_);
       pump_again_ = false;
-      if (session_ != nullptr && !writing_ && !ended_ && !detached_) {
-        LogSession::Item item = session_->TryNext();
-        if (item.data) {
-          chunk.emplace();
-          chunk->set_data(*std::move(item.data));
-          if (!named_) chunk->set_worker_id(worker_);
-          named_ = true;
-          writing_ = true;
-        } else if (item.end) {
-          end = std::move(item.end);
-          ended_ = true;
-        }
+      if (session_ != nullptr && !writing_ && !ended_ && !detached_) session = session_;
+    }
+    std::optional<v1::LogChunk> chunk;
+    std::optional<absl::Status> end;
+    if (session != nullptr) {
+      // Not under the lock: taking a chunk wakes an uploader waiting for
+      // room, whose reactions may run at once and wake this stream again.
+      // Only this loop hands chunks over, so writing_ and ended_ still hold.
+      LogSession::Item item = session->TryNext();
+      absl::MutexLock lock(&mu_);
+      if (item.data) {
+        chunk.emplace();
+        chunk->set_data(*std::move(item.data));
+        if (!named_) chunk->set_worker_id(worker_);
+        named_ = true;
+        writing_ = true;
+      } else if (item.end) {
+        end = std::move(item.end);
+        ended_ = true;
       }
     }
     // Send and End may run the stream's reactions at once (Written, which

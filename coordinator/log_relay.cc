@@ -33,6 +33,46 @@ bool LogSession::Push(std::string data) {
 
 void LogSession::Finish(absl::Status status) { End(std::move(status)); }
 
+LogSession::Space LogSession::Room() {
+  absl::MutexLock lock(&mu_);
+  Space space;
+  if (end_) {
+    space.closed = end_;
+  } else if (abandoned_) {
+    space.closed = absl::CancelledError("the log reader went away");
+  } else {
+    space.room = !Full();
+  }
+  return space;
+}
+
+void LogSession::Add(std::string data) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (abandoned_ || end_) return;
+    buffered_bytes_ += data.size();
+    chunks_.push_back(std::move(data));
+  }
+  Wake();
+}
+
+void LogSession::OnRoom(std::function<void()> room) {
+  {
+    absl::MutexLock lock(&mu_);
+    room_ = room;
+  }
+  if (room) room();
+}
+
+void LogSession::WakeUploader() {
+  std::function<void()> room;
+  {
+    absl::MutexLock lock(&mu_);
+    room = room_;
+  }
+  if (room) room();
+}
+
 void LogSession::End(absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
@@ -40,6 +80,7 @@ void LogSession::End(absl::Status status) {
     end_ = std::move(status);
   }
   Wake();
+  WakeUploader();
 }
 
 void LogSession::ExpireAttach() {
@@ -66,17 +107,33 @@ LogSession::Item LogSession::Take() {
 }
 
 LogSession::Item LogSession::Next(absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
-  absl::Time until = absl::Now() + wait;
-  if (!attached_) until = std::min(until, attach_deadline_);
-  mu_.AwaitWithDeadline(absl::Condition(&ready), until);
-  return Take();
+  Item item;
+  bool freed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
+    absl::Time until = absl::Now() + wait;
+    if (!attached_) until = std::min(until, attach_deadline_);
+    mu_.AwaitWithDeadline(absl::Condition(&ready), until);
+    const bool full = Full();
+    item = Take();
+    freed = full && !Full();
+  }
+  if (freed) WakeUploader();
+  return item;
 }
 
 LogSession::Item LogSession::TryNext() {
-  absl::MutexLock lock(&mu_);
-  return Take();
+  Item item;
+  bool freed;
+  {
+    absl::MutexLock lock(&mu_);
+    const bool full = Full();
+    item = Take();
+    freed = full && !Full();
+  }
+  if (freed) WakeUploader();
+  return item;
 }
 
 void LogSession::OnReady(std::function<void()> ready) {
@@ -97,9 +154,12 @@ void LogSession::Wake() {
 }
 
 void LogSession::Abandon() {
-  absl::MutexLock lock(&mu_);
-  abandoned_ = true;
-  ready_ = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    abandoned_ = true;
+    ready_ = nullptr;
+  }
+  WakeUploader();  // its upload ends: the daemon stops
 }
 
 absl::Status LogRelay::Listen(const std::string& worker_id, std::shared_ptr<LogRequestSink> sink) {

@@ -5,7 +5,9 @@
 // attaches to the session and pushes the log through it. A session buffers a
 // bounded amount, so a slow reader slows the upload instead of growing the
 // coordinator's memory. A reader either waits in Next (a thread each) or is
-// woken when there is something to take (OnReady, TryNext: none).
+// woken when there is something to take (OnReady, TryNext: none); an
+// uploader either waits in Push or is woken when there is room (OnRoom,
+// Add: none).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,23 @@ class LogSession {
   // Blocks while `max_buffered_bytes` are waiting for the reader.
   bool Push(std::string data);
   void Finish(absl::Status status);
+  // The uploader side without waiting. Whether the session takes a chunk
+  // now: `room` (false: wait for OnRoom), or the status the upload ends
+  // with because it never will: CANCELLED once the reader left, the
+  // session's end once it ended otherwise (the relay shut down).
+  struct Space {
+    bool room = false;
+    std::optional<absl::Status> closed;
+  };
+  Space Room();
+  // Takes `data` even when the buffer is full (as Push takes the chunk that
+  // fills it); an uploader asks Room before reading more. Dropped once
+  // closed.
+  void Add(std::string data);
+  // `room` runs whenever room may have freed or the session closed: at once,
+  // then on the thread that took a chunk, ended or abandoned the session,
+  // never under the session's lock. The uploader then asks Room.
+  void OnRoom(std::function<void()> room);
   // Reader side. Waits up to `wait` for a chunk or the end; an empty Item
   // when neither came. DEADLINE_EXCEEDED as the end when no daemon attached
   // within the attach timeout.
@@ -53,7 +72,8 @@ class LogSession {
   // on the thread that pushed, finished or expired the session, never under
   // the session's lock. The reader then takes what is there with TryNext.
   void OnReady(std::function<void()> ready);
-  // The reader left: the uploader's next Push returns false.
+  // The reader left: the uploader's next Push returns false, and one woken
+  // through OnRoom finds the session closed.
   void Abandon();
   const std::string& id() const { return id_; }
   const std::string& worker_id() const { return worker_id_; }
@@ -71,6 +91,9 @@ class LogSession {
   void ExpireAttach();
   // Wakes a reader waiting through OnReady.
   void Wake();
+  // Wakes an uploader waiting through OnRoom.
+  void WakeUploader();
+  bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return buffered_bytes_ >= max_buffered_bytes_; }
 
   const std::string id_;
   const std::string worker_id_;
@@ -83,6 +106,7 @@ class LogSession {
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
   std::function<void()> ready_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> room_ ABSL_GUARDED_BY(mu_);
 };
 
 // Where a worker's log requests go: its daemon's open request stream. The

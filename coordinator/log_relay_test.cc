@@ -221,6 +221,46 @@ TEST(LogRelayTest, AReaderThatHoldsNoThreadIsWokenForEachChunkAndTheEnd) {
   relay.Close(*session);
 }
 
+// An uploader holding no thread reads more only while the session has room:
+// it is woken when the reader frees room, and when the reader leaves, which
+// ends the upload.
+TEST(LogRelayTest, AnUploaderThatHoldsNoThreadIsWokenWhenRoomFreesAndWhenTheReaderLeaves) {
+  LogRelay relay(LogRelayOptions{.max_buffered_bytes = 8});
+  ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
+  auto session = relay.Open("w1", Ask("job-1"));
+  ASSERT_TRUE(session.ok());
+  auto attached = relay.Attach((*session)->id(), "w1");
+  ASSERT_TRUE(attached.ok());
+  WakeCounter uploader;
+  (*attached)->OnRoom(uploader.Callback());
+  EXPECT_EQ(uploader.wakes(), 1);  // at once, to read the first chunk
+  EXPECT_TRUE((*attached)->Room().room);
+  (*attached)->Add("step 1\n");
+  EXPECT_TRUE((*attached)->Room().room);  // 7 of 8 bytes
+  (*attached)->Add("step 2\n");           // taken whole: 14 of 8
+  LogSession::Space full = (*attached)->Room();
+  EXPECT_FALSE(full.room);
+  EXPECT_FALSE(full.closed.has_value());
+
+  // The reader takes a chunk: room again, and the uploader is woken.
+  EXPECT_EQ((*session)->TryNext().data, "step 1\n");
+  EXPECT_EQ(uploader.wakes(), 2);
+  EXPECT_TRUE((*attached)->Room().room);
+  EXPECT_EQ((*session)->TryNext().data, "step 2\n");  // there was room already
+  EXPECT_EQ(uploader.wakes(), 2);
+
+  // The reader leaves: the uploader is woken to end the upload.
+  relay.Close(*session);
+  EXPECT_EQ(uploader.wakes(), 3);
+  LogSession::Space closed = (*attached)->Room();
+  EXPECT_FALSE(closed.room);
+  ASSERT_TRUE(closed.closed.has_value());
+  EXPECT_EQ(closed.closed->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(closed.closed->message(), "the log reader went away");
+  (*attached)->Add("step 3\n");  // dropped
+  EXPECT_FALSE((*session)->TryNext().data.has_value());
+}
+
 TEST(LogRelayTest, ADaemonThatNeverAnswersWakesAReaderThatHoldsNoThreadWithDeadlineExceeded) {
   LogRelay relay(LogRelayOptions{.attach_timeout = absl::Milliseconds(50)});
   ASSERT_TRUE(relay.Listen("w1", std::make_shared<RecordingSink>()).ok());
@@ -250,9 +290,17 @@ TEST(LogRelayTest, ShutdownEndsOpenSessionsWithUnavailableAfterTheirChunksAndSto
   auto attached = relay.Attach((*session)->id(), "w1");
   ASSERT_TRUE(attached.ok());
   ASSERT_TRUE((*attached)->Push("step 1\n"));
+  WakeCounter uploader;  // an upload holding no thread
+  (*attached)->OnRoom(uploader.Callback());
   const int before = reader.wakes();
+  const int uploader_before = uploader.wakes();
   relay.Shutdown();
   EXPECT_GT(reader.wakes(), before);
+  EXPECT_GT(uploader.wakes(), uploader_before);
+  LogSession::Space closed = (*attached)->Room();
+  ASSERT_TRUE(closed.closed.has_value());
+  EXPECT_EQ(closed.closed->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(closed.closed->message(), "coordinator is shutting down");
   EXPECT_EQ((*session)->TryNext().data, "step 1\n");
   LogSession::Item end = (*session)->TryNext();
   ASSERT_TRUE(end.end.has_value());

@@ -42,11 +42,10 @@ struct ServerOptions {
   std::function<void(const std::string& listen_address)> on_standby;
   // Threads gRPC may run synchronous calls on (grpc::ResourceQuota); 0: no
   // cap. Calls that wait for others (JoinGeneration, KvGet) and the streams
-  // that wait for events (WatchLogRequests, WatchJob, GetJobLogs) are
-  // callbacks and hold none while they wait, so a cap bounds the threads
-  // without starving heartbeats behind a rendezvous, the daemons' open
-  // streams or people following logs. A followed log's upload (UploadLog)
-  // still holds one.
+  // that wait for events (WatchLogRequests, WatchJob, GetJobLogs, a followed
+  // log's UploadLog) are callbacks and hold none while they wait, so a cap
+  // bounds the threads without starving heartbeats behind a rendezvous, the
+  // daemons' open streams or people following logs.
   int max_rpc_threads = 0;
   CoordinatorOptions coordinator;
   JobServiceOptions job_service;

@@ -1027,7 +1027,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnswere
   other_calls_are_answered();
 
   // The daemon answers one follower: the lines reach it as they come, the
-  // first naming the worker, while the upload (synchronous) holds a thread.
+  // first naming the worker.
   constexpr int kAnswered = 5;
   auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
   v1::UploadLogResponse uploaded;
@@ -1061,6 +1061,149 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnswere
     }
     EXPECT_EQ(followers[i].reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
+  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
+// Each follower's daemon answers and keeps its upload open, waiting for the
+// trainer's next lines: more such uploads than the server has threads hold
+// none, so other calls are answered and every follower gets its lines.
+TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSoOtherCallsAreAnsweredAndLinesArrive) {
+  constexpr int kFollowers = 24;  // three times the threads
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  v1::GetJobRequest get_job;
+  get_job.set_id(job_id);
+  v1::GetJobResponse job;
+  ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
+  ASSERT_EQ(job.job().state(), v1::RUNNING);
+  const std::string member = job.job().workers(0);
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, member);
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+
+  // Each follower asks for a different tail, which tells the requests apart.
+  std::vector<OpenStream<v1::LogChunk>> followers(kFollowers);
+  for (int i = 0; i < kFollowers; ++i) {
+    v1::GetJobLogsRequest read;
+    read.set_job_id(job_id);
+    read.set_rank(0);
+    read.set_follow(true);
+    read.set_tail_lines(i);
+    followers[i].reader = jobs_->GetJobLogs(followers[i].context.get(), read);
+  }
+  std::vector<std::string> session_of(kFollowers);
+  for (int i = 0; i < kFollowers; ++i) {
+    v1::LogRequest ask;
+    ASSERT_TRUE(daemon.reader->Read(&ask)) << "request " << i << " did not reach the daemon";
+    ASSERT_GE(ask.tail_lines(), 0);
+    ASSERT_LT(ask.tail_lines(), kFollowers);
+    session_of[ask.tail_lines()] = ask.session();
+  }
+
+  auto other_calls_are_answered = [&] {
+    for (int i = 0; i < 20; ++i) {
+      v1::HeartbeatRequest request;
+      request.set_worker_id("w1");
+      v1::HeartbeatResponse response;
+      grpc::Status status =
+          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
+      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
+    }
+    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(job.job().state(), v1::RUNNING);
+  };
+
+  // The daemon answers every follower with its first line and keeps the
+  // upload open; each follower gets its line, so each upload is attached.
+  struct Upload {
+    std::unique_ptr<grpc::ClientContext> context = NewCallContext(kToken, std::chrono::seconds(60));
+    v1::UploadLogResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadLogRequest>> writer;
+  };
+  std::vector<Upload> uploads(kFollowers);
+  for (int i = 0; i < kFollowers; ++i) {
+    uploads[i].writer = cluster_->UploadLog(uploads[i].context.get(), &uploads[i].response);
+    ASSERT_NO_FATAL_FAILURE(
+        UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 1\n")));
+  }
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
+  auto each_follower_gets = [&](const std::string& step) {
+    for (int i = 0; i < kFollowers; ++i) {
+      v1::LogChunk chunk;
+      ASSERT_TRUE(followers[i].reader->Read(&chunk))
+          << "follower " << i << ": " << followers[i].reader->Finish().error_message();
+      EXPECT_EQ(chunk.data(), absl::StrCat("follower ", i, " ", step, "\n"));
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(each_follower_gets("step 1"));
+
+  // Every upload waits for the trainer's next lines: heartbeats and a
+  // user's call are answered at once.
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
+
+  // The trainer writes more: every follower gets it.
+  for (int i = 0; i < kFollowers; ++i) {
+    ASSERT_NO_FATAL_FAILURE(
+        UploadLine(*uploads[i].writer, session_of[i], member, absl::StrCat("follower ", i, " step 2\n")));
+  }
+  ASSERT_NO_FATAL_FAILURE(each_follower_gets("step 2"));
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
+
+  // The trainer exits: each upload ends OK, and so does each follow.
+  for (int i = 0; i < kFollowers; ++i) {
+    ASSERT_TRUE(uploads[i].writer->WritesDone());
+    grpc::Status uploaded = uploads[i].writer->Finish();
+    EXPECT_TRUE(uploaded.ok()) << "upload " << i << ": " << uploaded.error_message();
+  }
+  for (int i = 0; i < kFollowers; ++i) {
+    v1::LogChunk chunk;
+    EXPECT_FALSE(followers[i].reader->Read(&chunk));
+    grpc::Status followed = followers[i].reader->Finish();
+    EXPECT_TRUE(followed.ok()) << "follower " << i << ": " << followed.error_message();
+  }
+  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
+// A follower who leaves ends the daemon's upload at once, though the daemon
+// sends nothing more: it stops uploading a log nobody reads.
+TEST_F(ServiceTest, AFollowerWhoLeavesEndsTheUploadOfItsLog) {
+  Register("w1", "10.0.0.1");
+  const std::string job_id = Submit(Spec(1));
+  server_->coordinator().Tick();
+  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
+  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
+  OpenStream<v1::LogChunk> follower;
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  read.set_follow(true);
+  follower.reader = jobs_->GetJobLogs(follower.context.get(), read);
+  v1::LogRequest ask;
+  ASSERT_TRUE(daemon.reader->Read(&ask));
+  auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
+  v1::UploadLogResponse uploaded;
+  auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
+  UploadLine(*upload, ask.session(), "w1", "step 1\n");
+  v1::LogChunk chunk;
+  ASSERT_TRUE(follower.reader->Read(&chunk)) << follower.reader->Finish().error_message();
+  EXPECT_EQ(chunk.data(), "step 1\n");
+
+  follower.context->TryCancel();
+  while (follower.reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(follower.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  grpc::Status upload_end = upload->Finish();
+  EXPECT_EQ(upload_end.error_code(), grpc::StatusCode::CANCELLED) << upload_end.error_message();
+  EXPECT_EQ(upload_end.error_message(), "the log reader went away");
   EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
   daemon.context->TryCancel();
   for (v1::LogRequest more; daemon.reader->Read(&more);) {
@@ -1122,7 +1265,8 @@ TEST_F(ServiceTest, ALogLargerThanTheRelayBufferArrivesWholeAndInOrder) {
 }
 
 // A followed log ends at once when the coordinator stops, with the status a
-// client retries on, and the daemon's upload of it stops too.
+// client retries on, and the daemon's upload of it, waiting for the
+// trainer's next lines, ends at once with that status too.
 TEST_F(ServiceTest, ShutdownEndsAFollowedLogWithUnavailableAndStopsItsUpload) {
   Register("w1", "10.0.0.1");
   const std::string job_id = Submit(Spec(1));
@@ -1145,19 +1289,17 @@ TEST_F(ServiceTest, ShutdownEndsAFollowedLogWithUnavailableAndStopsItsUpload) {
   ASSERT_TRUE(follower.reader->Read(&chunk)) << follower.reader->Finish().error_message();
   EXPECT_EQ(chunk.data(), "step 1\n");
 
-  // gRPC's own shutdown waits for the upload, so it stops on a thread.
-  std::thread stopping([&] { server_->Shutdown(); });
+  // The upload holds no thread, so gRPC's own shutdown need not wait for it
+  // (nor cancel it after its grace).
+  server_->Shutdown();
   EXPECT_FALSE(follower.reader->Read(&chunk));
   grpc::Status follow_end = follower.reader->Finish();
   EXPECT_EQ(follow_end.error_code(), grpc::StatusCode::UNAVAILABLE) << follow_end.error_message();
   EXPECT_EQ(follow_end.error_message(), "coordinator is shutting down");
-  // The daemon's next lines find no reader: its upload ends.
-  UploadLine(*upload, ask.session(), "w1", "step 2\n");
-  upload->WritesDone();
+  // The daemon, which sent nothing more, learns it from the upload's end.
   grpc::Status upload_end = upload->Finish();
-  EXPECT_EQ(upload_end.error_code(), grpc::StatusCode::CANCELLED) << upload_end.error_message();
-  EXPECT_EQ(upload_end.error_message(), "the log reader went away");
-  stopping.join();
+  EXPECT_EQ(upload_end.error_code(), grpc::StatusCode::UNAVAILABLE) << upload_end.error_message();
+  EXPECT_EQ(upload_end.error_message(), "coordinator is shutting down");
   for (v1::LogRequest more; daemon.reader->Read(&more);) {
   }
   EXPECT_EQ(daemon.reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
