@@ -16,21 +16,6 @@ absl::Status NotAnswered(const std::string& worker_id) {
 
 }  // namespace
 
-bool LogSession::Push(std::string data) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return abandoned_ || end_.has_value() || buffered_bytes_ < max_buffered_bytes_;
-    };
-    mu_.Await(absl::Condition(&room));
-    if (abandoned_ || end_) return false;
-    buffered_bytes_ += data.size();
-    chunks_.push_back(std::move(data));
-  }
-  Wake();
-  return true;
-}
-
 void LogSession::Finish(absl::Status status) { End(std::move(status)); }
 
 LogSession::Space LogSession::Room() {

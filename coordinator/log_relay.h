@@ -6,8 +6,8 @@
 // bounded amount, so a slow reader slows the upload instead of growing the
 // coordinator's memory. A reader either waits in Next (a thread each) or is
 // woken when there is something to take (OnReady, TryNext: none); an
-// uploader either waits in Push or is woken when there is room (OnRoom,
-// Add: none).
+// uploader is woken when there is room (OnRoom, Room, Add) and holds no
+// thread either.
 #pragma once
 
 #include <cstdint>
@@ -40,12 +40,9 @@ class LogSession {
     std::optional<absl::Status> end;
   };
 
-  // Uploader side. False (and the data dropped) once the reader has left or
-  // the session ended (no daemon attached in time, the relay shut down).
-  // Blocks while `max_buffered_bytes` are waiting for the reader.
-  bool Push(std::string data);
+  // Uploader side. The upload's end (OK: the whole log was sent).
   void Finish(absl::Status status);
-  // The uploader side without waiting. Whether the session takes a chunk
+  // Whether the session takes a chunk
   // now: `room` (false: wait for OnRoom), or the status the upload ends
   // with because it never will: CANCELLED once the reader left, the
   // session's end once it ended otherwise (the relay shut down).
@@ -54,9 +51,9 @@ class LogSession {
     std::optional<absl::Status> closed;
   };
   Space Room();
-  // Takes `data` even when the buffer is full (as Push takes the chunk that
-  // fills it); an uploader asks Room before reading more. Dropped once
-  // closed.
+  // Takes `data` even when it overfills the buffer (one chunk at most: an
+  // uploader asks Room before reading more). Dropped once the reader left
+  // or the session ended (no daemon attached in time, the relay shut down).
   void Add(std::string data);
   // `room` runs whenever room may have freed or the session closed: at once,
   // then on the thread that took a chunk, ended or abandoned the session,
@@ -72,8 +69,8 @@ class LogSession {
   // on the thread that pushed, finished or expired the session, never under
   // the session's lock. The reader then takes what is there with TryNext.
   void OnReady(std::function<void()> ready);
-  // The reader left: the uploader's next Push returns false, and one woken
-  // through OnRoom finds the session closed.
+  // The reader left: the uploader, woken through OnRoom, finds the session
+  // closed.
   void Abandon();
   const std::string& id() const { return id_; }
   const std::string& worker_id() const { return worker_id_; }

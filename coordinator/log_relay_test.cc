@@ -45,6 +45,47 @@ class RecordingSink : public LogRequestSink {
   std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
 };
 
+// An upload as LogUploadStream makes one (Room, Add, woken through OnRoom),
+// except that it waits on its own thread where the stream holds none.
+class WaitingUploader {
+ public:
+  explicit WaitingUploader(std::shared_ptr<LogSession> session)
+      : session_(std::move(session)), woken_(std::make_shared<Woken>()) {
+    // The state is shared: the session may still call a callback it copied.
+    session_->OnRoom([woken = woken_] {
+      absl::MutexLock lock(&woken->mu);
+      ++woken->count;
+    });
+  }
+  // Adds `data` once there is room; false (dropped) once the session is closed.
+  bool Push(std::string data) {
+    while (true) {
+      int64_t seen;
+      {
+        absl::MutexLock lock(&woken_->mu);
+        seen = woken_->count;
+      }
+      LogSession::Space space = session_->Room();
+      if (space.closed) return false;
+      if (space.room) {
+        session_->Add(std::move(data));
+        return true;
+      }
+      absl::MutexLock lock(&woken_->mu);
+      auto woken_since = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(woken_->mu) { return woken_->count != seen; };
+      woken_->mu.Await(absl::Condition(&woken_since));
+    }
+  }
+
+ private:
+  struct Woken {
+    absl::Mutex mu;
+    int64_t count ABSL_GUARDED_BY(mu) = 0;
+  };
+  std::shared_ptr<LogSession> session_;
+  std::shared_ptr<Woken> woken_;
+};
+
 // Reads the session to its end; returns the bytes and sets `end`.
 std::string ReadAll(LogSession& session, absl::Status* end) {
   std::string out;
@@ -81,7 +122,8 @@ TEST(LogRelayTest, ARequestReachesTheWorkerAndItsUploadReachesTheReaderInOrder) 
     auto attached = relay.Attach(ask->session(), "w1");
     ASSERT_TRUE(attached.ok()) << attached.status();
     // More than the buffer holds: the uploader waits for the reader.
-    for (int i = 0; i < 1000; ++i) ASSERT_TRUE((*attached)->Push(std::string(2048, 'a' + i % 26)));
+    WaitingUploader upload(*attached);
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(upload.Push(std::string(2048, 'a' + i % 26)));
     (*attached)->Finish(absl::OkStatus());
   });
   absl::Status end;
@@ -112,8 +154,9 @@ TEST(LogRelayTest, AReaderThatLeavesStopsTheUploader) {
   auto attached = relay.Attach((*session)->id(), "w1");
   ASSERT_TRUE(attached.ok());
   std::thread uploader([&] {
-    // Blocks once the buffer is full, until the reader leaves.
-    while ((*attached)->Push(std::string(4096, 'x'))) {
+    // Waits once the buffer is full, until the reader leaves.
+    WaitingUploader upload(*attached);
+    while (upload.Push(std::string(4096, 'x'))) {
     }
   });
   ASSERT_TRUE((*session)->Next(absl::Seconds(30)).data.has_value());
@@ -206,9 +249,9 @@ TEST(LogRelayTest, AReaderThatHoldsNoThreadIsWokenForEachChunkAndTheEnd) {
 
   auto attached = relay.Attach((*session)->id(), "w1");
   ASSERT_TRUE(attached.ok());
-  ASSERT_TRUE((*attached)->Push("step 1\n"));
+  (*attached)->Add("step 1\n");
   EXPECT_EQ(reader.wakes(), 2);
-  ASSERT_TRUE((*attached)->Push("step 2\n"));
+  (*attached)->Add("step 2\n");
   EXPECT_EQ(reader.wakes(), 3);
   EXPECT_EQ((*session)->TryNext().data, "step 1\n");
   EXPECT_EQ((*session)->TryNext().data, "step 2\n");
@@ -276,7 +319,7 @@ TEST(LogRelayTest, ADaemonThatNeverAnswersWakesAReaderThatHoldsNoThreadWithDeadl
   // A daemon answering now has nobody to send to.
   auto late = relay.Attach((*session)->id(), "w1");
   ASSERT_TRUE(late.ok());
-  EXPECT_FALSE((*late)->Push("step 1\n"));
+  EXPECT_EQ((*late)->Room().closed.value_or(absl::OkStatus()).code(), absl::StatusCode::kDeadlineExceeded);
   relay.Close(*session);
 }
 
@@ -289,7 +332,7 @@ TEST(LogRelayTest, ShutdownEndsOpenSessionsWithUnavailableAfterTheirChunksAndSto
   (*session)->OnReady(reader.Callback());
   auto attached = relay.Attach((*session)->id(), "w1");
   ASSERT_TRUE(attached.ok());
-  ASSERT_TRUE((*attached)->Push("step 1\n"));
+  (*attached)->Add("step 1\n");
   WakeCounter uploader;  // an upload holding no thread
   (*attached)->OnRoom(uploader.Callback());
   const int before = reader.wakes();
@@ -306,7 +349,7 @@ TEST(LogRelayTest, ShutdownEndsOpenSessionsWithUnavailableAfterTheirChunksAndSto
   ASSERT_TRUE(end.end.has_value());
   EXPECT_EQ(end.end->code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(end.end->message(), "coordinator is shutting down");
-  EXPECT_FALSE((*attached)->Push("step 2\n"));
+  (*attached)->Add("step 2\n");  // dropped
   (*attached)->Finish(absl::OkStatus());  // the upload's own end comes too late to count
   EXPECT_EQ((*session)->TryNext().end->code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(relay.Open("w1", Ask("job-1")).status().code(), absl::StatusCode::kUnavailable);
