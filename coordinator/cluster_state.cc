@@ -44,7 +44,6 @@ v1::WorkerInfo WorkerRecord::ToInfo() const {
 void ChangeSet::Merge(const ChangeSet& other) {
   jobs.insert(other.jobs.begin(), other.jobs.end());
   workers.insert(other.workers.begin(), other.workers.end());
-  worker_states_changed = worker_states_changed || other.worker_states_changed;
   generations_started.insert(generations_started.end(), other.generations_started.begin(),
                              other.generations_started.end());
   preemptions.insert(preemptions.end(), other.preemptions.begin(), other.preemptions.end());

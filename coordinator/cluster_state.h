@@ -160,15 +160,13 @@ struct ReleaseRequested {
 // watchers.
 struct ChangeSet {
   std::set<std::string> jobs;
-  // Worker records to save (a registration, a cordon, a death).
+  // Worker records to save (a registration, a cordon, a death or a return).
   std::set<std::string> workers;
-  // A worker became busy, idle or dead (the gauges count them).
-  bool worker_states_changed = false;
   std::vector<StartedGeneration> generations_started;
   std::vector<Preemption> preemptions;  // one per job preempted
   std::vector<ReleaseRequested> releases_requested;
 
-  bool empty() const { return jobs.empty() && workers.empty() && !worker_states_changed; }
+  bool empty() const { return jobs.empty() && workers.empty(); }
   void Merge(const ChangeSet& other);
 };
 

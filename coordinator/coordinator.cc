@@ -364,7 +364,7 @@ void Coordinator::Publish(const ChangeSet& changes) {
     LOG(INFO) << "job " << release.job_id << ": worker " << release.worker_id << " asked to leave at the next step "
               << "boundary (" << ReleaseReasonName(release.reason) << ")";
   }
-  if (!changes.workers.empty() || changes.worker_states_changed) worker_gauges_stale_ = true;
+  if (!changes.workers.empty()) worker_gauges_stale_ = true;
 }
 
 void Coordinator::FlushUnsavedJobs(double now, bool all) {

@@ -9,7 +9,6 @@ void Touch(JobRecord& job, double now, ChangeSet* changes) {
 }
 
 void SetWorker(WorkerRecord& worker, v1::WorkerState worker_state, const std::string& job_id, ChangeSet* changes) {
-  if (worker.state != worker_state || worker.job_id != job_id) changes->worker_states_changed = true;
   // Of its state only whether it is dead is stored: which job it is busy
   // with is that job's record (its generation's members).
   if ((worker.state == v1::DEAD) != (worker_state == v1::DEAD)) changes->workers.insert(worker.id);
