@@ -445,11 +445,7 @@ TEST_F(IslandHang, AHungTrainerBlamedAcrossSitesIsLeftOutAloneAndTheOtherSiteSta
     // The timeout, the roll call's wait (a quarter of it), a re-form and the
     // next commit (every 5 steps), with slack for a loaded machine.
     EXPECT_LT(resumed_after, kTimeout + 6) << watch.timeline();
-    ASSERT_EQ(job.value("unresponsive", nlohmann::json::array()).size(), 1u) << job.dump(2);
-    EXPECT_EQ(job["unresponsive"][0].value("worker_id", ""), cluster_->worker_id(1)) << job.dump(2);
-    const std::string text = cluster_->Herd({"status", id}).out;
-    EXPECT_NE(text.find("Hung:"), std::string::npos) << text;
-    EXPECT_EQ(text.find("Unreachable:"), std::string::npos) << text;
+    ASSERT_NO_FATAL_FAILURE(ExpectShownAsHung(*cluster_, id, job, 1, step_at_stop));
 
     // Hung for a while: the job trains on without it.
     const int64_t smaller = Field(job, "generation");

@@ -84,13 +84,7 @@ TEST(MemberFault, HungTrainerStaysOutUntilItAnswersThenTheJobGrowsBack) {
   std::cerr << "trained on 2 workers " << resumed_after << " s after SIGSTOP (collective timeout 5 s)\n";
   EXPECT_EQ(Field(job, "generation"), generation + 1) << "the hung member was taken back while hung: " << job.dump(2);
   // herd status names the member that hung and the step.
-  ASSERT_EQ(job.value("unresponsive", nlohmann::json::array()).size(), 1u) << job.dump(2);
-  const auto& hung = job["unresponsive"][0];
-  EXPECT_EQ(hung.value("worker_id", ""), cluster.worker_id(2)) << job.dump(2);
-  EXPECT_GT(Field(hung, "step"), 20) << job.dump(2);
-  const std::string text = cluster.Herd({"status", id}).out;
-  EXPECT_NE(text.find("Hung:"), std::string::npos) << text;
-  EXPECT_NE(text.find("worker " + cluster.worker_id(2) + " (rank "), std::string::npos) << text;
+  ASSERT_NO_FATAL_FAILURE(ExpectShownAsHung(cluster, id, job, 2, 21));
   // herd's own transports named the hung rank: no roll call, no wait for one.
   for (int survivor : {0, 1}) {
     const std::string log = ReadFile(cluster.job_dir(survivor, id) + "/trainer.log");

@@ -72,6 +72,19 @@ std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const
   return {job, std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
+void ExpectShownAsHung(LocalCluster& cluster, const std::string& id, const nlohmann::json& job, int index,
+                       int64_t at_least) {
+  const nlohmann::json left_out = job.value("unresponsive", nlohmann::json::array());
+  ASSERT_EQ(left_out.size(), 1u) << job.dump(2);
+  EXPECT_EQ(left_out[0].value("worker_id", ""), cluster.worker_id(index)) << job.dump(2);
+  EXPECT_EQ(left_out[0].value("unreachable_from", ""), "") << job.dump(2);
+  EXPECT_GE(Field(left_out[0], "step"), at_least) << job.dump(2);
+  const std::string text = cluster.Herd({"status", id}).out;
+  EXPECT_NE(text.find("Hung:"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker " + cluster.worker_id(index) + " (rank "), std::string::npos) << text;
+  EXPECT_EQ(text.find("Unreachable:"), std::string::npos) << text;
+}
+
 std::vector<std::string> ReadLedgers(const std::string& dir, const std::string& job_id) {
   std::vector<std::string> contents;
   for (const auto& entry : fs::directory_iterator(dir)) {

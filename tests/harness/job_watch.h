@@ -45,6 +45,12 @@ int64_t Field(const nlohmann::json& job, const char* name);
 std::pair<nlohmann::json, double> WaitForProgressOn(LocalCluster& cluster, const std::string& id, int64_t world,
                                                     int64_t step, std::chrono::seconds timeout);
 
+// Expects the job's status `job` to show one member left out as hung (and
+// not as unreachable): worker `index` of the cluster, hung at step
+// `at_least` or later; and `herd status` to name it under "Hung:".
+void ExpectShownAsHung(LocalCluster& cluster, const std::string& id, const nlohmann::json& job, int index,
+                       int64_t at_least);
+
 // The contents of every file in `dir` (the sample ledgers of all workers),
 // or with `job_id` of that job's files only.
 std::vector<std::string> ReadLedgers(const std::string& dir, const std::string& job_id = "");
