@@ -833,6 +833,26 @@ OpenStream<v1::LogRequest> WatchLogRequests(v1::ClusterService::Stub& cluster, c
   return stream;
 }
 
+// Follows rank 0's log of `job_id`, as `herd logs -f --tail N` does.
+OpenStream<v1::LogChunk> FollowLog(v1::JobService::Stub& jobs, const std::string& job_id, int64_t tail_lines = 0) {
+  OpenStream<v1::LogChunk> stream;
+  v1::GetJobLogsRequest read;
+  read.set_job_id(job_id);
+  read.set_rank(0);
+  read.set_follow(true);
+  read.set_tail_lines(tail_lines);
+  stream.reader = jobs.GetJobLogs(stream.context.get(), read);
+  return stream;
+}
+
+// The daemon hangs up its request stream.
+void HangUp(OpenStream<v1::LogRequest>& daemon) {
+  daemon.context->TryCancel();
+  for (v1::LogRequest more; daemon.reader->Read(&more);) {
+  }
+  daemon.reader->Finish();
+}
+
 // Reads rank 0's log of `job_id` through the coordinator while the test
 // plays the daemon of `worker_id` on `daemon`: the reader's request must
 // arrive there; the test uploads `text`, which the reader must get.
@@ -991,14 +1011,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnswere
 
   // Each follower asks for a different tail, which tells the requests apart.
   std::vector<OpenStream<v1::LogChunk>> followers(kFollowers);
-  for (int i = 0; i < kFollowers; ++i) {
-    v1::GetJobLogsRequest read;
-    read.set_job_id(job_id);
-    read.set_rank(0);
-    read.set_follow(true);
-    read.set_tail_lines(i);
-    followers[i].reader = jobs_->GetJobLogs(followers[i].context.get(), read);
-  }
+  for (int i = 0; i < kFollowers; ++i) followers[i] = FollowLog(*jobs_, job_id, i);
   ASSERT_TRUE(server_->log_relay().AwaitSessions(kFollowers, absl::Seconds(20)))
       << "not every follower's call was taken";
   std::map<int64_t, std::string> session_of;  // by follower
@@ -1062,10 +1075,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnswere
     EXPECT_EQ(followers[i].reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
-  daemon.context->TryCancel();
-  for (v1::LogRequest more; daemon.reader->Read(&more);) {
-  }
-  daemon.reader->Finish();
+  HangUp(daemon);
 }
 
 // Each follower's daemon answers and keeps its upload open, waiting for the
@@ -1087,14 +1097,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
 
   // Each follower asks for a different tail, which tells the requests apart.
   std::vector<OpenStream<v1::LogChunk>> followers(kFollowers);
-  for (int i = 0; i < kFollowers; ++i) {
-    v1::GetJobLogsRequest read;
-    read.set_job_id(job_id);
-    read.set_rank(0);
-    read.set_follow(true);
-    read.set_tail_lines(i);
-    followers[i].reader = jobs_->GetJobLogs(followers[i].context.get(), read);
-  }
+  for (int i = 0; i < kFollowers; ++i) followers[i] = FollowLog(*jobs_, job_id, i);
   std::vector<std::string> session_of(kFollowers);
   for (int i = 0; i < kFollowers; ++i) {
     v1::LogRequest ask;
@@ -1167,10 +1170,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
     EXPECT_TRUE(followed.ok()) << "follower " << i << ": " << followed.error_message();
   }
   EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
-  daemon.context->TryCancel();
-  for (v1::LogRequest more; daemon.reader->Read(&more);) {
-  }
-  daemon.reader->Finish();
+  HangUp(daemon);
 }
 
 // A follower who leaves ends the daemon's upload at once, though the daemon
@@ -1181,12 +1181,7 @@ TEST_F(ServiceTest, AFollowerWhoLeavesEndsTheUploadOfItsLog) {
   server_->coordinator().Tick();
   OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
   ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
-  OpenStream<v1::LogChunk> follower;
-  v1::GetJobLogsRequest read;
-  read.set_job_id(job_id);
-  read.set_rank(0);
-  read.set_follow(true);
-  follower.reader = jobs_->GetJobLogs(follower.context.get(), read);
+  OpenStream<v1::LogChunk> follower = FollowLog(*jobs_, job_id);
   v1::LogRequest ask;
   ASSERT_TRUE(daemon.reader->Read(&ask));
   auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
@@ -1205,10 +1200,7 @@ TEST_F(ServiceTest, AFollowerWhoLeavesEndsTheUploadOfItsLog) {
   EXPECT_EQ(upload_end.error_code(), grpc::StatusCode::CANCELLED) << upload_end.error_message();
   EXPECT_EQ(upload_end.error_message(), "the log reader went away");
   EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
-  daemon.context->TryCancel();
-  for (v1::LogRequest more; daemon.reader->Read(&more);) {
-  }
-  daemon.reader->Finish();
+  HangUp(daemon);
 }
 
 // A log several times the relay's buffer reaches its reader whole and in
@@ -1222,12 +1214,7 @@ TEST_F(ServiceTest, ALogLargerThanTheRelayBufferArrivesWholeAndInOrder) {
   server_->coordinator().Tick();
   OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
   ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
-  OpenStream<v1::LogChunk> reader;
-  v1::GetJobLogsRequest read;
-  read.set_job_id(job_id);
-  read.set_rank(0);
-  read.set_follow(true);
-  reader.reader = jobs_->GetJobLogs(reader.context.get(), read);
+  OpenStream<v1::LogChunk> reader = FollowLog(*jobs_, job_id);
   v1::LogRequest ask;
   ASSERT_TRUE(daemon.reader->Read(&ask));
 
@@ -1258,10 +1245,7 @@ TEST_F(ServiceTest, ALogLargerThanTheRelayBufferArrivesWholeAndInOrder) {
         << "chunk " << i << " out of order";
   }
   EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
-  daemon.context->TryCancel();
-  for (v1::LogRequest more; daemon.reader->Read(&more);) {
-  }
-  daemon.reader->Finish();
+  HangUp(daemon);
 }
 
 // A followed log ends at once when the coordinator stops, with the status a
@@ -1273,12 +1257,7 @@ TEST_F(ServiceTest, ShutdownEndsAFollowedLogWithUnavailableAndStopsItsUpload) {
   server_->coordinator().Tick();
   OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, "w1");
   ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
-  OpenStream<v1::LogChunk> follower;
-  v1::GetJobLogsRequest read;
-  read.set_job_id(job_id);
-  read.set_rank(0);
-  read.set_follow(true);
-  follower.reader = jobs_->GetJobLogs(follower.context.get(), read);
+  OpenStream<v1::LogChunk> follower = FollowLog(*jobs_, job_id);
   v1::LogRequest ask;
   ASSERT_TRUE(daemon.reader->Read(&ask));
   auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
@@ -1433,10 +1412,7 @@ TEST_F(ServiceWithMetricsTest, OpenStreamsAreGaugedByKindUntilTheyClose) {
   while (watcher.reader->Read(&event)) {
   }
   EXPECT_EQ(watcher.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  daemon.context->TryCancel();
-  for (v1::LogRequest more; daemon.reader->Read(&more);) {
-  }
-  daemon.reader->Finish();
+  HangUp(daemon);
   ASSERT_TRUE(server_->coordinator().AwaitJobWatchers(0, absl::Seconds(20)));
   ASSERT_TRUE(server_->log_relay().AwaitListeners(0, absl::Seconds(20)));
   EXPECT_EQ(OpenStreamsGauge(server_->metrics_address()), none);
