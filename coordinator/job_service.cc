@@ -242,14 +242,14 @@ grpc::Status JobServiceImpl::FetchModelFile(grpc::ServerContext* context, const 
       // Stopping (UNAVAILABLE) says nothing of whether the next one holds it.
       auto session = logs_->Open(worker, plan->ask);
       if (!session.ok()) {
-        if (logs_->ShutDown()) return session.status();
+        if (logs_->IsShutDown()) return session.status();
         answers.push_back(std::string(session.status().message()));  // names the worker
         continue;
       }
       bool sent = false;
       absl::Status end = RelayChunks(**session, worker, options_.watch_poll, *context, *writer, "model", &sent);
       logs_->Close(*session);
-      if (sent || end.ok() || absl::IsCancelled(end) || logs_->ShutDown()) return end;
+      if (sent || end.ok() || absl::IsCancelled(end) || logs_->IsShutDown()) return end;
       answers.push_back(std::string(end.message()));  // names the worker
     }
     return NoWorkerHolds(*plan, answers);

@@ -84,28 +84,18 @@ LogSession::Item LogSession::Take() {
     chunks_.pop_front();
   } else if (end_) {
     item.end = end_;
-  } else if (!attached_ && absl::Now() >= attach_deadline_) {
-    end_ = NotAnswered(worker_id_);
-    item.end = end_;
   }
   return item;
 }
 
 LogSession::Item LogSession::Next(absl::Duration wait) {
-  Item item;
-  bool freed;
   {
     absl::MutexLock lock(&mu_);
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !chunks_.empty() || end_.has_value(); };
-    absl::Time until = absl::Now() + wait;
-    if (!attached_) until = std::min(until, attach_deadline_);
-    mu_.AwaitWithDeadline(absl::Condition(&ready), until);
-    const bool full = Full();
-    item = Take();
-    freed = full && !Full();
+    // The relay's attach timer ends a session no daemon attached to.
+    mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
   }
-  if (freed) WakeUploader();
-  return item;
+  return TryNext();
 }
 
 LogSession::Item LogSession::TryNext() {
@@ -185,7 +175,7 @@ void LogRelay::Shutdown() {
   for (auto& [id, session] : sessions) session->End(absl::UnavailableError(kShuttingDown));
 }
 
-bool LogRelay::ShutDown() {
+bool LogRelay::IsShutDown() {
   absl::MutexLock lock(&mu_);
   return shut_down_;
 }
@@ -205,7 +195,7 @@ absl::StatusOr<std::shared_ptr<LogSession>> LogRelay::Open(const std::string& wo
     const int64_t number = next_number_++;
     std::string id = SessionId(number);
     session = std::shared_ptr<LogSession>(
-        new LogSession(id, worker_id, options_.max_buffered_bytes, absl::Now() + options_.attach_timeout));
+        new LogSession(id, worker_id, options_.max_buffered_bytes));
     sessions_[id] = session;
     request.set_session(id);
     attach_deadlines_.Add(number, attach_deadlines_.DeadlineIn(options_.attach_timeout));

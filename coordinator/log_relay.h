@@ -77,10 +77,9 @@ class LogSession {
 
  private:
   friend class LogRelay;
-  LogSession(std::string id, std::string worker_id, size_t max_buffered_bytes, absl::Time attach_deadline)
-      : id_(std::move(id)), worker_id_(std::move(worker_id)), max_buffered_bytes_(max_buffered_bytes),
-        attach_deadline_(attach_deadline) {}
-  // The next item, if one is there (Next and TryNext).
+  LogSession(std::string id, std::string worker_id, size_t max_buffered_bytes)
+      : id_(std::move(id)), worker_id_(std::move(worker_id)), max_buffered_bytes_(max_buffered_bytes) {}
+  // The next item, if one is there (TryNext).
   Item Take() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the end unless one is set, and wakes the reader.
   void End(absl::Status status);
@@ -95,7 +94,6 @@ class LogSession {
   const std::string id_;
   const std::string worker_id_;
   const size_t max_buffered_bytes_;
-  const absl::Time attach_deadline_;
   absl::Mutex mu_;
   std::deque<std::string> chunks_ ABSL_GUARDED_BY(mu_);
   size_t buffered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -142,7 +140,7 @@ class LogRelay {
   // hang up or for followed logs to end.
   void Shutdown();
   // Whether Shutdown ran: a reader trying worker after worker stops.
-  bool ShutDown();
+  bool IsShutDown();
 
   // ---- reader side (GetJobLogs)
   // UNAVAILABLE when the worker's daemon has no request stream open.

@@ -991,96 +991,11 @@ void UploadLine(grpc::ClientWriter<v1::UploadLogRequest>& upload, const std::str
   ASSERT_TRUE(upload.Write(chunk));
 }
 
-// People following a log (`herd logs -f`) wait for its next lines holding no
-// thread: more of them than the server has threads, their daemon not yet
-// answering, leave every other call answered, and a followed log's lines
-// still reach its reader as they come.
-TEST_F(ServiceWithFewThreadsTest, FollowedLogsHoldNoThreadSoOtherCallsAreAnsweredAndLinesArrive) {
-  constexpr int kFollowers = 24;  // three times the threads
-  Register("w1", "10.0.0.1");
-  const std::string job_id = Submit(Spec(1));
-  server_->coordinator().Tick();
-  v1::GetJobRequest get_job;
-  get_job.set_id(job_id);
-  v1::GetJobResponse job;
-  ASSERT_TRUE(jobs_->GetJob(Call().get(), get_job, &job).ok());
-  ASSERT_EQ(job.job().state(), v1::RUNNING);
-  const std::string member = job.job().workers(0);
-  OpenStream<v1::LogRequest> daemon = WatchLogRequests(*cluster_, member);
-  ASSERT_TRUE(server_->log_relay().AwaitListeners(1, absl::Seconds(20)));
-
-  // Each follower asks for a different tail, which tells the requests apart.
-  std::vector<OpenStream<v1::LogChunk>> followers(kFollowers);
-  for (int i = 0; i < kFollowers; ++i) followers[i] = FollowLog(*jobs_, job_id, i);
-  ASSERT_TRUE(server_->log_relay().AwaitSessions(kFollowers, absl::Seconds(20)))
-      << "not every follower's call was taken";
-  std::map<int64_t, std::string> session_of;  // by follower
-  for (int i = 0; i < kFollowers; ++i) {
-    v1::LogRequest ask;
-    ASSERT_TRUE(daemon.reader->Read(&ask)) << "request " << i << " did not reach the daemon";
-    EXPECT_EQ(ask.job_id(), job_id);
-    EXPECT_TRUE(ask.follow());
-    session_of[ask.tail_lines()] = ask.session();
-  }
-  ASSERT_EQ(session_of.size(), static_cast<size_t>(kFollowers));
-
-  auto other_calls_are_answered = [&] {
-    for (int i = 0; i < 20; ++i) {
-      v1::HeartbeatRequest request;
-      request.set_worker_id("w1");
-      v1::HeartbeatResponse response;
-      grpc::Status status =
-          cluster_->Heartbeat(NewCallContext(kToken, std::chrono::seconds(2)).get(), request, &response);
-      ASSERT_TRUE(status.ok()) << "heartbeat " << i << ": " << status.error_message();
-    }
-    grpc::Status got = jobs_->GetJob(NewCallContext(kToken, std::chrono::seconds(2)).get(), get_job, &job);
-    ASSERT_TRUE(got.ok()) << got.error_message();
-    EXPECT_EQ(job.job().state(), v1::RUNNING);
-  };
-  other_calls_are_answered();
-
-  // The daemon answers one follower: the lines reach it as they come, the
-  // first naming the worker.
-  constexpr int kAnswered = 5;
-  auto upload_context = NewCallContext(kToken, std::chrono::seconds(60));
-  v1::UploadLogResponse uploaded;
-  auto upload = cluster_->UploadLog(upload_context.get(), &uploaded);
-  UploadLine(*upload, session_of[kAnswered], member, "step 1\n");
-  v1::LogChunk chunk;
-  ASSERT_TRUE(followers[kAnswered].reader->Read(&chunk)) << followers[kAnswered].reader->Finish().error_message();
-  EXPECT_EQ(chunk.data(), "step 1\n");
-  EXPECT_EQ(chunk.worker_id(), member);
-  UploadLine(*upload, session_of[kAnswered], member, "step 2\n");
-  ASSERT_TRUE(followers[kAnswered].reader->Read(&chunk)) << followers[kAnswered].reader->Finish().error_message();
-  EXPECT_EQ(chunk.data(), "step 2\n");
-  EXPECT_EQ(chunk.worker_id(), "");
-  other_calls_are_answered();
-
-  // The trainer exits: the daemon ends the upload, and the follow ends OK.
-  ASSERT_TRUE(upload->WritesDone());
-  grpc::Status upload_status = upload->Finish();
-  ASSERT_TRUE(upload_status.ok()) << upload_status.error_message();
-  EXPECT_FALSE(followers[kAnswered].reader->Read(&chunk));
-  grpc::Status followed = followers[kAnswered].reader->Finish();
-  EXPECT_TRUE(followed.ok()) << followed.error_message();
-
-  // Followers who leave end CANCELLED and close their sessions.
-  for (int i = 0; i < kFollowers; ++i) {
-    if (i != kAnswered) followers[i].context->TryCancel();
-  }
-  for (int i = 0; i < kFollowers; ++i) {
-    if (i == kAnswered) continue;
-    while (followers[i].reader->Read(&chunk)) {
-    }
-    EXPECT_EQ(followers[i].reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  }
-  EXPECT_TRUE(server_->log_relay().AwaitSessions(0, absl::Seconds(20)));
-  HangUp(daemon);
-}
-
-// Each follower's daemon answers and keeps its upload open, waiting for the
-// trainer's next lines: more such uploads than the server has threads hold
-// none, so other calls are answered and every follower gets its lines.
+// People following a log (`herd logs -f`) hold no thread, nor do their
+// daemons' uploads waiting for the trainer's next lines: more followers than
+// the server has threads, first with no daemon answering, then each with its
+// upload open, leave every other call answered, and every follower gets its
+// lines as they come, the first naming the worker.
 TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSoOtherCallsAreAnsweredAndLinesArrive) {
   constexpr int kFollowers = 24;  // three times the threads
   Register("w1", "10.0.0.1");
@@ -1102,10 +1017,14 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
   for (int i = 0; i < kFollowers; ++i) {
     v1::LogRequest ask;
     ASSERT_TRUE(daemon.reader->Read(&ask)) << "request " << i << " did not reach the daemon";
+    EXPECT_EQ(ask.job_id(), job_id);
+    EXPECT_TRUE(ask.follow());
     ASSERT_GE(ask.tail_lines(), 0);
     ASSERT_LT(ask.tail_lines(), kFollowers);
     session_of[ask.tail_lines()] = ask.session();
   }
+  ASSERT_TRUE(server_->log_relay().AwaitSessions(kFollowers, absl::Seconds(20)))
+      << "not every follower's call was taken";
 
   auto other_calls_are_answered = [&] {
     for (int i = 0; i < 20; ++i) {
@@ -1120,6 +1039,8 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
     ASSERT_TRUE(got.ok()) << got.error_message();
     EXPECT_EQ(job.job().state(), v1::RUNNING);
   };
+  // Nobody has answered the followers yet.
+  ASSERT_NO_FATAL_FAILURE(other_calls_are_answered());
 
   // The daemon answers every follower with its first line and keeps the
   // upload open; each follower gets its line, so each upload is attached.
@@ -1141,6 +1062,7 @@ TEST_F(ServiceWithFewThreadsTest, FollowedLogsWithTheirUploadsOpenHoldNoThreadSo
       ASSERT_TRUE(followers[i].reader->Read(&chunk))
           << "follower " << i << ": " << followers[i].reader->Finish().error_message();
       EXPECT_EQ(chunk.data(), absl::StrCat("follower ", i, " ", step, "\n"));
+      EXPECT_EQ(chunk.worker_id(), step == "step 1" ? member : "") << "follower " << i;
     }
   };
   ASSERT_NO_FATAL_FAILURE(each_follower_gets("step 1"));

@@ -494,6 +494,15 @@ TEST_P(StoreTest, ACheckpointIdIsAddedOnlyOnce) {
   EXPECT_EQ(loaded->checkpoints.at("job-running")[0].step(), 10);
 }
 
+// `workers` workers loaded, every one BUSY with `job`.
+void ExpectEveryWorkerBusyWith(const ClusterState& loaded, const std::string& job, int workers) {
+  ASSERT_EQ(loaded.workers.size(), static_cast<size_t>(workers));
+  for (const auto& [id, worker] : loaded.workers) {
+    EXPECT_EQ(worker.state, v1::BUSY) << id;
+    EXPECT_EQ(worker.job_id, job) << id;
+  }
+}
+
 // 1000 workers registered and a job scheduled on them in one Save: 1001
 // records. On etcd that is more than one transaction may hold (128
 // operations): the store splits it, and every record comes back.
@@ -511,11 +520,7 @@ TEST_P(StoreTest, AThousandWorkerScheduleIsSavedWhole) {
 
   auto loaded = Open()->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_EQ(loaded->workers.size(), static_cast<size_t>(kWorkers));
-  for (const auto& [id, worker] : loaded->workers) {
-    EXPECT_EQ(worker.state, v1::BUSY) << id;
-    EXPECT_EQ(worker.job_id, "job-big") << id;
-  }
+  ExpectEveryWorkerBusyWith(*loaded, "job-big", kWorkers);
   EXPECT_EQ(loaded->jobs.at("job-big").generation.members, state.jobs.at("job-big").generation.members);
 }
 
@@ -539,11 +544,7 @@ TEST_P(StoreTest, ARendezvousSavesOnlyTheJob) {
 
   auto loaded = Open()->Load(900);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_EQ(loaded->workers.size(), static_cast<size_t>(kWorkers));
-  for (const auto& [id, worker] : loaded->workers) {
-    EXPECT_EQ(worker.state, v1::BUSY) << id;
-    EXPECT_EQ(worker.job_id, "job-big") << id;
-  }
+  ExpectEveryWorkerBusyWith(*loaded, "job-big", kWorkers);
 }
 
 // A job stored while the spec's closed sets were strings (device and
