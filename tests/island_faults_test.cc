@@ -442,8 +442,9 @@ TEST_F(IslandHang, AHungTrainerBlamedAcrossSitesIsLeftOutAloneAndTheOtherSiteSta
     EXPECT_EQ(job.value("workers", nlohmann::json::array()),
               nlohmann::json({cluster_->worker_id(0), cluster_->worker_id(2), cluster_->worker_id(3)}))
         << watch.timeline() << job.dump(2) << cluster_->Logs();
-    // The timeout, the roll call's wait (a quarter of it), a re-form and the
-    // next commit (every 5 steps), with slack for a loaded machine.
+    // The timeout, a re-form and the next commit (every 5 steps), with
+    // slack for a loaded machine (the roll call does not wait for a rank
+    // that is not waiting on its peers: waiting_mark.h).
     EXPECT_LT(resumed_after, kTimeout + 6) << watch.timeline();
     ASSERT_NO_FATAL_FAILURE(ExpectShownAsHung(*cluster_, id, job, 1, step_at_stop));
 

@@ -9,6 +9,7 @@
 #include "worker/train/generation/healing.h"
 #include "worker/train/generation/liveness.h"
 #include "worker/train/generation/roll_call.h"
+#include "worker/train/generation/waiting_mark.h"
 
 namespace herd {
 
@@ -142,6 +143,9 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         const int rank = static_cast<int>(join.rank());
         const std::optional<PeerFault> peer = PeerFaultOf(end.error);
         const std::chrono::milliseconds wait = RollCallWait(context->CollectiveTimeout());
+        // The same on every rank of the job: whether its peers posted
+        // waiting marks (waiting_mark.h), which spare the roll call its wait.
+        const bool marks = PostsWaitingMarks(context->device().is_cuda(), world_size);
         const bool follows_late_peer = peer.has_value() && peer->kind == PeerFaultKind::kLate;
         // When this rank found the failure, apart from the roll call's wait
         // that follows: the time from a hang to the survivors' next step is
@@ -149,16 +153,18 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         if (NeedsRollCall(end.error, world_size) ||
             (follows_late_peer && !join.spec().sync().islands_by().empty() && world_size > 1)) {
           LOG(WARNING) << "generation " << join.generation() << " failed at rank " << rank << " ("
-                       << absl::StatusCodeToString(end.error.code()) << "): calling the roll, up to "
+                       << absl::StatusCodeToString(end.error.code()) << "): calling the roll, "
+                       << (marks ? "ranks found waiting on their peers alive at once, answers waited for up to "
+                                 : "up to ")
                        << wait.count() << " ms, before reporting it";
         }
         if (NeedsRollCall(end.error, world_size)) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
-          end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size, wait);
+          end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size, wait, marks);
         } else if (!join.spec().sync().islands_by().empty() && world_size > 1) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
           if (follows_late_peer) {
-            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size, wait);
+            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size, wait, marks);
           } else {
             AnswerRollCall(*store, join.generation(), rank);
           }

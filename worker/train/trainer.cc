@@ -108,16 +108,35 @@ absl::Status Trainer::Setup() {
   return absl::OkStatus();
 }
 
+Communicator* Trainer::Marked(Communicator* inner) {
+  if (waiting_marker_ == nullptr || inner == nullptr) return inner;
+  for (const auto& [of, marked] : marked_) {
+    if (of == inner) return marked.get();
+  }
+  marked_.emplace_back(inner, MarkWaitsOf(inner, waiting_marker_.get()));
+  return marked_.back().second.get();
+}
+
 absl::Status Trainer::ConnectGroup() {
+  if (PostsWaitingMarks(ctx_.device().is_cuda(), static_cast<int>(join_.world_size()))) {
+    waiting_marker_ = std::make_unique<WaitingMarker>(client_->KvStore(join_.generation()),
+                                                      static_cast<int>(join_.rank()),
+                                                      WaitingMarkAfter(ctx_.CollectiveTimeout()));
+  }
+  // Forming the communicators waits on the peers too.
+  const uint64_t forming = waiting_marker_ != nullptr ? waiting_marker_->Begin() : 0;
   auto group = make_communicators_(join_, ctx_, client_);
+  if (waiting_marker_ != nullptr) waiting_marker_->End(forming, group.ok());
   if (!group.ok()) return group.status();
   group_ = std::move(*group);
-  comm_ = group_.control.get();
-  replica_sum_ = std::make_unique<CommunicatorReplicaSum>(group_.data, ctx_.options().compute_mutex);
+  comm_ = Marked(group_.control.get());
+  Communicator* data = Marked(group_.data);
+  replica_sum_ = std::make_unique<CommunicatorReplicaSum>(data, ctx_.options().compute_mutex);
   collective_forward_ = ctx_.model()->SetReplicaSum(replica_sum_.get());
   std::optional<IslandComms> islands;
   if (group_.islands.has_value()) {
-    islands = IslandComms{&*group_.islands, group_.island->data, group_.cross != nullptr ? group_.cross->data : nullptr};
+    islands = IslandComms{&*group_.islands, Marked(group_.island->data),
+                          group_.cross != nullptr ? Marked(group_.cross->data) : nullptr};
     const IslandLayout& layout = *group_.islands;
     LOG(INFO) << "island " << layout.values[static_cast<size_t>(layout.island)] << " (" << layout.my_island().size()
               << " ranks) over " << group_.island->data->backend() << ", position " << layout.position << ", "
@@ -125,7 +144,7 @@ absl::Status Trainer::ConnectGroup() {
                                                          group_.cross->data->backend())
                                           : std::string("no shard (its island is larger than the smallest)"));
   }
-  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), group_.data, islands ? &*islands : nullptr);
+  auto sync = CreateSyncStrategy(ctx_.sync(), ctx_.params(), data, islands ? &*islands : nullptr);
   if (!sync.ok()) return sync.status();
   sync_ = std::move(*sync);
   LOG(INFO) << sync_->Describe();

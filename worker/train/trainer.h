@@ -24,6 +24,7 @@
 #include "worker/contract/generation_outcome.h"
 #include "worker/train/batches/batch_feed.h"
 #include "worker/train/generation/coordinator_link.h"
+#include "worker/train/generation/waiting_mark.h"
 #include "worker/train/generation_manager.h"
 #include "worker/train/group_communicators.h"
 #include "worker/train/report/progress_book.h"
@@ -80,7 +81,16 @@ class Trainer {
   ProgressBook& book_;     // ctx_.progress()
 
   CommunicatorFactory make_communicators_;
+  // Posts this rank's long waits on its peers for the roll call
+  // (generation/waiting_mark.h); null where no marks are posted. Before
+  // group_ and what uses it: the waits end as they go.
+  std::unique_ptr<WaitingMarker> waiting_marker_;
   GroupCommunicators group_;
+  // group_'s communicators as this rank uses them: each collective a wait
+  // told to waiting_marker_ (the communicator itself where no marks are
+  // posted). Each marked one once: inner -> marked.
+  std::vector<std::pair<Communicator*, std::unique_ptr<Communicator>>> marked_;
+  Communicator* Marked(Communicator* inner);
   Communicator* comm_ = nullptr;  // group_.control: hashes, evaluation, healing
   std::unique_ptr<SyncStrategy> sync_;
   std::unique_ptr<GenerationManager> manager_;

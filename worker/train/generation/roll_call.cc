@@ -4,11 +4,13 @@
 
 #include <algorithm>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/comm/peer_fault.h"
+#include "worker/train/generation/waiting_mark.h"
 
 namespace herd {
 namespace {
@@ -37,6 +39,38 @@ std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline) {
   // Past the deadline a rank still counts if its answer is already there.
   return std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
                   std::chrono::milliseconds(0));
+}
+
+// Where a rank stands at a roll call.
+enum class RollCallPresence {
+  kAnswered,  // its answer is there
+  kWaiting,   // no answer yet, but its waiting mark is up: it is alive
+  kSilent,    // neither
+};
+
+// Rank `other`'s presence: without `marks`, its answer waited for until
+// `deadline`. With them, found at once from its answer or its mark; a rank
+// with neither is waited for until `deadline` only when `wait_unmarked`.
+absl::StatusOr<RollCallPresence> Seek(RendezvousStore& store, int other, std::chrono::steady_clock::time_point deadline,
+                                      bool marks, bool wait_unmarked, std::string* answer) {
+  if (!marks) {
+    absl::Status got = store.Get(RollCallKey(other), Left(deadline), answer);
+    if (got.ok()) return RollCallPresence::kAnswered;
+    if (got.code() == absl::StatusCode::kDeadlineExceeded) return RollCallPresence::kSilent;
+    return got;
+  }
+  absl::Status got = store.Get(RollCallKey(other), std::chrono::milliseconds(0), answer);
+  if (got.ok()) return RollCallPresence::kAnswered;
+  if (got.code() != absl::StatusCode::kDeadlineExceeded) return got;
+  std::string mark;
+  got = store.Get(WaitingMarkKey(other), std::chrono::milliseconds(0), &mark);
+  if (got.ok() && mark == kWaitingMark) return RollCallPresence::kWaiting;
+  if (!got.ok() && got.code() != absl::StatusCode::kDeadlineExceeded) return got;
+  if (!wait_unmarked) return RollCallPresence::kSilent;
+  got = store.Get(RollCallKey(other), Left(deadline), answer);
+  if (got.ok()) return RollCallPresence::kAnswered;
+  if (got.code() == absl::StatusCode::kDeadlineExceeded) return RollCallPresence::kSilent;
+  return got;
 }
 
 }  // namespace
@@ -116,7 +150,7 @@ void AnswerRollCall(RendezvousStore& store, int64_t generation, int rank) {
 }
 
 absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
-                             int world_size, std::chrono::milliseconds wait) {
+                             int world_size, std::chrono::milliseconds wait, bool marks) {
   const std::optional<PeerFault> fault = PeerFaultOf(failure);
   if (!fault.has_value() || fault->kind != PeerFaultKind::kLate || fault->rank == rank || fault->rank < 0 ||
       fault->rank >= world_size) {
@@ -132,13 +166,19 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     path = FollowBlames(rank, fault->rank, answers, silent);
     if (!path.wait_for.has_value()) break;
     std::string value;
-    absl::Status got = store.Get(RollCallKey(*path.wait_for), Left(deadline), &value);
-    if (got.ok()) {
+    // A rank found waiting is alive: whom it blames comes with its answer,
+    // when its own wait fails (within the skew of this one's).
+    absl::StatusOr<RollCallPresence> found =
+        Seek(store, *path.wait_for, deadline, marks, /*wait_unmarked=*/false, &value);
+    if (found.ok() && *found == RollCallPresence::kWaiting) {
+      found = Seek(store, *path.wait_for, deadline, /*marks=*/false, false, &value);
+    }
+    if (!found.ok()) {
+      status = found.status();
+    } else if (*found == RollCallPresence::kAnswered) {
       answers[*path.wait_for] = BlamedByAnswer(value, world_size);
-    } else if (got.code() == absl::StatusCode::kDeadlineExceeded) {
-      silent.insert(*path.wait_for);
     } else {
-      status = got;
+      silent.insert(*path.wait_for);
     }
   }
   if (status.code() == absl::StatusCode::kFailedPrecondition) {
@@ -160,15 +200,15 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     message = absl::StrCat("rank ", path.blamed, via, " answered the roll call: the link to it failed: ",
                            failure.message());
   } else {
-    LOG(WARNING) << context << "late rank " << path.blamed << via << " did not answer within " << seconds
-                 << " s: it hangs";
-    message = absl::StrCat("rank ", path.blamed, via, " did not answer the roll call within ", seconds,
-                           " s after: ", failure.message());
+    const std::string why = marks ? " and was not waiting on its peers" : absl::StrCat(" within ", seconds, " s");
+    LOG(WARNING) << context << "late rank " << path.blamed << via << " did not answer" << why << ": it hangs";
+    message = absl::StrCat("rank ", path.blamed, via, " did not answer the roll call", why, " after: ", failure.message());
   }
   return BlamingLate(failure, path.blamed, path.answered, message, path.blamed_by);
 }
 
-RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait) {
+RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait,
+                            bool marks, bool wait_unmarked) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   RollCallAnswers answers;
   answers.status = store.Set(RollCallKey(rank), RollCallAnswer(std::nullopt));
@@ -177,22 +217,26 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
   for (int other = 0; other < world_size; ++other) {
     if (other == rank) continue;
     std::string value;
-    absl::Status got = store.Get(RollCallKey(other), Left(deadline), &value);
-    if (got.ok()) {
-      answers.answered.push_back(other);
-    } else if (got.code() != absl::StatusCode::kDeadlineExceeded) {
-      answers.status = got;
+    absl::StatusOr<RollCallPresence> found = Seek(store, other, deadline, marks, wait_unmarked, &value);
+    if (!found.ok()) {
+      answers.status = found.status();
       return answers;
     }
+    if (*found != RollCallPresence::kSilent) answers.answered.push_back(other);
   }
   return answers;
 }
 
 absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
-                             int world_size, std::chrono::milliseconds wait) {
+                             int world_size, std::chrono::milliseconds wait, bool marks) {
   if (!NeedsRollCall(failure, world_size)) return failure;
-  const RollCallAnswers answers = CallTheRoll(store, rank, world_size, wait);
+  const bool timed_out = failure.code() == absl::StatusCode::kDeadlineExceeded;
+  // After a timeout every live rank has been waiting long enough to be
+  // marked; after a closed connection a live rank may have just begun.
+  const bool wait_unmarked = !marks || !timed_out;
+  const RollCallAnswers answers = CallTheRoll(store, rank, world_size, wait, marks, wait_unmarked);
   const std::string seconds = absl::StrFormat("%.2f", std::chrono::duration<double>(wait).count());
+  const std::string within = wait_unmarked ? absl::StrCat(" within ", seconds, " s") : "";
   if (answers.status.code() == absl::StatusCode::kFailedPrecondition) {
     LOG(INFO) << "roll call after the failure of generation " << generation
               << ": the generation already ended (a peer reported first): reporting without blame";
@@ -203,25 +247,24 @@ absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store
                  << answers.status << "): reporting it without blame";
     return failure;
   }
-  const bool timed_out = failure.code() == absl::StatusCode::kDeadlineExceeded;
   const std::optional<int> absent = RankToBlame(world_size, rank, answers.answered, timed_out);
   if (!absent.has_value()) {
     const int missing = world_size - static_cast<int>(answers.answered.size());
     if (missing == 0) {
-      LOG(INFO) << "roll call after the failure of generation " << generation << ": every rank answered within "
-                << seconds << " s";
+      LOG(INFO) << "roll call after the failure of generation " << generation << ": every rank answered"
+                << (marks ? " or was waiting on its peers" : within);
     } else {
       LOG(WARNING) << "roll call after the failure of generation " << generation << ": " << missing
-                   << " ranks did not answer within " << seconds
-                   << " s after a closed connection (some may wait behind this one): blaming none";
+                   << " ranks did not answer" << within
+                   << " after a closed connection (some may wait behind this one): blaming none";
     }
     return failure;
   }
+  const std::string why = wait_unmarked ? within : " and was not waiting on its peers";
   LOG(WARNING) << "roll call after the failure of generation " << generation << ": rank " << *absent
-               << " did not answer within " << seconds << " s: blaming it";
+               << " did not answer" << why << ": blaming it";
   return BlamingLate(failure, *absent, /*answered=*/false,
-                     absl::StrCat("rank ", *absent, " did not answer the roll call within ", seconds, " s after: ",
-                                  failure.message()));
+                     absl::StrCat("rank ", *absent, " did not answer the roll call", why, " after: ", failure.message()));
 }
 
 }  // namespace herd

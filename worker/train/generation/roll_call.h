@@ -11,6 +11,18 @@
 // not answer is blamed as late, as a TCP mesh timeout would blame it. When
 // every rank answered, nobody is (the failure was something else).
 //
+// Waiting out that deadline cost every hang its full length (up to 2 s past
+// the timeout). Where ranks post waiting marks (waiting_mark.h: CPU
+// collectives), a rank whose mark is up counts as answered at once, and
+// after a timeout a rank with neither an answer nor a mark is absent at
+// once: every live rank stuck in the collective began waiting within the
+// ranks' skew, so it posted its mark half a timeout earlier. The roll call
+// after a timeout then waits for nobody. After a closed connection a live
+// rank may have begun waiting just now (a peer died as it arrived), so a
+// rank with neither is still waited for until the deadline. Below, "did
+// not answer by the deadline" reads "neither answered nor waiting" where
+// marks are posted.
+//
 // Which absent rank is blamed depends on how this rank failed:
 //  - after a timeout, the lowest absent rank: this rank waited the whole
 //    collective timeout, and every live peer is stuck in the same
@@ -154,27 +166,36 @@ void AnswerRollCall(RendezvousStore& store, int64_t generation, int rank);
 // answered (LatePeerAnswered). `failure` unchanged when it blames no peer
 // late or the roll call cannot be held (the generation already ended: a
 // hung rank that woke; the coordinator is unreachable). Logs the outcome.
+// With `marks`, a rank on the path neither answered nor waiting is silent
+// at once, and only a rank found waiting is waited for.
 absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
-                             int world_size, std::chrono::milliseconds wait);
+                             int world_size, std::chrono::milliseconds wait, bool marks = false);
 
 struct RollCallAnswers {
   // Not OK when the roll call could not be held (the generation is gone:
   // FAILED_PRECONDITION; the coordinator is unreachable).
   absl::Status status;
-  std::vector<int> answered;  // ranks whose answer arrived, `rank` among them
+  // Ranks whose answer arrived or whose waiting mark is up, `rank` among them.
+  std::vector<int> answered;
 };
 
-// Answers for `rank` in `store` (the failed generation's), then waits until
-// `wait` from now for the other ranks' answers.
-RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait);
+// Answers for `rank` in `store` (the failed generation's), then looks for
+// the other ranks: without `marks`, each one's answer is waited for until
+// `wait` from now. With `marks` (the ranks post waiting marks,
+// waiting_mark.h) a rank whose mark is up counts at once, and one with
+// neither an answer nor a mark is waited for only when `wait_unmarked`.
+RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait,
+                            bool marks = false, bool wait_unmarked = true);
 
 // `failure` of `generation` as it is reported: when it needs a roll call
-// and RankToBlame names a rank that did not answer within `wait`, the same
-// failure blaming that rank as late (PeerLateError's payload, code
+// and RankToBlame names a rank that did not answer, the same failure
+// blaming that rank as late (PeerLateError's payload, code
 // DEADLINE_EXCEEDED) and as silent (LatePeerAnswered); otherwise `failure`
-// unchanged.
+// unchanged. With `marks`, after a timeout a rank neither answered nor
+// waiting is absent at once; otherwise the answers are waited for until
+// `wait`.
 // Logs the outcome.
 absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store, int64_t generation, int rank,
-                             int world_size, std::chrono::milliseconds wait);
+                             int world_size, std::chrono::milliseconds wait, bool marks = false);
 
 }  // namespace herd

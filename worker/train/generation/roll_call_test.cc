@@ -11,6 +11,7 @@
 #include "worker/comm/in_memory_store.h"
 #include "worker/comm/peer_fault.h"
 #include "worker/comm/testing/ending_store.h"
+#include "worker/train/generation/waiting_mark.h"
 
 namespace herd {
 namespace {
@@ -162,6 +163,57 @@ TEST(CallTheRoll, AGenerationThatEndsDuringTheWaitEndsTheRollCall) {
   EXPECT_EQ(answers.status.code(), absl::StatusCode::kFailedPrecondition) << answers.status;
 }
 
+// Waiting marks (waiting_mark.h): rank `rank`'s mark up, or cleared.
+void Mark(RendezvousStore& store, int rank, bool waiting = true) {
+  ASSERT_TRUE(store.Set(WaitingMarkKey(rank), waiting ? kWaitingMark : kMovingMark).ok());
+}
+
+TEST(BlameByRollCall, WithMarksAfterATimeoutTheRankNotWaitingIsBlamedAtOnceAndTheWaitingOnesNot) {
+  InMemoryStore store;
+  Mark(store, 0);
+  Mark(store, 1);
+  Mark(store, 3, /*waiting=*/false);  // it waited once, then moved on: no evidence now
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 has not answered yet: its mark says it is alive.
+  const absl::Status reported = BlameByRollCall(kGlooTimeout, store, 7, 0, 4, milliseconds(60000), /*marks=*/true);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000)) << "it waited out the deadline";
+  ASSERT_TRUE(PeerFaultOf(reported).has_value()) << reported;
+  EXPECT_EQ(PeerFaultOf(reported)->rank, 2) << reported << ": the lowest rank neither answered nor waiting";
+  EXPECT_EQ(LatePeerAnswered(reported), false);
+  EXPECT_NE(reported.message().find("rank 2 did not answer the roll call and was not waiting on its peers after: "
+                                    "all-reduce: Timed out"),
+            absl::string_view::npos)
+      << reported;
+  // With every other rank waiting or answered, nobody.
+  InMemoryStore all;
+  Mark(all, 1);
+  Mark(all, 2);
+  EXPECT_EQ(BlameByRollCall(kGlooTimeout, all, 7, 0, 3, milliseconds(60000), /*marks=*/true), kGlooTimeout);
+}
+
+TEST(BlameByRollCall, WithMarksAfterAClosedConnectionARankNeitherAnsweredNorWaitingIsStillWaitedFor) {
+  InMemoryStore store;
+  // Rank 1 began its collective just as the connection closed: no mark
+  // yet; its answer comes while rank 0 waits for it. Rank 2 is waiting.
+  Mark(store, 2);
+  std::thread rank1([&] {
+    std::string value;
+    ASSERT_TRUE(store.Get(RollCallKey(0), milliseconds(60000), &value).ok());
+    ASSERT_TRUE(store.Set(RollCallKey(1), "here").ok());
+  });
+  const absl::Status reported = BlameByRollCall(kGlooClosed, store, 7, 0, 3, milliseconds(60000), /*marks=*/true);
+  rank1.join();
+  EXPECT_EQ(reported, kGlooClosed) << "rank 1 was blamed before it could answer";
+  // A rank found waiting counts at once here too: rank 2 alone is absent.
+  InMemoryStore marked;
+  Mark(marked, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status closed = BlameByRollCall(kGlooClosed, marked, 7, 0, 3, milliseconds(300), /*marks=*/true);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(300)) << "rank 2 had the whole deadline";
+  ASSERT_TRUE(PeerFaultOf(closed).has_value()) << closed;
+  EXPECT_EQ(PeerFaultOf(closed)->rank, 2);
+}
+
 TEST(BlameByRollCall, ARankItBlamesDidNotAnswer) {
   InMemoryStore store;
   for (const absl::Status& status : RollCallOf(store, {0, 1}, 3, milliseconds(100))) {
@@ -295,6 +347,39 @@ TEST(FollowLateBlame, AFailureWithoutALatePeerOrAfterTheGenerationEndedIsReporte
   const absl::Status reported = FollowLateBlame(late, store, 7, 0, 3, milliseconds(60000));
   EXPECT_EQ(reported, late);
   EXPECT_EQ(LatePeerAnswered(reported), std::nullopt);
+}
+
+TEST(FollowLateBlame, WithMarksAHungRankNotWaitingIsSilentAtOnceAndAWaitingOneIsWaitedFor) {
+  InMemoryStore store;
+  // Rank 1 hangs; 3 waited for it and answered; 2 blames 3.
+  ASSERT_TRUE(store.Set(RollCallKey(3), RollCallAnswer(1)).ok());
+  Mark(store, 3);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status reported = FollowLateBlame(PeerLateError(3, "all-gather: rank 3 did not answer in time"), store,
+                                                7, 2, 4, milliseconds(60000), /*marks=*/true);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000)) << "it waited out the deadline";
+  ASSERT_TRUE(PeerFaultOf(reported).has_value()) << reported;
+  EXPECT_EQ(PeerFaultOf(reported)->rank, 1) << reported;
+  EXPECT_EQ(LatePeerAnswered(reported), false);
+  EXPECT_NE(reported.message().find("did not answer the roll call and was not waiting on its peers"),
+            absl::string_view::npos)
+      << reported;
+
+  // Rank 0 is waiting (its timeout fires a little after rank 2's): whom it
+  // blames comes with its answer, which rank 2 waits for.
+  InMemoryStore behind;
+  Mark(behind, 0);
+  std::thread rank0([&] {
+    std::string value;
+    ASSERT_TRUE(behind.Get(RollCallKey(2), milliseconds(60000), &value).ok());
+    ASSERT_TRUE(behind.Set(RollCallKey(0), RollCallAnswer(2)).ok());
+  });
+  const absl::Status cut = FollowLateBlame(PeerLateError(0, "round: rank 0 did not answer in time"), behind, 7, 2, 4,
+                                           milliseconds(60000), /*marks=*/true);
+  rank0.join();
+  ASSERT_TRUE(PeerFaultOf(cut).has_value()) << cut;
+  EXPECT_EQ(PeerFaultOf(cut)->rank, 0) << cut;
+  EXPECT_EQ(LatePeerAnswered(cut), true) << "a cut link: the two sides blame each other";
 }
 
 TEST(AnswerRollCall, SaysHereWithoutWaiting) {

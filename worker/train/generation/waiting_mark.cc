@@ -1,0 +1,129 @@
+#include "worker/train/generation/waiting_mark.h"
+
+#include <glog/logging.h>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "worker/comm/forwarding_communicator.h"
+
+namespace herd {
+namespace {
+
+// A collective as a wait: begun at issue, ended when waited for, or when
+// dropped (ended well if it had finished, else as a failure: a generation
+// that drops collectives in flight is failing).
+class MarkedWork : public Work {
+ public:
+  MarkedWork(std::shared_ptr<Work> inner, WaitingMarker* marker)
+      : inner_(std::move(inner)), marker_(marker), wait_(marker->Begin()) {}
+  ~MarkedWork() override {
+    if (!ended_.exchange(true)) marker_->End(wait_, inner_->Done());
+  }
+
+  absl::Status Wait() override {
+    absl::Status status = inner_->Wait();
+    if (!ended_.exchange(true)) marker_->End(wait_, status.ok());
+    return status;
+  }
+  bool Done() const override { return inner_->Done(); }
+  WorkTimes times() const override { return inner_->times(); }
+
+ private:
+  const std::shared_ptr<Work> inner_;
+  WaitingMarker* const marker_;
+  const uint64_t wait_;
+  std::atomic<bool> ended_{false};
+};
+
+class MarkingCommunicator : public ForwardingCommunicator {
+ public:
+  MarkingCommunicator(Communicator* inner, WaitingMarker* marker) : ForwardingCommunicator(inner), marker_(marker) {}
+
+ protected:
+  std::shared_ptr<Work> Issue(Issuer issue) override { return std::make_shared<MarkedWork>(issue(), marker_); }
+
+ private:
+  WaitingMarker* const marker_;
+};
+
+}  // namespace
+
+std::string WaitingMarkKey(int rank) { return absl::StrCat("waiting/", rank); }
+
+std::chrono::milliseconds WaitingMarkAfter(std::chrono::milliseconds collective_timeout) {
+  return collective_timeout / 2;
+}
+
+bool PostsWaitingMarks(bool on_cuda, int world_size) { return !on_cuda && world_size > 1; }
+
+WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkState::Time now,
+                                    std::chrono::milliseconds after) {
+  const bool long_wait = state.oldest_wait.has_value() && now - *state.oldest_wait >= after;
+  WaitingMarkStep step;
+  if (!state.failed && long_wait != state.posted) step.post = long_wait;
+  if (!state.failed && !state.posted) step.wake = state.oldest_wait.value_or(now) + after;
+  return step;
+}
+
+WaitingMarker::WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after)
+    : store_(std::move(store)), rank_(rank), after_(after), thread_([this] { Run(); }) {}
+
+WaitingMarker::~WaitingMarker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+uint64_t WaitingMarker::Begin() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  waits_.emplace(id, std::chrono::steady_clock::now());
+  if (!state_.oldest_wait.has_value()) state_.oldest_wait = waits_.begin()->second;
+  // No wake-up: the thread looks again within `after` of any wait's start.
+  return id;
+}
+
+void WaitingMarker::End(uint64_t wait, bool ok) {
+  bool clear = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waits_.erase(wait);
+    state_.oldest_wait = waits_.empty() ? std::nullopt : std::optional(waits_.begin()->second);
+    if (!ok) state_.failed = true;
+    clear = state_.posted && !state_.failed;
+  }
+  if (clear) changed_.notify_all();
+}
+
+void WaitingMarker::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const WaitingMarkStep step = NextWaitingMarkStep(state_, std::chrono::steady_clock::now(), after_);
+    if (!step.post.has_value()) {
+      if (step.wake.has_value()) {
+        changed_.wait_until(lock, *step.wake);
+      } else {
+        changed_.wait(lock);
+      }
+      continue;
+    }
+    state_.posted = *step.post;
+    lock.unlock();
+    absl::Status posted = store_->Set(WaitingMarkKey(rank_), *step.post ? kWaitingMark : kMovingMark);
+    // FAILED_PRECONDITION: the generation has ended; nobody reads the mark.
+    if (!posted.ok() && posted.code() != absl::StatusCode::kFailedPrecondition) {
+      LOG(WARNING) << "could not post rank " << rank_ << "'s waiting mark: " << posted;
+    }
+    lock.lock();
+  }
+}
+
+std::unique_ptr<Communicator> MarkWaitsOf(Communicator* inner, WaitingMarker* marker) {
+  return std::make_unique<MarkingCommunicator>(inner, marker);
+}
+
+}  // namespace herd

@@ -1,0 +1,113 @@
+// A rank that has waited on its peers for half the collective timeout says
+// so in its generation's KV on the coordinator: "waiting/<rank>" is
+// "waiting" while such a wait lasts and "moving" once it ended well.
+//
+// Why: a collective timeout on Gloo or NCCL names nobody, and neither does
+// a rank's wait on a hung peer. The roll call (roll_call.h) tells the hung
+// rank from the ranks that waited for it. Without this mark it could only
+// wait, after the timeout, for every live rank to answer, and it had to
+// wait long enough for the skew between the ranks' timeouts: a window that
+// a hung rank always spent in full (2 s of a 30 s timeout). With the mark
+// the evidence is there when the timeout fires: every rank stuck in the
+// same collective (directly, or behind a peer stuck in it) began waiting
+// within that skew of the rank that timed out, so it posted its mark half
+// a timeout before; a rank that did not is not waiting on anyone. It hangs
+// (a stopped process, a stuck disk read: its trainer never reached the
+// collective), or it is a straggler more than half the timeout behind its
+// peers, which a timeout blames just as the TCP mesh's does.
+//
+// Waits are what a rank blocks on its peers for: each collective from its
+// issue until its Wait() returns, and the forming of the generation's
+// communicators. A long wait that ends well clears the mark, so a rank that
+// waited once and hangs later, outside any collective, is not taken for
+// alive. A wait that failed leaves the mark: the rank is alive and answers
+// the roll call next.
+//
+// The mark costs nothing on the training path: a wait begins and ends
+// under a mutex, and the marker's thread wakes once per `after` (or when a
+// posted mark is to be cleared), never per collective. NCCL ranks post no
+// marks (a captured CUDA graph replays its collectives without the
+// communicator), so their roll calls keep waiting for answers.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "worker/comm/communicator.h"
+
+namespace herd {
+
+// The KV key rank `rank` posts its mark under, and the mark's values.
+std::string WaitingMarkKey(int rank);
+inline constexpr char kWaitingMark[] = "waiting";
+inline constexpr char kMovingMark[] = "moving";
+
+// How long a wait lasts before it is marked: half the collective timeout.
+// Early enough that a rank which began waiting up to half a timeout after
+// the first one to time out has posted by then; late enough that a healthy
+// job, whose collectives take far less, posts nothing.
+std::chrono::milliseconds WaitingMarkAfter(std::chrono::milliseconds collective_timeout);
+
+// Whether a job's ranks post marks: CPU collectives among several ranks.
+bool PostsWaitingMarks(bool on_cuda, int world_size);
+
+// What the marker knows, and what it does next (a pure function of it).
+struct WaitingMarkState {
+  using Time = std::chrono::steady_clock::time_point;
+  std::optional<Time> oldest_wait;  // when the longest wait under way began
+  bool failed = false;              // a wait failed: the mark stays as it is
+  bool posted = false;              // the KV holds "waiting"
+};
+struct WaitingMarkStep {
+  // Post "waiting" (true) or "moving" (false); nothing when unset.
+  std::optional<bool> post;
+  // Otherwise, when to look again: one `after` from the oldest wait (from
+  // now with none), so a wait that begins later is seen in time. Unset
+  // while the mark is up or stays as it is: only a wait's end can change
+  // what to post.
+  std::optional<WaitingMarkState::Time> wake;
+};
+WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkState::Time now,
+                                    std::chrono::milliseconds after);
+
+// Keeps rank `rank`'s mark in `store` (the generation's) from the waits it
+// is told of; a thread of its own posts it.
+class WaitingMarker {
+ public:
+  WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after);
+  ~WaitingMarker();
+  WaitingMarker(const WaitingMarker&) = delete;
+  WaitingMarker& operator=(const WaitingMarker&) = delete;
+
+  // A wait begins; End it once with whether it ended well.
+  uint64_t Begin();
+  void End(uint64_t wait, bool ok);
+
+ private:
+  void Run();
+
+  const std::shared_ptr<RendezvousStore> store_;
+  const int rank_;
+  const std::chrono::milliseconds after_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<uint64_t, WaitingMarkState::Time> waits_;  // by id: ids rise with time, so the first is the oldest
+  uint64_t next_id_ = 1;
+  WaitingMarkState state_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// `inner` whose every collective is a wait told to `marker`, from its issue
+// until its Work is waited for (or dropped). Both must outlive it; its
+// Works must not outlive `marker`.
+std::unique_ptr<Communicator> MarkWaitsOf(Communicator* inner, WaitingMarker* marker);
+
+}  // namespace herd

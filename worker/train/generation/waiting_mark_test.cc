@@ -1,0 +1,213 @@
+#include "worker/train/generation/waiting_mark.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace herd {
+namespace {
+
+using std::chrono::milliseconds;
+using Time = WaitingMarkState::Time;
+
+const Time kStart = Time() + std::chrono::hours(1);
+constexpr milliseconds kAfter{2500};
+
+TEST(WaitingMarkAfter, HalfTheCollectiveTimeout) {
+  EXPECT_EQ(WaitingMarkAfter(milliseconds(5000)), milliseconds(2500));
+  EXPECT_EQ(WaitingMarkAfter(milliseconds(30000)), milliseconds(15000));
+}
+
+TEST(PostsWaitingMarks, CpuRanksAmongSeveral) {
+  EXPECT_TRUE(PostsWaitingMarks(/*on_cuda=*/false, 3));
+  EXPECT_FALSE(PostsWaitingMarks(/*on_cuda=*/false, 1)) << "nobody to wait on";
+  EXPECT_FALSE(PostsWaitingMarks(/*on_cuda=*/true, 3)) << "a captured graph replays NCCL past the communicator";
+}
+
+TEST(NextWaitingMarkStep, AWaitIsMarkedOnceItLastedAfterAndNotBefore) {
+  WaitingMarkState state;
+  WaitingMarkStep step = NextWaitingMarkStep(state, kStart, kAfter);
+  EXPECT_FALSE(step.post.has_value());
+  EXPECT_EQ(step.wake, kStart + kAfter) << "with no wait, one `after` on: a wait begun meanwhile is seen in time";
+
+  state.oldest_wait = kStart;
+  step = NextWaitingMarkStep(state, kStart + milliseconds(2499), kAfter);
+  EXPECT_FALSE(step.post.has_value());
+  EXPECT_EQ(step.wake, kStart + kAfter);
+
+  step = NextWaitingMarkStep(state, kStart + kAfter, kAfter);
+  EXPECT_EQ(step.post, true);
+}
+
+TEST(NextWaitingMarkStep, APostedMarkStaysWhileTheWaitLastsAndIsClearedWhenItEnds) {
+  WaitingMarkState state;
+  state.oldest_wait = kStart;
+  state.posted = true;
+  WaitingMarkStep step = NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter);
+  EXPECT_FALSE(step.post.has_value());
+  EXPECT_FALSE(step.wake.has_value()) << "only the wait's end changes anything";
+
+  state.oldest_wait.reset();
+  EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter).post, false);
+  // A younger wait under way is not the long one that was marked.
+  state.oldest_wait = kStart + milliseconds(8000);
+  EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter).post, false);
+}
+
+TEST(NextWaitingMarkStep, AfterAFailedWaitTheMarkStaysAsItIs) {
+  WaitingMarkState state;
+  state.failed = true;
+  state.posted = true;
+  WaitingMarkStep step = NextWaitingMarkStep(state, kStart, kAfter);
+  EXPECT_FALSE(step.post.has_value()) << "the rank is alive and answers the roll call next";
+  EXPECT_FALSE(step.wake.has_value());
+  state.posted = false;
+  state.oldest_wait = kStart;
+  step = NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter);
+  EXPECT_FALSE(step.post.has_value()) << "the generation is over for this rank";
+}
+
+// A store that keeps every Set in order and lets a test wait for them.
+class RecordingStore : public RendezvousStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sets_.push_back(key + "=" + value);
+    }
+    changed_.notify_all();
+    return absl::OkStatus();
+  }
+  absl::Status Get(const std::string&, milliseconds, std::string*) override {
+    return absl::UnimplementedError("not read here");
+  }
+  // The Sets once there are `count` of them (all of them after 60 s).
+  std::vector<std::string> AwaitSets(size_t count) {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_for(lock, std::chrono::seconds(60), [&] { return sets_.size() >= count; });
+    return sets_;
+  }
+  std::vector<std::string> sets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sets_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<std::string> sets_;
+};
+
+TEST(WaitingMarker, ALongWaitIsMarkedAndClearedWhenItEndsWell) {
+  auto store = std::make_shared<RecordingStore>();
+  WaitingMarker marker(store, 2, milliseconds(20));
+  const uint64_t wait = marker.Begin();
+  EXPECT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/2=waiting"}));
+  marker.End(wait, /*ok=*/true);
+  EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/2=waiting", "waiting/2=moving"}));
+}
+
+TEST(WaitingMarker, AFailedWaitLeavesTheMarkUp) {
+  auto store = std::make_shared<RecordingStore>();
+  {
+    WaitingMarker marker(store, 0, milliseconds(20));
+    const uint64_t wait = marker.Begin();
+    ASSERT_EQ(store->AwaitSets(1).size(), 1u);
+    marker.End(wait, /*ok=*/false);
+  }  // the marker's thread has stopped: nothing more comes
+  EXPECT_EQ(store->sets(), std::vector<std::string>({"waiting/0=waiting"}));
+}
+
+TEST(WaitingMarker, WaitsShorterThanAfterPostNothing) {
+  auto store = std::make_shared<RecordingStore>();
+  {
+    WaitingMarker marker(store, 1, std::chrono::hours(1));
+    for (int i = 0; i < 1000; ++i) marker.End(marker.Begin(), /*ok=*/true);
+  }
+  EXPECT_TRUE(store->sets().empty());
+}
+
+// A collective that finishes when the test says so, with the status it says.
+class GateWork : public Work {
+ public:
+  absl::Status Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    opened_.wait(lock, [&] { return done_; });
+    return status_;
+  }
+  bool Done() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  void Open(absl::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(status);
+      done_ = true;
+    }
+    opened_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable opened_;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+// Every collective is the next gate.
+class GateCommunicator : public Communicator {
+ public:
+  std::shared_ptr<GateWork> gate = std::make_shared<GateWork>();
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::chrono::milliseconds timeout() const override { return milliseconds(5000); }
+  std::string backend() const override { return "gate"; }
+  std::shared_ptr<Work> AllReduceAsync(void*, size_t, DataType) override { return gate; }
+  std::shared_ptr<Work> BroadcastAsync(void*, size_t, int) override { return gate; }
+  std::shared_ptr<Work> AllGatherAsync(const void*, size_t, void*) override { return gate; }
+  std::shared_ptr<Work> BarrierAsync() override { return gate; }
+  std::shared_ptr<Work> ReduceScatterAsync(const void*, void*, size_t, DataType) override { return gate; }
+  RangeLayout ReduceScatterLayout(size_t count, DataType) const override { return NearEqualRanges(count, 2); }
+  std::shared_ptr<Work> ReduceScatterInPlaceAsync(void*, size_t, DataType) override { return gate; }
+};
+
+TEST(MarkWaitsOf, ACollectiveIsAWaitFromItsIssueUntilItIsWaitedFor) {
+  auto store = std::make_shared<RecordingStore>();
+  WaitingMarker marker(store, 1, milliseconds(20));
+  GateCommunicator gates;
+  std::unique_ptr<Communicator> marked = MarkWaitsOf(&gates, &marker);
+  EXPECT_EQ(marked->backend(), "gate");
+  float value = 1;
+  std::shared_ptr<Work> work = marked->AllReduceAsync(&value, 1, DataType::kFloat32);
+  EXPECT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/1=waiting"})) << "issued, not yet done";
+  gates.gate->Open(absl::OkStatus());
+  EXPECT_TRUE(work->Wait().ok());
+  EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/1=waiting", "waiting/1=moving"}));
+}
+
+TEST(MarkWaitsOf, ACollectiveThatFailsOrIsDroppedInFlightLeavesTheMarkUp) {
+  for (const bool dropped : {false, true}) {
+    auto store = std::make_shared<RecordingStore>();
+    {
+      WaitingMarker marker(store, 1, milliseconds(20));
+      GateCommunicator gates;
+      std::unique_ptr<Communicator> marked = MarkWaitsOf(&gates, &marker);
+      std::shared_ptr<Work> work = marked->BarrierAsync();
+      ASSERT_EQ(store->AwaitSets(1).size(), 1u);
+      if (dropped) {
+        work.reset();
+      } else {
+        gates.gate->Open(absl::DeadlineExceededError("barrier: Timed out"));
+        EXPECT_EQ(work->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+      }
+    }
+    EXPECT_EQ(store->sets(), std::vector<std::string>({"waiting/1=waiting"})) << (dropped ? "dropped" : "failed");
+  }
+}
+
+}  // namespace
+}  // namespace herd
