@@ -26,7 +26,8 @@ Figures, each over --reps repetitions, medians printed:
   trainers' first step after the kill (they train on without a coordinator)
   and whether the job stayed in its generation.
 - hang: one trainer of 3 (not rank 0) SIGSTOPped, its daemon alive, the job's
-  collective_timeout_seconds 5 (HANG_TIMEOUT): to the survivors' first step
+  collective_timeout_seconds 5 (--hang-timeout; 30 is the spec's default):
+  to the survivors' first step
   in a 2-rank generation; target the collective timeout plus 2 s;
 - islandhang: the same in a job of 4 in two islands (sync.islands_by site,
   workers labelled site=s0, s0, s1, s1; same_host_transport tcp, so each
@@ -48,7 +49,7 @@ included, and healing), the part of a re-form the data plane changes.
 
 Usage: bench/recovery_bench.py [--reps 3] [--bin-dir bazel-bin]
        [--cases kill,coordinator,readmit,restart,failover,hang,islandhang] [--data-plane tcp|gloo]
-       [--etcd-lease-seconds 5]
+       [--etcd-lease-seconds 5] [--hang-timeout 5]
 """
 import argparse
 import json
@@ -108,8 +109,9 @@ def measure_kill(bin_dir):
         cluster.stop()
 
 
-# collective_timeout_seconds of the hang cases: short, as a job may set it.
-HANG_TIMEOUT = 5
+# collective_timeout_seconds of the hang cases (--hang-timeout): short by
+# default, as a job may set it.
+HANG_TIMEOUT = [5]
 # Where the survivors' time went after a hang (first log line of each, any survivor).
 HANG_PHASES = (("failure found", re.compile(r"^generation \d+ failed at rank \d+ \(\w+\): calling the roll")),
                ("failure reported", re.compile(r"^generation \d+ failed at rank \d+: ")),
@@ -138,7 +140,7 @@ def measure_hang(bin_dir, islands):
     victim = 1  # not rank 0, whose log has every step; with islands at site s0
     stopped_pids = []
     try:
-        extra = f"collective_timeout_seconds: {HANG_TIMEOUT}\n"
+        extra = f"collective_timeout_seconds: {HANG_TIMEOUT[0]}\n"
         if islands:
             extra += ("sync: {mode: average, every: 1, warmup_steps: 0, islands_by: site, min_workers_per_island: 1,\n"
                       "       same_host_transport: tcp, outer: {kind: nesterov, lr: 0.7, momentum: 0.9}}\n")
@@ -307,8 +309,14 @@ def main():
                         help="herd-worker --data-plane for every worker (default: the daemon's default)")
     parser.add_argument("--etcd-lease-seconds", type=int, default=ETCD_LEASE[0],
                         help="failover: the coordinators' --etcd-lease-seconds (default: theirs, 5)")
+    parser.add_argument("--hang-timeout", type=int, default=HANG_TIMEOUT[0],
+                        help="hang, islandhang: the job's collective_timeout_seconds (default 5; the spec's own "
+                             "default is 30)")
     args = parser.parse_args()
+    if args.hang_timeout < 1:
+        parser.error(f"--hang-timeout: {args.hang_timeout} is not a positive number of seconds")
     ETCD_LEASE[0] = args.etcd_lease_seconds
+    HANG_TIMEOUT[0] = args.hang_timeout
     if args.data_plane:
         WORKER_ARGS.append(f"--data-plane={args.data_plane}")
     cases = args.cases.split(",")
@@ -362,7 +370,7 @@ def main():
               "failover_commits": failover_commits, "failover_same_generation": failover_same_generation,
               "etcd_lease_s": ETCD_LEASE[0], "hang_to_resumed_s": median(hangs["hang"]),
               "islandhang_to_resumed_s": median(hangs["islandhang"]), "hangs": hangs["hang"],
-              "islandhangs": hangs["islandhang"], "hang_collective_timeout_s": HANG_TIMEOUT}
+              "islandhangs": hangs["islandhang"], "hang_collective_timeout_s": HANG_TIMEOUT[0]}
     for name, key, target in (("kill -> resumed", "kill_to_resumed_s", " (target <= 1 s)"),
                               ("coordinator and worker killed -> resumed", "coordinator_and_worker_to_resumed_s",
                                " (target <= 10 s)"),
@@ -372,9 +380,9 @@ def main():
                               ("leader killed -> standby leads", "failover_to_leading_s", " (target <= 5 s)"),
                               ("leader killed -> job's next committed step", "failover_to_committed_s", ""),
                               ("leader killed -> trainers' next step", "failover_to_trained_s", ""),
-                              ("trainer hung -> resumed", "hang_to_resumed_s", f" (target <= {HANG_TIMEOUT + 2} s)"),
+                              ("trainer hung -> resumed", "hang_to_resumed_s", f" (target <= {HANG_TIMEOUT[0] + 2} s)"),
                               ("islands job's trainer hung -> resumed", "islandhang_to_resumed_s",
-                               f" (target <= {HANG_TIMEOUT + 2} s)")):
+                               f" (target <= {HANG_TIMEOUT[0] + 2} s)")):
         if result[key] is not None:
             print(f"median {name} {result[key]:.2f} s{target}")
     if READY_SECONDS:

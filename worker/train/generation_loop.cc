@@ -136,9 +136,14 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
       if (end.outcome == GenerationOutcome::kGenerationFailed) {
         // A timeout or closed connection that names nobody (Gloo, NCCL) is
         // first resolved by a roll call among the ranks, connections still
-        // open (roll_call.h); with islands every failure answers one, and a
-        // late peer is followed to the rank that hangs, or found alive
-        // behind a cut link.
+        // open (roll_call.h). A late peer that a failure names may itself
+        // be waiting on another (waits are transitive, across communicators
+        // too: a vote that the hung rank half sent holds one peer while the
+        // other moved on to the next collective and blames it), so with
+        // islands, or where ranks post waiting marks, every failure answers
+        // the roll call and a late peer is followed to the rank that hangs,
+        // or found alive behind a cut link. With marks that costs a hung
+        // rank named at once nothing: it is neither answered nor waiting.
         const int world_size = static_cast<int>(join.world_size());
         const int rank = static_cast<int>(join.rank());
         const std::optional<PeerFault> peer = PeerFaultOf(end.error);
@@ -146,12 +151,12 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         // The same on every rank of the job: whether its peers posted
         // waiting marks (waiting_mark.h), which spare the roll call its wait.
         const bool marks = PostsWaitingMarks(context->device().is_cuda(), world_size);
-        const bool follows_late_peer = peer.has_value() && peer->kind == PeerFaultKind::kLate;
+        const bool answers = world_size > 1 && (marks || !join.spec().sync().islands_by().empty());
+        const bool follows_late_peer = answers && peer.has_value() && peer->kind == PeerFaultKind::kLate;
         // When this rank found the failure, apart from the roll call's wait
         // that follows: the time from a hang to the survivors' next step is
         // read off these lines (the outcome and the report come after).
-        if (NeedsRollCall(end.error, world_size) ||
-            (follows_late_peer && !join.spec().sync().islands_by().empty() && world_size > 1)) {
+        if (NeedsRollCall(end.error, world_size) || follows_late_peer) {
           LOG(WARNING) << "generation " << join.generation() << " failed at rank " << rank << " ("
                        << absl::StatusCodeToString(end.error.code()) << "): calling the roll, "
                        << (marks ? "ranks found waiting on their peers alive at once, answers waited for up to "
@@ -161,13 +166,11 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
         if (NeedsRollCall(end.error, world_size)) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
           end.error = BlameByRollCall(end.error, *store, join.generation(), rank, world_size, wait, marks);
-        } else if (!join.spec().sync().islands_by().empty() && world_size > 1) {
+        } else if (follows_late_peer) {
           std::shared_ptr<RendezvousStore> store = client->KvStore(join.generation());
-          if (follows_late_peer) {
-            end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size, wait, marks);
-          } else {
-            AnswerRollCall(*store, join.generation(), rank);
-          }
+          end.error = FollowLateBlame(end.error, *store, join.generation(), rank, world_size, wait, marks);
+        } else if (answers) {
+          AnswerRollCall(*client->KvStore(join.generation()), join.generation(), rank);
         }
         reported = ReportFailure(client, join, end.error, step);
       }

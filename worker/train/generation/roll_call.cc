@@ -161,6 +161,7 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
   absl::Status status = store.Set(RollCallKey(rank), RollCallAnswer(fault->rank));
   std::map<int, std::optional<int>> answers;
   std::set<int> silent;
+  std::set<int> waiting;  // found waiting on their peers (marks)
   BlamePath path;
   while (status.ok()) {
     path = FollowBlames(rank, fault->rank, answers, silent);
@@ -171,6 +172,7 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     absl::StatusOr<RollCallPresence> found =
         Seek(store, *path.wait_for, deadline, marks, /*wait_unmarked=*/false, &value);
     if (found.ok() && *found == RollCallPresence::kWaiting) {
+      waiting.insert(*path.wait_for);
       found = Seek(store, *path.wait_for, deadline, /*marks=*/false, false, &value);
     }
     if (!found.ok()) {
@@ -200,7 +202,8 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     message = absl::StrCat("rank ", path.blamed, via, " answered the roll call: the link to it failed: ",
                            failure.message());
   } else {
-    const std::string why = marks ? " and was not waiting on its peers" : absl::StrCat(" within ", seconds, " s");
+    const std::string why = marks && !waiting.count(path.blamed) ? " and was not waiting on its peers"
+                                                                  : absl::StrCat(" within ", seconds, " s");
     LOG(WARNING) << context << "late rank " << path.blamed << via << " did not answer" << why << ": it hangs";
     message = absl::StrCat("rank ", path.blamed, via, " did not answer the roll call", why, " after: ", failure.message());
   }

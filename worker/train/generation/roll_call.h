@@ -51,12 +51,18 @@
 // A roll call that cannot reach the generation's KV (the coordinator is
 // unreachable) ends early, and the failure is reported without blame.
 //
-// With islands (sync.islands_by) a rank also calls the roll after a failure
-// that names a late peer, because the coordinator must tell a hung trainer
-// from a link cut between sites (coordinator/readmit_backoff.h): a late
-// peer that answers is alive; one that hangs cannot answer. Every rank of
-// an islands job whose generation failed answers first, before it waits
-// for anyone: "blames <rank>" when it blames a peer late, else "here", so a
+// With islands (sync.islands_by), or where ranks post waiting marks, a
+// rank also calls the roll after a failure that names a late peer. With
+// islands the coordinator must tell a hung trainer from a link cut between
+// sites (coordinator/readmit_backoff.h): a late peer that answers is alive;
+// one that hangs cannot answer. In any job the late peer may be a healthy
+// rank waiting on the hung one: waits are transitive, across communicators
+// too (the hung rank sent its part of a vote to one peer and not to the
+// other; the first moved on to the next collective and times out on the
+// second, which still waits in the vote). With marks, following the blames
+// costs a hang named directly nothing (below), so every such job follows
+// them. Every rank of such a job whose generation failed answers first,
+// before it waits for anyone: "blames <rank>" when it blames a peer late, else "here", so a
 // peer behind a cut link, failing the same exchange at about the same
 // time, is found alive. It then follows the blames (FollowBlames): the
 // blamed peer's answer, then that of the peer it blames in turn, and so
@@ -81,9 +87,12 @@
 // report names rank 1 as silent, whichever reaches the coordinator first.
 // A rank behind others that enters its wait more than the roll call's
 // deadline after them finds their answers already there and follows them,
-// so it needs no deadline of its own for them. The path costs one roll
-// call deadline (RollCallWait) after the timeout for a hung rank; a cut
-// link costs only the skew between the two sides' timeouts. A hung rank
+// so it needs no deadline of its own for them. The path costs a hung rank
+// nothing past the timeout where marks are posted (the hung rank is found
+// neither answered nor waiting; the ranks on the path before it had
+// answered or are waiting and answer within the skew), one roll call
+// deadline (RollCallWait) where they are not; a cut link costs only the
+// skew between the two sides' timeouts. A hung rank
 // that wakes finds the generation ended, as above, and reports without
 // blame; one that wakes within the deadline answers and counts as alive,
 // as behind a cut link.
@@ -155,13 +164,13 @@ std::optional<int> LatePeerBlamedBy(const absl::Status& failure);
 // Whether a failure's late peer answered the roll call, when one told.
 std::optional<bool> LatePeerAnswered(const absl::Status& failure);
 
-// Answers the roll call of a failed generation of an islands job for a
-// failure that blames no peer late: "here", without waiting. Errors are
+// Answers the roll call of a failed generation (of an islands job, or one
+// whose ranks post waiting marks) for a failure that blames no peer late: "here", without waiting. Errors are
 // logged, not returned: the report goes ahead.
 void AnswerRollCall(RendezvousStore& store, int64_t generation, int rank);
 
-// `failure` of `generation` of an islands job, which blames a peer late, as
-// it is reported: answers "blames <peer>", follows the blames within `wait`
+// `failure` of `generation` (of an islands job, or one whose ranks post
+// waiting marks), which blames a peer late, as it is reported: answers "blames <peer>", follows the blames within `wait`
 // (FollowBlames) and blames the rank they lead to, saying whether it
 // answered (LatePeerAnswered). `failure` unchanged when it blames no peer
 // late or the roll call cannot be held (the generation already ended: a

@@ -15,8 +15,10 @@ namespace {
 // that drops collectives in flight is failing).
 class MarkedWork : public Work {
  public:
+  // The marker asks Done() only while this is alive: the wait ends (and
+  // leaves the marker) in the destructor at the latest.
   MarkedWork(std::shared_ptr<Work> inner, WaitingMarker* marker)
-      : inner_(std::move(inner)), marker_(marker), wait_(marker->Begin()) {}
+      : inner_(std::move(inner)), marker_(marker), wait_(marker->Begin([work = inner_.get()] { return work->Done(); })) {}
   ~MarkedWork() override {
     if (!ended_.exchange(true)) marker_->End(wait_, inner_->Done());
   }
@@ -78,11 +80,10 @@ WaitingMarker::~WaitingMarker() {
   thread_.join();
 }
 
-uint64_t WaitingMarker::Begin() {
+uint64_t WaitingMarker::Begin(std::function<bool()> finished) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  waits_.emplace(id, std::chrono::steady_clock::now());
-  if (!state_.oldest_wait.has_value()) state_.oldest_wait = waits_.begin()->second;
+  waits_.emplace(id, Wait{std::chrono::steady_clock::now(), std::move(finished)});
   // No wake-up: the thread looks again within `after` of any wait's start.
   return id;
 }
@@ -92,16 +93,23 @@ void WaitingMarker::End(uint64_t wait, bool ok) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     waits_.erase(wait);
-    state_.oldest_wait = waits_.empty() ? std::nullopt : std::optional(waits_.begin()->second);
     if (!ok) state_.failed = true;
     clear = state_.posted && !state_.failed;
   }
   if (clear) changed_.notify_all();
 }
 
+std::optional<WaitingMarkState::Time> WaitingMarker::OldestInFlight() const {
+  for (const auto& [id, wait] : waits_) {
+    if (!wait.finished || !wait.finished()) return wait.began;
+  }
+  return std::nullopt;
+}
+
 void WaitingMarker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
+    state_.oldest_wait = OldestInFlight();
     const WaitingMarkStep step = NextWaitingMarkStep(state_, std::chrono::steady_clock::now(), after_);
     if (!step.post.has_value()) {
       if (step.wake.has_value()) {

@@ -18,10 +18,12 @@
 //
 // Waits are what a rank blocks on its peers for: each collective from its
 // issue until its Wait() returns, and the forming of the generation's
-// communicators. A long wait that ends well clears the mark, so a rank that
-// waited once and hangs later, outside any collective, is not taken for
-// alive. A wait that failed leaves the mark: the rank is alive and answers
-// the roll call next.
+// communicators. A collective that has finished but is not yet waited for
+// (an overlapped round the step loop collects later) is no longer waiting
+// on anyone and posts nothing. A long wait that ends well clears the mark,
+// so a rank that waited once and hangs later, outside any collective, is
+// not taken for alive. A wait that failed leaves the mark: the rank is
+// alive and answers the roll call next.
 //
 // The mark costs nothing on the training path: a wait begins and ends
 // under a mutex, and the marker's thread wakes once per `after` (or when a
@@ -33,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,7 +64,7 @@ bool PostsWaitingMarks(bool on_cuda, int world_size);
 // What the marker knows, and what it does next (a pure function of it).
 struct WaitingMarkState {
   using Time = std::chrono::steady_clock::time_point;
-  std::optional<Time> oldest_wait;  // when the longest wait under way began
+  std::optional<Time> oldest_wait;  // when the longest wait still in flight began
   bool failed = false;              // a wait failed: the mark stays as it is
   bool posted = false;              // the KV holds "waiting"
 };
@@ -86,19 +89,28 @@ class WaitingMarker {
   WaitingMarker(const WaitingMarker&) = delete;
   WaitingMarker& operator=(const WaitingMarker&) = delete;
 
-  // A wait begins; End it once with whether it ended well.
-  uint64_t Begin();
+  // A wait begins; End it once with whether it ended well. `finished`,
+  // where given, says whether what it waits for is already over (a
+  // collective Done() but not yet waited for): then it no longer counts
+  // towards a mark. It is asked on the marker's thread, under its lock.
+  uint64_t Begin(std::function<bool()> finished = {});
   void End(uint64_t wait, bool ok);
 
  private:
+  struct Wait {
+    WaitingMarkState::Time began;
+    std::function<bool()> finished;
+  };
   void Run();
+  // The start of the oldest wait still in flight.
+  std::optional<WaitingMarkState::Time> OldestInFlight() const;
 
   const std::shared_ptr<RendezvousStore> store_;
   const int rank_;
   const std::chrono::milliseconds after_;
   std::mutex mu_;
   std::condition_variable changed_;
-  std::map<uint64_t, WaitingMarkState::Time> waits_;  // by id: ids rise with time, so the first is the oldest
+  std::map<uint64_t, Wait> waits_;  // by id: ids rise with time, so the first is the oldest
   uint64_t next_id_ = 1;
   WaitingMarkState state_;
   bool stop_ = false;

@@ -130,6 +130,29 @@ TEST(WaitingMarker, WaitsShorterThanAfterPostNothing) {
   EXPECT_TRUE(store->sets().empty());
 }
 
+TEST(WaitingMarker, AWaitWhoseCollectiveHasFinishedPostsNothingThoughNotYetWaitedFor) {
+  auto store = std::make_shared<RecordingStore>();
+  std::mutex mu;
+  std::condition_variable asked_again;
+  int asked = 0;
+  {
+    WaitingMarker marker(store, 1, milliseconds(20));
+    marker.Begin([&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++asked;
+      }
+      asked_again.notify_all();
+      return true;  // done, as an overlapped round the step loop collects later
+    });
+    // The marker's thread asks once per `after`: by its third question it
+    // has judged the wait past `after` and posted whatever it would.
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(asked_again.wait_for(lock, std::chrono::seconds(60), [&] { return asked >= 3; }));
+  }
+  EXPECT_TRUE(store->sets().empty()) << store->sets().front();
+}
+
 // A collective that finishes when the test says so, with the status it says.
 class GateWork : public Work {
  public:
