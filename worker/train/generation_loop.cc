@@ -75,24 +75,27 @@ bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
   return true;
 }
 
-// The generation after `failed`: retried until the coordinator has moved on
-// (a lost report is sent again) or `timeout` passes. After a peer's release
-// nothing is reported: the coordinator re-forms the job when the leaver's
-// exit reaches it, and the join waits for that generation. After a re-form
-// the ranks agreed on, the join itself tells the coordinator (at_boundary).
-absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
-                                                    const GenerationResult& end, int64_t step, bool reported,
-                                                    std::chrono::milliseconds timeout) {
+}  // namespace
+
+absl::StatusOr<v1::JoinGenerationResponse> JoinAfter(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
+                                                     const GenerationResult& end, int64_t step, bool reported,
+                                                     std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool reform = end.outcome == GenerationOutcome::kReformed;
   const bool released = IsBoundary(end.outcome);
+  const bool failure = end.outcome == GenerationOutcome::kGenerationFailed;
   // A fenced generation is already replaced; a failure is news to the coordinator.
-  bool report = end.outcome == GenerationOutcome::kGenerationFailed && !reported;
+  bool report = failure && !reported;
+  bool heard = reported;
   while (true) {
-    if (report) ReportFailure(client, failed, end.error, step);
+    if (report) heard = ReportFailure(client, failed, end.error, step) || heard;
+    // Once the coordinator heard the failure, a newer generation exists or
+    // forms: the join waits for it. Asking for the current one instead can
+    // be answered with the failed generation itself while the coordinator's
+    // answer to joins still shows it, and cost a pause below.
+    const int64_t after = released || (failure && heard) ? failed.generation() : 0;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), released ? failed.generation() : 0,
-                           reform);
+    auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), after, reform);
     const bool retry = !next.ok() && (next.status().code() == absl::StatusCode::kUnavailable ||
                                       next.status().code() == absl::StatusCode::kDeadlineExceeded);
     if (!next.ok() && !retry) return next.status();
@@ -110,8 +113,6 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinNext(CoordinatorLink* client, con
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
-
-}  // namespace
 
 GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* context, v1::JoinGenerationResponse first,
                                 const GenerationLoopOptions& options) {
@@ -188,7 +189,7 @@ GenerationResult RunGenerations(CoordinatorLink* client, TrainingContext* contex
                    << " in memory, waiting for the next generation";
       if (context->metrics() != nullptr) context->metrics()->ObserveGenerationFailure();
     }
-    auto next = JoinNext(client, join, end, step, reported, options.join_timeout);
+    auto next = JoinAfter(client, join, end, step, reported, options.join_timeout);
     if (!next.ok()) {
       return GenerationResult::Of(absl::Status(next.status().code(),
                                                absl::StrCat("after generation ", join.generation(), " failed (",

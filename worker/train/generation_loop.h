@@ -26,6 +26,17 @@ namespace herd {
 absl::StatusOr<v1::JoinGenerationResponse> JoinWithin(CoordinatorLink* client, std::chrono::milliseconds timeout,
                                                       int64_t after_generation = 0, bool at_boundary = false);
 
+// The generation after `failed`, which ended as `end` at `step`
+// (`reported`: the failure was already reported and heard): retried until
+// the coordinator has moved on (a lost report is sent again) or `timeout`
+// passes. After a peer's release nothing is reported: the coordinator
+// re-forms the job when the leaver's exit reaches it, and the join waits
+// for that generation. After a re-form the ranks agreed on, the join itself
+// tells the coordinator (at_boundary).
+absl::StatusOr<v1::JoinGenerationResponse> JoinAfter(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
+                                                     const GenerationResult& end, int64_t step, bool reported,
+                                                     std::chrono::milliseconds timeout);
+
 struct GenerationLoopOptions {
   // How long to wait for the next generation to form after a failure, or to
   // be re-admitted when this worker was left out of it (its lease lapsed
