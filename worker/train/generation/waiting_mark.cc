@@ -3,9 +3,6 @@
 #include <glog/logging.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <map>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "worker/comm/forwarding_communicator.h"
@@ -71,61 +68,22 @@ WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkSt
   return step;
 }
 
-struct WaitingMarker::Shared {
-  struct Wait {
-    WaitingMarkState::Time began;
-    std::function<bool()> finished;
-  };
-
-  // The start of the oldest wait still in flight.
-  std::optional<WaitingMarkState::Time> OldestInFlight() const {
-    for (const auto& [id, wait] : waits) {
-      if (!wait.finished || !wait.finished()) return wait.began;
-    }
-    return std::nullopt;
-  }
-
-  std::shared_ptr<RendezvousStore> store;
-  int rank = 0;
-  std::chrono::milliseconds after{0};
-  std::mutex mu;
-  std::condition_variable changed;
-  std::map<uint64_t, Wait> waits;  // by id: ids rise with time, so the first is the oldest
-  uint64_t next_id = 1;
-  WaitingMarkState state;
-  bool stop = false;
-  bool posting = false;  // a Set is under way, outside the lock
-};
-
 WaitingMarker::WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after)
-    : shared_(std::make_shared<Shared>()) {
-  shared_->store = std::move(store);
-  shared_->rank = rank;
-  shared_->after = after;
-  thread_ = std::thread([shared = shared_] { Run(shared); });
-}
+    : store_(std::move(store)), rank_(rank), after_(after), thread_([this] { Run(); }) {}
 
 WaitingMarker::~WaitingMarker() {
-  bool posting = false;
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->stop = true;
-    posting = shared_->posting;
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
   }
-  shared_->changed.notify_all();
-  // A post under way ends on its own (its RPC's deadline); the thread then
-  // sees `stop` and asks no probe of a wait, whose collectives are gone.
-  if (posting) {
-    thread_.detach();
-  } else {
-    thread_.join();
-  }
+  changed_.notify_all();
+  thread_.join();
 }
 
 uint64_t WaitingMarker::Begin(std::function<bool()> finished) {
-  std::lock_guard<std::mutex> lock(shared_->mu);
-  const uint64_t id = shared_->next_id++;
-  shared_->waits.emplace(id, Shared::Wait{std::chrono::steady_clock::now(), std::move(finished)});
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  waits_.emplace(id, Wait{std::chrono::steady_clock::now(), std::move(finished)});
   // No wake-up: the thread looks again within `after` of any wait's start.
   return id;
 }
@@ -133,38 +91,42 @@ uint64_t WaitingMarker::Begin(std::function<bool()> finished) {
 void WaitingMarker::End(uint64_t wait, bool ok) {
   bool clear = false;
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->waits.erase(wait);
-    if (!ok) shared_->state.failed = true;
-    clear = shared_->state.posted && !shared_->state.failed;
+    std::lock_guard<std::mutex> lock(mu_);
+    waits_.erase(wait);
+    if (!ok) state_.failed = true;
+    clear = state_.posted && !state_.failed;
   }
-  if (clear) shared_->changed.notify_all();
+  if (clear) changed_.notify_all();
 }
 
-void WaitingMarker::Run(const std::shared_ptr<Shared>& shared) {
-  Shared& s = *shared;
-  std::unique_lock<std::mutex> lock(s.mu);
-  while (!s.stop) {
-    s.state.oldest_wait = s.OldestInFlight();
-    const WaitingMarkStep step = NextWaitingMarkStep(s.state, std::chrono::steady_clock::now(), s.after);
+std::optional<WaitingMarkState::Time> WaitingMarker::OldestInFlight() const {
+  for (const auto& [id, wait] : waits_) {
+    if (!wait.finished || !wait.finished()) return wait.began;
+  }
+  return std::nullopt;
+}
+
+void WaitingMarker::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    state_.oldest_wait = OldestInFlight();
+    const WaitingMarkStep step = NextWaitingMarkStep(state_, std::chrono::steady_clock::now(), after_);
     if (!step.post.has_value()) {
       if (step.wake.has_value()) {
-        s.changed.wait_until(lock, *step.wake);
+        changed_.wait_until(lock, *step.wake);
       } else {
-        s.changed.wait(lock);
+        changed_.wait(lock);
       }
       continue;
     }
-    s.state.posted = *step.post;
-    s.posting = true;
+    state_.posted = *step.post;
     lock.unlock();
-    absl::Status posted = s.store->Set(WaitingMarkKey(s.rank), *step.post ? kWaitingMark : kMovingMark);
+    absl::Status posted = store_->Set(WaitingMarkKey(rank_), *step.post ? kWaitingMark : kMovingMark);
     // FAILED_PRECONDITION: the generation has ended; nobody reads the mark.
     if (!posted.ok() && posted.code() != absl::StatusCode::kFailedPrecondition) {
-      LOG(WARNING) << "could not post rank " << s.rank << "'s waiting mark: " << posted;
+      LOG(WARNING) << "could not post rank " << rank_ << "'s waiting mark: " << posted;
     }
     lock.lock();
-    s.posting = false;
   }
 }
 

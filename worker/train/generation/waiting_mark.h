@@ -33,9 +33,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -94,12 +97,23 @@ class WaitingMarker {
   void End(uint64_t wait, bool ok);
 
  private:
-  // Shared with the thread, which may outlive this by one post: the
-  // destructor does not wait out a post to an unreachable coordinator.
-  struct Shared;
-  static void Run(const std::shared_ptr<Shared>& shared);
+  struct Wait {
+    WaitingMarkState::Time began;
+    std::function<bool()> finished;
+  };
+  void Run();
+  // The start of the oldest wait still in flight.
+  std::optional<WaitingMarkState::Time> OldestInFlight() const;
 
-  std::shared_ptr<Shared> shared_;
+  const std::shared_ptr<RendezvousStore> store_;
+  const int rank_;
+  const std::chrono::milliseconds after_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<uint64_t, Wait> waits_;  // by id: ids rise with time, so the first is the oldest
+  uint64_t next_id_ = 1;
+  WaitingMarkState state_;
+  bool stop_ = false;
   std::thread thread_;
 };
 

@@ -153,50 +153,6 @@ TEST(WaitingMarker, AWaitWhoseCollectiveHasFinishedPostsNothingThoughNotYetWaite
   EXPECT_TRUE(store->sets().empty()) << store->sets().front();
 }
 
-// A store whose Set blocks until the test lets it go: a coordinator that
-// does not answer.
-class StuckStore : public RendezvousStore {
- public:
-  absl::Status Set(const std::string&, const std::string&) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    entered_ = true;
-    changed_.notify_all();
-    changed_.wait(lock, [&] { return released_; });
-    // As when the generation ended meanwhile: the thread logs nothing.
-    return absl::FailedPreconditionError("the generation has ended");
-  }
-  absl::Status Get(const std::string&, milliseconds, std::string*) override {
-    return absl::UnimplementedError("not read here");
-  }
-  void AwaitSet() {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [&] { return entered_; });
-  }
-  void Release() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      released_ = true;
-    }
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  bool entered_ = false;
-  bool released_ = false;
-};
-
-TEST(WaitingMarker, ItsEndDoesNotWaitForAPostTheCoordinatorDoesNotAnswer) {
-  auto store = std::make_shared<StuckStore>();
-  {
-    WaitingMarker marker(store, 0, milliseconds(20));
-    marker.Begin();
-    store->AwaitSet();
-  }  // returns with the post still under way
-  store->Release();  // the post ends (the store outlives the marker with its thread)
-}
-
 // A collective that finishes when the test says so, with the status it says.
 class GateWork : public Work {
  public:
