@@ -75,6 +75,10 @@ bool ReportFailure(CoordinatorLink* client, const v1::JoinGenerationResponse& jo
   return true;
 }
 
+// How long a trainer waits for the generation after one whose failure it
+// reported before it reports it again.
+constexpr std::chrono::milliseconds kReportAgainAfter{10000};
+
 }  // namespace
 
 absl::StatusOr<v1::JoinGenerationResponse> JoinAfter(CoordinatorLink* client, const v1::JoinGenerationResponse& failed,
@@ -94,7 +98,10 @@ absl::StatusOr<v1::JoinGenerationResponse> JoinAfter(CoordinatorLink* client, co
     // be answered with the failed generation itself while the coordinator's
     // answer to joins still shows it, and cost a pause below.
     const int64_t after = released || (failure && heard) ? failed.generation() : 0;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Still, the report is sent again now and then, should the coordinator
+    // that heard it not have kept it (a failover).
+    if (failure) left = std::min(left, kReportAgainAfter);
     auto next = JoinWithin(client, std::max(left, std::chrono::milliseconds(1)), after, reform);
     const bool retry = !next.ok() && (next.status().code() == absl::StatusCode::kUnavailable ||
                                       next.status().code() == absl::StatusCode::kDeadlineExceeded);

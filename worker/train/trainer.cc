@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
@@ -123,10 +124,16 @@ absl::Status Trainer::ConnectGroup() {
                                                       static_cast<int>(join_.rank()),
                                                       WaitingMarkAfter(ctx_.CollectiveTimeout()));
   }
-  // Forming the communicators waits on the peers too.
+  // Forming the communicators waits on the peers too; the wait ends as a
+  // failure unless they formed (an exception too).
   const uint64_t forming = waiting_marker_ != nullptr ? waiting_marker_->Begin() : 0;
+  bool formed = false;
+  auto end_forming = absl::MakeCleanup([&] {
+    if (waiting_marker_ != nullptr) waiting_marker_->End(forming, formed);
+  });
   auto group = make_communicators_(join_, ctx_, client_);
-  if (waiting_marker_ != nullptr) waiting_marker_->End(forming, group.ok());
+  formed = group.ok();
+  std::move(end_forming).Invoke();
   if (!group.ok()) return group.status();
   group_ = std::move(*group);
   comm_ = Marked(group_.control.get());

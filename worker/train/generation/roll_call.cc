@@ -217,6 +217,7 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
   answers.status = store.Set(RollCallKey(rank), RollCallAnswer(std::nullopt));
   if (!answers.status.ok()) return answers;
   answers.answered.push_back(rank);
+  std::vector<int> silent;
   for (int other = 0; other < world_size; ++other) {
     if (other == rank) continue;
     std::string value;
@@ -225,7 +226,26 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
       answers.status = found.status();
       return answers;
     }
-    if (*found != RollCallPresence::kSilent) answers.answered.push_back(other);
+    if (*found != RollCallPresence::kSilent) {
+      answers.answered.push_back(other);
+    } else {
+      silent.push_back(other);
+    }
+  }
+  // Several ranks neither answered nor waiting: only one is likely to hang,
+  // and another may merely lag (a checkpoint's save, a slow step) and
+  // answer once it reaches the failed collective, so each is waited for
+  // until the deadline. A sole one is absent at once.
+  if (marks && !wait_unmarked && silent.size() > 1) {
+    for (int other : silent) {
+      std::string value;
+      absl::StatusOr<RollCallPresence> found = Seek(store, other, deadline, /*marks=*/false, true, &value);
+      if (!found.ok()) {
+        answers.status = found.status();
+        return answers;
+      }
+      if (*found == RollCallPresence::kAnswered) answers.answered.push_back(other);
+    }
   }
   return answers;
 }
@@ -263,7 +283,7 @@ absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store
     }
     return failure;
   }
-  const std::string why = wait_unmarked ? within : " and was not waiting on its peers";
+  const std::string why = !marks ? within : " and was not waiting on its peers";
   LOG(WARNING) << "roll call after the failure of generation " << generation << ": rank " << *absent
                << " did not answer" << why << ": blaming it";
   return BlamingLate(failure, *absent, /*answered=*/false,

@@ -14,10 +14,13 @@
 // Waiting out that deadline cost every hang its full length (up to 2 s past
 // the timeout). Where ranks post waiting marks (waiting_mark.h: CPU
 // collectives), a rank whose mark is up counts as answered at once, and
-// after a timeout a rank with neither an answer nor a mark is absent at
-// once: every live rank stuck in the collective began waiting within the
-// ranks' skew, so it posted its mark half a timeout earlier. The roll call
-// after a timeout then waits for nobody. After a closed connection a live
+// after a timeout a sole rank with neither an answer nor a mark is absent
+// at once: every live rank stuck in the collective began waiting within
+// the ranks' skew, so it posted its mark half a timeout earlier. The roll
+// call after a timeout then waits for nobody. Several such ranks are
+// waited for until the deadline: one may merely lag (rank 0 saving a
+// checkpoint before the collective) while another hangs, and blaming the
+// lowest at once would leave the laggard out and keep the hung rank. After a closed connection a live
 // rank may have begun waiting just now (a peer died as it arrived), so a
 // rank with neither is still waited for until the deadline. Below, "did
 // not answer by the deadline" reads "neither answered nor waiting" where
@@ -191,8 +194,10 @@ struct RollCallAnswers {
 // Answers for `rank` in `store` (the failed generation's), then looks for
 // the other ranks: without `marks`, each one's answer is waited for until
 // `wait` from now. With `marks` (the ranks post waiting marks,
-// waiting_mark.h) a rank whose mark is up counts at once, and one with
-// neither an answer nor a mark is waited for only when `wait_unmarked`.
+// waiting_mark.h) a rank whose mark is up counts at once, and ranks with
+// neither an answer nor a mark are waited for when `wait_unmarked`, or
+// when there are several of them (one may merely lag behind its peers);
+// a sole one is absent at once.
 RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait,
                             bool marks = false, bool wait_unmarked = true);
 

@@ -172,23 +172,47 @@ TEST(BlameByRollCall, WithMarksAfterATimeoutTheRankNotWaitingIsBlamedAtOnceAndTh
   InMemoryStore store;
   Mark(store, 0);
   Mark(store, 1);
-  Mark(store, 3, /*waiting=*/false);  // it waited once, then moved on: no evidence now
+  Mark(store, 3);
   const auto start = std::chrono::steady_clock::now();
-  // Rank 1 has not answered yet: its mark says it is alive.
+  // Ranks 1 and 3 have not answered yet: their marks say they are alive.
   const absl::Status reported = BlameByRollCall(kGlooTimeout, store, 7, 0, 4, milliseconds(60000), /*marks=*/true);
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000)) << "it waited out the deadline";
   ASSERT_TRUE(PeerFaultOf(reported).has_value()) << reported;
-  EXPECT_EQ(PeerFaultOf(reported)->rank, 2) << reported << ": the lowest rank neither answered nor waiting";
+  EXPECT_EQ(PeerFaultOf(reported)->rank, 2) << reported;
   EXPECT_EQ(LatePeerAnswered(reported), false);
   EXPECT_NE(reported.message().find("rank 2 did not answer the roll call and was not waiting on its peers after: "
                                     "all-reduce: Timed out"),
             absl::string_view::npos)
       << reported;
+  // A mark cleared ("moving": it waited once, then moved on) is no
+  // evidence now.
+  InMemoryStore moved;
+  Mark(moved, 1, /*waiting=*/false);
+  Mark(moved, 2);
+  const absl::Status stale = BlameByRollCall(kGlooTimeout, moved, 7, 0, 3, milliseconds(60000), /*marks=*/true);
+  ASSERT_TRUE(PeerFaultOf(stale).has_value()) << stale;
+  EXPECT_EQ(PeerFaultOf(stale)->rank, 1) << stale;
   // With every other rank waiting or answered, nobody.
   InMemoryStore all;
   Mark(all, 1);
   Mark(all, 2);
   EXPECT_EQ(BlameByRollCall(kGlooTimeout, all, 7, 0, 3, milliseconds(60000), /*marks=*/true), kGlooTimeout);
+}
+
+TEST(BlameByRollCall, WithMarksSeveralRanksNeitherAnsweredNorWaitingAreWaitedForAndOnlyTheSilentOneBlamed) {
+  InMemoryStore store;
+  // Rank 1 lags (a checkpoint's save) and answers once it reaches the
+  // failed collective; rank 2 hangs. Neither posted a mark.
+  Mark(store, 3);
+  std::thread rank1([&] {
+    std::string value;
+    ASSERT_TRUE(store.Get(RollCallKey(0), milliseconds(60000), &value).ok());
+    ASSERT_TRUE(store.Set(RollCallKey(1), "here").ok());
+  });
+  const absl::Status reported = BlameByRollCall(kGlooTimeout, store, 7, 0, 4, milliseconds(2000), /*marks=*/true);
+  rank1.join();
+  ASSERT_TRUE(PeerFaultOf(reported).has_value()) << reported;
+  EXPECT_EQ(PeerFaultOf(reported)->rank, 2) << reported << ": the lagging rank 1 was blamed";
 }
 
 TEST(BlameByRollCall, WithMarksAfterAClosedConnectionARankNeitherAnsweredNorWaitingIsStillWaitedFor) {

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +19,12 @@ class MarkedWork : public Work {
   // The marker asks Done() only while this is alive: the wait ends (and
   // leaves the marker) in the destructor at the latest.
   MarkedWork(std::shared_ptr<Work> inner, WaitingMarker* marker)
-      : inner_(std::move(inner)), marker_(marker), wait_(marker->Begin([work = inner_.get()] { return work->Done(); })) {}
+      : inner_(std::move(inner)),
+        marker_(marker),
+        wait_(marker->Begin([work = inner_.get()]() -> std::optional<bool> {
+          if (!work->Done()) return std::nullopt;
+          return work->Wait().ok();  // at once: it is done (CPU)
+        })) {}
   ~MarkedWork() override {
     if (!ended_.exchange(true)) marker_->End(wait_, inner_->Done());
   }
@@ -59,12 +65,26 @@ std::chrono::milliseconds WaitingMarkAfter(std::chrono::milliseconds collective_
 
 bool PostsWaitingMarks(bool on_cuda, int world_size) { return !on_cuda && world_size > 1; }
 
+std::chrono::milliseconds WaitingMarkRecheck(std::chrono::milliseconds after) {
+  return std::max(after / 4, std::chrono::milliseconds(1));
+}
+
 WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkState::Time now,
                                     std::chrono::milliseconds after) {
-  const bool long_wait = state.oldest_wait.has_value() && now - *state.oldest_wait >= after;
   WaitingMarkStep step;
-  if (!state.failed && long_wait != state.posted) step.post = long_wait;
-  if (!state.failed && !state.posted) step.wake = state.oldest_wait.value_or(now) + after;
+  if (state.failed) return step;
+  const bool long_wait = state.oldest_wait.has_value() && now - *state.oldest_wait >= after;
+  if (long_wait != state.posted) {
+    if (state.retry_at.has_value() && now < *state.retry_at) {
+      step.wake = *state.retry_at;
+    } else {
+      step.post = long_wait;
+    }
+  } else if (state.posted) {
+    step.wake = now + WaitingMarkRecheck(after);
+  } else {
+    step.wake = state.oldest_wait.value_or(now) + after;
+  }
   return step;
 }
 
@@ -80,10 +100,10 @@ WaitingMarker::~WaitingMarker() {
   thread_.join();
 }
 
-uint64_t WaitingMarker::Begin(std::function<bool()> finished) {
+uint64_t WaitingMarker::Begin(Outcome outcome) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  waits_.emplace(id, Wait{std::chrono::steady_clock::now(), std::move(finished)});
+  waits_.emplace(id, Wait{std::chrono::steady_clock::now(), std::move(outcome)});
   // No wake-up: the thread looks again within `after` of any wait's start.
   return id;
 }
@@ -99,9 +119,11 @@ void WaitingMarker::End(uint64_t wait, bool ok) {
   if (clear) changed_.notify_all();
 }
 
-std::optional<WaitingMarkState::Time> WaitingMarker::OldestInFlight() const {
+std::optional<WaitingMarkState::Time> WaitingMarker::OldestInFlight() {
   for (const auto& [id, wait] : waits_) {
-    if (!wait.finished || !wait.finished()) return wait.began;
+    const std::optional<bool> ended = wait.outcome ? wait.outcome() : std::nullopt;
+    if (!ended.has_value()) return wait.began;
+    if (!*ended) state_.failed = true;
   }
   return std::nullopt;
 }
@@ -119,14 +141,17 @@ void WaitingMarker::Run() {
       }
       continue;
     }
-    state_.posted = *step.post;
     lock.unlock();
     absl::Status posted = store_->Set(WaitingMarkKey(rank_), *step.post ? kWaitingMark : kMovingMark);
-    // FAILED_PRECONDITION: the generation has ended; nobody reads the mark.
-    if (!posted.ok() && posted.code() != absl::StatusCode::kFailedPrecondition) {
-      LOG(WARNING) << "could not post rank " << rank_ << "'s waiting mark: " << posted;
-    }
     lock.lock();
+    // FAILED_PRECONDITION: the generation has ended; nobody reads the mark.
+    if (posted.ok() || posted.code() == absl::StatusCode::kFailedPrecondition) {
+      state_.posted = *step.post;
+      state_.retry_at.reset();
+    } else {
+      LOG(WARNING) << "could not post rank " << rank_ << "'s waiting mark (tried again): " << posted;
+      state_.retry_at = std::chrono::steady_clock::now() + WaitingMarkRecheck(after_);
+    }
   }
 }
 

@@ -18,16 +18,18 @@
 //
 // Waits are what a rank blocks on its peers for: each collective from its
 // issue until its Wait() returns, and the forming of the generation's
-// communicators. A collective that has finished but is not yet waited for
-// (an overlapped round the step loop collects later) is no longer waiting
-// on anyone and posts nothing. A long wait that ends well clears the mark,
-// so a rank that waited once and hangs later, outside any collective, is
-// not taken for alive. A wait that failed leaves the mark: the rank is
-// alive and answers the roll call next.
+// communicators. A collective that has finished well but is not yet
+// waited for (an overlapped round the step loop collects later) is no
+// longer waiting on anyone: it posts nothing, and a mark it posted is
+// cleared (the marker looks again every quarter of `after` while its mark
+// is up). A long wait that ends well clears the mark, so a rank that
+// waited once and hangs later, outside any collective, is not taken for
+// alive. A wait that failed leaves the mark: the rank is alive and answers
+// the roll call next. A post the coordinator did not take is tried again.
 //
 // The mark costs nothing on the training path: a wait begins and ends
-// under a mutex, and the marker's thread wakes once per `after` (or when a
-// posted mark is to be cleared), never per collective. NCCL ranks post no
+// under a mutex, and the marker's thread wakes once per `after` (four times
+// as often while its mark is up), never per collective. NCCL ranks post no
 // marks (a captured CUDA graph replays its collectives without the
 // communicator), so their roll calls keep waiting for answers.
 #pragma once
@@ -67,16 +69,21 @@ struct WaitingMarkState {
   std::optional<Time> oldest_wait;  // when the longest wait still in flight began
   bool failed = false;              // a wait failed: the mark stays as it is
   bool posted = false;              // the KV holds "waiting"
+  std::optional<Time> retry_at;     // a post that failed is tried again from then
 };
 struct WaitingMarkStep {
   // Post "waiting" (true) or "moving" (false); nothing when unset.
   std::optional<bool> post;
   // Otherwise, when to look again: one `after` from the oldest wait (from
-  // now with none), so a wait that begins later is seen in time. Unset
-  // while the mark is up or stays as it is: only a wait's end can change
-  // what to post.
+  // now with none), so a wait that begins later is seen in time; a quarter
+  // `after` from now while the mark is up, so a long collective that
+  // finished unwaited clears it; the retry time of a failed post. Unset
+  // once a wait failed: the mark stays as it is.
   std::optional<WaitingMarkState::Time> wake;
 };
+// How long a failed post waits before it is tried again, and how often a
+// posted mark is looked at: a quarter of `after`.
+std::chrono::milliseconds WaitingMarkRecheck(std::chrono::milliseconds after);
 WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkState::Time now,
                                     std::chrono::milliseconds after);
 
@@ -89,21 +96,26 @@ class WaitingMarker {
   WaitingMarker(const WaitingMarker&) = delete;
   WaitingMarker& operator=(const WaitingMarker&) = delete;
 
-  // A wait begins; End it once with whether it ended well. `finished`,
-  // where given, says whether what it waits for is already over (a
-  // collective Done() but not yet waited for): then it no longer counts
-  // towards a mark. It is asked on the marker's thread, under its lock.
-  uint64_t Begin(std::function<bool()> finished = {});
+  // What a wait waits for: nullopt while it is in flight, then whether it
+  // ended well.
+  using Outcome = std::function<std::optional<bool>()>;
+  // A wait begins; End it once with whether it ended well. `outcome`, where
+  // given, tells early that what it waits for is over (a collective Done()
+  // but not yet waited for): ended well, it no longer counts towards a mark;
+  // failed, the mark stays. It is asked on the marker's thread, under its
+  // lock.
+  uint64_t Begin(Outcome outcome = {});
   void End(uint64_t wait, bool ok);
 
  private:
   struct Wait {
     WaitingMarkState::Time began;
-    std::function<bool()> finished;
+    Outcome outcome;
   };
   void Run();
-  // The start of the oldest wait still in flight.
-  std::optional<WaitingMarkState::Time> OldestInFlight() const;
+  // The start of the oldest wait still in flight; a wait found failed
+  // sets state_.failed.
+  std::optional<WaitingMarkState::Time> OldestInFlight();
 
   const std::shared_ptr<RendezvousStore> store_;
   const int rank_;
@@ -119,7 +131,9 @@ class WaitingMarker {
 
 // `inner` whose every collective is a wait told to `marker`, from its issue
 // until its Work is waited for (or dropped). Both must outlive it; its
-// Works must not outlive `marker`.
+// Works must not outlive `marker`. CPU communicators only: the marker asks
+// a finished collective's Wait() for its outcome, which returns at once
+// there (NCCL's Wait() also orders the compute stream).
 std::unique_ptr<Communicator> MarkWaitsOf(Communicator* inner, WaitingMarker* marker);
 
 }  // namespace herd

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -48,13 +49,30 @@ TEST(NextWaitingMarkStep, APostedMarkStaysWhileTheWaitLastsAndIsClearedWhenItEnd
   state.posted = true;
   WaitingMarkStep step = NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter);
   EXPECT_FALSE(step.post.has_value());
-  EXPECT_FALSE(step.wake.has_value()) << "only the wait's end changes anything";
+  EXPECT_EQ(step.wake, kStart + milliseconds(9000) + WaitingMarkRecheck(kAfter))
+      << "looked at again soon: the long collective may finish unwaited";
 
   state.oldest_wait.reset();
   EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter).post, false);
   // A younger wait under way is not the long one that was marked.
   state.oldest_wait = kStart + milliseconds(8000);
   EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(9000), kAfter).post, false);
+}
+
+TEST(NextWaitingMarkStep, APostTheCoordinatorDidNotTakeIsTriedAgainAfterAPause) {
+  EXPECT_EQ(WaitingMarkRecheck(kAfter), milliseconds(625));
+  WaitingMarkState state;
+  state.oldest_wait = kStart;
+  state.retry_at = kStart + milliseconds(3000);
+  WaitingMarkStep step = NextWaitingMarkStep(state, kStart + milliseconds(2600), kAfter);
+  EXPECT_FALSE(step.post.has_value());
+  EXPECT_EQ(step.wake, kStart + milliseconds(3000));
+  EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(3000), kAfter).post, true);
+  // Clearing too.
+  state.posted = true;
+  state.oldest_wait.reset();
+  EXPECT_FALSE(NextWaitingMarkStep(state, kStart + milliseconds(2600), kAfter).post.has_value());
+  EXPECT_EQ(NextWaitingMarkStep(state, kStart + milliseconds(3000), kAfter).post, false);
 }
 
 TEST(NextWaitingMarkStep, AfterAFailedWaitTheMarkStaysAsItIs) {
@@ -137,13 +155,13 @@ TEST(WaitingMarker, AWaitWhoseCollectiveHasFinishedPostsNothingThoughNotYetWaite
   int asked = 0;
   {
     WaitingMarker marker(store, 1, milliseconds(20));
-    marker.Begin([&] {
+    marker.Begin([&]() -> std::optional<bool> {
       {
         std::lock_guard<std::mutex> lock(mu);
         ++asked;
       }
       asked_again.notify_all();
-      return true;  // done, as an overlapped round the step loop collects later
+      return true;  // done well, as an overlapped round the step loop collects later
     });
     // The marker's thread asks once per `after`: by its third question it
     // has judged the wait past `after` and posted whatever it would.
@@ -151,6 +169,50 @@ TEST(WaitingMarker, AWaitWhoseCollectiveHasFinishedPostsNothingThoughNotYetWaite
     ASSERT_TRUE(asked_again.wait_for(lock, std::chrono::seconds(60), [&] { return asked >= 3; }));
   }
   EXPECT_TRUE(store->sets().empty()) << store->sets().front();
+}
+
+TEST(WaitingMarker, AMarkStaysUpOnceTheWaitIsFoundFailedBeforeItIsWaitedFor) {
+  auto store = std::make_shared<RecordingStore>();
+  std::mutex mu;
+  std::condition_variable asked_again;
+  int asked_after_failing = 0;
+  bool failed = false;
+  {
+    WaitingMarker marker(store, 3, milliseconds(20));
+    marker.Begin([&]() -> std::optional<bool> {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failed) return std::nullopt;
+      ++asked_after_failing;
+      asked_again.notify_all();
+      return false;
+    });
+    ASSERT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/3=waiting"}));
+    std::unique_lock<std::mutex> lock(mu);
+    failed = true;
+    // Once it is found failed, nothing clears the mark (a rank in its
+    // failure path is alive and answers the roll call next).
+    ASSERT_TRUE(asked_again.wait_for(lock, std::chrono::seconds(60), [&] { return asked_after_failing >= 1; }));
+  }
+  EXPECT_EQ(store->sets(), std::vector<std::string>({"waiting/3=waiting"}));
+}
+
+// A store whose first Set fails, as a coordinator that is handing over.
+class FlakyStore : public RecordingStore {
+ public:
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    if (!failed_once_.exchange(true)) return absl::UnavailableError("no leader yet");
+    return RecordingStore::Set(key, value);
+  }
+
+ private:
+  std::atomic<bool> failed_once_{false};
+};
+
+TEST(WaitingMarker, APostTheCoordinatorDidNotTakeIsTriedAgain) {
+  auto store = std::make_shared<FlakyStore>();
+  WaitingMarker marker(store, 1, milliseconds(20));
+  marker.Begin();
+  EXPECT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/1=waiting"}));
 }
 
 // A collective that finishes when the test says so, with the status it says.
@@ -210,6 +272,19 @@ TEST(MarkWaitsOf, ACollectiveIsAWaitFromItsIssueUntilItIsWaitedFor) {
   gates.gate->Open(absl::OkStatus());
   EXPECT_TRUE(work->Wait().ok());
   EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/1=waiting", "waiting/1=moving"}));
+}
+
+TEST(MarkWaitsOf, AMarkedCollectiveThatFinishedWellIsClearedBeforeItIsWaitedFor) {
+  auto store = std::make_shared<RecordingStore>();
+  WaitingMarker marker(store, 1, milliseconds(20));
+  GateCommunicator gates;
+  std::unique_ptr<Communicator> marked = MarkWaitsOf(&gates, &marker);
+  std::shared_ptr<Work> round = marked->BroadcastAsync(nullptr, 0, 0);
+  ASSERT_EQ(store->AwaitSets(1).size(), 1u);
+  // Done, as an overlapped round the step loop collects later: not waiting.
+  gates.gate->Open(absl::OkStatus());
+  EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/1=waiting", "waiting/1=moving"}));
+  EXPECT_TRUE(round->Wait().ok());
 }
 
 TEST(MarkWaitsOf, ACollectiveThatFailsOrIsDroppedInFlightLeavesTheMarkUp) {
