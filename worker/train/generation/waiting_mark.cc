@@ -16,8 +16,9 @@ namespace {
 // that drops collectives in flight is failing).
 class MarkedWork : public Work {
  public:
-  // The marker asks Done() only while this is alive: the wait ends (and
-  // leaves the marker) in the destructor at the latest.
+  // The marker asks the inner Work's Done() and, once done, its Wait()
+  // only while this is alive: the wait ends (and leaves the marker, under
+  // the marker's lock) in the destructor at the latest.
   MarkedWork(std::shared_ptr<Work> inner, WaitingMarker* marker)
       : inner_(std::move(inner)),
         marker_(marker),
