@@ -120,9 +120,11 @@ Communicator* Trainer::Marked(Communicator* inner) {
 
 absl::Status Trainer::ConnectGroup() {
   if (PostsWaitingMarks(ctx_.device().is_cuda(), static_cast<int>(join_.world_size()))) {
+    std::function<void()> on_mark;
+    if (ctx_.metrics() != nullptr) on_mark = [metrics = ctx_.metrics()] { metrics->ObserveLongWait(); };
     waiting_marker_ = std::make_unique<WaitingMarker>(client_->KvStore(join_.generation()),
                                                       static_cast<int>(join_.rank()),
-                                                      WaitingMarkAfter(ctx_.CollectiveTimeout()));
+                                                      WaitingMarkAfter(ctx_.CollectiveTimeout()), std::move(on_mark));
   }
   // Forming the communicators waits on the peers too; the wait ends as a
   // failure unless they formed (an exception too).

@@ -89,8 +89,9 @@ WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkSt
   return step;
 }
 
-WaitingMarker::WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after)
-    : store_(std::move(store)), rank_(rank), after_(after), thread_([this] { Run(); }) {}
+WaitingMarker::WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after,
+                             std::function<void()> on_mark)
+    : store_(std::move(store)), rank_(rank), after_(after), on_mark_(std::move(on_mark)), thread_([this] { Run(); }) {}
 
 WaitingMarker::~WaitingMarker() {
   {
@@ -149,6 +150,7 @@ void WaitingMarker::Run() {
     if (posted.ok() || posted.code() == absl::StatusCode::kFailedPrecondition) {
       state_.posted = *step.post;
       state_.retry_at.reset();
+      if (*step.post && on_mark_) on_mark_();
     } else {
       LOG(WARNING) << "could not post rank " << rank_ << "'s waiting mark (tried again): " << posted;
       state_.retry_at = std::chrono::steady_clock::now() + WaitingMarkRecheck(after_);

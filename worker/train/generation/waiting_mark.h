@@ -91,7 +91,10 @@ WaitingMarkStep NextWaitingMarkStep(const WaitingMarkState& state, WaitingMarkSt
 // is told of; a thread of its own posts it.
 class WaitingMarker {
  public:
-  WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after);
+  // `on_mark`, where given, is called (on the marker's thread) each time
+  // the mark goes up: a wait lasted `after`.
+  WaitingMarker(std::shared_ptr<RendezvousStore> store, int rank, std::chrono::milliseconds after,
+                std::function<void()> on_mark = {});
   ~WaitingMarker();
   WaitingMarker(const WaitingMarker&) = delete;
   WaitingMarker& operator=(const WaitingMarker&) = delete;
@@ -120,6 +123,7 @@ class WaitingMarker {
   const std::shared_ptr<RendezvousStore> store_;
   const int rank_;
   const std::chrono::milliseconds after_;
+  const std::function<void()> on_mark_;
   std::mutex mu_;
   std::condition_variable changed_;
   std::map<uint64_t, Wait> waits_;  // by id: ids rise with time, so the first is the oldest

@@ -121,11 +121,15 @@ class RecordingStore : public RendezvousStore {
 
 TEST(WaitingMarker, ALongWaitIsMarkedAndClearedWhenItEndsWell) {
   auto store = std::make_shared<RecordingStore>();
-  WaitingMarker marker(store, 2, milliseconds(20));
-  const uint64_t wait = marker.Begin();
-  EXPECT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/2=waiting"}));
-  marker.End(wait, /*ok=*/true);
-  EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/2=waiting", "waiting/2=moving"}));
+  std::atomic<int> marked{0};
+  {
+    WaitingMarker marker(store, 2, milliseconds(20), [&] { ++marked; });
+    const uint64_t wait = marker.Begin();
+    EXPECT_EQ(store->AwaitSets(1), std::vector<std::string>({"waiting/2=waiting"}));
+    marker.End(wait, /*ok=*/true);
+    EXPECT_EQ(store->AwaitSets(2), std::vector<std::string>({"waiting/2=waiting", "waiting/2=moving"}));
+  }
+  EXPECT_EQ(marked.load(), 1) << "one long wait told (herd_train_long_waits_total)";
 }
 
 TEST(WaitingMarker, AFailedWaitLeavesTheMarkUp) {

@@ -65,6 +65,11 @@ TrainerMetrics::TrainerMetrics(prometheus::Registry& registry, const TrainerMetr
                                    "Generations that failed under this trainer (a collective failed or timed out, or "
                                    "the coordinator fenced it) and that it recovered from in memory.",
                                    labels_)),
+      long_waits_(Counter(registry, "herd_train_long_waits_total",
+                          "Waits on the other ranks (a collective, or forming the generation's communicators) that "
+                          "lasted half the collective timeout: a collective came close to timing out (a straggler, a "
+                          "slow link, a hung peer).",
+                          labels_)),
       checkpoint_failures_(Counter(registry, "herd_train_checkpoint_failures_total",
                                    "Checkpoint writes that failed (storage full, read-only, missing or failing); the "
                                    "job goes on unless its checkpoint.on_failure is fail.",
@@ -246,6 +251,7 @@ void TrainerMetrics::ObserveStep(const StepStats& stats) {
 }
 
 void TrainerMetrics::ObserveGenerationFailure() { generation_failures_.Increment(); }
+void TrainerMetrics::ObserveLongWait() { long_waits_.Increment(); }
 
 void TrainerMetrics::ObserveCheckpointFailure() { checkpoint_failures_.Increment(); }
 

@@ -77,6 +77,9 @@ class TrainerMetrics {
   void ObserveSyncTraffic(const SyncTraffic& traffic);
   // A generation failed under this trainer, which goes on to the next one.
   void ObserveGenerationFailure();
+  // A wait on the peers lasted half the collective timeout: this rank posted
+  // its waiting mark (generation/waiting_mark.h).
+  void ObserveLongWait();
   // A checkpoint write failed (the job goes on unless checkpoint.on_failure is fail).
   void ObserveCheckpointFailure();
   // A step dropped for a non-finite loss or gradient (on_nonfinite: skip_step).
@@ -127,6 +130,7 @@ class TrainerMetrics {
   prometheus::Gauge& world_size_;
   prometheus::Gauge& generation_;
   prometheus::Counter& generation_failures_;
+  prometheus::Counter& long_waits_;
   prometheus::Counter& checkpoint_failures_;
   prometheus::Counter& nonfinite_skips_;
   prometheus::Counter& context_loads_;

@@ -117,6 +117,7 @@ TEST(TrainerMetrics, EverySeriesCarriesJobRankAndWorker) {
       "herd_train_world_size",
       "herd_train_generation",
       "herd_train_generation_failures_total",
+      "herd_train_long_waits_total",
       "herd_train_checkpoint_failures_total",
       "herd_train_context_loads_total",
       "herd_train_context_load_seconds",
