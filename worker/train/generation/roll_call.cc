@@ -49,10 +49,9 @@ enum class RollCallPresence {
 };
 
 // Rank `other`'s presence: without `marks`, its answer waited for until
-// `deadline`. With them, found at once from its answer or its mark; a rank
-// with neither is waited for until `deadline` only when `wait_unmarked`.
+// `deadline`. With them, found at once from its answer or its mark.
 absl::StatusOr<RollCallPresence> Seek(RendezvousStore& store, int other, std::chrono::steady_clock::time_point deadline,
-                                      bool marks, bool wait_unmarked, std::string* answer) {
+                                      bool marks, std::string* answer) {
   if (!marks) {
     absl::Status got = store.Get(RollCallKey(other), Left(deadline), answer);
     if (got.ok()) return RollCallPresence::kAnswered;
@@ -66,12 +65,14 @@ absl::StatusOr<RollCallPresence> Seek(RendezvousStore& store, int other, std::ch
   got = store.Get(WaitingMarkKey(other), std::chrono::milliseconds(0), &mark);
   if (got.ok() && mark == kWaitingMark) return RollCallPresence::kWaiting;
   if (!got.ok() && got.code() != absl::StatusCode::kDeadlineExceeded) return got;
-  if (!wait_unmarked) return RollCallPresence::kSilent;
-  got = store.Get(RollCallKey(other), Left(deadline), answer);
-  if (got.ok()) return RollCallPresence::kAnswered;
-  if (got.code() == absl::StatusCode::kDeadlineExceeded) return RollCallPresence::kSilent;
-  return got;
+  return RollCallPresence::kSilent;
 }
+
+// How long the first look at each of several ranks neither answered nor
+// waiting waits for its answer: a live one answers as soon as it finds the
+// collective broken, so those due now are not waited out behind a rank
+// that never answers.
+constexpr std::chrono::milliseconds kFirstLook{50};
 
 }  // namespace
 
@@ -170,10 +171,10 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
     // A rank found waiting is alive: whom it blames comes with its answer,
     // when its own wait fails (within the skew of this one's).
     absl::StatusOr<RollCallPresence> found =
-        Seek(store, *path.wait_for, deadline, marks, /*wait_unmarked=*/false, &value);
+        Seek(store, *path.wait_for, deadline, marks, &value);
     if (found.ok() && *found == RollCallPresence::kWaiting) {
       waiting.insert(*path.wait_for);
-      found = Seek(store, *path.wait_for, deadline, /*marks=*/false, false, &value);
+      found = Seek(store, *path.wait_for, deadline, /*marks=*/false, &value);
     }
     if (!found.ok()) {
       status = found.status();
@@ -211,7 +212,7 @@ absl::Status FollowLateBlame(const absl::Status& failure, RendezvousStore& store
 }
 
 RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait,
-                            bool marks, bool wait_unmarked) {
+                            bool marks) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   RollCallAnswers answers;
   answers.status = store.Set(RollCallKey(rank), RollCallAnswer(std::nullopt));
@@ -221,7 +222,7 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
   for (int other = 0; other < world_size; ++other) {
     if (other == rank) continue;
     std::string value;
-    absl::StatusOr<RollCallPresence> found = Seek(store, other, deadline, marks, wait_unmarked, &value);
+    absl::StatusOr<RollCallPresence> found = Seek(store, other, deadline, marks, &value);
     if (!found.ok()) {
       answers.status = found.status();
       return answers;
@@ -232,19 +233,28 @@ RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, st
       silent.push_back(other);
     }
   }
-  // Several ranks neither answered nor waiting: only one is likely to hang,
-  // and another may merely lag (a checkpoint's save, a slow step) and
-  // answer once it reaches the failed collective, so each is waited for
-  // until the deadline. A sole one is absent at once.
-  if (marks && !wait_unmarked && silent.size() > 1) {
-    for (int other : silent) {
+  if (!marks) return answers;
+  // Several ranks neither answered nor waiting (with marks): a live one
+  // among them (one that lagged, a checkpoint's save; one that began its
+  // collective as it broke) answers once it finds the collective broken.
+  // They are waited for, a short look at each first, until one is left:
+  // that one hangs or died.
+  for (const bool first_look : {true, false}) {
+    for (auto it = silent.begin(); it != silent.end() && silent.size() > 1;) {
       std::string value;
-      absl::StatusOr<RollCallPresence> found = Seek(store, other, deadline, /*marks=*/false, true, &value);
+      const auto until =
+          first_look ? std::min(deadline, std::chrono::steady_clock::now() + kFirstLook) : deadline;
+      absl::StatusOr<RollCallPresence> found = Seek(store, *it, until, /*marks=*/false, &value);
       if (!found.ok()) {
         answers.status = found.status();
         return answers;
       }
-      if (*found == RollCallPresence::kAnswered) answers.answered.push_back(other);
+      if (*found == RollCallPresence::kAnswered) {
+        answers.answered.push_back(*it);
+        it = silent.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   return answers;
@@ -254,12 +264,9 @@ absl::Status BlameByRollCall(const absl::Status& failure, RendezvousStore& store
                              int world_size, std::chrono::milliseconds wait, bool marks) {
   if (!NeedsRollCall(failure, world_size)) return failure;
   const bool timed_out = failure.code() == absl::StatusCode::kDeadlineExceeded;
-  // After a timeout every live rank has been waiting long enough to be
-  // marked; after a closed connection a live rank may have just begun.
-  const bool wait_unmarked = !marks || !timed_out;
-  const RollCallAnswers answers = CallTheRoll(store, rank, world_size, wait, marks, wait_unmarked);
+  const RollCallAnswers answers = CallTheRoll(store, rank, world_size, wait, marks);
   const std::string seconds = absl::StrFormat("%.2f", std::chrono::duration<double>(wait).count());
-  const std::string within = wait_unmarked ? absl::StrCat(" within ", seconds, " s") : "";
+  const std::string within = absl::StrCat(" within ", seconds, " s");
   if (answers.status.code() == absl::StatusCode::kFailedPrecondition) {
     LOG(INFO) << "roll call after the failure of generation " << generation
               << ": the generation already ended (a peer reported first): reporting without blame";

@@ -12,19 +12,22 @@
 // every rank answered, nobody is (the failure was something else).
 //
 // Waiting out that deadline cost every hang its full length (up to 2 s past
-// the timeout). Where ranks post waiting marks (waiting_mark.h: CPU
-// collectives), a rank whose mark is up counts as answered at once, and
-// after a timeout a sole rank with neither an answer nor a mark is absent
-// at once: every live rank stuck in the collective began waiting within
-// the ranks' skew, so it posted its mark half a timeout earlier. The roll
-// call after a timeout then waits for nobody. Several such ranks are
-// waited for until the deadline: one may merely lag (rank 0 saving a
-// checkpoint before the collective) while another hangs, and blaming the
-// lowest at once would leave the laggard out and keep the hung rank. After a closed connection a live
-// rank may have begun waiting just now (a peer died as it arrived), so a
-// rank with neither is still waited for until the deadline. Below, "did
-// not answer by the deadline" reads "neither answered nor waiting" where
-// marks are posted.
+// the timeout), and every death on Gloo too. Where ranks post waiting marks
+// (waiting_mark.h: CPU collectives), a rank whose mark is up counts as
+// answered at once. A sole rank with neither an answer nor a mark is
+// absent at once: after a timeout, every live rank stuck in the collective
+// began waiting within the ranks' skew and posted its mark half a timeout
+// earlier; after a closed connection, the rank that closed it is dead, or
+// timed out (then it is marked, and its own report blames the same sole
+// rank), or already reported (then the generation has ended). Several such
+// ranks are waited for, a short look at each first, until one is left or
+// the deadline passes: a live one among them (one that lagged behind a
+// checkpoint's save, one that began its collective as it broke) answers
+// once it finds the collective broken, and blaming the lowest at once
+// could leave it out and keep the rank that hangs. A rank more than half a
+// timeout behind its peers is blamed as a timeout blames a late peer.
+// Below, "did not answer by the deadline" reads "neither answered nor
+// waiting, once the others answered" where marks are posted.
 //
 // Which absent rank is blamed depends on how this rank failed:
 //  - after a timeout, the lowest absent rank: this rank waited the whole
@@ -194,12 +197,11 @@ struct RollCallAnswers {
 // Answers for `rank` in `store` (the failed generation's), then looks for
 // the other ranks: without `marks`, each one's answer is waited for until
 // `wait` from now. With `marks` (the ranks post waiting marks,
-// waiting_mark.h) a rank whose mark is up counts at once, and ranks with
-// neither an answer nor a mark are waited for when `wait_unmarked`, or
-// when there are several of them (one may merely lag behind its peers);
-// a sole one is absent at once.
+// waiting_mark.h) a rank whose mark is up counts at once; ranks with
+// neither an answer nor a mark are waited for, a short look at each first,
+// until one is left or `wait` has passed.
 RollCallAnswers CallTheRoll(RendezvousStore& store, int rank, int world_size, std::chrono::milliseconds wait,
-                            bool marks = false, bool wait_unmarked = true);
+                            bool marks = false);
 
 // `failure` of `generation` as it is reported: when it needs a roll call
 // and RankToBlame names a rank that did not answer, the same failure
