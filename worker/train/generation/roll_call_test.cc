@@ -163,6 +163,16 @@ TEST(CallTheRoll, AGenerationThatEndsDuringTheWaitEndsTheRollCall) {
   EXPECT_EQ(answers.status.code(), absl::StatusCode::kFailedPrecondition) << answers.status;
 }
 
+// Rank `rank` answering `answer` once rank `after` has answered: a live
+// rank that reaches the failed collective while another holds its roll call.
+std::thread AnswerOnceAnswered(RendezvousStore& store, int rank, std::string answer, int after) {
+  return std::thread([&store, rank, answer = std::move(answer), after] {
+    std::string value;
+    ASSERT_TRUE(store.Get(RollCallKey(after), milliseconds(60000), &value).ok());
+    ASSERT_TRUE(store.Set(RollCallKey(rank), answer).ok());
+  });
+}
+
 // Waiting marks (waiting_mark.h): rank `rank`'s mark up, or cleared.
 void Mark(RendezvousStore& store, int rank, bool waiting = true) {
   ASSERT_TRUE(store.Set(WaitingMarkKey(rank), waiting ? kWaitingMark : kMovingMark).ok());
@@ -204,11 +214,7 @@ TEST(BlameByRollCall, WithMarksSeveralRanksNeitherAnsweredNorWaitingAreWaitedFor
   // Rank 1 lags (a checkpoint's save) and answers once it reaches the
   // failed collective; rank 2 hangs. Neither posted a mark.
   Mark(store, 3);
-  std::thread rank1([&] {
-    std::string value;
-    ASSERT_TRUE(store.Get(RollCallKey(0), milliseconds(60000), &value).ok());
-    ASSERT_TRUE(store.Set(RollCallKey(1), "here").ok());
-  });
+  std::thread rank1 = AnswerOnceAnswered(store, 1, "here", 0);
   const auto start = std::chrono::steady_clock::now();
   const absl::Status reported = BlameByRollCall(kGlooTimeout, store, 7, 0, 4, milliseconds(60000), /*marks=*/true);
   rank1.join();
@@ -223,11 +229,7 @@ TEST(BlameByRollCall, WithMarksAfterAClosedConnectionTheDeadRankIsBlamedOnceTheL
   // Rank 3 died: its connections closed. Rank 1 began its collective as it
   // broke (no mark) and answers once rank 0 has; rank 2 is waiting.
   Mark(store, 2);
-  std::thread rank1([&] {
-    std::string value;
-    ASSERT_TRUE(store.Get(RollCallKey(0), milliseconds(60000), &value).ok());
-    ASSERT_TRUE(store.Set(RollCallKey(1), "here").ok());
-  });
+  std::thread rank1 = AnswerOnceAnswered(store, 1, "here", 0);
   const auto start = std::chrono::steady_clock::now();
   const absl::Status reported = BlameByRollCall(kGlooClosed, store, 7, 0, 4, milliseconds(60000), /*marks=*/true);
   rank1.join();
@@ -395,11 +397,7 @@ TEST(FollowLateBlame, WithMarksAHungRankNotWaitingIsSilentAtOnceAndAWaitingOneIs
   // blames comes with its answer, which rank 2 waits for.
   InMemoryStore behind;
   Mark(behind, 0);
-  std::thread rank0([&] {
-    std::string value;
-    ASSERT_TRUE(behind.Get(RollCallKey(2), milliseconds(60000), &value).ok());
-    ASSERT_TRUE(behind.Set(RollCallKey(0), RollCallAnswer(2)).ok());
-  });
+  std::thread rank0 = AnswerOnceAnswered(behind, 0, RollCallAnswer(2), 2);
   const absl::Status cut = FollowLateBlame(PeerLateError(0, "round: rank 0 did not answer in time"), behind, 7, 2, 4,
                                            milliseconds(60000), /*marks=*/true);
   rank0.join();
