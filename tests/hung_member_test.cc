@@ -128,9 +128,9 @@ TEST_P(HungMember, IsFoundAtOnceAndStaysOutUntilItAnswers) {
   // Hung for several leases: the job does not take it back meanwhile.
   const int64_t step = Field(job, "step");
   job = WaitForJob(
-      cluster, id, [&](const auto& j) { return j.value("state", "") != "RUNNING" || Field(j, "step") >= step + 200; },
+      cluster, id, [&](const auto& j) { return j.value("state", "") != "RUNNING" || Field(j, "step") >= step + 300; },
       seconds(120));
-  ASSERT_GE(Field(job, "step"), step + 200) << job.dump(2) << cluster.Logs();
+  ASSERT_GE(Field(job, "step"), step + 300) << job.dump(2) << cluster.Logs();
   EXPECT_EQ(Field(job, "generation"), generation + 1) << job.dump(2);
   EXPECT_EQ(Field(job, "world_size"), 2) << job.dump(2);
 
